@@ -1,0 +1,12 @@
+"""Datasets, partitions of the private data and the student split."""
+
+from pate_jax.data._images import DATASETS, ImageDataset, load_image_dataset, to_float
+from pate_jax.data._partition import (STUDENT_SPLITS, Partition, StudentSplit, partition,
+                                      partition_indices, student_split)
+from pate_jax.data._paths import ENV_VAR, resolve_data_dir
+
+__all__ = [
+    "DATASETS", "ENV_VAR", "ImageDataset", "Partition", "STUDENT_SPLITS", "StudentSplit",
+    "load_image_dataset", "partition", "partition_indices", "resolve_data_dir",
+    "student_split", "to_float",
+]

@@ -1,0 +1,65 @@
+"""Teacher networks of Papernot et al. (ICLR 2017), Section 4, and an MLP.
+
+All modules map float images ``[B, H, W, C]`` in [0, 1] to logits ``[B,
+num_classes]``. They hold no state besides parameters (no batch norm), so an
+ensemble is a pytree of parameters stacked on a leading teacher axis and the
+same ``apply`` serves one teacher or ``jax.vmap`` over many.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+
+class MnistCNN(nn.Module):
+  """The paper's MNIST teacher: two conv layers with max-pooling, one ReLU FC layer.
+
+  conv 5×5 (``features[0]``) → ReLU → max-pool 3×3/2 → conv 5×5 (``features[1]``)
+  → ReLU → max-pool 3×3/2 → dense ``hidden`` → ReLU → dense ``num_classes``.
+  Widths follow the 2017 code's defaults (64, 128, 384).
+  """
+  num_classes: int = 10
+  features: Sequence[int] = (64, 128)
+  hidden: Sequence[int] = (384,)
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    for f in self.features:
+      x = nn.relu(nn.Conv(f, (5, 5), padding="SAME")(x))
+      x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+    x = x.reshape(x.shape[0], -1)
+    for h in self.hidden:
+      x = nn.relu(nn.Dense(h)(x))
+    return nn.Dense(self.num_classes)(x)
+
+
+class SvhnCNN(MnistCNN):
+  """The SVHN teacher: the MNIST network with two more hidden (FC) layers."""
+  hidden: Sequence[int] = (384, 384, 192)
+
+
+class MLP(nn.Module):
+  """A ReLU multi-layer perceptron on flattened images (the CPU teacher)."""
+  num_classes: int = 10
+  hidden: Sequence[int] = (256, 256)
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    x = x.reshape(x.shape[0], -1)
+    for h in self.hidden:
+      x = nn.relu(nn.Dense(h)(x))
+    return nn.Dense(self.num_classes)(x)
+
+
+_MODELS = {"mnist_cnn": MnistCNN, "svhn_cnn": SvhnCNN, "mlp": MLP}
+
+
+def get_model(name: str, num_classes: int, **kwargs) -> nn.Module:
+  """The model called ``name`` ("mnist_cnn", "svhn_cnn", "mlp") with ``kwargs``."""
+  if name not in _MODELS:
+    raise ValueError(f"model: unknown model {name!r}; known: {sorted(_MODELS)}")
+  kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+  return _MODELS[name](num_classes=num_classes, **kwargs)

@@ -1,0 +1,51 @@
+"""The teacher axis sharded over 8 (host) devices gives the same votes as 1 device.
+
+XLA fixes the device count at start-up, so the check runs in a subprocess with
+``XLA_FLAGS=--xla_force_host_platform_device_count=8``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+_SCRIPT = textwrap.dedent("""
+    import json
+    import jax, jax.numpy as jnp, numpy as np, optax
+    from pate_jax import data, models, teachers, votes
+
+    assert jax.device_count() == 8, jax.devices()
+    T = 10  # not a multiple of 8: exercises padding of the teacher axis
+    ds = data.load_image_dataset("digits")
+    x, y, _ = data.partition(jax.random.key(0), ds.train_images, ds.train_labels, T)
+    x, y = jnp.asarray(data.to_float(x)), jnp.asarray(y)
+    fns = teachers.TeacherFns(models.get_model("mlp", 10, hidden=(32,)), optax.adam(1e-2), 32, 1)
+    keys = jax.random.split(jax.random.key(1), T)
+    x_test = jnp.asarray(data.to_float(ds.test_images))
+    out = {}
+    for name, devices in (("one", jax.devices()[:1]), ("eight", jax.devices())):
+      ens = teachers.Ensemble(fns, "vmap", mesh=teachers.teacher_mesh(devices))
+      state = ens.init(jax.random.split(jax.random.key(2), T), x[0])
+      padded, _ = teachers._pad_teachers((state, keys, x, y), len(devices))
+      sharded = ens._shard(padded)
+      out[name + "_devices_used"] = len(sharded[2].sharding.device_set)
+      state, _ = ens.train(state, keys, x, y, 0, 30)
+      out[name] = np.asarray(votes.histogram(ens.predict(state["params"], x_test), 10)).tolist()
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_eight_devices_same_votes_as_one():
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             JAX_PLATFORMS="cpu")
+  proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
+                        text=True, timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))
+  out = json.loads(line[len("RESULT"):])
+  assert out["one_devices_used"] == 1 and out["eight_devices_used"] == 8
+  assert out["one"] == out["eight"]
+  assert all(sum(row) == 10 for row in out["eight"])

@@ -1,0 +1,83 @@
+"""experiments/train_teachers.py end to end: results, votes, kill and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from pate_jax import votes as votes_lib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "experiments" / "train_teachers.py"
+SMALL = ["--config.dataset=digits", "--config.num_teachers=4", "--config.num_steps=30",
+         "--config.checkpoint_every=10", "--config.gap_plot=False"]
+
+
+def _run(workdir, *overrides, config="configs/mnist_250.py:cpu", check=True):
+  proc = subprocess.run(
+      [sys.executable, str(SCRIPT), f"--config={REPO / config}", f"--workdir={workdir}",
+       *overrides], cwd=REPO, capture_output=True, text=True, timeout=900,
+      env=dict(os.environ, PATE_JAX_NO_PROGRESS="1"), check=False)
+  if check:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def _final_params(workdir, step):
+  return ocp.StandardCheckpointer().restore(pathlib.Path(workdir) / "checkpoints" / str(step)
+                                            / "default")
+
+
+def test_killed_run_resumes_bit_identical(tmp_path):
+  clean, killed = tmp_path / "clean", tmp_path / "killed"
+  _run(clean, *SMALL)
+  proc = _run(killed, *SMALL, "--config.crash_after_step=20", check=False)
+  assert proc.returncode == 3, proc.stderr[-2000:]
+  assert not (killed / "votes.npz").exists()
+  _run(killed, *SMALL)  # the same command again
+  results = json.loads((killed / "results.json").read_text())["results"]
+  assert results["resumed_from_step"] == 20
+
+  a, b = _final_params(clean, 30), _final_params(killed, 30)
+  assert jax.tree.structure(a) == jax.tree.structure(b)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_array_equal(x, y)
+  va, vb = votes_lib.load_votes(clean), votes_lib.load_votes(killed)
+  np.testing.assert_array_equal(va["votes"], vb["votes"])
+
+
+def test_mnist_results_and_votes(tmp_path, data_dir):
+  _run(tmp_path, f"--config.data_dir={data_dir}", "--config.num_teachers=5",
+       "--config.train_subset=1000", "--config.num_steps=40", "--config.checkpoint_every=20")
+  record = json.loads((tmp_path / "results.json").read_text())
+  r = record["results"]
+  assert r["dataset"] == "mnist" and not r["fallback_data"]
+  assert r["examples_per_teacher"] == 200 and r["dropped_examples"] == 0
+  assert r["num_eval"] == 1000 and r["num_test"] == 10_000
+  assert 0.5 < r["teacher_test_accuracy"]["mean"] <= r["teacher_test_accuracy"]["max"]
+  assert r["plurality_accuracy_test"] > 0.5 and 0 < r["mean_normalized_gap"] <= 1
+  for key in ("config", "seed", "git", "versions", "device"):
+    assert key in record
+  assert record["config"]["num_teachers"] == 5 and record["versions"]["jax"]
+  v = votes_lib.load_votes(tmp_path)
+  assert v["votes"].shape == (10_000, 10) and v["num_pool"] == 9_000
+  np.testing.assert_array_equal(v["votes"].sum(1), 5)
+  assert (tmp_path / "gap.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("override,message", [
+    ("--config.num_teachers=0", "num_teachers must be positive"),
+    ("--config.num_teachers=5000", "larger than the training set"),
+    ("--config.dataset=imagenet", "unknown dataset 'imagenet'"),
+])
+def test_bad_config_is_rejected(tmp_path, override, message):
+  proc = _run(tmp_path, *SMALL, override, check=False)
+  assert proc.returncode != 0 and message in proc.stderr
