@@ -21,10 +21,6 @@ import optax
 from pate_jax import data, experiment, models, teachers, votes as votes_lib
 from pate_jax.checkpoint import Checkpointer
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
-                                          lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Where to write results and checkpoints.")
-
 # Named PRNG streams folded into the root key.
 STREAM_PARTITION, STREAM_INIT, STREAM_TRAIN = 0, 1, 2
 
@@ -156,12 +152,15 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO.
-  results = run(_CONFIG.value, _WORKDIR.value)
+  results = run(flags.FLAGS.config, flags.FLAGS.workdir)
   print({k: results[k] for k in ("teacher_test_accuracy", "plurality_accuracy_eval",
                                  "plurality_accuracy_test", "mean_normalized_gap",
                                  "wall_seconds")})
 
 
 if __name__ == "__main__":
+  # Flags are defined here, not at import, so run_pate.py can import run().
+  config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
+  flags.DEFINE_string("workdir", None, "Where to write results and checkpoints.")
   flags.mark_flags_as_required(["config", "workdir"])
   app.run(main)
