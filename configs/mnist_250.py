@@ -21,6 +21,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data_dir = ""              # "" → $PATE_JAX_DATA_DIR, then tensorflow-datasets.
   c.allow_fallback = False     # True: sklearn 8×8 digits when MNIST is nowhere (loudly).
   c.train_subset = 0           # >0: use only the first N training images (tests).
+  c.use_extra = False          # SVHN: add the "extra" split to the private data.
   c.num_teachers = 250
 
   c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {}})

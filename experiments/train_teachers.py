@@ -55,6 +55,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
   t_start = time.time()
   ds = load_data(config)
   train_x, train_y = ds.train_images, ds.train_labels
+  if config.get("use_extra") and ds.extra_images is not None:  # SVHN: train + extra.
+    train_x = np.concatenate([train_x, ds.extra_images])
+    train_y = np.concatenate([train_y, ds.extra_labels])
   if config.train_subset:
     train_x, train_y = train_x[:config.train_subset], train_y[:config.train_subset]
   root = jax.random.key(config.seed)
