@@ -81,3 +81,22 @@ def test_mnist_results_and_votes(tmp_path, data_dir):
 def test_bad_config_is_rejected(tmp_path, override, message):
   proc = _run(tmp_path, *SMALL, override, check=False)
   assert proc.returncode != 0 and message in proc.stderr
+
+
+def test_svhn_config_uses_extra_split(tmp_path):
+  import scipy.io  # pylint: disable=g-import-not-at-top
+  svhn = tmp_path / "data" / "svhn"
+  svhn.mkdir(parents=True)
+  rng = np.random.default_rng(0)
+  for split, n in (("train", 20), ("test", 30), ("extra", 10)):
+    scipy.io.savemat(svhn / f"{split}_32x32.mat", {
+        "X": rng.integers(0, 256, (32, 32, 3, n)).astype(np.uint8),
+        "y": (np.arange(n) % 10 + 1).reshape(-1, 1).astype(np.uint8)})
+  work = tmp_path / "work"
+  _run(work, f"--config.data_dir={tmp_path / 'data'}", "--config.num_teachers=3",
+       "--config.num_steps=2", "--config.checkpoint_every=2", "--config.gap_plot=False",
+       config="configs/svhn_250.py:cpu")
+  r = json.loads((work / "results.json").read_text())["results"]
+  assert r["dataset"] == "svhn" and r["examples_per_teacher"] == 10  # (20 + 10) // 3
+  v = votes_lib.load_votes(work)
+  assert v["votes"].shape == (30, 10) and v["num_pool"] == 27  # small test set: 90/10
