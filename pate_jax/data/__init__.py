@@ -1,11 +1,14 @@
 """Datasets, partitions of the private data and the student split."""
 
+from pate_jax.data.adult import ADULT_DOCTORATE, ADULT_LABEL, load_adult
+from pate_jax.data.diabetes import load_diabetes
 from pate_jax.data._images import DATASETS, ImageDataset, load_image_dataset, to_float
 from pate_jax.data._partition import (STUDENT_SPLITS, Partition, StudentSplit, partition,
                                       partition_indices, student_split)
 from pate_jax.data._paths import ENV_VAR, resolve_data_dir
 
 __all__ = [
+    "ADULT_DOCTORATE", "ADULT_LABEL", "load_adult", "load_diabetes",
     "DATASETS", "ENV_VAR", "ImageDataset", "Partition", "STUDENT_SPLITS", "StudentSplit",
     "load_image_dataset", "partition", "partition_indices", "resolve_data_dir",
     "student_split", "to_float",

@@ -1,0 +1,154 @@
+"""UCI Adult (census income) from ``<data_dir>/adult/{train,test,attack}.csv``.
+
+The files (see ``shared/data/README.md``) hold the coarsened Adult split
+published with the histogram-leakage attack's code: columns ``age, workclass,
+education, marital_status, relationship, occupation, race, gender,
+capital_gain, capital_loss, hours_per_week, income`` with ``income`` = 1 if
+> $50K. As in Papernot et al. (2017), Appendix C, the only preprocessing is to
+code each categorical value as an integer; the vocabulary is learned from the
+training split and frozen, and a category unseen in training is coded
+:data:`pate_jax.tabular.UNKNOWN_CODE` (with a warning) instead of failing.
+
+``drop_columns`` removes columns from the features but keeps them in
+``TabularSplit.columns``: the consensus inference of the histogram-leakage
+paper (Section 2) trains the teachers without ``education`` and still needs it
+to form the PhD ("Doctorate") group.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from pate_jax.data._paths import ENV_VAR, resolve_data_dir
+from pate_jax.tabular._table import (
+    Encoder,
+    TabularSplit,
+    check_drop_columns,
+    encode,
+    fit_encoder,
+    read_csv,
+)
+
+ADULT_LABEL = "income"
+ADULT_SPLITS = ("train", "test", "attack")
+ADULT_CATEGORICAL = ("workclass", "education", "marital_status", "relationship", "occupation",
+                     "race", "gender")
+ADULT_NUMERIC = ("age", "capital_gain", "capital_loss", "hours_per_week")
+ADULT_DOCTORATE = "Doctorate"  # The education value of PhD holders.
+
+# Income spellings: the coarsened files use 0/1, the original UCI files
+# "<=50K"/">50K" (with a trailing "." in adult.test).
+_INCOME = {"0": 0, "1": 1, "<=50K": 0, ">50K": 1, "<=50K.": 0, ">50K.": 1}
+
+
+def adult_path(split: str, data_dir: str | os.PathLike | None = None) -> pathlib.Path:
+  """``<data_dir>/adult/<split>.csv``, with a clear error when it is absent."""
+  if split not in ADULT_SPLITS:
+    raise ValueError(f"split must be one of {ADULT_SPLITS}, got {split!r}")
+  root = resolve_data_dir(data_dir)
+  if root is None:
+    raise FileNotFoundError(
+        f"UCI Adult: no data directory; set ${ENV_VAR} or pass data_dir (config field "
+        "`data_dir`) to a directory holding adult/{train,test,attack}.csv")
+  path = root / "adult" / f"{split}.csv"
+  if not path.is_file():
+    raise FileNotFoundError(f"UCI Adult: no file at {path}; point ${ENV_VAR} or data_dir at "
+                            "the directory holding adult/{train,test,attack}.csv")
+  return path
+
+
+def parse_income(values: np.ndarray, *, source: str = "income") -> np.ndarray:
+  """``int32 [N]`` income labels (1 if > $50K) from their CSV spellings."""
+  values = np.asarray(values).astype(np.str_)
+  out = np.empty(values.shape, np.int32)
+  for spelling in np.unique(values).tolist():
+    if spelling not in _INCOME:
+      raise ValueError(f"{source}: unknown income label {spelling!r}; expected one of "
+                       f"{sorted(_INCOME)}")
+    out[values == spelling] = _INCOME[spelling]
+  return out
+
+
+def read_adult_csv(path: str | os.PathLike, *, require_label: bool = True
+                   ) -> dict[str, np.ndarray]:
+  """The raw string columns of an Adult CSV.
+
+  Raises:
+    ValueError: if ``require_label`` and the header has no ``income`` column.
+  """
+  columns = read_csv(path)
+  if require_label and ADULT_LABEL not in columns:
+    raise ValueError(f"{path}: no label column {ADULT_LABEL!r} in the header "
+                     f"{list(columns)}; an Adult CSV must have an income column "
+                     "(1 / >50K or 0 / <=50K)")
+  return columns
+
+
+def adult_encoder(train_columns: Mapping[str, np.ndarray],
+                  drop_columns: Iterable[str] = ()) -> Encoder:
+  """The integer coding learned from Adult's training columns.
+
+  Features are the header's columns in file order minus the label and
+  ``drop_columns``. Categorical vocabularies are the sorted training values.
+  """
+  header = list(train_columns)
+  drop = check_drop_columns(drop_columns, header, ADULT_LABEL, "the training split")
+  names = [c for c in header if c != ADULT_LABEL and c not in drop]
+  return fit_encoder(train_columns, names, categorical=ADULT_CATEGORICAL)
+
+
+def encode_adult(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
+                 on_unknown: str = "warn", source: str = "columns") -> TabularSplit:
+  """Codes raw Adult columns (e.g. new rows at prediction time) with ``encoder``.
+
+  Unseen categories are coded ``UNKNOWN_CODE`` (see :func:`pate_jax.tabular.encode`).
+  Rows without an ``income`` column get labels ``-1``.
+  """
+  features = encode(encoder, columns, on_unknown=on_unknown)
+  if ADULT_LABEL in columns:
+    labels = parse_income(columns[ADULT_LABEL], source=source)
+  else:
+    labels = np.full(features.shape[0], -1, np.int32)
+  return TabularSplit(features, labels, encoder.feature_names, dict(columns), encoder)
+
+
+def load_adult(data_dir: str | os.PathLike | None = None, *,
+               splits: Sequence[str] = ("train", "test"),
+               drop_columns: Iterable[str] | str = (),
+               on_unknown: str = "warn") -> dict[str, TabularSplit]:
+  """Loads Adult splits, coded with the vocabulary of the training split.
+
+  Args:
+    data_dir: directory holding ``adult/``; default ``$PATE_JAX_DATA_DIR``.
+    splits: which of ``("train", "test", "attack")`` to return (``train`` is
+      always read, to learn the coding).
+    drop_columns: columns left out of the features (names, or a comma-separated
+      string), e.g. ``("education",)``; they stay in ``split.columns``.
+    on_unknown: what to do with categories unseen in training ("warn",
+      "ignore", "raise"); they are coded ``UNKNOWN_CODE``.
+
+  Returns:
+    ``{split: TabularSplit}`` with ``features float32 [N, F]``, ``labels int32
+    [N]`` (income), the feature names and the raw columns.
+
+  Raises:
+    FileNotFoundError: if the data directory or a file is missing.
+    ValueError: for an unknown split, a CSV without the ``income`` column, or a
+      ``drop_columns`` entry that is not a column.
+  """
+  for s in splits:
+    if s not in ADULT_SPLITS:
+      raise ValueError(f"splits: unknown split {s!r}; expected a subset of {ADULT_SPLITS}")
+  train_path = adult_path("train", data_dir)
+  train_columns = read_adult_csv(train_path)
+  encoder = adult_encoder(train_columns, drop_columns)
+  out = {}
+  for s in splits:
+    path = adult_path(s, data_dir)
+    columns = train_columns if s == "train" else read_adult_csv(path)
+    out[s] = encode_adult(encoder, columns, on_unknown=on_unknown, source=str(path))
+  return out

@@ -1,0 +1,290 @@
+"""Tests for pate_jax.tabular: CSV coding and scikit-learn-style teacher ensembles."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+from pate_jax import tabular
+from pate_jax import votes as votes_lib
+from pate_jax.data._partition import partition_indices
+
+
+def _write_csv(path, header, rows):
+  with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(header)
+    w.writerows(rows)
+  return path
+
+
+def _blobs(n=240, num_classes=3, seed=0):
+  """Separable synthetic data: class c centred at 3c in every feature (test-only RNG)."""
+  rng = np.random.default_rng(seed)
+  y = np.arange(n) % num_classes
+  x = (3.0 * y[:, None] + rng.normal(size=(n, 4))).astype(np.float32)
+  return x, y
+
+
+class RecordingEstimator:
+  """Remembers its training rows; predicts the majority label it was fitted on."""
+
+  def __init__(self, random_state=None):
+    self.random_state = random_state
+
+  def fit(self, x, y):
+    self.x_, self.y_ = np.asarray(x), np.asarray(y)
+    self.label_ = int(np.bincount(self.y_).argmax())
+    return self
+
+  def predict(self, x):
+    return np.full(len(x), self.label_)
+
+
+# ----------------------------------------------------------------------------- coding
+
+
+def test_read_csv_strips_and_checks_rows(tmp_path):
+  p = _write_csv(tmp_path / "a.csv", ["a", "b"], [["1", " x "], ["2", "y"]])
+  cols = tabular.read_csv(p)
+  assert list(cols) == ["a", "b"]
+  np.testing.assert_array_equal(cols["b"], ["x", "y"])
+  bad = tmp_path / "bad.csv"
+  bad.write_text("a,b\n1,2\n3\n")
+  with pytest.raises(ValueError, match="line 3 has 1 fields"):
+    tabular.read_csv(bad)
+  with pytest.raises(FileNotFoundError, match="nope.csv"):
+    tabular.read_csv(tmp_path / "nope.csv")
+
+
+def test_encoder_codes_sorted_vocabulary_and_numbers():
+  train = {"c": np.array(["b", "a", "c", "a"]), "n": np.array(["1.5", "2", "3", "-1"])}
+  enc = tabular.fit_encoder(train, ["c", "n"])
+  assert enc.vocab == {"c": ("a", "b", "c")}
+  assert enc.categorical == ("c",)
+  x = tabular.encode(enc, train)
+  np.testing.assert_array_equal(x, [[1, 1.5], [0, 2], [2, 3], [0, -1]])
+  assert x.dtype == np.float32
+
+
+def test_encoder_unknown_category_gets_reserved_code():
+  enc = tabular.fit_encoder({"c": np.array(["a", "b"])}, ["c"])
+  new = {"c": np.array(["b", "zzz", "a", "0"])}
+  with pytest.warns(UserWarning, match=r"column 'c': 2 value\(s\) not in the training"):
+    x = tabular.encode(enc, new)
+  np.testing.assert_array_equal(x[:, 0], [1, tabular.UNKNOWN_CODE, 0, tabular.UNKNOWN_CODE])
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    tabular.encode(enc, new, on_unknown="ignore")
+  with pytest.raises(ValueError, match="zzz"):
+    tabular.encode(enc, new, on_unknown="raise")
+
+
+def test_encoder_rejects_bad_input():
+  enc = tabular.fit_encoder({"n": np.array(["1", "2"]), "c": np.array(["x", "y"])},
+                            ["n", "c"], categorical=["n"])
+  assert enc.vocab["n"] == ("1", "2")  # Forced categorical.
+  enc = tabular.fit_encoder({"n": np.array(["1", "2"])}, ["n"])
+  with pytest.raises(ValueError, match="numeric in the training split.*'abc'"):
+    tabular.encode(enc, {"n": np.array(["3", "abc"])})
+  with pytest.raises(ValueError, match=r"feature columns \['n'\] are missing"):
+    tabular.encode(enc, {"m": np.array(["3"])})
+  with pytest.raises(ValueError, match="feature_names"):
+    tabular.fit_encoder({"n": np.array(["1"])}, ["n", "q"])
+  with pytest.raises(ValueError, match="on_unknown"):
+    tabular.encode(enc, {"n": np.array(["1"])}, on_unknown="drop")
+
+
+# ----------------------------------------------------------------------------- teachers
+
+
+def test_random_states_are_fold_in_bits():
+  key = jax.random.key(3)
+  seeds = tabular.random_states(key, 5)
+  expected = [int(jax.random.bits(jax.random.fold_in(key, i), (), np.uint32)) for i in range(5)]
+  np.testing.assert_array_equal(seeds, expected)
+  assert len(set(seeds.tolist())) == 5
+  assert seeds.min() >= 0 and seeds.max() < 2**32
+
+
+def test_teachers_fit_their_own_disjoint_partition():
+  x, y = _blobs(n=103)
+  key = jax.random.key(0)
+  ens = tabular.fit_teachers(key, x, y, 4, estimator=RecordingEstimator, n_jobs=1)
+  part = partition_indices(jax.random.fold_in(key, 0), 103, 4)
+  np.testing.assert_array_equal(ens.index, part.index)
+  assert ens.dropped == 3 and ens.num_teachers == 4 and ens.num_classes == 3
+  assert len(np.unique(ens.index)) == ens.index.size  # Disjoint.
+  for t, teacher in enumerate(ens.teachers):
+    np.testing.assert_array_equal(teacher.x_, x[ens.index[t]])
+    np.testing.assert_array_equal(teacher.y_, y[ens.index[t]])
+    assert teacher.random_state == ens.random_states[t]
+
+
+def test_votes_are_histograms_of_predictions():
+  x, y = _blobs()
+  ens = tabular.fit_teachers(jax.random.key(1), x, y, 5,
+                             estimator=tabular.random_forest(5), n_jobs=1)
+  votes, preds = tabular.teacher_votes(ens, x[:17], n_jobs=1)
+  assert preds.shape == (5, 17) and votes.shape == (17, 3)
+  assert votes.dtype == np.int32 and preds.dtype == np.int32
+  np.testing.assert_array_equal(votes.sum(axis=1), 5)
+  for q in range(17):
+    np.testing.assert_array_equal(votes[q], np.bincount(preds[:, q], minlength=3))
+  for t in range(5):
+    np.testing.assert_array_equal(preds[t], ens.teachers[t].predict(x[:17]))
+  # Separable classes: the plurality is right.
+  np.testing.assert_array_equal(votes.argmax(axis=1), y[:17])
+
+
+def test_teachers_deterministic_in_key_not_in_n_jobs():
+  x, y = _blobs()
+  fit = lambda k, n: tabular.teacher_votes(
+      tabular.fit_teachers(jax.random.key(k), x, y, 6,
+                           estimator=RandomForestClassifier(n_estimators=3, max_depth=2),
+                           n_jobs=n), x, n_jobs=n)[1]
+  serial, parallel, other = fit(7, 1), fit(7, 2), fit(8, 1)
+  np.testing.assert_array_equal(serial, parallel)
+  assert not np.array_equal(serial, other)
+
+
+def test_prototype_is_cloned_and_seeded():
+  proto = DecisionTreeClassifier(max_depth=1)
+  model = tabular.make_estimator(proto, 123)
+  assert model is not proto and model.random_state == 123 and model.max_depth == 1
+  assert proto.random_state is None
+  plain = RecordingEstimator()
+  copy = tabular.make_estimator(plain, 5)  # No get_params: deep-copied as is.
+  assert copy is not plain and copy.random_state is None
+  assert tabular.make_estimator(None, 9).random_state == 9  # Default: a forest.
+  with pytest.raises(ValueError, match="lacks fit/predict"):
+    tabular.make_estimator(lambda s: object(), 0)
+  with pytest.raises(ValueError, match="estimator must have fit/predict"):
+    tabular.make_estimator(42, 0)
+
+
+def test_fit_teachers_rejects_bad_input():
+  x, y = _blobs(n=10)
+  with pytest.raises(ValueError, match="num_teachers=11 is larger than the training set"):
+    tabular.fit_teachers(jax.random.key(0), x, y, 11, n_jobs=1)
+  with pytest.raises(ValueError, match="num_teachers must be a positive int"):
+    tabular.fit_teachers(jax.random.key(0), x, y, 0, n_jobs=1)
+  with pytest.raises(ValueError, match="labels must have shape"):
+    tabular.fit_teachers(jax.random.key(0), x, y[:5], 2, n_jobs=1)
+  with pytest.raises(ValueError, match=r"labels must lie in \[0, num_classes=2\)"):
+    tabular.fit_teachers(jax.random.key(0), x, y, 2, num_classes=2, n_jobs=1)
+  with pytest.raises(ValueError, match="integer class ids"):
+    tabular.fit_teachers(jax.random.key(0), x, y.astype(float), 2, n_jobs=1)
+  with pytest.raises(ValueError, match=r"features must have shape \[N, F\]"):
+    tabular.fit_teachers(jax.random.key(0), x[:, 0], y, 2, n_jobs=1)
+
+
+def test_teacher_single_class_shard_and_out_of_range_predictions():
+  x, y = _blobs(n=6, num_classes=3)
+  ens = tabular.fit_teachers(jax.random.key(0), x, y, 6, estimator=RecordingEstimator,
+                             n_jobs=1)  # One example per teacher.
+  votes, _ = tabular.teacher_votes(ens, x, n_jobs=1)
+  np.testing.assert_array_equal(votes, np.full((6, 3), 2))  # Each class held by 2 teachers.
+  bad = ens._replace(num_classes=2)
+  with pytest.raises(ValueError, match=r"outside \[0, num_classes=2\)"):
+    tabular.predict_teachers(bad, x, n_jobs=1)
+
+
+def test_votes_round_trip_through_votes_npz(tmp_path):
+  x, y = _blobs(n=60, num_classes=2)
+  ens = tabular.fit_teachers(jax.random.key(2), x, y, 3, estimator=tabular.random_forest(3),
+                             n_jobs=1)
+  votes, _ = tabular.teacher_votes(ens, x, n_jobs=1)
+  votes_lib.save_votes(tmp_path / "votes.npz", votes, y, num_pool=40, dataset="blobs")
+  loaded = votes_lib.load_votes(tmp_path)
+  np.testing.assert_array_equal(loaded["votes"], votes)
+  assert loaded["num_teachers"] == 3 and loaded["num_pool"] == 40
+
+
+def test_unknown_category_at_prediction_time_does_not_crash():
+  train = {"c": np.array(["a", "b"] * 20), "n": np.arange(40).astype(str)}
+  y = np.array([0, 1] * 20)
+  enc = tabular.fit_encoder(train, ["c", "n"])
+  ens = tabular.fit_teachers(jax.random.key(0), tabular.encode(enc, train), y, 4,
+                             estimator=tabular.random_forest(3), n_jobs=1)
+  with pytest.warns(UserWarning, match="not in the training vocabulary"):
+    queries = tabular.encode(enc, {"c": np.array(["never-seen", "a"]), "n": np.array(["3", "4"])})
+  votes, _ = tabular.teacher_votes(ens, queries, n_jobs=1)
+  np.testing.assert_array_equal(votes.sum(axis=1), [4, 4])
+
+
+# ----------------------------------------------------------------------------- experiment
+
+
+def _adult_like(path, n, rng):
+  """A synthetic CSV with Adult's columns; income depends on age and hours."""
+  age = rng.integers(18, 80, n)
+  hours = rng.integers(10, 70, n)
+  income = ((age > 40) & (hours > 35)).astype(int)
+  cats = {"workclass": ["Private", "Government"], "education": ["School", "Doctorate"],
+          "marital_status": ["Married", "Single"], "relationship": ["Husband", "Wife"],
+          "occupation": ["Sales", "Service"], "race": ["White", "Black"],
+          "gender": ["Male", "Female"]}
+  header = ["age", *cats, "capital_gain", "capital_loss", "hours_per_week", "income"]
+  rows = [[a, *(v[rng.integers(2)] for v in cats.values()), 0, 0, h, y]
+          for a, h, y in zip(age, hours, income)]
+  path.parent.mkdir(parents=True, exist_ok=True)
+  return _write_csv(path, header, rows)
+
+
+def _load_by_path(*parts):
+  """Imports a config or experiment script by file path (they are not packages)."""
+  import importlib.util
+  import pathlib
+  path = pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts)
+  spec = importlib.util.spec_from_file_location("_test_" + path.stem, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def _config(arg):
+  return _load_by_path("configs", "adult_rf.py").get_config(arg)
+
+
+def test_experiment_end_to_end_on_synthetic_adult(tmp_path):
+  tabular_experiment = _load_by_path("experiments", "tabular.py")
+  rng = np.random.default_rng(0)
+  _adult_like(tmp_path / "data" / "adult" / "train.csv", 240, rng)
+  _adult_like(tmp_path / "data" / "adult" / "test.csv", 90, rng)
+  config = _config("cpu,noeducation")
+  config.data_dir = str(tmp_path / "data")
+  config.num_teachers, config.n_estimators, config.n_jobs = 4, 3, 1
+  config.student_n_estimators = config.baseline_n_estimators = 3
+  config.num_pool, config.query_counts = 40, [20, 40]
+  config.lnmax_gammas, config.gnmax_sigmas = [0.5, 1.0], [1.0, 2.0]
+  config.num_seeds = 2
+  work = tmp_path / "work"
+  res = tabular_experiment.run(config, work)
+  assert res["dataset"] == "adult-noeducation" and "education" not in res["feature_names"]
+  assert res["num_pool"] == 40 and res["num_eval"] == 50
+  sweeps = res["sweeps"]
+  assert sweeps["queries"]["num_queries"] == [20, 40]
+  for m in ("lnmax", "gnmax"):
+    assert 0.0 < res[m]["epsilon_data_dependent"] <= res[m]["epsilon_data_independent"]
+    assert 0.0 <= res[m]["student_accuracy"] <= 1.0
+    # The prefix sweep (cumulative per-query costs) ends at the total of all queries.
+    eps = sweeps["queries"][m]["epsilon"]
+    assert eps[0] < eps[1] and eps[1] == pytest.approx(res[m]["epsilon_data_dependent"])
+    assert len(sweeps["noise"][m]["student_accuracy_mean"]) == 2
+  votes = votes_lib.load_votes(work)
+  assert votes["votes"].shape == (90, 2) and votes["num_pool"] == 40
+  assert votes["num_teachers"] == 4
+  with np.load(work / "teacher_predictions.npz") as f:
+    np.testing.assert_array_equal(votes_lib.histogram(f["predictions"], 2), votes["votes"])
+  assert (work / "results.json").is_file() and (work / "student_accuracy.png").is_file()
+
+  config.dataset = "diabetes"
+  with pytest.raises(FileNotFoundError, match=r"diabetic_data.csv not found .*UCI"):
+    tabular_experiment.run(config, tmp_path / "work_diabetes")
