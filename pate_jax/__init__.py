@@ -1,0 +1,25 @@
+"""pate_jax: PATE (private aggregation of teacher ensembles) in JAX/Flax.
+
+Sub-modules are imported on first use (``pate_jax.accounting``,
+``pate_jax.aggregation``, ...), so ``import pate_jax`` stays cheap and a
+researcher who only needs the accountants does not load scikit-learn.
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+_SUBMODULES = (
+    "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "ledger",
+    "models", "tabular", "teachers", "votes",
+)
+
+
+def __getattr__(name):
+  if name in _SUBMODULES:
+    return importlib.import_module(f"pate_jax.{name}")
+  raise AttributeError(f"module 'pate_jax' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(list(globals()) + list(_SUBMODULES))
