@@ -1,0 +1,128 @@
+"""Figure 2 of Papernot et al. 2017: noisy-aggregation accuracy vs per-query ε.
+
+For each work directory (one teacher ensemble each, e.g. n ∈ {10, 100, 250}
+MNIST teachers) the LNMax labels of the votes.npz rows are compared with the
+true labels over a log grid of per-query ε ∈ [eps_min, eps_max]; the whole grid
+and all seeds come from one vmapped call
+(:func:`pate_jax.aggregation.label_accuracy_grid`). Writes ``figure2.png`` and
+``figure2.json`` (the plotted numbers, with provenance) to ``--out``.
+
+Per-query ε. An LNMax answer with Laplace scale 1/γ is (2γ, 0)-DP, so by default
+γ = ε/2 (``--epsilon_convention=dp``). The 2017 paper labels its x-axis with the
+inverse Laplace scale itself ("Laplacian noise of inversed scale ε"; scale 20 is
+called ε = 0.05), i.e. γ = ε: ``--epsilon_convention=paper`` plots that axis.
+
+Usage:
+  python -m experiments.plot_aggregation --workdirs=runs/m10,runs/m100,runs/m250 \\
+      --out=runs/figure2
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Sequence
+
+from absl import app
+from absl import flags
+import jax
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from pate_jax import aggregation  # noqa: E402
+from pate_jax import experiment  # noqa: E402
+from pate_jax import votes as votes_lib  # noqa: E402
+
+def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path, *,
+                num_points: int = 25, eps_min: float = 0.01, eps_max: float = 1.0,
+                num_seeds: int = 5, rows: str = "all", epsilon_convention: str = "dp",
+                seed: int = 0) -> dict:
+  """Computes, plots and writes Figure 2; returns the numbers written to figure2.json."""
+  if not workdirs:
+    raise ValueError("workdirs must name at least one directory, got none")
+  if not 0 < eps_min < eps_max:
+    raise ValueError(f"need 0 < eps_min < eps_max, got eps_min={eps_min}, eps_max={eps_max}")
+  if num_points < 2:
+    raise ValueError(f"num_points must be >= 2, got {num_points}")
+  if epsilon_convention not in ("dp", "paper"):
+    raise ValueError(f"epsilon_convention must be 'dp' or 'paper', got {epsilon_convention!r}")
+  eps = np.logspace(np.log10(eps_min), np.log10(eps_max), num_points)
+  gammas = eps / 2.0 if epsilon_convention == "dp" else eps
+  key = jax.random.key(seed)
+  curves = []
+  for workdir in workdirs:
+    data = votes_lib.load_votes(workdir)
+    sl = {"all": slice(None), "pool": slice(None, data["num_pool"]),
+          "eval": slice(data["num_pool"], None)}[rows]
+    votes, labels = data["votes"][sl], data["labels"][sl]
+    if votes.shape[0] == 0:
+      raise ValueError(f"rows={rows!r} selects no votes in {workdir}")
+    acc = np.asarray(aggregation.label_accuracy_grid(key, votes, labels, "lnmax", gammas,
+                                                     num_seeds), np.float64)
+    curves.append({
+        "workdir": str(workdir), "dataset": data["dataset"],
+        "num_teachers": data["num_teachers"], "num_queries": int(votes.shape[0]),
+        "plurality_accuracy": float(np.mean(np.asarray(aggregation.plurality(votes)) == labels)),
+        "accuracy_mean": acc.mean(axis=1), "accuracy_std": acc.std(axis=1),
+    })
+
+  out = pathlib.Path(out)
+  out.mkdir(parents=True, exist_ok=True)
+  fig, ax = plt.subplots(figsize=(5.5, 4))
+  for c in curves:
+    line, = ax.plot(eps, 100 * c["accuracy_mean"], marker="o", ms=3,
+                    label=f"{c['dataset'] or 'votes'} n={c['num_teachers']}")
+    ax.fill_between(eps, 100 * (c["accuracy_mean"] - c["accuracy_std"]),
+                    100 * (c["accuracy_mean"] + c["accuracy_std"]), color=line.get_color(),
+                    alpha=0.2)
+    # Noise-free plurality accuracy: the limit as ε grows.
+    ax.axhline(100 * c["plurality_accuracy"], color=line.get_color(), ls=":", lw=1)
+  ax.set_xscale("log")
+  ax.set_xlabel("per-query ε" + (" (= 2γ)" if epsilon_convention == "dp" else " (= γ, as 2017)"))
+  ax.set_ylabel("noisy aggregation accuracy (%)")
+  ax.set_title("LNMax label accuracy (Papernot et al. 2017, Fig. 2)")
+  ax.grid(True, which="both", alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(out / "figure2.png", dpi=150)
+  plt.close(fig)
+
+  results = {"epsilon": eps, "gamma": gammas, "epsilon_convention": epsilon_convention,
+             "rows": rows, "num_seeds": num_seeds, "curves": curves}
+  settings = {"workdirs": [str(w) for w in workdirs], "num_points": num_points,
+              "eps_min": eps_min, "eps_max": eps_max, "num_seeds": num_seeds, "rows": rows,
+              "epsilon_convention": epsilon_convention}
+  experiment.write_results(out, results, config=settings, seed=seed, name="figure2.json")
+  return results
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  f = flags.FLAGS
+  make_figure(f.workdirs, f.out, num_points=f.num_points, eps_min=f.eps_min,
+              eps_max=f.eps_max, num_seeds=f.num_seeds, rows=f.rows,
+              epsilon_convention=f.epsilon_convention, seed=f.seed)
+
+
+def define_flags() -> None:
+  """Defines the flags (only when run as a script: importing defines no global flags)."""
+  flags.DEFINE_list("workdirs", None, "Work directories, each with a votes.npz.")
+  flags.DEFINE_string("out", None, "Output directory for figure2.png / figure2.json.")
+  flags.DEFINE_integer("num_points", 25, "Points of the log-spaced ε grid.")
+  flags.DEFINE_float("eps_min", 0.01, "Smallest per-query ε.")
+  flags.DEFINE_float("eps_max", 1.0, "Largest per-query ε.")
+  flags.DEFINE_integer("num_seeds", 5, "Noise draws per ε.")
+  flags.DEFINE_enum("rows", "all", ["all", "pool", "eval"],
+                    "votes.npz rows to label: all, the public pool, or the evaluation set.")
+  flags.DEFINE_enum("epsilon_convention", "dp", ["dp", "paper"],
+                    "dp: γ = ε/2 (ε-DP per answer); paper: γ = ε (2017 axis).")
+  flags.DEFINE_integer("seed", 0, "Root seed.")
+  flags.mark_flags_as_required(["workdirs", "out"])
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

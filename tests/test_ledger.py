@@ -1,0 +1,455 @@
+"""Tests for pate_jax.ledger: budget enforcement, consistent answers, property test."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from pate_jax import accounting as acc
+from pate_jax import aggregation as agg
+from pate_jax import ledger as L
+
+KEY = jax.random.key(3)
+C = 10          # Classes in every test (one compilation per mechanism).
+CHUNK = 16      # Chunk size of every aggregator in this file.
+CAP = 32        # Id-record capacity (a shape too: tests share compiled steps).
+POOL = 64       # Rows of every votes array given to the accountants (one compilation).
+ORDERS = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 16.0, 32.0, 64.0])
+ANSWERED, NOT_CONFIDENT, REFUSED = (int(L.Status.ANSWERED), int(L.Status.NOT_CONFIDENT),
+                                    int(L.Status.REFUSED_BUDGET))
+
+
+def _votes(rng, q, t, concentration=None):
+  """Random histograms ``[q, C]`` of ``t`` teachers (Dirichlet-skewed class probabilities)."""
+  a = rng.uniform(0.05, 2.0) if concentration is None else concentration
+  p = rng.dirichlet(np.full(C, a), size=q)
+  return np.stack([rng.multinomial(t, pi) for pi in p]).astype(np.int32)
+
+
+def _classic_eps(rdp, orders, delta):
+  return np.min(rdp + np.log(1 / delta) / (orders - 1))
+
+
+def _make(mechanism, **kw):
+  params = {"lnmax": dict(gamma=0.05), "gnmax": dict(sigma=20.0, orders=ORDERS),
+            "confident_gnmax": dict(threshold=30.0, sigma_threshold=10.0, sigma=20.0,
+                                    orders=ORDERS)}[mechanism]
+  params.update(kw)
+  params.setdefault("delta", 1e-5)
+  params.setdefault("capacity", CAP)
+  return L.PrivateAggregator(KEY, mechanism, chunk_size=CHUNK, **params)
+
+
+# --- Budget enforcement against closed forms ----------------------------------------------
+
+
+def test_gnmax_data_independent_answers_exactly_what_fits():
+  # k answers cost k λ/σ² (Rényi), classic conversion ε(k) = min_λ kλ/σ² + log(1/δ)/(λ-1).
+  sigma, delta = 20.0, 1e-5
+  eps_k = np.array([_classic_eps(k * ORDERS / sigma**2, ORDERS, delta) for k in range(60)])
+  budget = 0.5 * (eps_k[23] + eps_k[24])  # 23 answers fit, 24 do not.
+  rng = np.random.default_rng(0)
+  votes = _votes(rng, POOL, 40)
+  a = _make("gnmax", epsilon_max=budget, data_dependent=False, conversion="classic")
+  out = a.answer(votes)
+  np.testing.assert_array_equal(out.status, [ANSWERED] * 23 + [REFUSED] * (POOL - 23))
+  assert a.num_answered == 23 and a.num_charged == 23
+  np.testing.assert_allclose(a.epsilon, eps_k[23], rtol=1e-12)
+  assert a.epsilon <= budget
+  # Answered labels are GNMax with noise fold_in(key, sequence number).
+  np.testing.assert_array_equal(out.labels[:23], agg.gnmax(KEY, votes, sigma)[:23])
+  np.testing.assert_array_equal(out.labels[23:], -1)
+  # The ledger is unchanged by refused queries and keeps refusing.
+  cost = np.asarray(a.state.cost)
+  again = a.answer(votes[:5])
+  np.testing.assert_array_equal(again.status, [REFUSED] * 5)
+  np.testing.assert_array_equal(np.asarray(a.state.cost), cost)
+  assert a.num_answered == 23
+
+
+def test_answers_do_not_depend_on_batching():
+  rng = np.random.default_rng(1)
+  votes = _votes(rng, 45, 30)
+  a = _make("gnmax", epsilon_max=2.0, data_dependent=False)
+  one = a.answer(votes)
+  b = _make("gnmax", epsilon_max=2.0, data_dependent=False)
+  parts = [b.answer(votes[s]) for s in (slice(0, 7), slice(7, 30), slice(30, 45))]
+  np.testing.assert_array_equal(np.concatenate([p.status for p in parts]), one.status)
+  np.testing.assert_array_equal(np.concatenate([p.labels for p in parts]), one.labels)
+  assert a.epsilon == b.epsilon and a.num_answered == b.num_answered
+  assert 0 < a.num_answered < 45  # The budget binds inside the batch.
+
+
+def test_lnmax_ledger_matches_2017_accountant():
+  rng = np.random.default_rng(2)
+  votes = _votes(rng, POOL, 250, concentration=0.1)
+  delta = 1e-5
+  a = _make("lnmax", epsilon_max=float("inf"), delta=delta)
+  # No query yet: ε = min_l log(1/δ)/l = log(1/δ)/8.
+  np.testing.assert_allclose(a.epsilon, math.log(1 / delta) / 8, rtol=1e-12)
+  out = a.answer(votes)
+  assert np.all(out.status == ANSWERED)
+  eps, moment = acc.lnmax_moments_epsilon(votes, 0.05, delta, data_dependent=True)
+  np.testing.assert_allclose(a.epsilon, float(eps), rtol=1e-10)
+  assert a.best_order == float(moment)
+  np.testing.assert_array_equal(out.labels, agg.lnmax(KEY, votes, 0.05))
+  di = _make("lnmax", epsilon_max=float("inf"), delta=delta, data_dependent=False)
+  di.answer(votes)
+  np.testing.assert_allclose(
+      di.epsilon, float(acc.lnmax_moments_epsilon(votes, 0.05, delta, data_dependent=False)[0]),
+      rtol=1e-10)
+  assert di.epsilon > a.epsilon
+
+
+def test_confident_gnmax_charges_threshold_for_all_and_gnmax_for_answered():
+  rng = np.random.default_rng(3)
+  votes = _votes(rng, POOL, 50)  # Tops spread around the threshold of 30.
+  a = _make("confident_gnmax", epsilon_max=float("inf"))
+  out = a.answer(votes)
+  ans = out.status == ANSWERED
+  assert ans.any() and (out.status == NOT_CONFIDENT).any()
+  np.testing.assert_array_equal(out.labels[~ans], -1)
+  want_labels, want_ans = agg.confident_gnmax(KEY, votes, 30.0, 10.0, 20.0)
+  np.testing.assert_array_equal(ans, want_ans)
+  np.testing.assert_array_equal(out.labels, want_labels)
+  thr = np.asarray(acc.confident_threshold_rdp(votes, 30.0, 10.0, ORDERS))
+  gn = np.asarray(acc.gnmax_rdp(votes, 20.0, ORDERS))
+  rdp = thr.sum(0) + gn[ans].sum(0)
+  np.testing.assert_allclose(np.asarray(a.state.cost), rdp, rtol=1e-10)
+  np.testing.assert_allclose(a.epsilon, float(acc.rdp_to_epsilon(rdp, ORDERS, 1e-5)[0]),
+                             rtol=1e-10)
+  assert a.num_charged == POOL and a.num_answered == ans.sum()
+
+
+def test_budget_below_the_empty_ledger_answers_nothing():
+  a = _make("lnmax", epsilon_max=0.5)  # ε(no queries) = log(1e5)/8 ≈ 1.44 > 0.5.
+  out = a.answer(_votes(np.random.default_rng(4), 5, 20))
+  np.testing.assert_array_equal(out.status, [REFUSED] * 5)
+  assert a.num_charged == 0
+
+
+# --- Consistent answers -------------------------------------------------------------------
+
+
+def test_consistent_repeats_are_free_and_identical():
+  rng = np.random.default_rng(5)
+  inputs = rng.integers(0, 256, size=(12, 3, 3), dtype=np.uint8)
+  votes = _votes(rng, 12, 20, concentration=5.0)  # Close votes: answers are noisy.
+  # hash_query_ids gives two-word ids; every chunk holds CHUNK rows.
+  a = _make("gnmax", epsilon_max=float("inf"), consistent=True, capacity=CAP // 2)
+  first = a.answer(votes, inputs=inputs)
+  assert np.all(first.status == ANSWERED) and not first.repeated.any()
+  eps, cost = a.epsilon, np.asarray(a.state.cost)
+  # Ask again, shuffled, with duplicates inside the batch: same answers, no cost.
+  order = rng.integers(0, 12, size=30)
+  again = a.answer(votes[order], inputs=inputs[order])
+  np.testing.assert_array_equal(again.labels, first.labels[order])
+  assert again.repeated.all()
+  assert a.epsilon == eps and np.array_equal(np.asarray(a.state.cost), cost)
+  assert a.num_charged == 12 and a.num_answered == 12
+  assert a.state.ids.shape[0] == CAP  # The record doubled to fit a chunk.
+  # Same labels as the plain aggregator with the hashed ids.
+  np.testing.assert_array_equal(first.labels,
+                                agg.gnmax(KEY, votes, 20.0, agg.hash_query_ids(inputs)))
+
+
+def test_consistent_duplicates_in_one_new_batch_are_charged_once():
+  rng = np.random.default_rng(6)
+  votes = _votes(rng, 6, 20)
+  ids = np.array([7, 9, 7, 7, 11, 9], np.uint32)
+  a = _make("confident_gnmax", epsilon_max=float("inf"), consistent=True)
+  out = a.answer(votes[[0, 1, 0, 0, 4, 1]], query_ids=ids)
+  np.testing.assert_array_equal(out.repeated, [False, False, True, True, False, True])
+  np.testing.assert_array_equal(out.status[[2, 3]], out.status[[0, 0]])
+  np.testing.assert_array_equal(out.labels[[2, 3, 5]], out.labels[[0, 0, 1]])
+  assert a.num_charged == 3
+  b = _make("confident_gnmax", epsilon_max=float("inf"), consistent=True)
+  b.answer(votes[[0, 1, 4]], query_ids=[7, 9, 11])
+  np.testing.assert_allclose(np.asarray(a.state.cost), np.asarray(b.state.cost), rtol=1e-12)
+
+
+def test_functional_api_refuses_when_the_record_is_full():
+  with jax.enable_x64(True):
+    state = L.init_ledger(np.zeros(len(ORDERS)), orders=ORDERS, delta=1e-5, mechanism="gnmax",
+                          capacity=CAP)
+  votes = _votes(np.random.default_rng(7), CHUNK, 20)
+  kw = dict(mechanism="gnmax", params={"sigma": 20.0}, orders=ORDERS, delta=1e-5,
+            epsilon_max=np.inf, consistent=True)
+  valid = np.arange(CHUNK) < 8
+  state, out = L.answer_batch(state, KEY, votes, np.arange(CHUNK) + 100, valid, **kw)
+  assert int(state.size) == 8
+  state, out = L.answer_batch(state, KEY, votes, np.arange(CHUNK) + 200, **kw)
+  state, out = L.answer_batch(state, KEY, votes, np.arange(CHUNK) + 300, **kw)
+  want = [ANSWERED] * 8 + [int(L.Status.REFUSED_CAPACITY)] * 8
+  np.testing.assert_array_equal(out.status, want)
+  assert int(state.size) == CAP and int(state.num_charged) == CAP
+  want_ids = np.concatenate([np.arange(8) + 100, np.arange(CHUNK) + 200, np.arange(8) + 300])
+  np.testing.assert_array_equal(np.asarray(state.ids), want_ids)
+  # A repeat of a recorded id is still answered when the record is full.
+  state, out = L.answer_batch(state, KEY, votes, np.full(CHUNK, 205), **kw)
+  assert np.all(out.status == ANSWERED) and np.all(out.repeated)
+  with pytest.raises(ValueError, match="capacity"):
+    with jax.enable_x64(True):
+      empty = L.init_ledger(np.zeros(len(ORDERS)), orders=ORDERS, delta=1e-5,
+                            mechanism="gnmax")
+    L.answer_batch(empty, KEY, votes, np.arange(CHUNK), **kw)
+
+
+# --- Bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(mechanism="gnmax"), "sigma is required"),
+    (dict(mechanism="gnmax", sigma=1.0, gamma=0.1), "gamma is not a parameter"),
+    (dict(mechanism="gnmax", sigma=-1.0), "sigma"),
+    (dict(mechanism="lnmax", gamma=0.0), "gamma"),
+    (dict(mechanism="confident_gnmax", threshold=5.0, sigma=1.0, sigma_threshold=0.0),
+     "sigma_threshold"),
+    (dict(mechanism="gnmax", sigma=1.0, epsilon_max=0.0), "epsilon_max"),
+    (dict(mechanism="gnmax", sigma=1.0, epsilon_max=float("nan")), "epsilon_max"),
+    (dict(mechanism="gnmax", sigma=1.0, delta=1.0), "delta"),
+    (dict(mechanism="gnmax", sigma=1.0, delta=0.0), "delta"),
+    (dict(mechanism="gnmax", sigma=1.0, orders=[1.0, 2.0]), "orders"),
+    (dict(mechanism="lnmax", gamma=0.1, orders=[2.0]), "orders"),
+    (dict(mechanism="lnmax", gamma=0.1, max_moment=0), "max_moment"),
+    (dict(mechanism="gnmax", sigma=1.0, conversion="tight"), "conversion"),
+    (dict(mechanism="gnmax", sigma=1.0, chunk_size=0), "chunk_size"),
+    (dict(mechanism="laplace", gamma=0.1), "mechanism"),
+])
+def test_bad_aggregator_arguments(kwargs, match):
+  kwargs.setdefault("epsilon_max", 1.0)
+  kwargs.setdefault("delta", 1e-5)
+  with pytest.raises(ValueError, match=match):
+    L.PrivateAggregator(KEY, **kwargs)
+
+
+def test_bad_answer_arguments():
+  votes = _votes(np.random.default_rng(8), 4, 20)
+  a = _make("gnmax", epsilon_max=1.0)
+  with pytest.raises(ValueError, match="only used with consistent"):
+    a.answer(votes, query_ids=np.arange(4))
+  with pytest.raises(ValueError, match="votes must be non-negative"):
+    a.answer(-votes)
+  c = _make("confident_gnmax", epsilon_max=1.0, consistent=True)
+  with pytest.raises(ValueError, match="exactly one of inputs or query_ids"):
+    c.answer(votes)
+  bad = votes.copy()
+  bad[1, 0] += 1
+  with pytest.raises(ValueError, match="every row must sum"):
+    c.answer(bad, query_ids=np.arange(4))
+  c.answer(votes, query_ids=np.arange(4))
+  with pytest.raises(ValueError, match="same width"):
+    c.answer(votes, query_ids=np.zeros((4, 2), np.uint32))
+  with pytest.raises(ValueError, match="valid must be a prefix"):
+    L.answer_batch(a.state, KEY, votes, np.arange(4), [True, False, True, False],
+                   mechanism="gnmax", params={"sigma": 20.0}, orders=ORDERS, delta=1e-5,
+                   epsilon_max=1.0)
+
+
+# --- Property test ------------------------------------------------------------------------
+
+
+def _fresh_costs(mechanism, params, votes, orders, dd):
+  """Per-query ``(realised-if-answered, threshold-only)`` costs recomputed from scratch.
+
+  Returns ``(answer_cost[Q, K], check_cost[Q, K])``: a charged query pays
+  ``check_cost``, an answered one also ``answer_cost`` (``check_cost = 0`` unless
+  Confident-GNMax).
+  """
+  if mechanism == "lnmax":
+    alpha = np.asarray(acc.lnmax_log_moments(votes, params["gamma"], orders, data_dependent=dd))
+    return alpha, np.zeros_like(alpha)
+  gn = np.asarray(acc.gnmax_rdp(votes, params["sigma"], orders, data_dependent=dd))
+  if mechanism == "gnmax":
+    return gn, np.zeros_like(gn)
+  if dd:
+    thr = acc.confident_threshold_rdp(votes, params["threshold"], params["sigma_threshold"],
+                                      orders)
+  else:
+    thr = acc.gnmax_rdp(votes, math.sqrt(2) * params["sigma_threshold"], orders,
+                        data_dependent=False)
+  return gn, np.asarray(thr)
+
+
+def _eps(mechanism, total, orders, delta, conversion):
+  if mechanism == "lnmax":
+    return float(acc.moments_to_epsilon(total, orders, delta)[0])
+  return float(acc.rdp_to_epsilon(total, orders, delta, conversion=conversion)[0])
+
+
+def test_random_sessions_never_overrun_and_match_recomputation():
+  """1,000 random sessions: ε ≤ ε_max always, ε = fresh recomputation, prefix maximal."""
+  rng = np.random.default_rng(2024)
+  num_sessions, pool_size, t = 1000, POOL, 40
+  distinct = CAP - CHUNK  # Consistent sessions repeat these queries; the record never grows.
+  mechanisms = ("lnmax", "gnmax", "confident_gnmax")
+  moments = np.arange(1.0, 9.0)
+  keys = jax.random.split(KEY, num_sessions)
+  overruns, num_refused, num_answered, num_repeats = 0, 0, 0, 0
+  for s in range(num_sessions):
+    mechanism = mechanisms[s % 3]
+    consistent = bool(rng.integers(2))
+    dd = bool(rng.random() < 0.75)
+    conversion = "improved" if rng.random() < 0.5 else "classic"
+    delta = float(10.0 ** rng.uniform(-8, -3))
+    if mechanism == "lnmax":
+      params, orders = {"gamma": float(rng.uniform(0.01, 0.2))}, moments
+    elif mechanism == "gnmax":
+      params, orders = {"sigma": float(rng.uniform(3.0, 40.0)), "orders": ORDERS}, ORDERS
+    else:
+      params = {"threshold": float(rng.uniform(10, 35)), "sigma": float(rng.uniform(3, 40)),
+                "sigma_threshold": float(rng.uniform(3, 20)), "orders": ORDERS}
+      orders = ORDERS
+    eps_max = float(rng.uniform(0.3, 6.0))
+    a = L.PrivateAggregator(keys[s], mechanism, delta=delta,
+                            epsilon_max=eps_max, data_dependent=dd, consistent=consistent,
+                            conversion=conversion, chunk_size=CHUNK, capacity=CAP,
+                            **params)
+    eps_empty = a.epsilon
+    pool = _votes(rng, pool_size, t)  # Distinct queries; consistent sessions repeat them.
+    seen: dict[int, tuple[int, int]] = {}
+    answered = np.zeros(pool_size, bool)
+    charged = np.zeros(pool_size, bool)
+    first_refused = None  # First query refused while not yet charged.
+    asked = 0
+    for _ in range(int(rng.integers(1, 5))):
+      b = int(rng.integers(1, 25))
+      if consistent:
+        rows = rng.integers(0, distinct, size=b)
+      else:
+        rows = np.arange(asked, min(asked + b, pool_size))
+        if rows.size == 0:
+          break
+      asked += rows.size
+      out = (a.answer(pool[rows], query_ids=rows.astype(np.uint32)) if consistent
+             else a.answer(pool[rows]))
+      refused = out.status == REFUSED
+      assert not np.any(np.diff(refused.astype(int)) < 0), out.status  # A prefix is answered.
+      for r, label, status, rep in zip(rows, out.labels, out.status, out.repeated):
+        if status == REFUSED:
+          if first_refused is None and r not in seen:
+            first_refused = (int(r), charged.copy(), answered.copy())
+          continue
+        if r in seen:  # A repeat returns the recorded answer, for free.
+          assert consistent and rep and seen[r] == (label, status)
+          num_repeats += 1
+        else:
+          assert not rep
+          seen[r] = (label, status)
+          charged[r], answered[r] = True, status == ANSWERED
+      num_refused += int(refused.sum())
+    num_answered += int(answered.sum())
+    # An overrun: something was charged and ε ended above the budget. (With no
+    # query ε is the accountant's floor, e.g. log(1/δ)/8 for LNMax, which may
+    # exceed a small ε_max; then nothing may be answered.)
+    overruns += int(charged.any() and a.epsilon > eps_max)
+    assert charged.any() or not (eps_empty > eps_max and answered.any())
+    assert a.num_charged == charged.sum() and a.num_answered == answered.sum()
+    answer_cost, check_cost = _fresh_costs(mechanism, params, pool, orders, dd)
+    total = check_cost[charged].sum(0) + answer_cost[answered].sum(0)
+    if charged.any():
+      np.testing.assert_allclose(np.asarray(a.state.cost), total, rtol=1e-9, atol=1e-15)
+      np.testing.assert_allclose(a.epsilon, _eps(mechanism, total, orders, delta, conversion),
+                                 rtol=1e-9, atol=1e-12)
+    else:
+      assert a.epsilon == eps_empty
+    if first_refused is not None:  # Refusal was necessary: answering it could overrun.
+      r, ch, an = first_refused
+      before = check_cost[ch].sum(0) + answer_cost[an].sum(0)
+      worst = _eps(mechanism, before + check_cost[r] + answer_cost[r], orders, delta, conversion)
+      assert worst > eps_max * (1 - 1e-9), (s, worst, eps_max)
+  assert overruns == 0
+  # The sessions exercise refusals, answers and repeats.
+  assert min(num_refused, num_answered, num_repeats) > 1000, (num_refused, num_answered,
+                                                              num_repeats)
+
+
+# --- experiments/aggregate.py smoke test -------------------------------------------------
+
+
+def _load_by_path(*parts):
+  """Imports a config or experiment script by file path (they are not packages)."""
+  import importlib.util
+  import pathlib
+  path = pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts)
+  spec = importlib.util.spec_from_file_location("_test_" + path.stem, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_aggregate_experiment_on_synthetic_votes(tmp_path):
+  import json
+  from pate_jax import votes as votes_lib
+  rng = np.random.default_rng(11)
+  votes = _votes(rng, POOL + 32, 250, concentration=0.1)  # MNIST-like: 250 teachers.
+  labels = votes.argmax(1)
+  labels[::5] = (labels[::5] + 1) % C  # The teachers are wrong on 20 % of the inputs.
+  votes_lib.save_votes(tmp_path / "votes.npz", votes, labels, num_pool=POOL,
+                       dataset="synthetic")
+  experiment = _load_by_path("experiments", "aggregate.py")
+  config = _load_by_path("configs", "aggregate_mnist.py").get_config("cpu")
+  config.num_queries, config.chunk_size, config.capacity = POOL, CHUNK, CAP
+  config.orders = tuple(ORDERS)  # Shapes shared with the tests above: no new compilation.
+  config.votes_dir = str(tmp_path)
+  delta = config.delta
+
+  res = experiment.run(config, tmp_path / "lnmax")  # Default: LNMax, gamma = 0.05.
+  eps = res["epsilon"]
+  assert set(eps) == {"moments_data_dependent", "moments_data_independent",
+                      "strong_composition"}
+  assert res["num_answered"] == POOL and res["delta"] == delta
+  assert 0 < eps["moments_data_dependent"]["epsilon"] < eps["moments_data_independent"]["epsilon"]
+  assert 1 <= eps["moments_data_dependent"]["best_moment"] <= 8
+  t, g = POOL, 0.05
+  np.testing.assert_allclose(eps["strong_composition"]["epsilon"],
+                             4 * t * g**2 + 2 * g * np.sqrt(2 * t * np.log(1 / delta)))
+  np.testing.assert_allclose(res["ledger"]["epsilon"], eps["moments_data_dependent"]["epsilon"],
+                             rtol=1e-9)
+  with np.load(tmp_path / "lnmax" / "labels.npz") as f:
+    np.testing.assert_array_equal(f["query_index"], np.arange(POOL))
+    np.testing.assert_array_equal(f["true_labels"], labels[:POOL])
+    assert f["answered"].all() and f["labels"].shape == (POOL,)
+    np.testing.assert_allclose(res["label_accuracy_overall"],
+                               np.mean(f["labels"] == labels[:POOL]))
+  assert 0.5 < res["label_accuracy_answered"] <= 1.0
+  assert res["plurality_accuracy"] == pytest.approx(np.mean(votes[:POOL].argmax(1)
+                                                            == labels[:POOL]))
+  record = json.loads((tmp_path / "lnmax" / "results.json").read_text())
+  assert record["results"]["epsilon"]["moments_data_dependent"]["epsilon"] == pytest.approx(
+      eps["moments_data_dependent"]["epsilon"])
+  assert record["config"]["mechanism"] == "lnmax" and record["seed"] == 0
+
+  config.mechanism = "gnmax"
+  res = experiment.run(config, tmp_path / "gnmax")
+  e = {k: v["epsilon"] for k, v in res["epsilon"].items()}
+  assert set(e) == {"rdp_data_independent_classic", "rdp_data_independent_improved",
+                    "rdp_data_dependent_classic", "rdp_data_dependent_improved"}
+  assert e["rdp_data_dependent_improved"] <= e["rdp_data_independent_improved"]
+  assert e["rdp_data_dependent_improved"] <= e["rdp_data_dependent_classic"]
+  np.testing.assert_allclose(res["ledger"]["epsilon"], e["rdp_data_dependent_improved"],
+                             rtol=1e-9)
+
+  config.mechanism = "confident_gnmax"
+  config.threshold, config.sigma_threshold, config.sigma = 180.0, 40.0, 20.0
+  full = experiment.run(config, tmp_path / "confident")
+  assert full["num_refused_budget"] == 0 and full["num_not_confident"] > 0
+  # A budget half-way between the empty ledger and the whole run refuses a suffix.
+  empty = L.PrivateAggregator(KEY, "gnmax", sigma=1.0, epsilon_max=1.0, delta=delta,
+                              orders=ORDERS).epsilon
+  config.epsilon_max = 0.5 * (empty + full["ledger"]["epsilon"])
+  res = experiment.run(config, tmp_path / "confident")
+  assert 0 < res["num_refused_budget"] < POOL
+  assert res["ledger"]["epsilon"] <= config.epsilon_max
+  np.testing.assert_allclose(res["ledger"]["epsilon"],
+                             res["epsilon"]["rdp_data_dependent_improved"]["epsilon"], rtol=1e-9)
+  with np.load(tmp_path / "confident" / "labels.npz") as f:
+    assert f["answered"].sum() == res["num_answered"] < POOL
+    np.testing.assert_array_equal(f["labels"][~f["answered"]], -1)
+
+  config.num_queries = POOL + 1
+  with pytest.raises(ValueError, match="num_queries"):
+    experiment.run(config, tmp_path / "bad")
