@@ -35,6 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pate_jax._compile import light_jit
+
 __all__ = [
     "lnmax", "gnmax", "confident_gnmax", "plurality", "hash_query_ids",
     "label_accuracy_grid", "NOT_ANSWERED",
@@ -203,34 +205,9 @@ def _confident_gnmax_core(key, votes, threshold, sigma_threshold, sigma, query_i
   return jax.vmap(one)(keys, votes)
 
 
-# XLA:CPU backend optimisation level 1 instead of the default: compiling the
-# threefry/noise programs takes about a third of the CPU time, and they run as fast
-# (two runs on the 2-core box: LNMax on [64, 10] compiles in 0.5 s of CPU instead
-# of 1.5-2.3 s, Confident-GNMax in 0.8-1.0 s instead of 2.2-3.4 s; 10^5 x 10
-# noisy argmaxes take 50-150 ms at either level).
-_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
-
-
-class _Compiled:
-  """A jitted core: with ``_COMPILER_OPTIONS`` at top level, plain ``jit`` when traced.
-
-  JAX accepts ``compiler_options`` only on a top-level ``jit``; inside a caller's
-  ``jit``/``vmap``/``grad`` the plain jitted core is used (and compiled with the
-  caller's program).
-  """
-
-  def __init__(self, core, **jit_kwargs):
-    self.top = jax.jit(core, compiler_options=_COMPILER_OPTIONS, **jit_kwargs)
-    self.nested = jax.jit(core, **jit_kwargs)
-
-  def __call__(self, *args, **kwargs):
-    traced = any(_is_traced(x) for x in jax.tree.leaves((args, kwargs)))
-    return (self.nested if traced else self.top)(*args, **kwargs)
-
-
-_lnmax = _Compiled(_lnmax_core)
-_gnmax = _Compiled(_gnmax_core)
-_confident_gnmax = _Compiled(_confident_gnmax_core)
+_lnmax = light_jit(_lnmax_core)
+_gnmax = light_jit(_gnmax_core)
+_confident_gnmax = light_jit(_confident_gnmax_core)
 
 
 @jax.jit
@@ -385,7 +362,7 @@ def _accuracy_grid_core(key, votes, labels, noise_scales, mechanism, num_seeds):
   return jax.vmap(over_seeds, in_axes=(0, None))(noise_scales, seed_keys)
 
 
-_accuracy_grid = _Compiled(_accuracy_grid_core, static_argnames=("mechanism", "num_seeds"))
+_accuracy_grid = light_jit(_accuracy_grid_core, static_argnames=("mechanism", "num_seeds"))
 
 
 def label_accuracy_grid(key: jax.Array, votes: Any, labels: Any, mechanism: str,

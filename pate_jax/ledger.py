@@ -63,6 +63,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pate_jax._compile import light_jit
 from pate_jax import aggregation as agg
 from pate_jax import accounting as acc
 
@@ -257,14 +258,7 @@ def _conversion_flag(conversion: str) -> bool:
   return conversion == "improved"
 
 
-# The ledger step is a small, latency-bound program whose compilation (LLVM
-# optimisation of the float64 log-space accounting) dominates its cost. Two runs
-# on the 2-core box, Confident-GNMax, 16-query chunks: XLA:CPU optimisation level
-# 0 compiles in 2.3-3.3 s of CPU instead of 4.5-5.9 s; a step takes 0.3-0.5 ms at
-# either level.
-@functools.partial(jax.jit, static_argnames=("mechanism",),
-                   compiler_options={"xla_backend_optimization_level": 0})
-def _answer_core(state, key, votes, ids, valid, params, orders, delta, epsilon_max,
+def _answer_core_impl(state, key, votes, ids, valid, params, orders, delta, epsilon_max,
                  data_dependent, improved, consistent, *, mechanism):
   # Only the mechanism and the shapes are static: one compiled step serves both
   # accountings, both conversions and both consistency modes.
@@ -338,6 +332,9 @@ def _answer_core(state, key, votes, ids, valid, params, orders, delta, epsilon_m
         ids=all_ids[order], labels=new_labels[order], status=new_status[order],
         size=state.size + record.sum(dtype=jnp.int32))
   return new_state, BatchResult(out_labels.astype(jnp.int32), out_status, repeated)
+
+
+_answer_core = light_jit(_answer_core_impl, level=0, static_argnames=("mechanism",))
 
 
 def answer_batch(state: LedgerState, key: jax.Array, votes: Any, query_ids: Any,
