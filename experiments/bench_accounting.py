@@ -1,0 +1,306 @@
+"""Benchmark: data-dependent PATE accounting for 10^6 queries, JAX vs a per-query loop.
+
+Accounts for ``--num_queries`` synthetic vote histograms (``--num_teachers`` teachers,
+``--num_classes`` classes) with
+
+* LNMax under the 2017 moments accountant (data-dependent, moments 1..8), and
+* Confident-GNMax under the 2018 data-dependent RDP analysis (expected cost of the
+  threshold check plus Pr[answered] × the GNMax cost, at ``DEFAULT_ORDERS``),
+
+each composed over all queries and converted to (ε, δ). The JAX path is one jitted
+call on device-resident float64 votes; it is timed after compilation (compile time
+reported separately), plus end to end through the public functions (validation and
+host-to-device copy included). The baseline is a per-query pure Python loop
+(``math`` + ``scipy.special.log_ndtr`` on scalars) implementing the same formulas;
+it is timed on the first ``--loop_queries`` queries and the time is extrapolated
+linearly to all queries (stated in the results). The loop's totals on that subset are
+checked against the JAX path on the same subset.
+
+Usage:
+  python -m experiments.bench_accounting --workdir /tmp/bench_accounting
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from scipy.special import log_ndtr
+
+from pate_jax import accounting as acc
+from pate_jax.accounting import _conversion, _gnmax, _lnmax
+from pate_jax.experiment import progress, write_results
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for results.json.", required=True)
+_NUM_QUERIES = flags.DEFINE_integer("num_queries", 10**6, "Number of synthetic queries.")
+_NUM_TEACHERS = flags.DEFINE_integer("num_teachers", 250, "Teachers per histogram.")
+_NUM_CLASSES = flags.DEFINE_integer("num_classes", 10, "Classes.")
+_LOOP_QUERIES = flags.DEFINE_integer("loop_queries", 20000,
+                                     "Queries timed in the Python loop (then extrapolated).")
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed repetitions of the compiled JAX call.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the synthetic histograms.")
+_DEVICES = flags.DEFINE_integer(
+    "devices", 1, "CPU devices to shard the query axis over (jax_num_cpu_devices; XLA runs "
+    "one device's program on one thread, so 2 uses both cores of a 2-core machine).")
+_GAMMA = flags.DEFINE_float("gamma", 0.05, "LNMax inverse Laplace scale (2017 MNIST: 0.05).")
+_SIGMA = flags.DEFINE_float("sigma", 40.0, "GNMax noise σ (2018 MNIST: 40).")
+_THRESHOLD = flags.DEFINE_float("threshold", 200.0, "Confident-GNMax threshold T (2018: 200).")
+_SIGMA_THRESHOLD = flags.DEFINE_float("sigma_threshold", 150.0, "Threshold noise σ_T (2018: 150).")
+_DELTA = flags.DEFINE_float("delta", 1e-5, "Target δ.")
+_MAX_MOMENT = 8
+
+
+def synthetic_votes(seed: int, num_queries: int, num_teachers: int, num_classes: int):
+  """Histograms from unanimous to split: class probabilities ~ Dirichlet(a), a log-uniform
+  in [0.01, 3] per query, votes ~ Multinomial(num_teachers, probabilities)."""
+  rng = np.random.default_rng(seed)
+  conc = np.exp(rng.uniform(math.log(0.01), math.log(3.0), size=(num_queries, 1)))
+  probs = rng.gamma(np.broadcast_to(conc, (num_queries, num_classes)))
+  probs /= probs.sum(axis=1, keepdims=True)
+  return rng.multinomial(num_teachers, probs).astype(np.int32)
+
+
+# ----------------------------------------------------------------------------- JAX path
+
+
+def make_jax_accounting(gamma, sigma, threshold, sigma_threshold, delta, orders):
+  orders = jnp.asarray(orders)
+
+  @jax.jit
+  def account(votes):
+    eps_ln, moment = _lnmax.lnmax_moments_epsilon_core(votes, gamma, delta,
+                                                       max_moment=_MAX_MOMENT)
+    rdp = _gnmax.confident_gnmax_rdp_core(votes, threshold, sigma_threshold, sigma,
+                                          orders).sum(axis=0)
+    eps_conf, order = _conversion.rdp_to_epsilon_core(rdp, orders, delta)
+    return eps_ln, moment, eps_conf, order, rdp
+
+  return account
+
+
+def public_api_accounting(votes, gamma, sigma, threshold, sigma_threshold, delta, orders):
+  """The same through the validating public functions (host numpy votes)."""
+  eps_ln, moment = acc.lnmax_moments_epsilon(votes, gamma, delta, max_moment=_MAX_MOMENT)
+  with jax.enable_x64(True):  # compose in float64
+    rdp = acc.confident_gnmax_rdp(votes, threshold, sigma_threshold, sigma, orders).sum(axis=0)
+  eps_conf, order = acc.rdp_to_epsilon(rdp, orders, delta)
+  return eps_ln, moment, eps_conf, order
+
+
+# ----------------------------------------------------------------------------- loop baseline
+
+
+def _log1mexp(x):
+  """log(1 - e^x), x <= 0."""
+  if x == -math.inf:
+    return 0.0
+  return math.log(-math.expm1(x)) if x > -math.log(2.0) else math.log1p(-math.exp(x))
+
+
+def _logaddexp(a, b):
+  m = max(a, b)
+  if m == -math.inf:
+    return -math.inf
+  return m + math.log1p(math.exp(-abs(a - b)))
+
+
+def _logsumexp(values):
+  m = max(values)
+  if m == -math.inf:
+    return -math.inf
+  return m + math.log(sum(math.exp(v - m) for v in values))
+
+
+def loop_lnmax_log_moments(counts, gamma):
+  """Theorems 1, 3 and Lemma 4 (Papernot et al. 2017) for one query: α(1..8)."""
+  top = int(np.argmax(counts))
+  terms = []
+  for j, n in enumerate(counts):
+    if j != top:
+      z = gamma * (counts[top] - n)
+      terms.append(math.log(2.0 + z) - z - math.log(4.0))
+  log_q = min(_logsumexp(terms), math.log1p(-1.0 / len(counts)))
+  eps = 2.0 * gamma
+  out = []
+  for l in range(1, _MAX_MOMENT + 1):
+    pure = eps * l
+    if log_q < math.log(0.5) and log_q + eps < 0.0:
+      log1mq = _log1mexp(log_q)
+      log_ratio = log1mq - _log1mexp(log_q + eps)
+      log_t = _logaddexp(log1mq + l * log_ratio, log_q + pure)
+    else:
+      log_t = pure
+    out.append(min(0.5 * eps * eps * l * (l + 1), log_t, pure))
+  return out
+
+
+def loop_rdp_from_log_q(log_q, sigma, orders):
+  """Theorem 6 + Proposition 10 (Papernot et al. 2018) for one query, all orders."""
+  var = sigma * sigma
+  if log_q == -math.inf:
+    return [0.0] * len(orders)
+  out = []
+  mu2 = sigma * math.sqrt(-log_q)
+  mu1 = mu2 + 1.0
+  eps1, eps2 = mu1 / var, mu2 / var
+  applies = (mu2 > 1.0 and -log_q > eps2 and log_q <= (mu2 - 1.0) * eps2 - mu2 * (
+      math.log1p(1.0 / (mu1 - 1.0)) + math.log1p(1.0 / (mu2 - 1.0))))
+  if applies:
+    log1mq = _log1mexp(log_q)
+    log_a = log1mq - _log1mexp((log_q + eps2) * (1.0 - 1.0 / mu2))
+    log_b = eps1 - log_q / (mu1 - 1.0)
+  for lam in orders:
+    data_independent = lam / var
+    if applies and mu1 > lam:
+      dependent = _logaddexp(log1mq + (lam - 1.0) * log_a, log_q + (lam - 1.0) * log_b)
+      out.append(min(dependent / (lam - 1.0), data_independent))
+    else:
+      out.append(data_independent)
+  return out
+
+
+def loop_confident_rdp(counts, threshold, sigma_threshold, sigma, orders):
+  """Expected Confident-GNMax cost of one query (2018, Section 4.1)."""
+  top = int(np.argmax(counts))
+  z = (counts[top] - threshold) / sigma_threshold
+  log_pr = float(log_ndtr(z))
+  log_q_thr = min(log_pr, float(log_ndtr(-z)))
+  thr = loop_rdp_from_log_q(log_q_thr, math.sqrt(2.0) * sigma_threshold, orders)
+  terms = [float(log_ndtr(-(counts[top] - n) / (math.sqrt(2.0) * sigma)))
+           for j, n in enumerate(counts) if j != top]
+  log_q = min(_logsumexp(terms), math.log1p(-1.0 / len(counts)))
+  gn = loop_rdp_from_log_q(log_q, sigma, orders)
+  pr = math.exp(log_pr)
+  return [t + pr * g for t, g in zip(thr, gn)]
+
+
+def loop_accounting(votes, gamma, sigma, threshold, sigma_threshold, orders):
+  alpha = [0.0] * _MAX_MOMENT
+  rdp = [0.0] * len(orders)
+  for counts in progress(votes.tolist(), desc="python loop", leave=False):
+    for i, a in enumerate(loop_lnmax_log_moments(counts, gamma)):
+      alpha[i] += a
+    for k, r in enumerate(loop_confident_rdp(counts, threshold, sigma_threshold, sigma, orders)):
+      rdp[k] += r
+  return np.array(alpha), np.array(rdp)
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv):
+  del argv
+  q, t, c = _NUM_QUERIES.value, _NUM_TEACHERS.value, _NUM_CLASSES.value
+  params = dict(gamma=_GAMMA.value, sigma=_SIGMA.value, threshold=_THRESHOLD.value,
+                sigma_threshold=_SIGMA_THRESHOLD.value, delta=_DELTA.value)
+  orders = np.asarray(acc.DEFAULT_ORDERS, np.float64)
+  votes = synthetic_votes(_SEED.value, q, t, c)
+  devices = _DEVICES.value
+  if devices > 1:
+    if q % devices:
+      raise ValueError(f"num_queries={q} must be divisible by devices={devices}")
+    jax.config.update("jax_num_cpu_devices", devices)  # before the backend starts
+
+  with jax.enable_x64(True):
+    account = make_jax_accounting(params["gamma"], params["sigma"], params["threshold"],
+                                  params["sigma_threshold"], params["delta"], orders)
+    votes_dev = jnp.asarray(votes, jnp.float64)
+    if devices > 1:  # shard the query axis; the sums over queries become all-reduces
+      mesh = Mesh(np.array(jax.devices()[:devices]), ("queries",))
+      votes_dev = jax.device_put(votes_dev, NamedSharding(mesh, PartitionSpec("queries", None)))
+    votes_dev = jax.block_until_ready(votes_dev)
+    start = time.perf_counter()
+    out = jax.block_until_ready(account(votes_dev))
+    compile_and_first_run = time.perf_counter() - start
+    runs, cpu_runs = [], []
+    for _ in range(_REPEATS.value):
+      start, cpu_start = time.perf_counter(), time.process_time()
+      out = jax.block_until_ready(account(votes_dev))
+      runs.append(time.perf_counter() - start)
+      cpu_runs.append(time.process_time() - cpu_start)
+    eps_ln, moment, eps_conf, order, _ = (np.asarray(x) for x in out)
+
+  # End to end through the validating public API: one warm-up call (compilation), then
+  # one timed call.
+  public_api_accounting(votes, orders=orders, **params)
+  start = time.perf_counter()
+  jax.block_until_ready(public_api_accounting(votes, orders=orders, **params))
+  public_time = time.perf_counter() - start
+
+  # Python loop on a subset, extrapolated.
+  n_loop = min(_LOOP_QUERIES.value, q)
+  subset = votes[:n_loop]
+  start, cpu_start = time.perf_counter(), time.process_time()
+  alpha_loop, rdp_loop = loop_accounting(subset, params["gamma"], params["sigma"],
+                                         params["threshold"], params["sigma_threshold"], orders)
+  loop_time = time.perf_counter() - start
+  loop_cpu = time.process_time() - cpu_start
+  loop_extrapolated = loop_time * q / n_loop
+  # Agreement of the loop and JAX on the subset.
+  with jax.enable_x64(True):
+    sub = jnp.asarray(subset, jnp.float64)
+    alpha_jax = np.asarray(_lnmax.lnmax_log_moments_core(
+        sub, params["gamma"], jnp.arange(1.0, _MAX_MOMENT + 1)).sum(0))
+    rdp_jax = np.asarray(_gnmax.confident_gnmax_rdp_core(
+        sub, params["threshold"], params["sigma_threshold"], params["sigma"],
+        jnp.asarray(orders)).sum(0))
+  max_rel_diff = float(max(np.max(np.abs(alpha_loop / alpha_jax - 1)),
+                           np.max(np.abs(rdp_loop / rdp_jax - 1))))
+
+  jax_time = statistics.median(runs)
+  jax_cpu = statistics.median(cpu_runs)
+  loop_cpu_extrapolated = loop_cpu * q / n_loop
+  results = {
+      "num_queries": q, "num_teachers": t, "num_classes": c, "num_orders": int(orders.size),
+      "max_moment": _MAX_MOMENT,
+      "lnmax_2017": {"epsilon": float(eps_ln), "best_moment": int(moment),
+                     "delta": params["delta"], "gamma": params["gamma"]},
+      "confident_gnmax_2018": {"epsilon": float(eps_conf), "best_order": float(order),
+                               "delta": params["delta"], "sigma": params["sigma"],
+                               "threshold": params["threshold"],
+                               "sigma_threshold": params["sigma_threshold"]},
+      "jax_devices": devices,
+      "jax_seconds_median": jax_time,
+      "jax_seconds_all_runs": runs,
+      "jax_compile_and_first_run_seconds": compile_and_first_run,
+      "public_api_end_to_end_seconds": public_time,
+      "loop_queries_timed": n_loop,
+      "loop_seconds_on_subset": loop_time,
+      "loop_seconds_extrapolated": loop_extrapolated,
+      "loop_extrapolation": f"linear: loop time on the first {n_loop} queries x {q / n_loop:g}",
+      "speedup_vs_loop": loop_extrapolated / jax_time,
+      "jax_cpu_seconds_median": jax_cpu,
+      "loop_cpu_seconds_extrapolated": loop_cpu_extrapolated,
+      "speedup_vs_loop_cpu_time": loop_cpu_extrapolated / jax_cpu,
+      "load_average_1_5_15min_at_end": list(os.getloadavg()),
+      "cpu_count": os.cpu_count(),
+      "loop_vs_jax_max_relative_difference_on_subset": max_rel_diff,
+      "goal_jax_seconds_at_most_2": jax_time <= 2.0,
+      "goal_speedup_at_least_100": loop_extrapolated / jax_time >= 100.0,
+  }
+  config = {"num_queries": q, "num_teachers": t, "num_classes": c, "loop_queries": n_loop,
+            "devices": devices,
+            "repeats": _REPEATS.value, "orders": orders.tolist(), **params}
+  path = write_results(_WORKDIR.value, results, config=config, seed=_SEED.value)
+  print(f"JAX (compiled, median of {len(runs)}): {jax_time:.3f} s; compile+first run "
+        f"{compile_and_first_run:.2f} s; public API end to end {public_time:.3f} s")
+  print(f"Python loop: {loop_time:.2f} s for {n_loop} queries -> {loop_extrapolated:.0f} s "
+        f"extrapolated to {q}; speedup {loop_extrapolated / jax_time:.0f}x "
+        f"(CPU time: JAX {jax_cpu:.3f} s, loop {loop_cpu_extrapolated:.0f} s, "
+        f"{loop_cpu_extrapolated / jax_cpu:.0f}x); max rel diff on subset {max_rel_diff:.2e}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+  print(f"eps LNMax (2017) = {float(eps_ln):.4f} (moment {int(moment)}); "
+        f"eps Confident-GNMax (2018) = {float(eps_conf):.4f} (order {float(order):g}); "
+        f"delta = {params['delta']:g}")
+  print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+  app.run(main)

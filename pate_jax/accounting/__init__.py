@@ -1,0 +1,64 @@
+"""Privacy accounting for PATE as jit-compiled, differentiable JAX (float64, log space).
+
+Public API (per-query costs are arrays ``[Q, ...]``; compose by summing over queries):
+
+* LNMax, 2017 moments accountant (Papernot et al. 2017, Thms 1-3, Lemma 4):
+  :func:`lnmax_log_q`, :func:`lnmax_log_moments`, :func:`moments_to_epsilon`,
+  :func:`lnmax_moments_epsilon`, :func:`strong_composition_epsilon`.
+* GNMax and Confident-GNMax, data-dependent RDP (Papernot et al. 2018, Thm 6,
+  Prop. 10, Sec. 4.1): :func:`gnmax_log_q`, :func:`gaussian_rdp_from_log_q`,
+  :func:`gnmax_rdp`, :func:`confident_log_pr_answered`,
+  :func:`confident_threshold_rdp`, :func:`confident_gnmax_rdp`.
+* Sampled Gaussian mechanism (Mironov, Talwar, Zhang 2019): :func:`sampled_gaussian_rdp`.
+* RDP to ``(ε, δ)``: :func:`rdp_to_epsilon` (classic or improved conversion).
+* :func:`calibrate_noise`: noise scale that spends a target ε.
+
+Every public function validates concrete inputs (``ValueError`` naming the
+argument), enables float64 locally (``jax.enable_x64``), and calls a jitted core;
+under ``jit``/``vmap``/``grad`` only shapes are checked, so the functions compose
+with JAX transformations (e.g. ``jax.grad`` with respect to ``sigma`` or to votes
+treated as reals; concrete votes must be integer counts).
+
+The results are float64 arrays, but JAX truncates float64 to float32 in any
+operation run with 64-bit mode off: compose (sum over queries) inside
+``with jax.enable_x64(True):``.
+"""
+
+from __future__ import annotations
+
+from pate_jax.accounting._calibrate import calibrate_noise
+from pate_jax.accounting._conversion import DEFAULT_ORDERS, rdp_to_epsilon
+from pate_jax.accounting._gnmax import (
+    confident_gnmax_rdp,
+    confident_log_pr_answered,
+    confident_threshold_rdp,
+    gaussian_rdp_from_log_q,
+    gnmax_log_q,
+    gnmax_rdp,
+)
+from pate_jax.accounting._lnmax import (
+    lnmax_log_moments,
+    lnmax_log_q,
+    lnmax_moments_epsilon,
+    moments_to_epsilon,
+    strong_composition_epsilon,
+)
+from pate_jax.accounting._sampled_gaussian import sampled_gaussian_rdp
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "calibrate_noise",
+    "confident_gnmax_rdp",
+    "confident_log_pr_answered",
+    "confident_threshold_rdp",
+    "gaussian_rdp_from_log_q",
+    "gnmax_log_q",
+    "gnmax_rdp",
+    "lnmax_log_moments",
+    "lnmax_log_q",
+    "lnmax_moments_epsilon",
+    "moments_to_epsilon",
+    "rdp_to_epsilon",
+    "sampled_gaussian_rdp",
+    "strong_composition_epsilon",
+]

@@ -1,0 +1,128 @@
+"""RDP → (ε, δ) conversions and noise calibration (Newton on log-noise vs bisection)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant
+from jax.test_util import check_grads
+from scipy import optimize
+
+from pate_jax import accounting as acc
+
+ORDERS = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 32.0, 64.0, 128.0])
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+  with jax.enable_x64(True):
+    yield
+
+
+def _votes() -> np.ndarray:
+  """[32, 10] confident histograms of 250 teachers (data-dependent analysis matters)."""
+  rng = np.random.default_rng(3)
+  return np.stack([rng.multinomial(250, rng.dirichlet(np.full(10, a)))
+                   for a in np.geomspace(0.005, 0.2, 32)]).astype(np.int32)
+
+
+VOTES = _votes()
+
+
+# ------------------------------------------------------------------ conversion
+def test_conversions_match_formulas_and_dp_accounting():
+  rng = np.random.default_rng(0)
+  for _ in range(5):
+    rdp = rng.uniform(0.0, 3.0) * ORDERS**rng.uniform(0.5, 1.5)
+    for delta in (1e-5, 1e-9, 1e-12):
+      classic = rdp + math.log(1 / delta) / (ORDERS - 1)
+      improved = (rdp + np.log((ORDERS - 1) / ORDERS)
+                  - (math.log(delta) + np.log(ORDERS)) / (ORDERS - 1))
+      for name, per_order in (("classic", classic), ("improved", improved)):
+        eps, order = acc.rdp_to_epsilon(rdp, ORDERS, delta, conversion=name)
+        assert float(eps) == pytest.approx(max(per_order.min(), 0.0), rel=1e-13)
+        assert float(order) == ORDERS[np.argmin(per_order)]
+      ref_eps, ref_order = rdp_privacy_accountant.compute_epsilon(ORDERS, rdp, delta)
+      eps, order = acc.rdp_to_epsilon(rdp, ORDERS, delta)
+      assert float(eps) == pytest.approx(ref_eps, rel=1e-12) and float(order) == ref_order
+
+
+def test_conversion_floors_at_zero_and_handles_infinite_orders():
+  eps, _ = acc.rdp_to_epsilon(np.zeros(ORDERS.size), ORDERS, 0.9)
+  assert float(eps) == 0.0
+  rdp = np.where(ORDERS > 10, np.inf, ORDERS * 0.01)
+  eps, order = acc.rdp_to_epsilon(rdp, ORDERS, 1e-5)
+  assert np.isfinite(float(eps)) and float(order) <= 10
+  # Batched curves [..., K].
+  batch = np.stack([ORDERS * 0.01, ORDERS * 0.02])
+  eps_b, _ = acc.rdp_to_epsilon(batch, ORDERS, 1e-5)
+  assert eps_b.shape == (2,) and float(eps_b[0]) < float(eps_b[1])
+  check_grads(lambda r: acc.rdp_to_epsilon(r, ORDERS, 1e-5)[0], (ORDERS * 0.013,), order=1,
+              modes=("rev",))
+
+
+# ------------------------------------------------------------------ calibration
+def _epsilon(noise, mechanism, num_queries=None, votes=None, delta=1e-5):
+  """ε at a noise scale through the public accountants (the test's own composition)."""
+  if mechanism == "gnmax":
+    if votes is None:
+      rdp = num_queries * ORDERS / noise**2
+    else:
+      rdp = np.asarray(acc.gnmax_rdp(votes, noise, ORDERS)).sum(0)
+    return float(acc.rdp_to_epsilon(rdp, ORDERS, delta)[0])
+  if votes is None:
+    votes = np.zeros((num_queries, 10), np.int32)  # data-independent: any votes of that size
+    return float(acc.lnmax_moments_epsilon(votes, 1.0 / noise, delta, data_dependent=False)[0])
+  return float(acc.lnmax_moments_epsilon(votes, 1.0 / noise, delta)[0])
+
+
+def _largest_root_by_brentq(target, mechanism, **kw):
+  grid = np.geomspace(1e-3, 1e5, 161)
+  spent = np.array([_epsilon(s, mechanism, **kw) >= target for s in grid])
+  k = np.flatnonzero(spent).max()
+  return optimize.brentq(lambda s: _epsilon(s, mechanism, **kw) - target, grid[k], grid[k + 1],
+                         xtol=1e-14, rtol=1e-15)
+
+
+@pytest.mark.parametrize("mechanism,data", [
+    ("gnmax", "independent"), ("gnmax", "dependent"),
+    ("lnmax", "independent"), ("lnmax", "dependent")])
+def test_newton_agrees_with_bisection_and_spends_the_target(mechanism, data):
+  target, delta = 2.0, 1e-5
+  kw = {"num_queries": 32} if data == "independent" else {"votes": VOTES}
+  newton = float(acc.calibrate_noise(target, delta, mechanism=mechanism, orders=ORDERS, **kw))
+  bisect = float(acc.calibrate_noise(target, delta, mechanism=mechanism, orders=ORDERS,
+                                     method="bisection", **kw))
+  assert newton == pytest.approx(bisect, rel=1e-6)
+  assert _epsilon(newton, mechanism, **kw) == pytest.approx(target, rel=1e-9)
+  assert newton == pytest.approx(_largest_root_by_brentq(target, mechanism, **kw), rel=1e-6)
+  if data == "dependent":  # the data-dependent analysis buys less noise for the same ε
+    indep = float(acc.calibrate_noise(target, delta, mechanism=mechanism, orders=ORDERS,
+                                      num_queries=VOTES.shape[0]))
+    assert newton < indep
+
+
+def test_data_independent_gnmax_has_the_closed_form_scaling():
+  # rdp = Q λ/σ²: the classic conversion's minimiser gives σ ∝ √Q exactly for a fixed order
+  # set, so quadrupling the queries doubles σ.
+  s1 = float(acc.calibrate_noise(1.0, 1e-6, num_queries=100, orders=ORDERS, conversion="classic"))
+  s4 = float(acc.calibrate_noise(1.0, 1e-6, num_queries=400, orders=ORDERS, conversion="classic"))
+  assert s4 == pytest.approx(2 * s1, rel=1e-9)
+
+
+def test_calibration_errors():
+  with pytest.raises(ValueError, match="exactly one of num_queries"):
+    acc.calibrate_noise(1.0, 1e-5)
+  with pytest.raises(ValueError, match="exactly one of num_queries"):
+    acc.calibrate_noise(1.0, 1e-5, num_queries=10, votes=VOTES)
+  with pytest.raises(ValueError, match="mechanism"):
+    acc.calibrate_noise(1.0, 1e-5, mechanism="laplace", num_queries=10)
+  with pytest.raises(ValueError, match="target_eps"):
+    acc.calibrate_noise(0.0, 1e-5, num_queries=10)
+  with pytest.raises(ValueError, match="exceeded even at the largest noise"):
+    acc.calibrate_noise(1e-9, 1e-5, num_queries=10, orders=ORDERS)
+  with pytest.raises(ValueError, match="never reached"):
+    acc.calibrate_noise(1e12, 1e-5, num_queries=10, orders=ORDERS)
