@@ -272,7 +272,9 @@ def test_experiment_end_to_end_on_synthetic_adult(tmp_path):
   sweeps = res["sweeps"]
   assert sweeps["queries"]["num_queries"] == [20, 40]
   for m in ("lnmax", "gnmax"):
-    assert 0.0 < res[m]["epsilon_data_dependent"] <= res[m]["epsilon_data_independent"]
+    # Equal where no query has enough consensus; compare up to float rounding.
+    assert 0.0 < res[m]["epsilon_data_dependent"] <= (
+        res[m]["epsilon_data_independent"] * (1 + 1e-12))
     assert 0.0 <= res[m]["student_accuracy"] <= 1.0
     # The prefix sweep (cumulative per-query costs) ends at the total of all queries.
     eps = sweeps["queries"][m]["epsilon"]
