@@ -1,0 +1,154 @@
+"""Speed and quadrature accuracy of the histogram-extraction attack.
+
+  python experiments/bench_attack.py --config configs/attack_bench.py --workdir runs/attack_bench
+
+Measures, after one warm-up (compiling) call with another key:
+  * ``single``: one histogram end to end -- 10^4 GNMax queries
+    (:func:`pate_jax.attacks.sample_answers`) + the paper's reconstruction
+    (:func:`pate_jax.attacks.reconstruct_details`), through the public,
+    validating API, ``repeats`` times with fresh keys;
+  * ``sweep``: the 30 Table-1 histograms × 4 σ (120 attacks) in one call per
+    stage, for each reconstruction method;
+  * ``q_eval``: one trapezoid Q(H) and one accurate Q(H);
+  * ``quadrature``: max |Q_trapezoid - Q_accurate| and max |Σ Q_trapezoid - 1| in
+    float64 over Table 1 × ``quadrature_sigmas`` for several node counts.
+Wall-clock and process CPU seconds are both recorded, with the 1/5/15-minute
+load averages before and after (the 2 cores are shared).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from absl import app, flags
+import jax
+import numpy as np
+from ml_collections import config_flags
+
+from pate_jax import attacks, experiment
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Benchmark config.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Where to write results.json.")
+
+_METHOD_KWARGS = {"paper": {}, "projected": {"project": True}, "optax": {"method": "optax"}}
+
+
+def _timed(fn):
+  w0, c0 = time.perf_counter(), time.process_time()
+  out = jax.block_until_ready(fn())
+  return out, time.perf_counter() - w0, time.process_time() - c0
+
+
+def _attack(key, hists, sigma, m, kwargs):
+  q_bar = attacks.sample_answers(key, hists, sigma, m)
+  return attacks.reconstruct_details(q_bar, sigma, attacks.TABLE1_NUM_TEACHERS, **kwargs)
+
+
+def bench_single(config, key, truth):
+  h = attacks.table1_histogram(config.single_histogram)
+  s, m = config.single_sigma, config.num_queries
+  _, first, _ = _timed(lambda: _attack(jax.random.fold_in(key, 10_000), h, s, m, {}))
+  walls, cpus, errors, steps = [], [], [], []
+  for r in experiment.progress(range(config.repeats), desc="single"):
+    rec, wall, cpu = _timed(lambda r=r: _attack(jax.random.fold_in(key, r), h, s, m, {}))
+    walls.append(wall)
+    cpus.append(cpu)
+    errors.append(float(attacks.normalized_l1_error(h, rec.histogram)))
+    steps.append(int(rec.num_steps))
+  # Stage split (one more run).
+  q_bar, t_mc, _ = _timed(lambda: attacks.sample_answers(jax.random.fold_in(key, 99), h, s, m))
+  _, t_rec, _ = _timed(lambda: attacks.reconstruct_details(q_bar, s, 250))
+  return {"histogram": config.single_histogram, "sigma": s, "num_queries": m,
+          "first_call_seconds": first, "wall_seconds": walls, "cpu_seconds": cpus,
+          "median_wall_seconds": float(np.median(walls)),
+          "median_cpu_seconds": float(np.median(cpus)),
+          "monte_carlo_seconds": t_mc, "reconstruction_seconds": t_rec,
+          "errors": errors, "steps": steps}
+
+
+def bench_sweep(config, key, hists, method):
+  sig = np.asarray(config.sigmas)[:, None]
+  kwargs = _METHOD_KWARGS[method]
+  m = config.num_queries
+  _, first, _ = _timed(lambda: _attack(jax.random.fold_in(key, 10_000), hists[None], sig, m,
+                                       kwargs))
+  walls, cpus, mean_errors = [], [], []
+  for r in range(config.sweep_repeats):
+    rec, wall, cpu = _timed(lambda r=r: _attack(jax.random.fold_in(key, r), hists[None], sig, m,
+                                                kwargs))
+    walls.append(wall)
+    cpus.append(cpu)
+    mean_errors.append(float(np.mean(attacks.normalized_l1_error(hists[None], rec.histogram))))
+  n = hists.shape[0] * sig.shape[0]
+  return {"num_attacks": n, "first_call_seconds": first, "wall_seconds": walls,
+          "cpu_seconds": cpus, "median_wall_seconds": float(np.median(walls)),
+          "wall_seconds_per_histogram": float(np.median(walls)) / n,
+          "max_steps": int(np.max(rec.num_steps)), "mean_errors": mean_errors}
+
+
+def bench_q(config, hists):
+  h, s = attacks.table1_histogram(config.single_histogram), config.single_sigma
+  out = {}
+  for method in ("trapezoid", "accurate"):
+    _timed(lambda method=method: attacks.output_distribution(h, s, method))
+    times = [_timed(lambda method=method: attacks.output_distribution(h, s, method))[1]
+             for _ in range(20)]
+    out[method] = {"median_seconds": float(np.median(times))}
+  return out
+
+
+def quadrature(config, hists):
+  sig = np.asarray(config.quadrature_sigmas)[:, None]
+  rows = []
+  with jax.enable_x64(True):
+    for noise, points in (("gaussian", config.quadrature_points),
+                          ("laplace", config.quadrature_points_laplace)):
+      q_acc = np.asarray(attacks.output_distribution(hists[None], sig, "accurate", noise))
+      for n in points:
+        q_t = np.asarray(attacks.output_distribution(np.asarray(hists, np.float64)[None], sig,
+                                                     "trapezoid", noise, num_points=n))
+        rows.append({"noise": noise, "num_points": int(n),
+                     "max_abs_error": float(np.abs(q_t - q_acc).max()),
+                     "max_sum_error": float(np.abs(q_t.sum(-1) - 1).max()),
+                     "accurate_max_sum_error": float(np.abs(q_acc.sum(-1) - 1).max())})
+        print(f"{noise:8s} {n:5d} nodes: max|Q_t - Q_acc| = {rows[-1]['max_abs_error']:.2e}, "
+              f"max|ΣQ_t - 1| = {rows[-1]['max_sum_error']:.2e}")
+  return rows
+
+
+def run(config, workdir: str) -> dict:
+  key = jax.random.key(config.seed)
+  hists, names = attacks.table1_histograms()
+  results = {"load_average_before": os.getloadavg(), "cpu_count": os.cpu_count()}
+  results["single"] = bench_single(config, jax.random.fold_in(key, 0), hists)
+  s = results["single"]
+  print(f"single histogram end to end: median {s['median_wall_seconds']:.3f} s wall "
+        f"({s['median_cpu_seconds']:.3f} s CPU); first call {s['first_call_seconds']:.1f} s")
+  results["sweep"] = {}
+  for method in experiment.progress(config.methods, desc="sweep"):
+    r = bench_sweep(config, jax.random.fold_in(key, 1), hists, method)
+    results["sweep"][method] = r
+    print(f"sweep 30x{len(config.sigmas)} [{method}]: median {r['median_wall_seconds']:.2f} s "
+          f"wall ({r['wall_seconds_per_histogram'] * 1e3:.1f} ms/histogram); first call "
+          f"{r['first_call_seconds']:.1f} s; mean error {np.mean(r['mean_errors']):.4f}")
+  results["q_eval"] = bench_q(config, hists)
+  print("Q(H) one histogram:", {k: f"{v['median_seconds'] * 1e3:.2f} ms"
+                                for k, v in results["q_eval"].items()})
+  results["quadrature"] = quadrature(config, hists)
+  results["load_average_after"] = os.getloadavg()
+  print("load average before/after:", results["load_average_before"],
+        results["load_average_after"])
+  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  return results
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["config", "workdir"])
+  app.run(main)

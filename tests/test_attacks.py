@@ -1,0 +1,285 @@
+"""Tests for pate_jax.attacks: Q(H), Monte Carlo answers, reconstruction, validation."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+from scipy import integrate, special, stats
+
+from pate_jax import attacks as A
+
+KEY = jax.random.key(0)
+TABLE, NAMES = A.table1_histograms()
+MEDIUM = A.table1_histogram("mnist/M2")  # [6, 7, 6, 30, 4, 181, 0, 10, 5, 1]
+SIGMAS = np.array([0.01, 1.0, 40.0, 400.0])
+
+
+def _quad_q(h, s, noise):
+  """Theorem 1 by scipy.integrate.quad (independent oracle)."""
+  if noise == "gaussian":
+    pdf = lambda x: np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    cdf = special.ndtr
+  else:
+    pdf = lambda x: 0.5 * np.exp(-np.abs(x))
+    cdf = lambda x: np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0)),
+                             1 - 0.5 * np.exp(-np.maximum(x, 0)))
+  out = []
+  for k in range(len(h)):
+    others = np.delete(h, k)
+
+    def f(a, k=k, others=others):
+      return pdf((a - h[k]) / s) / s * np.prod(cdf((a - others) / s))
+
+    out.append(integrate.quad(f, h.min() - 40 * s, h.max() + 40 * s,
+                              points=sorted(set(h.tolist())), limit=500,
+                              epsabs=1e-14, epsrel=1e-12)[0])
+  return np.array(out)
+
+
+# --- Table 1 -----------------------------------------------------------------------------
+
+
+def test_table1_has_30_histograms_of_250_votes_in_consensus_groups():
+  assert TABLE.shape == (30, 10) and TABLE.dtype == np.int32
+  np.testing.assert_array_equal(TABLE.sum(1), 250)
+  assert NAMES[0] == "mnist/L1" and NAMES[14] == "mnist/H5" and NAMES[29] == "svhn/H5"
+  np.testing.assert_array_equal(A.table1_histogram("svhn/M3"), [0, 0, 0, 6, 0, 243, 0, 0, 0, 1])
+  mnist = TABLE[:15].max(1)
+  assert mnist[:5].max() < mnist[5:10].min() and mnist[5:10].max() < mnist[10:].min()
+  with pytest.raises(ValueError, match="dataset"):
+    A.table1_histograms("cifar")
+
+
+# --- Q(H) --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["trapezoid", "accurate"])
+def test_two_class_closed_forms(method):
+  h = np.array([[30.0, 10.0], [7.0, 7.0]])
+  s = 12.0
+  q = np.asarray(A.output_distribution(h, s, method))
+  # Gaussian: P(H0 + Z0 > H1 + Z1) = Φ((H0 - H1) / (√2 σ)).
+  np.testing.assert_allclose(q[:, 0], stats.norm.cdf((h[:, 0] - h[:, 1]) / (math.sqrt(2) * s)),
+                             atol=1e-6)
+  # Laplace (scale b): P(Z1 - Z0 < d) = 1 - exp(-d/b) (1 + d/(2b)) / 2 for d >= 0.
+  q = np.asarray(A.output_distribution(h, s, method, "laplace"))
+  d = h[:, 0] - h[:, 1]
+  np.testing.assert_allclose(q[:, 0], 1 - 0.5 * np.exp(-d / s) * (1 + d / (2 * s)), atol=1e-6)
+
+
+def test_accurate_matches_scipy_quad():
+  for noise in ("gaussian", "laplace"):
+    for idx, s in ((5, 40.0), (27, 60.0), (3, 3.0)):
+      h = TABLE[idx].astype(np.float64)
+      q = np.asarray(A.output_distribution(h, s, "accurate", noise))
+      assert q.dtype == np.float64
+      np.testing.assert_allclose(q, _quad_q(h, s, noise), atol=1e-11)
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "laplace"])
+def test_trapezoid_sums_to_one_and_matches_accurate(noise):
+  # The errors reported in _output_distribution.DEFAULT_POINTS (float32 adds ~1e-7).
+  q_t = np.asarray(A.output_distribution(TABLE[None], SIGMAS[:, None], "trapezoid", noise))
+  q_a = np.asarray(A.output_distribution(TABLE[None], SIGMAS[:, None], "accurate", noise))
+  assert q_t.shape == (4, 30, 10) and q_t.dtype == np.float32
+  np.testing.assert_allclose(q_a.sum(-1), 1.0, atol=1e-12)
+  np.testing.assert_allclose(q_t.sum(-1), 1.0, atol=1e-6)
+  np.testing.assert_allclose(q_t, q_a, atol=1e-6)
+  assert np.all(q_t >= 0)
+
+
+def test_uniform_histogram_gives_uniform_q_and_shift_invariance():
+  q = A.output_distribution(np.full((1, 7), 3.0), 5.0)
+  np.testing.assert_allclose(q, 1 / 7, atol=1e-6)
+  # Theorem 2: Q(H + c) = Q(H).
+  np.testing.assert_allclose(A.output_distribution(MEDIUM + 17.5, 40.0),
+                             A.output_distribution(MEDIUM, 40.0), atol=1e-6)
+
+
+def test_broadcasting_over_sigma_equals_loop():
+  batched = A.output_distribution(TABLE[None, :4], SIGMAS[:, None])
+  for i, s in enumerate(SIGMAS):
+    np.testing.assert_allclose(batched[i], A.output_distribution(TABLE[:4], s), atol=1e-7)
+
+
+def test_gradients_match_finite_differences():
+  with jax.enable_x64(True):
+    h = jnp.asarray([12.0, 3.0, 30.0, 7.0], jnp.float64)
+    for noise, points in (("gaussian", None), ("laplace", 201)):
+      f = jax.jit(lambda x, s, noise=noise, points=points: A.output_distribution(
+          x, s, noise=noise, num_points=points))
+      check_grads(f, (h, 9.0), order=1, modes=("rev",), atol=1e-6, rtol=1e-5)
+    # The objective's gradient has zero sum (Q is shift invariant).
+    q_bar = jnp.asarray(A.output_distribution(h, 9.0, "accurate"))
+    x0 = jnp.full(4, 13.0) + jnp.arange(4.0)
+    g = jax.jit(jax.grad(A.objective))(x0, q_bar, 9.0)
+    assert abs(float(g.sum())) < 1e-12 * float(jnp.abs(g).max()) + 1e-15
+    check_grads(jax.jit(lambda x: A.objective(x, q_bar, 9.0)), (x0,), order=1, modes=("rev",),
+                atol=1e-6, rtol=1e-5)
+
+
+def test_tiny_sigma_is_argmax_and_finite_gradient():
+  q = np.asarray(A.output_distribution(MEDIUM, 1e-3))
+  np.testing.assert_allclose(q, np.eye(10)[5], atol=1e-6)
+  g = jax.grad(lambda x: A.output_distribution(x, 1e-3)[5])(jnp.asarray(MEDIUM, jnp.float32))
+  assert np.all(np.isfinite(g))
+
+
+# --- Monte Carlo ---------------------------------------------------------------------------
+
+
+def _within(freq, p, n, k=5.0):
+  return np.abs(freq - p) <= k * np.sqrt(p * (1 - p) / n) + 1e-6
+
+
+def test_gnmax_frequencies_match_q():
+  m = 20_000
+  hists = TABLE[[0, 6, 17]]
+  q_bar = np.asarray(A.sample_answers(KEY, hists, 40.0, m))
+  q = np.asarray(A.output_distribution(hists, 40.0, "accurate"))
+  np.testing.assert_allclose(q_bar.sum(-1), 1.0, atol=1e-6)
+  assert np.all(_within(q_bar, q, m))
+  # Another key gives other draws; the same key the same ones.
+  np.testing.assert_array_equal(q_bar, A.sample_answers(KEY, hists, 40.0, m))
+  assert not np.array_equal(q_bar, A.sample_answers(jax.random.key(1), hists, 40.0, m))
+
+
+def test_sampling_uses_the_aggregator_and_consistent_answers_defeat_it():
+  from pate_jax import aggregation as agg
+  m = 500
+  counts, answered = A.answer_counts(KEY, MEDIUM[None], 40.0, m)
+  # Histogram 0 is answered by aggregator key fold_in(KEY, 0), query ids 0..M-1.
+  labels = agg.gnmax(jax.random.fold_in(KEY, 0), np.tile(MEDIUM, (m, 1)), 40.0)
+  np.testing.assert_array_equal(counts[0], np.bincount(np.asarray(labels), minlength=10))
+  assert int(answered[0]) == m
+  q_bar = np.asarray(A.sample_answers(KEY, TABLE[:6], 100.0, m, consistent=True))
+  assert np.all(np.sort(q_bar, -1)[:, -1] == 1.0)
+
+
+def test_confident_gnmax_observes_answered_queries_only():
+  m, thr, s_thr = np.array([20_000, 8_000]), 200.0, 150.0  # Queries per histogram.
+  hists = TABLE[[0, 12]]
+  q_bar, answered = A.sample_confident_answers(KEY, hists, thr, s_thr, 40.0, m)
+  p_ans = stats.norm.sf((thr - hists.max(1)) / s_thr)
+  assert np.all(_within(np.asarray(answered) / m, p_ans, m))
+  q = np.asarray(A.output_distribution(hists, 40.0, "accurate"))
+  assert np.all(_within(np.asarray(q_bar), q, np.asarray(answered)[:, None]))
+
+
+# --- Reconstruction ----------------------------------------------------------------------
+
+
+def test_paper_reconstruction_from_exact_q_and_from_samples():
+  sigmas = np.array([40.0, 100.0])
+  q_exact = np.asarray(A.output_distribution(MEDIUM, 100.0, "accurate"), np.float32)
+  # With step halving and no loss threshold, exact Q gives H back.
+  r = A.reconstruct_details(q_exact, 100.0, 250, tol=0.0, min_step=1e-2, max_iter=500)
+  assert float(A.normalized_l1_error(MEDIUM, r.histogram)) < 0.004
+  np.testing.assert_allclose(float(r.histogram.sum()), 250, rtol=1e-5)
+  # The paper's rule (loss < 0.01, 10 then 1 vote steps) from 10^4 answers.
+  q_bar = A.sample_answers(KEY, MEDIUM, sigmas[:, None], 10_000)
+  r = A.reconstruct_details(q_bar, sigmas[:, None], 250)
+  err = np.asarray(A.normalized_l1_error(MEDIUM, r.histogram))
+  assert np.all(err < 0.2), err
+  assert np.all(np.asarray(r.loss) < 0.02)
+  assert set(np.asarray(r.status).ravel().tolist()) <= {A.Stop.CONVERGED, A.Stop.NO_DECREASE}
+
+
+def test_projected_and_optax_variants():
+  q_exact = np.asarray(A.output_distribution(MEDIUM, 60.0, "accurate"), np.float32)
+  proj = A.reconstruct_details(q_exact, 60.0, 250, project=True, tol=0.0, min_step=1e-2)
+  assert float(A.normalized_l1_error(MEDIUM, proj.histogram)) < 0.01
+  assert np.all(np.asarray(proj.histogram) >= -1e-4)
+  opt = A.reconstruct_details(q_exact, 60.0, 250, method="optax", tol=0.0)
+  assert float(A.normalized_l1_error(MEDIUM, opt.histogram)) < 0.01
+  # Stop-on-negative never returns a negative estimate.
+  neg = A.reconstruct_details(q_exact, 60.0, 250, stop_on_negative=True, tol=0.0)
+  assert np.all(np.asarray(neg.histogram) >= -1e-3)
+  assert int(neg.status) in (A.Stop.NEGATIVE, A.Stop.NO_DECREASE)
+
+
+def test_project_to_simplex():
+  x = jnp.array([3.0, -1.0, 0.5, 10.0])
+  p = np.asarray(A.project_to_simplex(x, 6.0))
+  assert np.all(p >= 0) and abs(p.sum() - 6.0) < 1e-5
+  # Closed form: the active set {0, 3}: θ = (3 + 10 - 6) / 2 = 3.5.
+  np.testing.assert_allclose(p, [0.0, 0.0, 0.0, 6.0], atol=1e-6)
+  np.testing.assert_allclose(A.project_to_simplex(jnp.array([1.0, 2.0, 3.0]), 6.0),
+                             [1.0, 2.0, 3.0], atol=1e-6)
+  # All coordinates stay active: θ = (9 - 6) / 3 = 1.
+  np.testing.assert_allclose(A.project_to_simplex(jnp.array([4.0, 2.0, 3.0]), 6.0),
+                             [3.0, 1.0, 2.0], atol=1e-5)
+
+
+def test_normalized_l1_error_and_consensus():
+  np.testing.assert_allclose(A.normalized_l1_error([3.0, 1.0], [2.0, 2.0]), 0.25)
+  np.testing.assert_allclose(A.normalized_l1_error(TABLE, TABLE), 0.0)
+  np.testing.assert_allclose(A.consensus(MEDIUM), 181 / 250)
+  np.testing.assert_array_equal(A.classify_low_consensus(TABLE[[0, 14]]), [True, False])
+
+
+# --- Privacy cost of the attack ----------------------------------------------------------
+
+
+def test_budget_allows_exactly_the_largest_affordable_number_of_queries():
+  rdp = A.per_query_rdp(TABLE[[0, 14]], sigma=40.0, threshold=200.0, sigma_threshold=150.0)
+  m = A.max_queries_within_budget(rdp, 1.97, delta=1e-5)
+  assert np.all(m > 100)
+  eps_m, _ = A.queries_epsilon(rdp, m, delta=1e-5)
+  eps_next, _ = A.queries_epsilon(rdp, m + 1, delta=1e-5)
+  assert np.all(eps_m <= 1.97) and np.all(eps_next > 1.97)
+  # A higher-consensus histogram costs less per query, so it affords more.
+  assert m[1] > m[0]
+
+
+# --- Bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: A.output_distribution([[3.0, -1.0]], 1.0), "non-negative"),
+    (lambda: A.output_distribution([[3.0, np.nan]], 1.0), "finite"),
+    (lambda: A.output_distribution([[3.0, 1.0]], 0.0), "sigma"),
+    (lambda: A.output_distribution([[3.0, 1.0]], -2.0), "sigma"),
+    (lambda: A.output_distribution([[3.0, 1.0]], np.nan), "sigma"),
+    (lambda: A.output_distribution([[3.0]], 1.0), "C >= 2"),
+    (lambda: A.output_distribution([[3.0, 1.0]], 1.0, method="simpson"), "method"),
+    (lambda: A.output_distribution([[3.0, 1.0]] * 3, [1.0, 2.0]), "broadcast"),
+    (lambda: A.sample_answers(KEY, [[3, 1]], 1.0, 0), "num_queries"),
+    (lambda: A.sample_answers(KEY, [[3, 1]], 1.0, -5), "num_queries"),
+    (lambda: A.sample_answers(KEY, [[3, 1]], 1.0, 2.5), "num_queries"),
+    (lambda: A.sample_answers(KEY, [[3, -1]], 1.0, 10), "non-negative"),
+    (lambda: A.sample_answers(KEY, [[3, 1]], 0.0, 10), "sigma"),
+    (lambda: A.sample_confident_answers(KEY, [[3, 1]], np.inf, 1.0, 1.0, 10), "threshold"),
+    (lambda: A.reconstruct([[0.5, 0.5]], 1.0, 10, num_classes=3), "classes"),
+    (lambda: A.reconstruct([[0.5, 0.6]], 1.0, 10), "sum to 1"),
+    (lambda: A.reconstruct([[1.5, -0.5]], 1.0, 10), "non-negative"),
+    (lambda: A.reconstruct([[0.5, 0.5]], 1.0, 0), "num_teachers"),
+    (lambda: A.reconstruct([[0.5, 0.5]], -1.0, 10), "sigma"),
+    (lambda: A.reconstruct([[0.5, 0.5]], 1.0, 10, method="sgd"), "method"),
+    (lambda: A.normalized_l1_error([[1.0, 2.0]], [[1.0, 2.0, 0.0]]), "classes"),
+    (lambda: A.max_queries_within_budget(np.ones((1, 3)), -1.0, delta=1e-5), "budget"),
+])
+def test_bad_input_raises(call, match):
+  with pytest.raises(ValueError, match=match):
+    call()
+
+
+def test_no_recompilation_for_new_values_of_the_same_shapes(caplog):
+  hists = TABLE[:3]
+
+  def attack(i):
+    q_bar = A.sample_answers(jax.random.key(i), hists, 30.0 + i, 300)
+    A.output_distribution(hists + i, 30.0 + i)
+    return A.reconstruct(q_bar, 30.0 + i, 250, max_iter=20)
+
+  attack(0)
+  with jax.log_compiles(True), caplog.at_level("DEBUG"):
+    attack(1)
+    attack(2)
+  compiled = [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()]
+  assert not compiled, compiled
