@@ -12,19 +12,15 @@ Usage:
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import ml_collections
 
+from pate_jax.experiment import load_script
+
 
 def _adult_rf():
-  # Loaded by path: config files are imported by file name, not as a package.
-  spec = importlib.util.spec_from_file_location(
-      "_adult_rf_config", pathlib.Path(__file__).with_name("adult_rf.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_script(pathlib.Path(__file__).with_name("adult_rf.py"))
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -10,18 +10,15 @@ The student stage joins when the students land. The main job may fall back to
 scikit-learn's 8×8 digits when MNIST is nowhere to be found, and says so loudly.
 """
 
-import importlib.util
 import pathlib
 
 import ml_collections
 
+from pate_jax.experiment import load_script
+
 
 def _sibling(name: str):
-  path = pathlib.Path(__file__).with_name(name + ".py")
-  spec = importlib.util.spec_from_file_location(f"pate_jax_configs_{name}", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_script(pathlib.Path(__file__).with_name(name + ".py"))
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -8,18 +8,15 @@ The default is the paper's deeper CNN for accelerators; ``:cpu`` swaps in the
 MLP used for MNIST on CPU (not tuned for SVHN: SVHN has not been run here).
 """
 
-import importlib.util
 import pathlib
 
 import ml_collections
 
+from pate_jax.experiment import load_script
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  path = pathlib.Path(__file__).with_name("mnist_250.py")
-  spec = importlib.util.spec_from_file_location("pate_jax_configs_mnist_250", path)
-  mnist = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mnist)
-  c = mnist.get_config(arg)
+  c = load_script(pathlib.Path(__file__).with_name("mnist_250.py")).get_config(arg)
   c.dataset = "svhn"
   c.use_extra = True
   if arg in (None, ""):

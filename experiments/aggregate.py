@@ -36,11 +36,8 @@ import pathlib
 import time
 from typing import Any
 
-from absl import app
-from absl import flags
 from absl import logging
 import jax
-from ml_collections import config_flags
 import numpy as np
 
 from pate_jax import accounting
@@ -200,21 +197,5 @@ def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
   return results
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  run(flags.FLAGS.config, flags.FLAGS.workdir)
-
-
-def define_flags() -> None:
-  """Defines --config and --workdir (only when run as a script, so that importing
-  this module next to other experiments defines no global flags)."""
-  config_flags.DEFINE_config_file("config", None, "Experiment config file.")
-  flags.DEFINE_string("workdir", None, "Work directory (votes.npz in, labels.npz and "
-                      "results.json out).")
-  flags.mark_flags_as_required(["config", "workdir"])
-
-
 if __name__ == "__main__":
-  define_flags()
-  app.run(main)
+  experiment.run_main(run)

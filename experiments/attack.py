@@ -20,20 +20,16 @@ from __future__ import annotations
 
 import pathlib
 
-from absl import app, flags
 import jax
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from pate_jax import attacks, experiment  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Attack config.", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Where to write results.json and figures.")
 
 _STREAM_MC, _STREAM_DEFENDED, _STREAM_LEDGER, _STREAM_TEACHERS, _STREAM_SAMPLE = range(5)
 _N = attacks.TABLE1_NUM_TEACHERS
@@ -688,12 +684,5 @@ def run(config, workdir: str) -> dict:
   return results
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  run(_CONFIG.value, _WORKDIR.value)
-
-
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["config", "workdir"])
-  app.run(main)
+  experiment.run_main(run)

@@ -15,16 +15,11 @@ from __future__ import annotations
 
 import time
 
-from absl import app, flags
 import jax
-import jax.numpy as jnp
-from ml_collections import config_flags
 import optax
 
 from pate_jax import experiment, models, teachers
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Benchmark config.", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Where to write results.json.")
 
 
 def run(config, workdir: str) -> dict:
@@ -68,12 +63,5 @@ def run(config, workdir: str) -> dict:
   return results
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  run(_CONFIG.value, _WORKDIR.value)
-
-
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["config", "workdir"])
-  app.run(main)
+  experiment.run_main(run)

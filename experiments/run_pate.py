@@ -12,8 +12,6 @@ from __future__ import annotations
 import pathlib
 import time
 
-from absl import app, flags, logging
-from ml_collections import config_flags
 
 import aggregate  # experiments/aggregate.py (sibling script)
 import train_teachers  # experiments/train_teachers.py
@@ -41,23 +39,15 @@ def run(config, workdir: str) -> dict:
   return summary
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  logging.set_verbosity(logging.WARNING)
-  s = run(flags.FLAGS.config, flags.FLAGS.workdir)
+def report(s: dict) -> None:
   if s["data"]["fallback_data"]:
     print("\n!!! FALLBACK DATA (sklearn 8x8 digits): NOT an MNIST result !!!")
   t = s["teachers"]
   print(f"\n{t['num_teachers']} teachers: mean accuracy "
         f"{t['teacher_test_accuracy']['mean']:.2%}, plurality {t['plurality_accuracy_test']:.2%}"
         f" (test), {t['plurality_accuracy_eval']:.2%} (eval); results in "
-        f"{flags.FLAGS.workdir}/results.json")
+        "the workdir's results.json")
 
 
 if __name__ == "__main__":
-  config_flags.DEFINE_config_file("config", None, "Main-job config (configs/pate_mnist.py).",
-                                  lock_config=True)
-  flags.DEFINE_string("workdir", None, "Work directory.")
-  flags.mark_flags_as_required(["config", "workdir"])
-  app.run(main)
+  experiment.run_main(run, report=report, quiet_logs=True)

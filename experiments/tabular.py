@@ -23,8 +23,6 @@ import os
 import pathlib
 import time
 
-from absl import app
-from absl import flags
 from absl import logging
 import jax
 import jax.numpy as jnp
@@ -33,7 +31,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pate_jax import accounting  # noqa: E402
@@ -355,13 +352,7 @@ def run(config, workdir: str | os.PathLike) -> dict:
   return results
 
 
-def main(argv) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  config, workdir = flags.FLAGS.config, flags.FLAGS.workdir
-  if config is None or workdir is None:
-    raise app.UsageError("--config and --workdir are required")
-  res = run(config, workdir)
+def report(res: dict) -> None:
   name, non_private, ensemble_res = res["dataset"], res["non_private"], res["ensemble"]
   mech, timings = {"lnmax": res["lnmax"], "gnmax": res["gnmax"]}, res["timings"]
   print(f"{name}: non-private {non_private['accuracy_eval']:.4f} | plurality (pool) "
@@ -374,7 +365,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  # Flags are defined only when run as a script, so that tests can import run().
-  config_flags.DEFINE_config_file("config", None, "Experiment config file.")
-  flags.DEFINE_string("workdir", None, "Directory for votes.npz, results.json, PNGs.")
-  app.run(main)
+  experiment.run_main(run, report=report)

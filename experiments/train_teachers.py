@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import time
 
-from absl import app, flags, logging
+from absl import logging
 import jax
 import jax.numpy as jnp
 import ml_collections
-from ml_collections import config_flags
 import numpy as np
 import optax
 
@@ -151,19 +150,11 @@ def _plot_gap(gap: np.ndarray, num_teachers: int, path: str) -> None:
   plt.close(fig)
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO.
-  results = run(flags.FLAGS.config, flags.FLAGS.workdir)
+def report(results: dict) -> None:
   print({k: results[k] for k in ("teacher_test_accuracy", "plurality_accuracy_eval",
                                  "plurality_accuracy_test", "mean_normalized_gap",
                                  "wall_seconds")})
 
 
 if __name__ == "__main__":
-  # Flags are defined here, not at import, so run_pate.py can import run().
-  config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
-  flags.DEFINE_string("workdir", None, "Where to write results and checkpoints.")
-  flags.mark_flags_as_required(["config", "workdir"])
-  app.run(main)
+  experiment.run_main(run, report=report, quiet_logs=True)

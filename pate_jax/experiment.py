@@ -14,7 +14,7 @@ import pathlib
 import platform
 import subprocess
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -116,3 +116,49 @@ def progress(iterable=None, **kwargs):
   kwargs.setdefault("dynamic_ncols", True)
   kwargs.setdefault("disable", os.environ.get("PATE_JAX_NO_PROGRESS") == "1")
   return tqdm(iterable, **kwargs)
+
+
+def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | None = None,
+             quiet_logs: bool = False) -> None:
+  """The entry point of a config-driven script in ``experiments/``.
+
+  Defines ``--config`` (an ml_collections config file, ``path[:variant]``, with
+  ``--config.field=value`` overrides) and ``--workdir``, then calls
+  ``run(config, workdir)`` and ``report(results)``. Flags are defined here, when
+  a script is executed, not when it is imported, so that scripts can import each
+  other's ``run`` (``run_pate.py``) and tests can call ``run`` directly.
+
+  Args:
+    run: ``run(config, workdir) -> results``.
+    report: prints a summary of the results.
+    quiet_logs: raise absl's verbosity to WARNING (orbax logs every save at INFO).
+  """
+  from absl import app, flags, logging  # pylint: disable=g-import-not-at-top
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+
+  config_flags.DEFINE_config_file("config", None, "Experiment config file (path[:variant]).",
+                                  lock_config=True)
+  flags.DEFINE_string("workdir", None, "Where to write results.json, plots and checkpoints.")
+  flags.mark_flags_as_required(["config", "workdir"])
+
+  def main(argv):
+    if len(argv) > 1:
+      raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if quiet_logs:
+      logging.set_verbosity(logging.WARNING)
+    results = run(flags.FLAGS.config, flags.FLAGS.workdir)
+    if report is not None:
+      report(results)
+
+  app.run(main)
+
+
+def load_script(path: str | os.PathLike) -> Any:
+  """Imports a config or experiment file by path (``configs/`` and ``experiments/`` are
+  directories of scripts, not packages)."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  path = pathlib.Path(path)
+  spec = importlib.util.spec_from_file_location(f"_pate_jax_script_{path.stem}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module

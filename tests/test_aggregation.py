@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +12,7 @@ import pytest
 from scipy import stats
 
 from pate_jax import aggregation as agg
+from pate_jax import experiment
 
 KEY = jax.random.key(0)
 # Few distinct shapes keep compilation (most of the test time) down.
@@ -278,18 +280,13 @@ def test_bad_arguments(call, match):
 
 
 def _load_by_path(*parts):
-  """Imports an experiment script by file path (scripts are not a package)."""
-  import importlib.util
-  import pathlib
-  path = pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts)
-  spec = importlib.util.spec_from_file_location("_test_" + path.stem, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  """Imports a config or experiment script of this repository by path."""
+  return experiment.load_script(pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts))
 
 
 def test_figure2_on_synthetic_ensembles(tmp_path):
   import json
+
   from pate_jax import votes as votes_lib
   rng = np.random.default_rng(12)
   y = rng.integers(0, C, size=Q)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pathlib
 
 import jax
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from pate_jax import accounting as acc
 from pate_jax import aggregation as agg
+from pate_jax import experiment
 from pate_jax import ledger as L
 
 KEY = jax.random.key(3)
@@ -371,18 +373,13 @@ def test_random_sessions_never_overrun_and_match_recomputation():
 
 
 def _load_by_path(*parts):
-  """Imports a config or experiment script by file path (they are not packages)."""
-  import importlib.util
-  import pathlib
-  path = pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts)
-  spec = importlib.util.spec_from_file_location("_test_" + path.stem, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  """Imports a config or experiment script of this repository by path."""
+  return experiment.load_script(pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts))
 
 
 def test_aggregate_experiment_on_synthetic_votes(tmp_path):
   import json
+
   from pate_jax import votes as votes_lib
   rng = np.random.default_rng(11)
   votes = _votes(rng, POOL + 32, 250, concentration=0.1)  # MNIST-like: 250 teachers.

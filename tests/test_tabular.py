@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import pathlib
 import warnings
 
 import jax
@@ -11,7 +12,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from pate_jax import tabular
+from pate_jax import experiment, tabular
 from pate_jax import votes as votes_lib
 from pate_jax.data._partition import partition_indices
 
@@ -239,14 +240,8 @@ def _adult_like(path, n, rng):
 
 
 def _load_by_path(*parts):
-  """Imports a config or experiment script by file path (they are not packages)."""
-  import importlib.util
-  import pathlib
-  path = pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts)
-  spec = importlib.util.spec_from_file_location("_test_" + path.stem, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  """Imports a config or experiment script of this repository by path."""
+  return experiment.load_script(pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts))
 
 
 def _config(arg):
