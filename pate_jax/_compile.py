@@ -7,6 +7,8 @@ from typing import Callable
 
 import jax
 
+from pate_jax._checks import is_traced
+
 
 class light_jit:  # pylint: disable=invalid-name
   """``jax.jit(fun)``, compiled at XLA backend optimisation level ``level`` on CPU.
@@ -31,7 +33,7 @@ class light_jit:  # pylint: disable=invalid-name
     functools.update_wrapper(self, fun)
 
   def __call__(self, *args, **kwargs):
-    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs)))
+    traced = any(is_traced(x) for x in jax.tree.leaves((args, kwargs)))
     if traced or jax.default_backend() != "cpu":
       return self._plain(*args, **kwargs)
     return self._light(*args, **kwargs)

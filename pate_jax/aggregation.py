@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pate_jax._checks import is_traced as _is_traced
 from pate_jax._compile import light_jit
 
 __all__ = [
@@ -52,10 +53,6 @@ _NOISE_DTYPE = jnp.float32
 
 # ---------------------------------------------------------------------------
 # Validation (host side, concrete inputs only).
-
-
-def _is_traced(x: Any) -> bool:
-  return isinstance(x, jax.core.Tracer)
 
 
 def check_votes(votes: Any, name: str = "votes") -> Any:

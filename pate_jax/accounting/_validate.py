@@ -17,15 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-def is_traced(x: Any) -> bool:
-  """True if ``x`` is an abstract value (inside ``jit``/``vmap``/``grad``)."""
-  return isinstance(x, jax.core.Tracer)
-
-
-def _first_bad(arr: np.ndarray, bad: np.ndarray) -> Any:
-  idx = tuple(int(i) for i in np.argwhere(bad)[0])
-  return arr[idx].item(), idx
+from pate_jax._checks import first_bad as _first_bad
+from pate_jax._checks import is_traced
 
 
 def votes_array(votes: Any, *, name: str = "votes", equal_totals: bool = False) -> jax.Array:
@@ -118,36 +111,30 @@ def probability(x: Any, name: str = "q") -> jax.Array:
   return jnp.asarray(x, dtype=jnp.float64)
 
 
+def _positive_1d(x: Any, name: str, what: str, lower: float) -> jax.Array:
+  """A non-empty 1-D float64 array of finite values ``> lower``."""
+  if np.ndim(x) == 0:
+    x = [x] if not is_traced(x) else jnp.reshape(x, (1,))
+  if np.ndim(x) != 1 or np.shape(x)[0] == 0:
+    raise ValueError(f"{name} must be a non-empty 1-D array of {what}; got shape {np.shape(x)}")
+  if is_traced(x):
+    return jnp.asarray(x, dtype=jnp.float64)
+  arr = np.asarray(x, dtype=np.float64)
+  bad = ~(np.isfinite(arr) & (arr > lower))
+  if bad.any():
+    raise ValueError(f"{name} must be finite and > {lower:g}; got {arr[bad][0]} in "
+                     f"{arr.tolist()}")
+  return jnp.asarray(arr)
+
+
 def orders_array(orders: Any, name: str = "orders") -> jax.Array:
   """A non-empty 1-D array of finite Rényi orders ``> 1``, as float64."""
-  if np.ndim(orders) == 0:
-    orders = [orders] if not is_traced(orders) else jnp.reshape(orders, (1,))
-  if np.ndim(orders) != 1 or np.shape(orders)[0] == 0:
-    raise ValueError(f"{name} must be a non-empty 1-D array of Rényi orders; got shape "
-                     f"{np.shape(orders)}")
-  if is_traced(orders):
-    return jnp.asarray(orders, dtype=jnp.float64)
-  arr = np.asarray(orders, dtype=np.float64)
-  bad = ~(np.isfinite(arr) & (arr > 1.0))
-  if bad.any():
-    raise ValueError(f"{name} must be finite and > 1; got {arr[bad][0]} in {arr.tolist()}")
-  return jnp.asarray(arr)
+  return _positive_1d(orders, name, "Rényi orders", 1.0)
 
 
 def moments_array(moments: Any, name: str = "moments") -> jax.Array:
   """A non-empty 1-D array of finite moment orders ``l > 0``, as float64."""
-  if np.ndim(moments) == 0:
-    moments = [moments] if not is_traced(moments) else jnp.reshape(moments, (1,))
-  if np.ndim(moments) != 1 or np.shape(moments)[0] == 0:
-    raise ValueError(f"{name} must be a non-empty 1-D array of moment orders; got shape "
-                     f"{np.shape(moments)}")
-  if is_traced(moments):
-    return jnp.asarray(moments, dtype=jnp.float64)
-  arr = np.asarray(moments, dtype=np.float64)
-  bad = ~(np.isfinite(arr) & (arr > 0))
-  if bad.any():
-    raise ValueError(f"{name} must be finite and > 0; got {arr[bad][0]} in {arr.tolist()}")
-  return jnp.asarray(arr)
+  return _positive_1d(moments, name, "moment orders", 0.0)
 
 
 def positive_int(x: Any, name: str) -> int:

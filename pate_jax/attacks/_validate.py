@@ -9,17 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 import numpy as np
 
-
-def is_traced(x: Any) -> bool:
-  return isinstance(x, jax.core.Tracer)
-
-
-def _first_bad(arr: np.ndarray, bad: np.ndarray) -> tuple[Any, tuple[int, ...]]:
-  idx = tuple(int(i) for i in np.argwhere(bad)[0])
-  return arr[idx].item(), idx
+from pate_jax._checks import first_bad as _first_bad
+from pate_jax._checks import is_traced
 
 
 def histograms(x: Any, name: str = "histograms", *, num_classes: int | None = None,
