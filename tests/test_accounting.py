@@ -86,3 +86,63 @@ def test_results_are_float64_without_enabling_x64_globally():
           - float(acc.lnmax_moments_epsilon(votes, 0.05 - h, 1e-5)[0])) / (2 * h)
     assert float(g) == pytest.approx(fd, rel=1e-5)
   assert not jax.config.jax_enable_x64
+
+
+@pytest.mark.parametrize("bad,message", [
+    (np.array([[3, -1, 2]], np.int32), r"non-negative vote counts; found -1\.0 at \(0, 1\)"),
+    (np.array([[3.0, 2.0], [np.inf, 1.0]]), r"finite vote counts; found inf at \(1, 0\)"),
+    (np.array([[3.0, 1.5, 2.0]], np.float32), r"integer vote counts; found 1\.5 at \(0, 1\)"),
+    (np.array([[True, False]]), "integer vote counts; got dtype bool"),
+])
+@pytest.mark.parametrize("on_device", [False, True])
+def test_device_resident_votes_are_validated_like_host_votes(bad, message, on_device):
+  with jax.enable_x64(True):
+    votes = jnp.asarray(bad) if on_device else bad
+    with pytest.raises(ValueError, match=message):
+      acc.gnmax_log_q(votes, 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64, np.float32, np.float64])
+@pytest.mark.parametrize("on_device", [False, True])
+def test_votes_of_any_real_dtype_give_the_float64_result(dtype, on_device):
+  votes = np.array([[200, 30, 20, 0], [120, 0, 0, 130], [60, 60, 60, 70]])
+  with jax.enable_x64(True):
+    ref = np.asarray(acc.confident_gnmax_rdp(votes.astype(np.float64), 150.0, 40.0, 20.0, ORDERS))
+    data = jnp.asarray(votes.astype(dtype)) if on_device else votes.astype(dtype)
+    got = acc.confident_gnmax_rdp(data, 150.0, 40.0, 20.0, ORDERS)
+    assert got.dtype == jnp.float64
+    np.testing.assert_array_equal(np.asarray(got), ref)
+    uneven = votes.astype(dtype)
+    uneven[0, 0] += 1
+    uneven = jnp.asarray(uneven) if on_device else uneven
+    with pytest.raises(ValueError, match="row 0 sums to 251 but row 1 sums to 250"):
+      acc.confident_gnmax_rdp(uneven, 150.0, 40.0, 20.0, ORDERS)
+
+
+def test_repeated_public_calls_do_not_retrace():
+  from pate_jax.accounting import _gnmax, _lnmax, _validate  # noqa: PLC0415
+  votes = np.tile(np.array([[200, 30, 20, 0]], np.int32), (8, 1))
+  jitted = (_lnmax.lnmax_moments_epsilon_core, _gnmax.confident_gnmax_rdp_core,
+            _validate._votes_flags)
+  def calls():
+    acc.lnmax_moments_epsilon(votes, 0.05, 1e-5)
+    acc.confident_gnmax_rdp(votes, 150.0, 40.0, 20.0, ORDERS)
+  calls()
+  sizes = [f._cache_size() for f in jitted]
+  calls()
+  calls()
+  assert [f._cache_size() for f in jitted] == sizes
+
+
+@pytest.mark.parametrize("num_queries", [4, 200_000])  # below and above the device_put size
+def test_host_votes_are_copied_not_aliased(num_queries):
+  from pate_jax.accounting import _validate  # noqa: PLC0415
+  # A 64-byte-aligned host buffer, which XLA:CPU would otherwise use in place.
+  buf = np.empty(num_queries * 10 * 4 + 64, np.uint8)
+  start = -buf.ctypes.data % 64
+  votes = buf[start:start + num_queries * 40].view(np.int32).reshape(num_queries, 10)
+  votes[...] = 25
+  with jax.enable_x64(True):
+    arr = _validate.votes_array(votes)
+    votes[0, 0] = 1000
+    assert int(np.asarray(arr)[0, 0]) == 25

@@ -14,7 +14,9 @@ Public API (per-query costs are arrays ``[Q, ...]``; compose by summing over que
 * :func:`calibrate_noise`: noise scale that spends a target ε.
 
 Every public function validates concrete inputs (``ValueError`` naming the
-argument), enables float64 locally (``jax.enable_x64``), and calls a jitted core;
+argument; vote histograms are checked on their device in one fused pass, and integer
+votes are converted to float64 inside the compiled core), enables float64 locally
+(``jax.enable_x64``), and calls a jitted core;
 under ``jit``/``vmap``/``grad`` only shapes are checked, so the functions compose
 with JAX transformations (e.g. ``jax.grad`` with respect to ``sigma`` or to votes
 treated as reals; concrete votes must be integer counts).

@@ -35,8 +35,8 @@ def rdp_to_epsilon_core(rdp: jax.Array, orders: jax.Array, delta: jax.Array,
     eps = rdp - log_delta / (orders - 1.0)
   else:
     eps = rdp + jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
-  idx = jnp.argmin(eps, axis=-1)
-  return jnp.maximum(jnp.min(eps, axis=-1), 0.0), orders[idx]
+  eps_min, idx = nm.min_and_argmin(eps, axis=-1)
+  return jnp.maximum(eps_min, 0.0), orders[idx]
 
 
 @nm.with_x64
@@ -55,10 +55,10 @@ def rdp_to_epsilon(rdp, orders, delta, conversion: str = "improved") -> tuple[ja
   """
   conversion = v.conversion(conversion)
   orders = v.orders_array(orders)
-  rdp_arr = jnp.asarray(rdp, dtype=jnp.float64)
+  rdp_arr = v.float64_array(rdp)
   if rdp_arr.ndim == 0 or rdp_arr.shape[-1] != orders.shape[0]:
     raise ValueError(f"rdp must have a last axis of length {orders.shape[0]} (one value per "
                      f"order); got shape {rdp_arr.shape}")
-  if not v.is_traced(rdp) and np.isnan(np.asarray(rdp, dtype=np.float64)).any():
+  if not v.is_traced(rdp_arr) and v.any_nan(rdp_arr):
     raise ValueError(f"rdp must not contain NaN; got {np.asarray(rdp)}")
   return rdp_to_epsilon_core(rdp_arr, orders, v.delta(delta), conversion=conversion)

@@ -54,12 +54,13 @@ from pate_jax.accounting import _validate as v
 @jax.jit
 def gnmax_log_q_core(votes: jax.Array, sigma: jax.Array) -> jax.Array:
   """``log q`` for GNMax per query: ``[Q, C] -> [Q]`` (no validation)."""
+  votes = nm.as_float64(votes)
   # Φ̄(Δ/(√2σ)) = ½ erfc(x) = ½ erfcx(x) e^{-x²} with x = Δ/(2σ). Scaling by the
   # smallest x among j ≠ j*, log Σ_j Φ̄ = log ½ - x_min² + log Σ_j erfcx(x_j) e^{-(x_j² - x_min²)}:
   # one exp per class, no log, and exact for any gap (nothing underflows).
   gaps, is_top = nm.gaps_to_top(votes)
   x = jnp.where(is_top, jnp.inf, gaps / (2.0 * sigma))
-  x_min = jnp.min(x, axis=-1, keepdims=True)
+  x_min, _ = nm.min_and_argmin(x, axis=-1, keepdims=True)
   x_safe = jnp.where(is_top, x_min, x)           # double-where: no inf in the unused branch
   scaled = nm.erfcx(x_safe) * jnp.exp(-(x_safe - x_min) * (x_safe + x_min))
   total = jnp.sum(jnp.where(is_top, 0.0, scaled), axis=-1)
@@ -124,6 +125,7 @@ def rdp_from_log_q(log_q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax
 def gnmax_rdp_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array,
                    data_dependent: bool = True) -> jax.Array:
   """Per-query GNMax RDP ``[Q, K]`` (no validation)."""
+  votes = nm.as_float64(votes)
   if not data_dependent:
     return jnp.broadcast_to(orders / sigma**2, votes.shape[:-1] + orders.shape)
   return rdp_from_log_q(gnmax_log_q_core(votes, sigma), sigma, orders)
@@ -133,14 +135,16 @@ def gnmax_rdp_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array,
 def confident_log_pr_answered_core(votes: jax.Array, threshold: jax.Array,
                                    sigma_threshold: jax.Array) -> jax.Array:
   """``log Pr[max_j n_j + N(0, σ_T²) ≥ T] = log Φ((max_j n_j - T)/σ_T)``: ``[Q]``."""
-  return nm.log_ndtr((jnp.max(votes, axis=-1) - threshold) / sigma_threshold)
+  votes = nm.as_float64(votes)
+  return nm.log_ndtr((nm.max_and_argmax(votes, axis=-1)[0] - threshold) / sigma_threshold)
 
 
 @jax.jit
 def confident_threshold_rdp_core(votes: jax.Array, threshold: jax.Array,
                                  sigma_threshold: jax.Array, orders: jax.Array) -> jax.Array:
   """RDP of the threshold step ``[Q, K]`` (paid by every query, answered or not)."""
-  z = (jnp.max(votes, axis=-1) - threshold) / sigma_threshold
+  votes = nm.as_float64(votes)
+  z = (nm.max_and_argmax(votes, axis=-1)[0] - threshold) / sigma_threshold
   log_q = jnp.minimum(nm.log_ndtr(z), nm.log_ndtr(-z))  # min(log Pr[ans], log(1 - Pr[ans]))
   return rdp_from_log_q(log_q, nm.SQRT2 * sigma_threshold, orders)
 
@@ -149,6 +153,7 @@ def confident_threshold_rdp_core(votes: jax.Array, threshold: jax.Array,
 def confident_gnmax_rdp_core(votes: jax.Array, threshold: jax.Array, sigma_threshold: jax.Array,
                              sigma: jax.Array, orders: jax.Array) -> jax.Array:
   """Expected per-query Confident-GNMax RDP ``[Q, K]`` (no validation)."""
+  votes = nm.as_float64(votes)
   thr = confident_threshold_rdp_core(votes, threshold, sigma_threshold, orders)
   pr = jnp.exp(confident_log_pr_answered_core(votes, threshold, sigma_threshold))
   return thr + pr[:, None] * gnmax_rdp_core(votes, sigma, orders, data_dependent=True)
@@ -189,11 +194,9 @@ def gaussian_rdp_from_log_q(log_q, sigma, orders) -> jax.Array:
   Returns:
     float64 ``[..., K]``.
   """
-  if not v.is_traced(log_q):
-    arr = np.asarray(log_q, dtype=np.float64)
-    if (np.isnan(arr) | (arr > 0)).any():
-      raise ValueError(f"log_q must be <= 0 and not NaN; got {arr}")
-  log_q_arr = jnp.asarray(log_q, dtype=jnp.float64)
+  log_q_arr = v.float64_array(log_q)
+  if not v.is_traced(log_q_arr) and v.any_nan_or_positive(log_q_arr):
+    raise ValueError(f"log_q must be <= 0 and not NaN; got {np.asarray(log_q)}")
   return rdp_from_log_q(log_q_arr, v.positive(sigma, "sigma"), v.orders_array(orders))
 
 

@@ -45,12 +45,13 @@ from pate_jax.accounting import _validate as v
 @jax.jit
 def lnmax_log_q_core(votes: jax.Array, gamma: jax.Array) -> jax.Array:
   """``log q`` of Lemma 4 (capped at ``log(1 - 1/C)``) per query: ``[Q, C] -> [Q]``."""
+  votes = nm.as_float64(votes)
   # Σ_j (2 + z_j) e^{-z_j} / 4 with z_j = γΔ_j, scaled by the smallest z among j ≠ j*:
   # log q = -z_min + log Σ_j (2 + z_j) e^{-(z_j - z_min)} - log 4 (one exp per class, no
   # underflow for any gap).
   gaps, is_top = nm.gaps_to_top(votes)
   z = gamma * gaps
-  z_min = jnp.min(jnp.where(is_top, jnp.inf, z), axis=-1, keepdims=True)
+  z_min, _ = nm.min_and_argmin(jnp.where(is_top, jnp.inf, z), axis=-1, keepdims=True)
   z = jnp.where(is_top, z_min, z)                # double-where: no overflow in the unused term
   scaled = (2.0 + z) * jnp.exp(z_min - z)
   total = jnp.sum(jnp.where(is_top, 0.0, scaled), axis=-1)
@@ -89,6 +90,7 @@ def log_moments_from_log_q(log_q: jax.Array, gamma: jax.Array, moments: jax.Arra
 def lnmax_log_moments_core(votes: jax.Array, gamma: jax.Array, moments: jax.Array,
                            data_dependent: bool = True) -> jax.Array:
   """Per-query log-moment bounds ``α(l)``: ``[Q, C] -> [Q, L]`` (no validation)."""
+  votes = nm.as_float64(votes)
   if data_dependent:
     log_q = lnmax_log_q_core(votes, gamma)
   else:
@@ -101,14 +103,16 @@ def moments_to_epsilon_core(total_log_moments: jax.Array, moments: jax.Array,
                             delta: jax.Array) -> tuple[jax.Array, jax.Array]:
   """``min_l (α(l) + log(1/δ)) / l`` over the last axis; returns ``(ε, l*)``."""
   eps = (total_log_moments - jnp.log(delta)) / moments
-  idx = jnp.argmin(eps, axis=-1)
-  return jnp.min(eps, axis=-1), moments[idx]
+  eps_min, idx = nm.min_and_argmin(eps, axis=-1)
+  return eps_min, moments[idx]
 
 
 @functools.partial(jax.jit, static_argnames=("data_dependent", "max_moment"))
 def lnmax_moments_epsilon_core(votes: jax.Array, gamma: jax.Array, delta: jax.Array,
                                data_dependent: bool = True,
                                max_moment: int = 8) -> tuple[jax.Array, jax.Array]:
+  """Composed ``(ε, best moment)`` of all queries of ``votes[Q, C]`` (no validation)."""
+  votes = nm.as_float64(votes)
   moments = jnp.arange(1, max_moment + 1, dtype=votes.dtype)
   alpha = lnmax_log_moments_core(votes, gamma, moments, data_dependent).sum(axis=0)
   eps, best = moments_to_epsilon_core(alpha, moments, delta)
@@ -171,7 +175,7 @@ def moments_to_epsilon(total_log_moments, moments, delta) -> tuple[jax.Array, ja
     ``(ε, best l)`` as float64 scalars.
   """
   moments = v.moments_array(moments)
-  total = jnp.asarray(total_log_moments, dtype=jnp.float64)
+  total = v.float64_array(total_log_moments)
   if total.shape[-1:] != moments.shape:
     raise ValueError(f"total_log_moments must end in the moments axis {moments.shape}; got "
                      f"shape {total.shape}")

@@ -3,6 +3,14 @@
 Every helper here is safe under ``jax.grad``: branches that are not selected by a
 ``jnp.where`` are fed harmless arguments (the "double-where" trick), so an
 unselected ``log(0)`` never turns into a ``0 * inf = nan`` cotangent.
+
+Reductions to a minimum or maximum whose value is differentiated go through
+:func:`min_and_argmin` / :func:`max_and_argmax`, never ``jnp.min`` / ``jnp.max``: JAX
+differentiates ``reduce_min``/``reduce_max`` by the equality test ``operand == min``
+and divides by the number of matches. When XLA computes the operand of that test and
+the minimum in different fusions that round differently (GPU), no entry matches:
+``ct / 0 = inf``, ``inf * 0 = nan`` in every gradient (seen on an H100 for the
+composed LNMax ε; tests/test_accounting_numerics.py replays it on CPU).
 """
 
 from __future__ import annotations
@@ -35,6 +43,13 @@ def with_x64(fn: _F) -> _F:
       return fn(*args, **kwargs)
 
   return wrapped  # type: ignore[return-value]
+
+
+def as_float64(x: jax.Array) -> jax.Array:
+  """``x`` as float64 (a no-op for float64). The cores call it on the votes, so that
+  integer counts cross to the device at their own width and are converted inside the
+  compiled program."""
+  return jnp.asarray(x, dtype=jnp.float64)
 
 
 def log_ndtr_pair(x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -131,6 +146,44 @@ def log_expm1(x: jax.Array) -> jax.Array:
   return jnp.where(small, jnp.log(jnp.expm1(x_small)), x_big + jnp.log1p(-jnp.exp(-x_big)))
 
 
+def min_and_argmin(x: jax.Array, axis: int = -1,
+                   keepdims: bool = False) -> tuple[jax.Array, jax.Array]:
+  """``(min, argmin)`` of ``x`` along ``axis``; the gradient goes to the argmin alone.
+
+  The value is read at ``argmin`` through its one-hot mask
+  (``Σ where(onehot, x, 0)``, exact: one non-zero term), so its derivative is that
+  one-hot: no equality test against a recomputed operand, no division by a count (see
+  the module docstring), and no gather whose transpose would need 64-bit mode in the
+  backward pass. Ties go wholly to the first index (``jnp.min`` splits them evenly);
+  NaN is the minimum if present, as in ``jnp.min``.
+
+  Args:
+    x: ``[..., N, ...]`` array, ``N >= 1`` along ``axis``.
+    axis: the reduced axis.
+    keepdims: keep ``axis`` with length 1 in both outputs.
+
+  Returns:
+    ``(value, index)``, each of ``x``'s shape without ``axis`` (or with length 1).
+  """
+  return _select_along(x, jnp.argmin(x, axis=axis, keepdims=True), axis, keepdims)
+
+
+def max_and_argmax(x: jax.Array, axis: int = -1,
+                   keepdims: bool = False) -> tuple[jax.Array, jax.Array]:
+  """``(max, argmax)`` of ``x`` along ``axis``; the gradient goes to the first argmax
+  alone (see :func:`min_and_argmin`)."""
+  return _select_along(x, jnp.argmax(x, axis=axis, keepdims=True), axis, keepdims)
+
+
+def _select_along(x: jax.Array, idx: jax.Array, axis: int,
+                  keepdims: bool) -> tuple[jax.Array, jax.Array]:
+  """``x`` at ``idx`` (same rank, length 1 along ``axis``) by a one-hot sum."""
+  axis = axis % x.ndim
+  onehot = jax.lax.broadcasted_iota(idx.dtype, x.shape, axis) == idx
+  value = jnp.sum(jnp.where(onehot, x, jnp.zeros_like(x)), axis=axis, keepdims=keepdims)
+  return value, (idx if keepdims else jnp.squeeze(idx, axis))
+
+
 def gaps_to_top(votes: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Gaps ``Δ_j = n_{j*} - n_j`` to the first argmax ``j*`` and the mask ``j == j*``.
 
@@ -140,7 +193,6 @@ def gaps_to_top(votes: jax.Array) -> tuple[jax.Array, jax.Array]:
   Returns:
     ``(gaps[..., C], is_top[..., C])``; ``gaps`` is 0 at ``j*``.
   """
-  top = jnp.argmax(votes, axis=-1)
-  n_top = jnp.take_along_axis(votes, top[..., None], axis=-1)
-  is_top = jnp.arange(votes.shape[-1]) == top[..., None]
+  n_top, top = max_and_argmax(votes, axis=-1, keepdims=True)
+  is_top = jnp.arange(votes.shape[-1]) == top
   return n_top - votes, is_top

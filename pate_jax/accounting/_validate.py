@@ -5,12 +5,15 @@ Values are checked only where they are concrete: under ``jit``, ``vmap`` or
 are checked; the jitted cores never validate. Every error is a ``ValueError``
 that names the argument and shows the offending value.
 
-All converters return float64 ``jax.Array`` s and must be called inside
-``jax.enable_x64`` (the public functions are wrapped in ``with_x64``).
+Concrete scalars, orders and moments come back as float64 numpy values, traced ones as
+float64 tracers; votes come back as a ``jax.Array`` of their own dtype (cast to float64
+inside the jitted cores). Call the converters inside ``jax.enable_x64`` (the public
+functions are wrapped in ``with_x64``).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -21,8 +24,21 @@ from pate_jax._checks import first_bad as _first_bad
 from pate_jax._checks import is_traced
 
 
-def votes_array(votes: Any, *, name: str = "votes", equal_totals: bool = False) -> jax.Array:
-  """Checks a ``[Q, C]`` vote histogram and returns it as float64.
+# Host votes up to this size are handed to the jitted calls as (copied) numpy arrays;
+# larger ones are put on the device once (see _private_device_copy).
+_DEVICE_PUT_BYTES = 1 << 20
+
+
+def votes_array(votes: Any, *, name: str = "votes",
+                equal_totals: bool = False) -> jax.Array | np.ndarray:
+  """Checks a ``[Q, C]`` vote histogram; returns it in its own dtype (a ``jax.Array``, or a
+  small numpy array as given).
+
+  The value checks run on the device (:func:`_votes_flags`: one pass over the votes, one
+  boolean back); only when it is raised are the votes inspected on the host, to name
+  the first offending entry. A host array is copied once (never aliased, see
+  :func:`_private_device_copy`) and not converted: the jitted cores cast the counts to
+  float64 themselves, so integer votes travel at their own width.
 
   Args:
     votes: per-class teacher counts, ``Q >= 1`` queries, ``C >= 2`` classes.
@@ -31,8 +47,8 @@ def votes_array(votes: Any, *, name: str = "votes", equal_totals: bool = False) 
 
   Raises:
     ValueError: wrong rank, 0 queries, fewer than 2 classes; (concrete input)
-      NaN/inf, negative or non-integer counts; unequal row totals when
-      ``equal_totals``.
+      non-numeric or boolean dtype, NaN/inf, negative or non-integer counts; unequal row
+      totals when ``equal_totals``.
   """
   shape = np.shape(votes)
   if len(shape) != 2:
@@ -42,11 +58,61 @@ def votes_array(votes: Any, *, name: str = "votes", equal_totals: bool = False) 
   if shape[1] < 2:
     raise ValueError(f"{name} must have at least 2 classes; got shape {shape}")
   if is_traced(votes):
-    return jnp.asarray(votes, dtype=jnp.float64)
-  arr = np.asarray(votes)
-  if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
-    raise ValueError(f"{name} must hold integer vote counts; got dtype {arr.dtype}")
-  arr = arr.astype(np.float64)
+    return votes
+  if not isinstance(votes, (jax.Array, np.ndarray)):
+    votes = np.asarray(votes)
+  dtype = np.dtype(votes.dtype)
+  if dtype == np.bool_ or dtype.kind not in "iuf":
+    raise ValueError(f"{name} must hold integer vote counts; got dtype {dtype}")
+  arr = _private_device_copy(votes) if isinstance(votes, np.ndarray) else votes
+  if bool(_votes_flags(arr, equal_totals=equal_totals)):
+    # The host pass is the reference (and names the entry); it always raises here.
+    _raise_first_bad_votes(np.asarray(arr), name, equal_totals)
+  return arr
+
+
+def _private_device_copy(votes: np.ndarray) -> jax.Array | np.ndarray:
+  """Host votes as an array that the caller's buffer can no longer change.
+
+  XLA:CPU uses a 64-byte-aligned host buffer in place (``device_put`` and jit arguments
+  alias it) and reads it asynchronously, after the public function has returned; a
+  caller reusing its array would then change the accounted votes. So the votes are
+  copied first: a small array into a numpy copy that the jitted calls take as is (their
+  C++ dispatch moves it), a large one once to the device, on CPU through an aligned copy
+  of our own (one memcpy, which XLA:CPU then uses in place).
+  """
+  if votes.nbytes <= _DEVICE_PUT_BYTES:
+    return votes.copy()
+  if jax.default_backend() == "cpu":
+    buf = np.empty(votes.nbytes + 64, np.uint8)
+    start = -buf.ctypes.data % 64
+    aligned = buf[start:start + votes.nbytes].view(votes.dtype).reshape(votes.shape)
+    np.copyto(aligned, votes)
+    votes = aligned
+  return jax.device_put(votes)
+
+
+@functools.partial(jax.jit, static_argnames=("equal_totals",))
+def _votes_flags(votes: jax.Array, equal_totals: bool) -> jax.Array:
+  """One boolean: some count is NaN/inf, negative or fractional, or (``equal_totals``)
+  some row total differs from row 0's. One fused pass over the votes."""
+  floating = jnp.issubdtype(votes.dtype, jnp.floating)
+  signed = jnp.issubdtype(votes.dtype, jnp.signedinteger)
+  if floating:
+    # x - floor(x) == 0 fails for NaN and ±inf (inf - inf = NaN) and for fractions.
+    bad = jnp.any(~((votes >= 0) & (votes - jnp.floor(votes) == 0)))
+  else:
+    bad = jnp.any(votes < 0) if signed else jnp.zeros((), bool)
+  if equal_totals:  # integer rows are summed in 64-bit integers: exact
+    totals = jnp.sum(votes, axis=1, dtype=(
+        jnp.float64 if floating else jnp.int64 if signed else jnp.uint64))
+    bad = bad | jnp.any(totals != totals[0])
+  return bad
+
+
+def _raise_first_bad_votes(votes: np.ndarray, name: str, equal_totals: bool) -> None:
+  """Raises the ``ValueError`` for the first failed check, naming the first bad entry."""
+  arr = votes.astype(np.float64)
   bad = ~np.isfinite(arr)
   if bad.any():
     value, idx = _first_bad(arr, bad)
@@ -66,7 +132,44 @@ def votes_array(votes: Any, *, name: str = "votes", equal_totals: bool = False) 
       raise ValueError(
           f"{name}: every row must sum to the same number of teachers; row 0 sums to "
           f"{totals[0]:g} but row {i} sums to {totals[i]:g}")
-  return jnp.asarray(arr)
+
+
+def _as_float64(x: Any, value: float | None) -> jax.Array | np.ndarray:
+  """A traced ``x`` cast to float64, or the checked concrete ``value`` as a 0-d numpy
+  float64 (handed to the jitted cores as is: no eager device op per argument)."""
+  return jnp.asarray(x, dtype=jnp.float64) if value is None else np.asarray(value, np.float64)
+
+
+def float64_array(x: Any) -> jax.Array | np.ndarray:
+  """``x`` as float64 with no eager device op where avoidable: a host value becomes a numpy
+  array, a ``jax.Array`` stays on its device (cast only if it is not float64)."""
+  if is_traced(x):
+    return jnp.asarray(x, dtype=jnp.float64)
+  if isinstance(x, jax.Array):
+    return x if x.dtype == jnp.float64 else x.astype(jnp.float64)
+  return np.asarray(x, dtype=np.float64)
+
+
+@jax.jit
+def _any_nan_device(x: jax.Array) -> jax.Array:
+  return jnp.any(jnp.isnan(x))
+
+
+@jax.jit
+def _any_nan_or_positive_device(x: jax.Array) -> jax.Array:
+  return jnp.any(~(x <= 0.0))
+
+
+def any_nan(x: jax.Array | np.ndarray) -> bool:
+  """Whether a concrete float array holds a NaN (on its device: one boolean back)."""
+  return bool(_any_nan_device(x)) if isinstance(x, jax.Array) else bool(np.isnan(x).any())
+
+
+def any_nan_or_positive(x: jax.Array | np.ndarray) -> bool:
+  """Whether a concrete float array holds a NaN or a value ``> 0`` (a bad ``log q``)."""
+  if isinstance(x, jax.Array):
+    return bool(_any_nan_or_positive_device(x))
+  return bool((~(x <= 0.0)).any())
 
 
 def _concrete_scalar(x: Any, name: str) -> float | None:
@@ -81,38 +184,37 @@ def _concrete_scalar(x: Any, name: str) -> float | None:
   return value
 
 
-def scalar(x: Any, name: str) -> jax.Array:
+def scalar(x: Any, name: str) -> jax.Array | np.ndarray:
   """A real scalar as float64; concrete values must be finite."""
-  _concrete_scalar(x, name)
-  return jnp.asarray(x, dtype=jnp.float64)
+  return _as_float64(x, _concrete_scalar(x, name))
 
 
-def positive(x: Any, name: str) -> jax.Array:
+def positive(x: Any, name: str) -> jax.Array | np.ndarray:
   """A finite scalar ``> 0`` as float64 (noise scales, γ, σ, σ_T)."""
   value = _concrete_scalar(x, name)
   if value is not None and not value > 0:
     raise ValueError(f"{name} must be > 0; got {value}")
-  return jnp.asarray(x, dtype=jnp.float64)
+  return _as_float64(x, value)
 
 
-def delta(x: Any, name: str = "delta") -> jax.Array:
+def delta(x: Any, name: str = "delta") -> jax.Array | np.ndarray:
   """A scalar in the open interval (0, 1)."""
   value = _concrete_scalar(x, name)
   if value is not None and not 0.0 < value < 1.0:
     raise ValueError(f"{name} must lie in (0, 1); got {value}")
-  return jnp.asarray(x, dtype=jnp.float64)
+  return _as_float64(x, value)
 
 
-def probability(x: Any, name: str = "q") -> jax.Array:
+def probability(x: Any, name: str = "q") -> jax.Array | np.ndarray:
   """A scalar in the closed interval [0, 1]."""
   value = _concrete_scalar(x, name)
   if value is not None and not 0.0 <= value <= 1.0:
     raise ValueError(f"{name} must lie in [0, 1]; got {value}")
-  return jnp.asarray(x, dtype=jnp.float64)
+  return _as_float64(x, value)
 
 
-def _positive_1d(x: Any, name: str, what: str, lower: float) -> jax.Array:
-  """A non-empty 1-D float64 array of finite values ``> lower``."""
+def _positive_1d(x: Any, name: str, what: str, lower: float) -> jax.Array | np.ndarray:
+  """A non-empty 1-D float64 array of finite values ``> lower`` (numpy when concrete)."""
   if np.ndim(x) == 0:
     x = [x] if not is_traced(x) else jnp.reshape(x, (1,))
   if np.ndim(x) != 1 or np.shape(x)[0] == 0:
@@ -124,15 +226,15 @@ def _positive_1d(x: Any, name: str, what: str, lower: float) -> jax.Array:
   if bad.any():
     raise ValueError(f"{name} must be finite and > {lower:g}; got {arr[bad][0]} in "
                      f"{arr.tolist()}")
-  return jnp.asarray(arr)
+  return arr
 
 
-def orders_array(orders: Any, name: str = "orders") -> jax.Array:
+def orders_array(orders: Any, name: str = "orders") -> jax.Array | np.ndarray:
   """A non-empty 1-D array of finite Rényi orders ``> 1``, as float64."""
   return _positive_1d(orders, name, "Rényi orders", 1.0)
 
 
-def moments_array(moments: Any, name: str = "moments") -> jax.Array:
+def moments_array(moments: Any, name: str = "moments") -> jax.Array | np.ndarray:
   """A non-empty 1-D array of finite moment orders ``l > 0``, as float64."""
   return _positive_1d(moments, name, "moment orders", 0.0)
 
