@@ -1,14 +1,17 @@
-"""Examples/s of the three ensemble strategies for T teachers (default 250).
+"""Examples/s and achieved TFLOP/s of the ensemble strategies for T teachers (default 250).
 
   python experiments/bench_teachers.py --config configs/bench_teachers.py --workdir runs/bench
 
-(a) ``vmap``: one jitted vmapped segment over all teachers (sharded over local
-devices); (b) ``chunked``: ``lax.map`` over chunks of teachers, vmapped within a
-chunk; (c) ``loop``: a Python loop over teachers calling the same jitted
-single-teacher segment. Each strategy runs one warm-up (compiling) call, then
-``repeats`` timed calls of ``steps_per_call`` steps; data are random (speed does
-not depend on pixel values). Writes results.json with examples/s per strategy
-and each strategy's time relative to the loop.
+(a) ``vmap``: one jitted program over all teachers (sharded over devices, chunked
+over teachers only if the memory budget demands it); (b) ``chunked``: vmapped
+chunks of ``chunk_size`` teachers run one after another; (c) ``loop``: a Python
+loop over teachers calling the same jitted single-teacher segment. Each strategy
+runs one warm-up (compiling) call, then ``repeats`` timed calls of
+``steps_per_call`` steps; data are random (speed does not depend on pixel
+values). FLOPs per step come from XLA's cost analysis of the lowered one-step
+program, so speed is read against the device's peak (``peak_tflops``, or a
+datasheet value for known devices). Writes results.json with examples/s, TFLOP/s
+and the fraction of peak per strategy, and each strategy relative to the loop.
 """
 
 from __future__ import annotations
@@ -16,10 +19,30 @@ from __future__ import annotations
 import time
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from pate_jax import experiment, models, teachers
 
+# Dense datasheet peaks (TFLOP/s) by device kind and compute dtype; float32 matmuls on
+# NVIDIA GPUs run as TF32 by default.
+PEAK_TFLOPS = {
+    "NVIDIA H100 80GB HBM3": {"bfloat16": 989.0, "float32": 494.7},
+    "NVIDIA H200": {"bfloat16": 989.0, "float32": 494.7},
+    "NVIDIA A100-SXM4-80GB": {"bfloat16": 312.0, "float32": 156.0},
+}
+
+
+def step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> float | None:
+  """FLOPs of one vmapped optimisation step of every teacher (XLA cost analysis)."""
+  def one_step(s, k, x, y):
+    return jax.vmap(lambda *a: fns.train_segment(*a, jnp.int32(0), 1))(s, k, x, y)
+  # The lowered (pre-optimisation) HLO's count: once compiled for GPU, convolutions
+  # become library calls whose FLOPs the compiled cost analysis omits.
+  cost = jax.jit(one_step).lower(state, keys, images, labels).cost_analysis()
+  if isinstance(cost, (list, tuple)):
+    cost = cost[0] if cost else None
+  return None if not cost or "flops" not in cost else float(cost["flops"])
 
 
 def run(config, workdir: str) -> dict:
@@ -28,33 +51,52 @@ def run(config, workdir: str) -> dict:
   images = jax.random.uniform(jax.random.fold_in(key, 0), (t, n, *config.image_shape))
   labels = jax.random.randint(jax.random.fold_in(key, 1), (t, n), 0, 10)
   keys = jax.random.split(jax.random.fold_in(key, 2), t)
-  model = models.get_model(config.model.name, 10, **config.model.kwargs)
+  model = models.get_model(config.model.name, 10, compute_dtype=config.compute_dtype,
+                           **config.model.kwargs)
   fns = teachers.TeacherFns(model, optax.adamw(1e-3, weight_decay=1e-2),
                             config.batch_size or None, config.max_shift)
   per_step = t * (config.batch_size or n)
-  results = {"num_teachers": t, "examples_per_step": per_step,
+  device = jax.devices()[0]
+  peak = config.peak_tflops or PEAK_TFLOPS.get(device.device_kind, {}).get(
+      config.compute_dtype)
+  init_state = jax.vmap(fns.init, in_axes=(0, None))(keys, images[0])
+  flops = step_flops(fns, init_state, keys, images, labels)
+  del init_state
+  results = {"num_teachers": t, "examples_per_step": per_step, "flops_per_step": flops,
+             "flops_per_example": None if flops is None else flops / per_step,
+             "peak_tflops": peak, "compute_dtype": config.compute_dtype,
+             "device_kind": device.device_kind,
              "default_strategy": teachers.default_strategy(), "strategies": {}}
   for strategy in experiment.progress(config.strategies, desc="strategies"):
-    ens = teachers.Ensemble(fns, strategy, config.chunk_size,
-                            teachers.teacher_mesh() if strategy == "vmap" else None)
+    ens = teachers.Ensemble(fns, strategy, config.chunk_size if strategy == "chunked" else None,
+                            teachers.teacher_mesh() if strategy != "loop" else None)
     state = ens.init(keys, images[0])
+    k, x, y = ens.prepare((keys, images, labels))
+    plan = None if strategy == "loop" else ens.plan_train(state, k, x, y)
     t0 = time.perf_counter()
-    state, _ = ens.train(state, keys, images, labels, 0, config.steps_per_call)
+    state, _ = ens.train(state, k, x, y, 0, config.steps_per_call, plan=plan)
     jax.block_until_ready(state)
     compile_and_first = time.perf_counter() - t0
     times = []
     for r in range(config.repeats):
       t0 = time.perf_counter()
-      state, _ = ens.train(state, keys, images, labels, (r + 1) * config.steps_per_call,
-                           config.steps_per_call)
+      state, _ = ens.train(state, k, x, y, (r + 1) * config.steps_per_call,
+                           config.steps_per_call, plan=plan)
       jax.block_until_ready(state)
       times.append(time.perf_counter() - t0)
+    del state
     best = min(times)
+    tflops = None if flops is None else flops * config.steps_per_call / best / 1e12
     results["strategies"][strategy] = {
         "examples_per_second": per_step * config.steps_per_call / best,
+        "achieved_tflops": tflops,
+        "fraction_of_peak": None if tflops is None or not peak else tflops / peak,
+        "teachers_per_chunk": None if plan is None else plan.teachers,
         "seconds_per_call": times, "first_call_seconds": compile_and_first}
-    print(f"{strategy:8s} {per_step * config.steps_per_call / best:10.0f} examples/s "
-          f"(first call {compile_and_first:.1f}s)")
+    print(f"{strategy:8s} {per_step * config.steps_per_call / best:10.0f} examples/s"
+          + ("" if tflops is None else f"  {tflops:7.2f} TFLOP/s")
+          + ("" if tflops is None or not peak else f" ({tflops / peak:.1%} of {peak:g} peak)")
+          + f"  (first call {compile_and_first:.1f}s)")
   if "loop" in results["strategies"]:
     loop = results["strategies"]["loop"]["examples_per_second"]
     for s, r in results["strategies"].items():

@@ -8,6 +8,7 @@ Writes into ``--workdir``: ``checkpoints/`` (orbax; a restarted run resumes),
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from absl import logging
@@ -17,7 +18,8 @@ import ml_collections
 import numpy as np
 import optax
 
-from pate_jax import data, experiment, models, teachers, votes as votes_lib
+from pate_jax import data, distributed, experiment, memory, models, teachers
+from pate_jax import votes as votes_lib
 from pate_jax.checkpoint import Checkpointer
 
 # Named PRNG streams folded into the root key.
@@ -41,16 +43,26 @@ def query_set(ds: data.ImageDataset) -> tuple[np.ndarray, int]:
 
 
 def build_ensemble(config: ml_collections.ConfigDict, num_classes: int) -> teachers.Ensemble:
-  model = models.get_model(config.model.name, num_classes, **config.model.kwargs)
+  model = models.get_model(config.model.name, num_classes,
+                           compute_dtype=config.get("compute_dtype", "float32"),
+                           **config.model.kwargs)
   tx = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
   fns = teachers.TeacherFns(model, tx, config.batch_size or None, config.max_shift)
   strategy = teachers.default_strategy() if config.strategy == "auto" else config.strategy
-  mesh = teachers.teacher_mesh() if strategy == "vmap" else None
-  return teachers.Ensemble(fns, strategy, config.chunk_size, mesh)
+  mesh = teachers.teacher_mesh() if strategy != "loop" else None
+  return teachers.Ensemble(fns, strategy, config.chunk_size or None, mesh,
+                           config.get("memory_fraction", 0.6))
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
-  """Trains (or resumes) the ensemble, computes votes and writes results."""
+  """Trains (or resumes) the ensemble, computes votes and writes results.
+
+  With ``PATE_JAX_COORDINATOR`` / ``PATE_JAX_NUM_PROCESSES`` / ``PATE_JAX_PROCESS_ID``
+  (or ``PATE_JAX_DISTRIBUTED=auto``) set, one such command per host trains one
+  ensemble whose teachers are spread over every host's devices; process 0 writes
+  the files.
+  """
+  distributed.initialize()  # no-op for one process; precedes any JAX computation
   t_start = time.time()
   ds = load_data(config)
   train_x, train_y = ds.train_images, ds.train_labels
@@ -64,29 +76,37 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
                                              train_x, train_y, config.num_teachers)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
-  shard_x, shard_y = jnp.asarray(data.to_float(shard_x)), jnp.asarray(shard_y)
+  shard_x = data.to_float(shard_x)  # host arrays: each device receives only its teachers
 
   ensemble = build_ensemble(config, ds.num_classes)
   t = config.num_teachers
   init_keys = jax.random.split(jax.random.fold_in(root, STREAM_INIT), t)
   train_keys = jax.random.split(jax.random.fold_in(root, STREAM_TRAIN), t)
-  state = ensemble.init(init_keys, shard_x[0])
+  # Padded to the device count and sharded once; the state stays so between segments.
+  sample = shard_x[0]
+  train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
+  state = ensemble.init(init_keys, sample)
 
   ckpt = Checkpointer(f"{workdir}/checkpoints")
   state, step = ckpt.restore_or(state)
   if step:
     print(f"resumed from checkpoint at step {step}")
   resumed_from = step
+  plan = None
+  if ensemble.strategy != "loop":
+    plan = ensemble.plan_train(state, train_keys, shard_x, shard_y)
+    print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
   t_train = time.time()
-  bar = experiment.progress(total=config.num_steps, initial=step, desc="teachers", unit="step")
+  bar = experiment.progress(total=config.num_steps, initial=step, desc="training steps",
+                            unit="step")
   loss = None
   while step < config.num_steps:
     n = min(config.checkpoint_every, config.num_steps - step)
-    state, loss = ensemble.train(state, train_keys, shard_x, shard_y, step, n)
+    state, loss = ensemble.train(state, train_keys, shard_x, shard_y, step, n, plan=plan)
     step += n
-    ckpt.save(step, state)
+    ckpt.save(step, state)  # asynchronous: training goes on while it is written
     bar.update(n)
-    bar.set_postfix(loss=f"{float(loss.mean()):.3f}")
+    bar.set_postfix(loss=f"{float(loss[:t].mean()):.3f}")
     if step == config.crash_after_step:
       ckpt.close()
       import os  # pylint: disable=g-import-not-at-top
@@ -94,17 +114,28 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
   bar.close()
   jax.block_until_ready(state)
   train_seconds = time.time() - t_train
-  ckpt.close()
 
+  t_votes = time.time()
   index, num_pool = query_set(ds)
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
   labels = ds.test_labels[index]
-  preds = np.asarray(ensemble.predict(state["params"], queries, config.query_chunk))
-  votes = np.asarray(votes_lib.histogram(preds, ds.num_classes))
-  votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index, num_pool=num_pool,
-                       dataset=ds.name)
+  predict_plan = None
+  if ensemble.strategy != "loop":
+    predict_plan = ensemble.plan_predict(  # the optimizer state stays allocated meanwhile
+        state["params"], queries, config.query_chunk or None,
+        resident_bytes=memory.tree_bytes(state["opt_state"]) // ensemble.num_shards)
+    print(f"prediction plan per device: {memory.fits_description(predict_plan)}")
+  preds = ensemble.predict(state["params"], queries, config.query_chunk or None,
+                           plan=predict_plan)
+  votes = distributed.to_host(teachers.histogram_of(preds, t, ds.num_classes))
+  teacher_acc = distributed.to_host(teachers.accuracy_of(preds, jnp.asarray(labels)))[:t]
+  votes_seconds = time.time() - t_votes
+  checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
+  ckpt.close()
+  if distributed.is_main_process():
+    votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
+                         num_pool=num_pool, dataset=ds.name)
 
-  teacher_acc = (preds == labels[None]).mean(axis=1)
   plurality = votes.argmax(axis=1)
   gap = np.asarray(votes_lib.normalized_gap(votes))
   steps_trained = config.num_steps - resumed_from
@@ -116,6 +147,11 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "examples_per_teacher": int(shard_y.shape[1]),
       "dropped_examples": dropped,
       "strategy": ensemble.strategy,
+      "devices": jax.device_count(),
+      "compute_dtype": config.get("compute_dtype", "float32"),
+      "deterministic_ops": experiment.deterministic_ops_enabled(),
+      "train_plan": None if plan is None else dataclasses.asdict(plan),
+      "predict_plan": None if predict_plan is None else dataclasses.asdict(predict_plan),
       "teacher_test_accuracy": {"mean": teacher_acc.mean(), "min": teacher_acc.min(),
                                 "max": teacher_acc.max()},
       "plurality_accuracy_eval": (plurality[num_pool:] == labels[num_pool:]).mean(),
@@ -123,16 +159,22 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "num_eval": len(labels) - num_pool,
       "num_test": len(labels),
       "mean_normalized_gap": gap.mean(),
-      "final_train_loss": None if loss is None else float(loss.mean()),
+      "final_train_loss": None if loss is None else float(loss[:t].mean()),
       "resumed_from_step": resumed_from,
       "train_seconds": train_seconds,
       "train_examples_per_second": (steps_trained * t * (config.batch_size or shard_y.shape[1])
                                     / train_seconds if steps_trained else None),
+      "votes_seconds": votes_seconds,
+      "checkpoints": {"saves": ckpt.saves, "blocking_seconds": ckpt.blocking_seconds,
+                      "final_wait_seconds": checkpoint_wait,
+                      "share_of_training": ckpt.blocking_seconds / max(train_seconds, 1e-9),
+                      "bytes": memory.tree_bytes(state)},
       "wall_seconds": time.time() - t_start,
   }
-  if config.gap_plot:
-    _plot_gap(gap, t, f"{workdir}/gap.png")
-  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  if distributed.is_main_process():
+    if config.gap_plot:
+      _plot_gap(gap, t, f"{workdir}/gap.png")
+    experiment.write_results(workdir, results, config=config, seed=config.seed)
   return results
 
 
@@ -153,7 +195,7 @@ def _plot_gap(gap: np.ndarray, num_teachers: int, path: str) -> None:
 def report(results: dict) -> None:
   print({k: results[k] for k in ("teacher_test_accuracy", "plurality_accuracy_eval",
                                  "plurality_accuracy_test", "mean_normalized_gap",
-                                 "wall_seconds")})
+                                 "train_seconds", "wall_seconds")})
 
 
 if __name__ == "__main__":

@@ -118,6 +118,40 @@ def progress(iterable=None, **kwargs):
   return tqdm(iterable, **kwargs)
 
 
+DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"
+
+
+def deterministic_ops_enabled() -> bool:
+  """Whether ``XLA_FLAGS`` asks GPU kernels for deterministic results."""
+  return DETERMINISTIC_FLAG in os.environ.get("XLA_FLAGS", "").split()
+
+
+def set_deterministic(deterministic: bool) -> bool:
+  """Asks XLA for deterministic GPU kernels (convolution algorithms, reductions,
+  scatters without atomics) so that a killed and resumed run ends bit-identical.
+
+  XLA reads ``XLA_FLAGS`` once, when JAX initialises its first backend, so this
+  must run before any array is created; the entry point calls it right after
+  parsing the config. CPU and TPU ignore the flag (their kernels are
+  deterministic already).
+
+  Returns:
+    Whether deterministic ops are in force.
+
+  Raises:
+    RuntimeError: ``deterministic`` was asked for after a backend started without it.
+  """
+  if not deterministic or deterministic_ops_enabled():
+    return deterministic_ops_enabled()
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  if xla_bridge.backends_are_initialized():
+    raise RuntimeError(
+        "deterministic=True must be set before JAX starts: export "
+        f"XLA_FLAGS='{DETERMINISTIC_FLAG}' or set it before creating any array")
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + DETERMINISTIC_FLAG).strip()
+  return True
+
+
 def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | None = None,
              quiet_logs: bool = False) -> None:
   """The entry point of a config-driven script in ``experiments/``.
@@ -146,7 +180,10 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
       raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if quiet_logs:
       logging.set_verbosity(logging.WARNING)
-    results = run(flags.FLAGS.config, flags.FLAGS.workdir)
+    config = flags.FLAGS.config
+    if "deterministic" in config:  # before JAX initialises a backend
+      set_deterministic(bool(config.deterministic))
+    results = run(config, flags.FLAGS.workdir)
     if report is not None:
       report(results)
 

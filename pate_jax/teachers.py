@@ -4,14 +4,25 @@ One teacher is described by pure functions of its own state (``init``,
 ``train_segment``, ``predict``); an ensemble applies them across a leading
 teacher axis with one of three strategies that give the same result:
 
-* ``"vmap"``: one ``jit(vmap(...))`` over all teachers, the teacher axis
-  sharded across local devices (``Mesh`` + ``NamedSharding``). The accelerator
-  default: 250 small networks become one large batched computation.
-* ``"chunked"``: ``jax.lax.map(..., batch_size=chunk_size)`` — teachers are
-  vmapped within chunks and chunks run sequentially, bounding activation memory.
+* ``"vmap"``: one jitted program over all teachers, the teacher axis sharded
+  across devices (``Mesh`` + ``NamedSharding``, partitioned by XLA; every
+  process's devices when run with ``jax.distributed``). On each device the
+  local teachers are vmapped in chunks whose size comes from a memory budget
+  (:mod:`pate_jax.memory`): all of them at once when they fit, else the
+  largest chunk that fits, run one after another inside the program
+  (``fori_loop`` updating the donated state in place; the teacher axis is
+  viewed as ``[devices, local]`` and vmapped over devices, so every device
+  loops over its own teachers). The accelerator default.
+* ``"chunked"``: the same with a fixed ``chunk_size`` teachers per chunk.
 * ``"loop"``: a Python loop over teachers calling one jitted single-teacher
   function, compiled once whatever T is. On a small CPU XLA's batched matmuls
   gain nothing from vmap, so this is the CPU default (see ``bench_teachers``).
+
+For the sharded strategies the stacked state is *padded* to a multiple of the
+device count (by copies of teacher 0, trained with teacher 0's key) and kept
+padded and sharded between segments; :meth:`Ensemble.trim` drops the padding.
+Prediction is planned the same way, over teachers and query chunks, and the
+vote histogram is reduced on the devices, so only ``[Q, C]`` counts leave them.
 
 A training *segment* is ``lax.scan`` over ``num_steps`` optimisation steps,
 so there is no host round trip inside it; step ``s`` of teacher ``t`` draws its
@@ -33,7 +44,10 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from pate_jax import distributed, memory
+
 STRATEGIES = ("vmap", "chunked", "loop")
+DEFAULT_CHUNK = 25
 TEACHER_AXIS = "teachers"
 PyTree = Any
 
@@ -101,19 +115,80 @@ class TeacherFns:
 
 
 def teacher_mesh(devices: list | None = None) -> Mesh:
-  """A 1-D mesh over all local devices whose axis carries the teachers."""
-  devices = jax.local_devices() if devices is None else devices
+  """A 1-D mesh whose axis carries the teachers: all devices of all processes by default
+  (the local ones when there is one process)."""
+  devices = jax.devices() if devices is None else devices
   return Mesh(np.asarray(devices), (TEACHER_AXIS,))
 
 
-def _pad_teachers(tree: PyTree, multiple: int) -> tuple[PyTree, int]:
-  """Pads the leading (teacher) axis to a multiple by repeating teacher 0."""
-  t = jax.tree.leaves(tree)[0].shape[0]
-  pad = (-t) % multiple
-  if pad == 0:
-    return tree, t
-  return jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[:1], pad, axis=0)]),
-                      tree), t
+def pad_teachers(tree: PyTree, multiple: int) -> tuple[PyTree, int]:
+  """Pads each leaf's leading (teacher) axis to a multiple by repeating its row 0.
+
+  Leaves already padded are left alone. Returns the padded tree and the first
+  leaf's original leading size.
+  """
+  def pad_leaf(a):
+    pad = (-a.shape[0]) % multiple
+    if pad == 0:
+      return a
+    xp = np if isinstance(a, np.ndarray) else jnp
+    return xp.concatenate([a, xp.repeat(a[:1], pad, axis=0)])
+  return jax.tree.map(pad_leaf, tree), jax.tree.leaves(tree)[0].shape[0]
+
+
+_pad_teachers = pad_teachers  # the name tests/test_sharding.py used
+
+
+def _slice(tree: PyTree, start, size: int) -> PyTree:
+  return jax.tree.map(lambda a: jax.lax.dynamic_slice_in_dim(a, start, size), tree)
+
+
+def _update(tree: PyTree, part: PyTree, start) -> PyTree:
+  return jax.tree.map(lambda a, b: jax.lax.dynamic_update_slice_in_dim(a, b, start, 0),
+                      tree, part)
+
+
+def chunked_over_teachers(fn: Callable, chunk: int) -> Callable:
+  """``fn(tree, *rest) -> (tree', out)`` vmapped over chunks of ``chunk`` teachers.
+
+  ``fn`` maps a stacked tree (leading teacher axis) to a new tree of the same
+  structure and a per-teacher output ``[n]``. With ``chunk`` teachers at a time the
+  chunks run one after another in a ``fori_loop`` whose carry is the whole
+  stacked tree, updated in place (with a donated input, no second copy of the
+  state is ever allocated); a last, smaller chunk takes the remainder.
+  """
+  def run(tree, *rest):
+    n = jax.tree.leaves(tree)[0].shape[0]
+    if chunk >= n:
+      return fn(tree, *rest)
+    out_shape = jax.eval_shape(fn, _slice(tree, 0, chunk), *_slice(rest, 0, chunk))[1]
+    out = jnp.zeros((n, *out_shape.shape[1:]), out_shape.dtype)
+    def body(i, carry):
+      tree, out = carry
+      lo = i * chunk
+      new, o = fn(_slice(tree, lo, chunk), *_slice(rest, lo, chunk))
+      return _update(tree, new, lo), _update(out, o, lo)
+    full, rem = divmod(n, chunk)
+    tree, out = jax.lax.fori_loop(0, full, body, (tree, out))
+    if rem:  # the last, smaller chunk
+      lo = full * chunk
+      new, o = fn(_slice(tree, lo, rem), *_slice(rest, lo, rem))
+      tree, out = _update(tree, new, lo), _update(out, o, lo)
+    return tree, out
+  return run
+
+
+_PLANS: dict = {}  # (kind, ensemble, shapes, ...) -> ChunkPlan
+
+
+def _agreed(plan: memory.ChunkPlan) -> memory.ChunkPlan:
+  """The smallest chunks any process planned: every process must compile the same
+  program, and a plan comes from local facts (a device's memory, a host's RAM)."""
+  if jax.process_count() == 1:
+    return plan
+  queries = None if plan.queries is None else distributed.process_min(plan.queries)
+  return dataclasses.replace(plan, teachers=distributed.process_min(plan.teachers),
+                             queries=queries)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,65 +196,196 @@ class Ensemble:
   """T copies of :class:`TeacherFns` applied with a strategy.
 
   ``keys``, ``images`` and ``labels`` carry a leading teacher axis ``[T, ...]``.
+  For the sharded strategies (``vmap``, ``chunked``) the state returned by
+  :meth:`init` and :meth:`train` is padded to :meth:`padded_size` teachers and
+  sharded; :meth:`prepare` pads and shards the per-teacher inputs once.
+
+  Attributes:
+    fns: the single-teacher functions.
+    strategy: ``"vmap"``, ``"chunked"`` or ``"loop"``.
+    chunk_size: teachers per vmapped chunk on each device for ``"chunked"`` (default
+      25); for
+      ``"vmap"`` ``None`` plans it from ``memory_fraction``, an int fixes it.
+    mesh: device mesh for the teacher axis (``None``: the default device).
+    memory_fraction: share of each device's memory the planner may count on.
+    memory_bytes: an absolute per-device budget instead (tests, shared devices).
   """
   fns: TeacherFns
   strategy: str = "vmap"
-  chunk_size: int = 25
+  chunk_size: int | None = None
   mesh: Mesh | None = None
+  memory_fraction: float = 0.6
+  memory_bytes: int | None = None
+
+  def _budget(self) -> int:
+    if self.memory_bytes is not None:
+      return int(self.memory_bytes)
+    return memory.memory_budget(self.memory_fraction)
 
   def __post_init__(self):
     if self.strategy not in STRATEGIES:
       raise ValueError(f"strategy: unknown strategy {self.strategy!r}; known: {STRATEGIES}")
-    if self.chunk_size <= 0:
+    if self.chunk_size is not None and self.chunk_size <= 0:
       raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+    memory.memory_budget(self.memory_fraction)  # validates the fraction
 
-  # Compiled functions, cached per Ensemble (hashable frozen dataclass).
-  @functools.cached_property
-  def _segment_one(self) -> Callable:
-    return jax.jit(self.fns.train_segment, static_argnames="num_steps")
+  # --------------------------------------------------------------------------- layout
 
-  @functools.cached_property
-  def _segment_vmap(self) -> Callable:
-    def run(state, keys, images, labels, start, num_steps):
-      return jax.vmap(lambda *a: self.fns.train_segment(*a, start, num_steps))(
-          state, keys, images, labels)
-    return jax.jit(run, static_argnames="num_steps")
+  @property
+  def num_shards(self) -> int:
+    return 1 if self.mesh is None or self.strategy == "loop" else self.mesh.size
 
-  @functools.cached_property
-  def _segment_chunked(self) -> Callable:
-    def run(state, keys, images, labels, start, num_steps):
-      def one(args):
-        return self.fns.train_segment(*args, start, num_steps)
-      return jax.lax.map(one, (state, keys, images, labels), batch_size=self.chunk_size)
-    return jax.jit(run, static_argnames="num_steps")
+  def padded_size(self, num_teachers: int) -> int:
+    return num_teachers + (-num_teachers) % self.num_shards
+
+  @property
+  def _sharding(self) -> NamedSharding | None:
+    if self.mesh is None or self.strategy == "loop":
+      return None
+    return NamedSharding(self.mesh, P(TEACHER_AXIS))
+
+  def prepare(self, tree: PyTree) -> PyTree:
+    """Pads the teacher axis to :meth:`padded_size` and shards it over the mesh.
+
+    Host (numpy) inputs are placed slice by slice: in a multi-process run each
+    process transfers only the teachers its own devices hold.
+    """
+    if self.strategy == "loop":
+      return jax.tree.map(jnp.asarray, tree)
+    tree, _ = pad_teachers(tree, self.num_shards)
+    sharding = self._sharding
+    if sharding is None:
+      return jax.tree.map(jnp.asarray, tree)
+    return distributed.put_teacher_axis(tree, sharding)
+
+  @staticmethod
+  def trim(tree: PyTree, num_teachers: int) -> PyTree:
+    """The first ``num_teachers`` teachers of a (padded) stacked tree."""
+    return jax.tree.map(lambda a: a[:num_teachers], tree)
+
+  def _local_count(self, padded: int) -> int:
+    return padded // self.num_shards
+
+  def _per_device(self, fn: Callable, single: bool) -> Callable:
+    """Applies ``fn`` (a function of stacked trees with leading local-teacher axis) to
+    each device's teachers.
+
+    ``single``: ``fn`` is a plain vmap over all teachers, which XLA partitions over
+    the sharded teacher axis by itself. Otherwise ``fn`` loops over chunks, and each
+    device must loop over its own teachers: the axis is viewed as ``[devices,
+    local]`` (sharded on devices) and ``fn`` vmapped over devices.
+    """
+    d = self.num_shards
+    if single or d == 1:
+      return fn
+    sharding = NamedSharding(self.mesh, P(TEACHER_AXIS))
+
+    def split(a):
+      a = a.reshape(d, a.shape[0] // d, *a.shape[1:])
+      return jax.lax.with_sharding_constraint(a, sharding)
+
+    def merge(a):
+      return jax.lax.with_sharding_constraint(a.reshape(-1, *a.shape[2:]), sharding)
+
+    def run(tree, *shared):
+      out = jax.vmap(lambda t: fn(t, *shared))(jax.tree.map(split, tree))
+      return jax.tree.map(merge, out)
+    return run
+
+  # --------------------------------------------------------------------------- init
 
   @functools.cached_property
   def _init_vmap(self) -> Callable:
     return jax.jit(jax.vmap(self.fns.init, in_axes=(0, None)))
 
-  @functools.cached_property
-  def _predict_one(self) -> Callable:
-    return jax.jit(self.fns.predict)
-
-  @functools.cached_property
-  def _predict_vmap(self) -> Callable:
-    return jax.jit(jax.vmap(self.fns.predict, in_axes=(0, None)))
-
-  def _shard(self, tree: PyTree) -> PyTree:
-    if self.mesh is None:
-      return tree
-    return jax.device_put(tree, NamedSharding(self.mesh, P(TEACHER_AXIS)))
-
   def init(self, keys: jax.Array, sample: jax.Array) -> PyTree:
-    """Stacked initial state ``{"params", "opt_state"}`` for ``len(keys)`` teachers."""
-    return self._init_vmap(keys, sample)
+    """Stacked initial state ``{"params", "opt_state"}`` (padded and sharded when sharded)."""
+    if self.strategy == "loop":
+      return self._init_vmap(keys, sample)
+    keys = self.prepare(keys)
+    sharding = self._sharding
+    if sharding is None:
+      return self._init_vmap(keys, sample)
+    init = jax.jit(jax.vmap(self.fns.init, in_axes=(0, None)), out_shardings=sharding)
+    return init(keys, sample)
+
+  # --------------------------------------------------------------------------- training
+
+  @functools.cached_property
+  def _segment_one(self) -> Callable:
+    return jax.jit(self.fns.train_segment, static_argnames="num_steps")
+
+  def _local_segment(self, num_steps: int) -> Callable:
+    """Per-device segment over a chunk of teachers: ``(state, keys, x, y, start)``."""
+    def seg(state, keys, images, labels, start):
+      return jax.vmap(lambda s, k, x, y: self.fns.train_segment(s, k, x, y, start, num_steps))(
+          state, keys, images, labels)
+    return seg
+
+  def plan_train(self, state: PyTree, keys, images, labels, resident_bytes: int = 0
+                 ) -> memory.ChunkPlan:
+    """Teachers per vmapped training chunk on each device, from the memory budget.
+
+    One probe chunk (up to 8 teachers, one step) is compiled for XLA's memory
+    analysis; its temporary bytes, scaled per teacher, must fit the budget left
+    after the resident per-device state and data (``resident_bytes`` adds more).
+    Plans are cached by shapes.
+    """
+    shapes = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves((state, keys, images,
+                                                                      labels)))
+    cache_key = ("train", self, shapes, resident_bytes)
+    if cache_key not in _PLANS:
+      _PLANS[cache_key] = _agreed(self._plan_train(state, keys, images, labels,
+                                                   resident_bytes))
+    return _PLANS[cache_key]
+
+  def _plan_train(self, state, keys, images, labels, resident_bytes):
+    local = self._local_count(jax.tree.leaves(state)[0].shape[0])
+    if self.strategy == "chunked":
+      return memory.ChunkPlan(min(self.chunk_size or DEFAULT_CHUNK, local))
+    if self.chunk_size is not None:
+      return memory.ChunkPlan(min(self.chunk_size, local))
+    budget = self._budget()
+    resident = (memory.tree_bytes((state, images, labels)) // self.num_shards
+                + resident_bytes)
+    probe = min(local, 8)
+    abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct((probe, *a.shape[1:]), a.dtype),
+                            (state, keys, images, labels))
+    seg = self._local_segment(1)
+    temp = memory.temp_bytes(lambda s, k, x, y: seg(s, k, x, y, jnp.int32(0)), *abstract)
+    if temp is None:
+      return memory.ChunkPlan(local)
+    per_teacher = temp / probe
+    available = budget - resident
+    chunk = memory.plan_teacher_chunk(local, per_teacher, available)
+    return memory.ChunkPlan(chunk, estimate_bytes=int(per_teacher * chunk),
+                            budget_bytes=int(available))
+
+  @functools.lru_cache(maxsize=16)
+  def _train_fn(self, chunk: int, num_local: int, num_steps: int) -> Callable:
+    seg = self._local_segment(num_steps)
+
+    single = chunk >= num_local  # all local teachers in one vmap: no loop
+
+    def run(state, keys, images, labels, start):
+      def local(tree):
+        fn = lambda st, k, x, y: seg(st, k, x, y, start)
+        return fn(*tree) if single else chunked_over_teachers(fn, chunk)(*tree)
+      return self._per_device(local, single)((state, keys, images, labels))
+    return jax.jit(run, donate_argnums=0)
 
   def train(self, state: PyTree, keys: jax.Array, images: jax.Array, labels: jax.Array,
-            start: int, num_steps: int) -> tuple[PyTree, jax.Array]:
+            start: int, num_steps: int, plan: memory.ChunkPlan | None = None
+            ) -> tuple[PyTree, jax.Array]:
     """Runs steps ``[start, start + num_steps)`` for every teacher.
 
+    The sharded strategies *donate* ``state``: do not use it after the call. Inputs
+    not yet padded and sharded are prepared here (pass :meth:`prepare`'d ones to
+    skip that per call).
+
     Returns:
-      The new stacked state and the per-teacher mean loss ``[T]``.
+      The new stacked state and the per-teacher mean loss (padded length for the
+      sharded strategies).
     """
     start = jnp.asarray(start, jnp.int32)
     if self.strategy == "loop":
@@ -188,24 +394,125 @@ class Ensemble:
               for t in range(keys.shape[0])]
       return jax.tree.map(lambda *a: jnp.stack(a), *[o[0] for o in outs]), jnp.stack(
           [o[1] for o in outs])
-    args = (state, keys, images, labels)
-    if self.strategy == "chunked":  # lax.map pads the last chunk itself.
-      return self._segment_chunked(*args, start, num_steps=num_steps)
-    args, t = _pad_teachers(args, self.mesh.size if self.mesh is not None else 1)
-    new_state, loss = self._segment_vmap(*self._shard(args), start, num_steps=num_steps)
-    return jax.tree.map(lambda a: a[:t], (new_state, loss))
+    state, keys, images, labels = self.prepare((state, keys, images, labels))
+    if plan is None:
+      plan = self.plan_train(state, keys, images, labels)
+    local = self._local_count(keys.shape[0])
+    return self._train_fn(plan.teachers, local, num_steps)(state, keys, images, labels, start)
 
-  def predict(self, params: PyTree, images: jax.Array, query_chunk: int = 2_000
-              ) -> jax.Array:
-    """Every teacher's predicted class on ``images [Q, ...]``: int32 ``[T, Q]``."""
-    outs = []
-    for lo in range(0, images.shape[0], query_chunk):
-      x = images[lo:lo + query_chunk]
-      if self.strategy == "loop":
-        t = jax.tree.leaves(params)[0].shape[0]
+  # --------------------------------------------------------------------------- prediction
+
+  @functools.cached_property
+  def _predict_one(self) -> Callable:
+    return jax.jit(self.fns.predict)
+
+  def plan_predict(self, params: PyTree, images: jax.Array,
+                   query_chunk: int | None = None, resident_bytes: int = 0
+                   ) -> memory.ChunkPlan:
+    """(teachers, queries) per prediction chunk on each device, from the memory budget
+    (cached by shapes).
+
+    ``resident_bytes``: per-device memory that stays allocated meanwhile besides
+    ``params`` and ``images`` (e.g. the optimizer state of a just-trained ensemble).
+    """
+    shapes = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves((params, images)))
+    cache_key = ("predict", self, shapes, query_chunk, resident_bytes)
+    if cache_key not in _PLANS:
+      _PLANS[cache_key] = _agreed(self._plan_predict(params, images, query_chunk,
+                                                     resident_bytes))
+    return _PLANS[cache_key]
+
+  def _plan_predict(self, params, images, query_chunk, resident_bytes):
+    local = self._local_count(jax.tree.leaves(params)[0].shape[0])
+    q = images.shape[0]
+    if query_chunk is not None or self.strategy == "chunked":
+      chunk = self.chunk_size or (DEFAULT_CHUNK if self.strategy == "chunked" else local)
+      return memory.ChunkPlan(min(chunk, local), min(query_chunk or 1024, q))
+    budget = self._budget()
+    resident = (memory.tree_bytes(params) // self.num_shards + memory.tree_bytes(images)
+                + resident_bytes)
+    probe_t, probe_q = min(local, 8), min(q, 128)
+    abstract_p = jax.tree.map(lambda a: jax.ShapeDtypeStruct((probe_t, *a.shape[1:]), a.dtype),
+                              params)
+    abstract_x = jax.ShapeDtypeStruct((probe_q, *images.shape[1:]), images.dtype)
+    temp = memory.temp_bytes(jax.vmap(self.fns.predict, in_axes=(0, None)), abstract_p,
+                             abstract_x)
+    if temp is None:
+      return memory.ChunkPlan(local, min(q, 1024))
+    per_pair = temp / (probe_t * probe_q)
+    available = budget - resident
+    t, qc = memory.plan_predict_chunks(local, q, per_pair, available)
+    return memory.ChunkPlan(t, qc, estimate_bytes=int(per_pair * t * qc),
+                            budget_bytes=int(available))
+
+  @functools.lru_cache(maxsize=16)
+  def _predict_fn(self, t_chunk: int, q_chunk: int, num_local: int, num_queries: int
+                  ) -> Callable:
+    pred = jax.vmap(self.fns.predict, in_axes=(0, None))
+    nt, nq = -(-num_local // t_chunk), num_queries // q_chunk
+    single = nt * nq == 1
+
+    def local(params, images):  # params [L, ...], images [Qp, ...] with Qp % q_chunk == 0
+      if single:
+        return pred(params, images)
+      def body(j, out):
+        ti, qi = j // nq, j % nq
+        lo = jnp.minimum(ti * t_chunk, num_local - t_chunk)  # last chunk overlaps: same values
+        p = _slice(params, lo, t_chunk)
+        x = jax.lax.dynamic_slice_in_dim(images, qi * q_chunk, q_chunk)
+        return jax.lax.dynamic_update_slice(out, pred(p, x), (lo, qi * q_chunk))
+      out = jnp.zeros((num_local, images.shape[0]), jnp.int32)
+      return jax.lax.fori_loop(0, nt * nq, body, out)
+
+    return jax.jit(lambda params, images: self._per_device(local, single)(params, images))
+
+  def predict(self, params: PyTree, images: jax.Array, query_chunk: int | None = None,
+              plan: memory.ChunkPlan | None = None) -> jax.Array:
+    """Every teacher's predicted class on ``images [Q, ...]``: int32 ``[T, Q]``.
+
+    ``T`` is the teacher count of ``params`` as given (already padded params stay
+    padded); for the sharded strategies the result stays sharded over teachers. ``query_chunk=None`` and no
+    ``plan`` plan the chunks from the memory budget (:meth:`plan_predict`).
+    """
+    t = jax.tree.leaves(params)[0].shape[0]
+    if self.strategy == "loop":
+      qc = query_chunk or 2_000
+      outs = []
+      for lo in range(0, images.shape[0], qc):
+        x = images[lo:lo + qc]
         outs.append(jnp.stack([self._predict_one(jax.tree.map(lambda a: a[i], params), x)
                                for i in range(t)]))
-      else:
-        padded, t = _pad_teachers(params, self.mesh.size if self.mesh is not None else 1)
-        outs.append(self._predict_vmap(self._shard(padded), x)[:t])
-    return jnp.concatenate(outs, axis=1)
+      return jnp.concatenate(outs, axis=1)
+    params = self.prepare(params)
+    plan = plan or self.plan_predict(params, images, query_chunk)
+    q = images.shape[0]
+    images, _ = pad_teachers(jnp.asarray(images), plan.queries)  # pads queries with row 0
+    local = self._local_count(jax.tree.leaves(params)[0].shape[0])
+    out = self._predict_fn(plan.teachers, plan.queries, local, images.shape[0])(params, images)
+    if out.shape != (t, q):  # drop the padding this call added (teachers) and the query padding
+      out = out[:t, :q]
+    return out
+
+  def votes(self, params: PyTree, images: jax.Array, num_classes: int, num_teachers: int,
+            query_chunk: int | None = None) -> jax.Array:
+    """Vote histograms ``[Q, C]`` of the first ``num_teachers`` (padding excluded),
+    reduced on the devices."""
+    return histogram_of(self.predict(params, images, query_chunk), num_teachers, num_classes)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def histogram_of(predictions: jax.Array, num_teachers: int, num_classes: int) -> jax.Array:
+  """Votes ``[Q, C]`` (int32) of the first ``num_teachers`` rows of ``predictions [T', Q]``.
+
+  Works on a teacher-sharded (even multi-process) array: the sum over teachers
+  is a cross-device reduction and the result is replicated.
+  """
+  real = (jnp.arange(predictions.shape[0]) < num_teachers).astype(jnp.int32)
+  one_hot = jax.nn.one_hot(predictions, num_classes, dtype=jnp.int32)
+  return (one_hot * real[:, None, None]).sum(axis=0)
+
+
+@jax.jit
+def accuracy_of(predictions: jax.Array, labels: jax.Array) -> jax.Array:
+  """Per-teacher accuracy ``[T']`` of ``predictions [T', Q]`` against ``labels [Q]``."""
+  return (predictions == labels[None]).mean(axis=1)

@@ -26,14 +26,21 @@ _SCRIPT = textwrap.dedent("""
     keys = jax.random.split(jax.random.key(1), T)
     x_test = jnp.asarray(data.to_float(ds.test_images))
     out = {}
-    for name, devices in (("one", jax.devices()[:1]), ("eight", jax.devices())):
-      ens = teachers.Ensemble(fns, "vmap", mesh=teachers.teacher_mesh(devices))
+    for name, devices, strategy in (("one", jax.devices()[:1], "vmap"),
+                                    ("eight", jax.devices(), "vmap"),
+                                    ("eight_chunked", jax.devices(), "chunked")):
+      # chunked: 16 padded teachers, 2 per device, trained and predicted 1 at a time
+      ens = teachers.Ensemble(fns, strategy, chunk_size=1, mesh=teachers.teacher_mesh(devices))
       state = ens.init(jax.random.split(jax.random.key(2), T), x[0])
-      padded, _ = teachers._pad_teachers((state, keys, x, y), len(devices))
-      sharded = ens._shard(padded)
-      out[name + "_devices_used"] = len(sharded[2].sharding.device_set)
+      sharded = ens.prepare((keys, x, y))
+      out[name + "_devices_used"] = len(sharded[1].sharding.device_set)
       state, _ = ens.train(state, keys, x, y, 0, 30)
-      out[name] = np.asarray(votes.histogram(ens.predict(state["params"], x_test), 10)).tolist()
+      v = ens.votes(state["params"], x_test, 10, T)   # reduced on the devices
+      preds = ens.predict(ens.trim(state["params"], T), x_test)
+      np.testing.assert_array_equal(np.asarray(votes.histogram(preds, 10)), np.asarray(v))
+      out[name] = np.asarray(v).tolist()
+      if strategy == "chunked":
+        assert ens.plan_predict(ens.prepare(state["params"]), x_test).teachers == 1
     print("RESULT" + json.dumps(out))
 """)
 
@@ -47,5 +54,5 @@ def test_eight_devices_same_votes_as_one():
   line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))
   out = json.loads(line[len("RESULT"):])
   assert out["one_devices_used"] == 1 and out["eight_devices_used"] == 8
-  assert out["one"] == out["eight"]
+  assert out["one"] == out["eight"] == out["eight_chunked"]
   assert all(sum(row) == 10 for row in out["eight"])

@@ -8,7 +8,7 @@ import numpy as np
 import optax
 import pytest
 
-from pate_jax import data, models, teachers
+from pate_jax import data, memory, models, teachers
 
 T, N = 6, 40
 
@@ -106,3 +106,49 @@ def test_models_by_name():
     assert model.apply(params, x).shape == (2, 7)
   with pytest.raises(ValueError, match="unknown model 'resnet'"):
     models.get_model("resnet", 10)
+
+
+def test_memory_budget_forcing_chunks_gives_identical_votes(shards):
+  """A budget too small for all teachers at once is met by chunking over teachers
+  (training, prediction) and queries (prediction), with the same votes."""
+  fns = _fns(batch_size=16)
+  free = teachers.Ensemble(fns, "vmap", memory_bytes=2**40)
+  x, y, ds = shards
+  keys = jax.random.split(jax.random.key(1), T)
+  state = free.init(jax.random.split(jax.random.key(2), T), x[0])
+  x_test = jnp.asarray(data.to_float(ds.test_images))
+  whole_train = free.plan_train(state, keys, x, y)
+  whole_pred = free.plan_predict(state["params"], x_test)
+  assert whole_train.teachers == T and whole_pred.teachers == T
+  # Budget: the resident state and data plus room for about 2 teachers / 2×64 pairs.
+  resident = memory.tree_bytes((state, x, y))
+  per_teacher = whole_train.estimate_bytes / T
+  tight = teachers.Ensemble(fns, "vmap", memory_bytes=int(resident + 2.5 * per_teacher))
+  plan = tight.plan_train(state, keys, x, y)
+  assert plan.teachers == 2, plan  # the largest divisor of 6 within the budget
+  pred_budget = (memory.tree_bytes((state["params"], x_test))
+                 + 2.5 * 64 * whole_pred.estimate_bytes / (T * whole_pred.queries))
+  pred_plan = teachers.Ensemble(fns, "vmap", memory_bytes=int(pred_budget)).plan_predict(
+      state["params"], x_test)
+  assert pred_plan.teachers < T and pred_plan.queries == 64, pred_plan
+
+  a, _ = free.train(jax.tree.map(jnp.copy, state), keys, x, y, 0, 8)
+  b, _ = tight.train(jax.tree.map(jnp.copy, state), keys, x, y, 0, 8, plan=plan)
+  assert _max_diff(a, b) < 1e-5
+  votes_free = free.votes(a["params"], x_test, 10, T)
+  votes_tight = tight.votes(a["params"], x_test, 10, T, query_chunk=None)
+  votes_chunked = free.predict(a["params"], x_test, plan=pred_plan)
+  np.testing.assert_array_equal(votes_free, votes_tight)
+  np.testing.assert_array_equal(free.predict(a["params"], x_test), votes_chunked)
+
+
+def test_planner_arithmetic():
+  assert memory.largest_divisor_within(250, 30) == 25
+  assert memory.plan_teacher_chunk(250, 1e9, 26e9) == 25
+  with pytest.raises(MemoryError, match="one teacher needs"):
+    memory.plan_teacher_chunk(250, 1e9, 0.5e9)
+  # All 250 teachers fit with 100 queries; with a smaller budget the teachers are cut.
+  assert memory.plan_predict_chunks(250, 10_000, 1e3, 250 * 100 * 1e3) == (250, 100)
+  assert memory.plan_predict_chunks(250, 10_000, 1e3, 50 * 64 * 1e3) == (50, 64)
+  with pytest.raises(ValueError, match="memory_fraction"):
+    memory.memory_budget(1.5)

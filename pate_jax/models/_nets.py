@@ -1,14 +1,19 @@
 """Teacher networks of Papernot et al. (ICLR 2017), Section 4, and an MLP.
 
-All modules map float images ``[B, H, W, C]`` in [0, 1] to logits ``[B,
+All modules map float images ``[B, H, W, C]`` in [0, 1] to float32 logits ``[B,
 num_classes]``. They hold no state besides parameters (no batch norm), so an
 ensemble is a pytree of parameters stacked on a leading teacher axis and the
 same ``apply`` serves one teacher or ``jax.vmap`` over many.
+
+``dtype`` is the *compute* dtype (activations, convolutions and matmuls):
+``jnp.bfloat16`` runs them on the accelerator's bf16 units while parameters,
+gradients and optimizer state stay float32 (Flax's ``param_dtype``). ``None``
+keeps float32 throughout.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -24,16 +29,18 @@ class MnistCNN(nn.Module):
   num_classes: int = 10
   features: Sequence[int] = (64, 128)
   hidden: Sequence[int] = (384,)
+  dtype: Any = None  # compute dtype; parameters stay float32
 
   @nn.compact
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    x = x.astype(self.dtype or jnp.float32)
     for f in self.features:
-      x = nn.relu(nn.Conv(f, (5, 5), padding="SAME")(x))
+      x = nn.relu(nn.Conv(f, (5, 5), padding="SAME", dtype=self.dtype)(x))
       x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
     x = x.reshape(x.shape[0], -1)
     for h in self.hidden:
-      x = nn.relu(nn.Dense(h)(x))
-    return nn.Dense(self.num_classes)(x)
+      x = nn.relu(nn.Dense(h, dtype=self.dtype)(x))
+    return nn.Dense(self.num_classes, dtype=self.dtype)(x).astype(jnp.float32)
 
 
 class SvhnCNN(MnistCNN):
@@ -45,21 +52,33 @@ class MLP(nn.Module):
   """A ReLU multi-layer perceptron on flattened images (the CPU teacher)."""
   num_classes: int = 10
   hidden: Sequence[int] = (256, 256)
+  dtype: Any = None  # compute dtype; parameters stay float32
 
   @nn.compact
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-    x = x.reshape(x.shape[0], -1)
+    x = x.reshape(x.shape[0], -1).astype(self.dtype or jnp.float32)
     for h in self.hidden:
-      x = nn.relu(nn.Dense(h)(x))
-    return nn.Dense(self.num_classes)(x)
+      x = nn.relu(nn.Dense(h, dtype=self.dtype)(x))
+    return nn.Dense(self.num_classes, dtype=self.dtype)(x).astype(jnp.float32)
 
 
 _MODELS = {"mnist_cnn": MnistCNN, "svhn_cnn": SvhnCNN, "mlp": MLP}
 
 
-def get_model(name: str, num_classes: int, **kwargs) -> nn.Module:
-  """The model called ``name`` ("mnist_cnn", "svhn_cnn", "mlp") with ``kwargs``."""
+COMPUTE_DTYPES = {"float32": None, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+
+def get_model(name: str, num_classes: int, compute_dtype: str = "float32",
+              **kwargs) -> nn.Module:
+  """The model called ``name`` ("mnist_cnn", "svhn_cnn", "mlp") with ``kwargs``.
+
+  ``compute_dtype`` ("float32", "bfloat16", "float16") sets the activations'
+  and matmuls' dtype; parameters are float32 whatever it is.
+  """
   if name not in _MODELS:
     raise ValueError(f"model: unknown model {name!r}; known: {sorted(_MODELS)}")
+  if compute_dtype not in COMPUTE_DTYPES:
+    raise ValueError(f"compute_dtype: unknown dtype {compute_dtype!r}; known: "
+                     f"{sorted(COMPUTE_DTYPES)}")
   kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
-  return _MODELS[name](num_classes=num_classes, **kwargs)
+  return _MODELS[name](num_classes=num_classes, dtype=COMPUTE_DTYPES[compute_dtype], **kwargs)

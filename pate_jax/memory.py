@@ -1,0 +1,140 @@
+"""Memory planning: chunk sizes from a device-memory budget, not fixed constants.
+
+The ensemble's activation memory grows with (teachers in a vmapped chunk) ×
+(examples per teacher): 250 CNN teachers × 2,000 query images need ~93 GiB for
+the first convolution alone. Instead of a fixed chunk, the ensemble compiles a
+small *probe* of the computation, reads XLA's own account of its temporary
+buffers (``jit(f).lower(...).compile().memory_analysis()``), scales it
+linearly to the chunk size, and takes the largest chunk whose estimate fits a
+budget: a fraction of the device's memory (on a CPU, of the machine's RAM) less
+what stays resident (the stacked train state, the data).
+
+The plan depends only on the device, the shapes and the budget — never on what
+happens to be allocated at the moment — so a resumed run plans the same chunks
+and stays bit-identical.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+PyTree = Any
+
+
+def device_memory_bytes(device: jax.Device | None = None) -> int:
+  """Memory the device may use: the allocator's limit on GPU/TPU, physical RAM on CPU."""
+  device = device or jax.local_devices()[0]
+  stats = None
+  try:
+    stats = device.memory_stats()
+  except Exception:  # pylint: disable=broad-except  # some backends do not implement it
+    stats = None
+  if stats and stats.get("bytes_limit"):
+    return int(stats["bytes_limit"])
+  return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def memory_budget(fraction: float, device: jax.Device | None = None) -> int:
+  """``fraction`` of :func:`device_memory_bytes` (a clear error outside (0, 1])."""
+  if not 0.0 < fraction <= 1.0:
+    raise ValueError(f"memory_fraction must be in (0, 1], got {fraction}")
+  return int(fraction * device_memory_bytes(device))
+
+
+def tree_bytes(tree: PyTree) -> int:
+  """Bytes held by the arrays (or ShapeDtypeStructs) of ``tree``."""
+  return int(sum(np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize
+                 for x in jax.tree.leaves(tree)))
+
+
+def temp_bytes(fn: Callable, *args) -> int | None:
+  """XLA's temporary-buffer bytes for ``jit(fn)(*args)`` (args may be abstract).
+
+  ``None`` where the backend gives no memory analysis.
+  """
+  compiled = jax.jit(fn).lower(*args).compile()
+  stats = compiled.memory_analysis()
+  if stats is None:
+    return None
+  return int(stats.temp_size_in_bytes)
+
+
+def divisors(n: int) -> list[int]:
+  """Positive divisors of ``n`` in increasing order."""
+  small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+  return sorted(set(small + [n // d for d in small]))
+
+
+def largest_divisor_within(n: int, limit: float) -> int:
+  """The largest divisor of ``n`` that is ``<= limit`` (0 when ``limit < 1``)."""
+  fitting = [d for d in divisors(n) if d <= limit]
+  return fitting[-1] if fitting else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkPlan:
+  """How a per-device computation is cut: ``teachers`` per vmapped chunk (a divisor
+  of the local teacher count) and, for prediction, ``queries`` per chunk."""
+  teachers: int
+  queries: int | None = None
+  estimate_bytes: int | None = None   # predicted peak temporary bytes of one chunk
+  budget_bytes: int | None = None     # what the chunk was allowed
+
+
+def plan_teacher_chunk(num_local: int, bytes_per_teacher: float, budget: float) -> int:
+  """Largest divisor of ``num_local`` whose chunk needs at most ``budget`` bytes.
+
+  Raises:
+    MemoryError: when even one teacher does not fit, with the numbers.
+  """
+  if bytes_per_teacher <= 0:
+    return num_local
+  k = largest_divisor_within(num_local, budget / bytes_per_teacher)
+  if k == 0:
+    raise MemoryError(
+        f"one teacher needs ~{bytes_per_teacher / 2**30:.2f} GiB of activations but the memory "
+        f"budget left for them is {max(budget, 0) / 2**30:.2f} GiB: raise memory_fraction, "
+        "lower batch_size, or use more devices")
+  return k
+
+
+def plan_predict_chunks(num_local: int, num_queries: int, bytes_per_pair: float,
+                        budget: float, *, max_queries: int = 1024,
+                        min_queries: int = 64) -> tuple[int, int]:
+  """(teachers, queries) per prediction chunk with ``teachers × queries × bytes_per_pair``
+  within ``budget``.
+
+  All local teachers are kept in one chunk (their parameters are read once per query
+  chunk) while at least ``min_queries`` queries fit; past that, the teacher chunk
+  shrinks. Query chunks never exceed ``max_queries`` (very large grouped convolutions
+  have no cuDNN algorithm) nor the number of queries.
+  """
+  q_cap = max(1, min(num_queries, max_queries))
+  if bytes_per_pair <= 0:
+    return num_local, q_cap
+  pairs = budget / bytes_per_pair
+  q = int(min(q_cap, pairs // num_local))
+  if q >= min(min_queries, q_cap):
+    return num_local, max(q, 1)
+  q = min(min_queries, q_cap)
+  t = largest_divisor_within(num_local, pairs / q)
+  if t == 0:
+    q = max(1, int(pairs))
+    t = 1
+    if pairs < 1:
+      raise MemoryError(
+          f"one teacher on one query needs ~{bytes_per_pair / 2**20:.1f} MiB but the budget is "
+          f"{max(budget, 0) / 2**20:.1f} MiB: raise memory_fraction")
+  return t, q
+
+
+def fits_description(plan: ChunkPlan, names: Sequence[str] = ("teachers", "queries")) -> str:
+  parts = [f"{getattr(plan, n)} {n}" for n in names if getattr(plan, n) is not None]
+  est = "" if plan.estimate_bytes is None else (
+      f", ~{plan.estimate_bytes / 2**30:.2f} GiB of {plan.budget_bytes / 2**30:.2f} GiB budget")
+  return " × ".join(parts) + " per chunk" + est
