@@ -14,7 +14,8 @@ validating public functions (``lnmax_moments_epsilon``, ``confident_gnmax_rdp`` 
 over queries, ``rdp_to_epsilon``), once on the device-resident votes and once on the
 host numpy int32 votes (host-to-device copy included), and reported as ratios to the
 compiled kernel. The baseline is a per-query pure Python loop
-(``math`` + ``scipy.special.log_ndtr`` on scalars) implementing the same formulas;
+(``pate_jax.accounting._reference``: ``math`` + ``scipy.special.log_ndtr`` on scalars)
+implementing the same formulas;
 it is timed on the first ``--loop_queries`` queries and the time is extrapolated
 linearly to all queries (stated in the results). The loop's totals on that subset are
 checked against the JAX path on the same subset.
@@ -25,7 +26,6 @@ Usage:
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -35,11 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from scipy.special import log_ndtr
 
 from pate_jax import accounting as acc
 from pate_jax.accounting import _conversion, _gnmax, _lnmax
-from pate_jax.experiment import progress, write_results
+from pate_jax.accounting._reference import loop_accounting, synthetic_votes
+from pate_jax.experiment import write_results
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for results.json.", required=True)
 _NUM_QUERIES = flags.DEFINE_integer("num_queries", 10**6, "Number of synthetic queries.")
@@ -58,16 +58,6 @@ _THRESHOLD = flags.DEFINE_float("threshold", 200.0, "Confident-GNMax threshold T
 _SIGMA_THRESHOLD = flags.DEFINE_float("sigma_threshold", 150.0, "Threshold noise σ_T (2018: 150).")
 _DELTA = flags.DEFINE_float("delta", 1e-5, "Target δ.")
 _MAX_MOMENT = 8
-
-
-def synthetic_votes(seed: int, num_queries: int, num_teachers: int, num_classes: int):
-  """Histograms from unanimous to split: class probabilities ~ Dirichlet(a), a log-uniform
-  in [0.01, 3] per query, votes ~ Multinomial(num_teachers, probabilities)."""
-  rng = np.random.default_rng(seed)
-  conc = np.exp(rng.uniform(math.log(0.01), math.log(3.0), size=(num_queries, 1)))
-  probs = rng.gamma(np.broadcast_to(conc, (num_queries, num_classes)))
-  probs /= probs.sum(axis=1, keepdims=True)
-  return rng.multinomial(num_teachers, probs).astype(np.int32)
 
 
 # ----------------------------------------------------------------------------- JAX path
@@ -95,104 +85,6 @@ def public_api_accounting(votes, gamma, sigma, threshold, sigma_threshold, delta
     rdp = acc.confident_gnmax_rdp(votes, threshold, sigma_threshold, sigma, orders).sum(axis=0)
   eps_conf, order = acc.rdp_to_epsilon(rdp, orders, delta)
   return eps_ln, moment, eps_conf, order
-
-
-# ----------------------------------------------------------------------------- loop baseline
-
-
-def _log1mexp(x):
-  """log(1 - e^x), x <= 0."""
-  if x == -math.inf:
-    return 0.0
-  return math.log(-math.expm1(x)) if x > -math.log(2.0) else math.log1p(-math.exp(x))
-
-
-def _logaddexp(a, b):
-  m = max(a, b)
-  if m == -math.inf:
-    return -math.inf
-  return m + math.log1p(math.exp(-abs(a - b)))
-
-
-def _logsumexp(values):
-  m = max(values)
-  if m == -math.inf:
-    return -math.inf
-  return m + math.log(sum(math.exp(v - m) for v in values))
-
-
-def loop_lnmax_log_moments(counts, gamma):
-  """Theorems 1, 3 and Lemma 4 (Papernot et al. 2017) for one query: α(1..8)."""
-  top = int(np.argmax(counts))
-  terms = []
-  for j, n in enumerate(counts):
-    if j != top:
-      z = gamma * (counts[top] - n)
-      terms.append(math.log(2.0 + z) - z - math.log(4.0))
-  log_q = min(_logsumexp(terms), math.log1p(-1.0 / len(counts)))
-  eps = 2.0 * gamma
-  out = []
-  for l in range(1, _MAX_MOMENT + 1):
-    pure = eps * l
-    if log_q < math.log(0.5) and log_q + eps < 0.0:
-      log1mq = _log1mexp(log_q)
-      log_ratio = log1mq - _log1mexp(log_q + eps)
-      log_t = _logaddexp(log1mq + l * log_ratio, log_q + pure)
-    else:
-      log_t = pure
-    out.append(min(0.5 * eps * eps * l * (l + 1), log_t, pure))
-  return out
-
-
-def loop_rdp_from_log_q(log_q, sigma, orders):
-  """Theorem 6 + Proposition 10 (Papernot et al. 2018) for one query, all orders."""
-  var = sigma * sigma
-  if log_q == -math.inf:
-    return [0.0] * len(orders)
-  out = []
-  mu2 = sigma * math.sqrt(-log_q)
-  mu1 = mu2 + 1.0
-  eps1, eps2 = mu1 / var, mu2 / var
-  applies = (mu2 > 1.0 and -log_q > eps2 and log_q <= (mu2 - 1.0) * eps2 - mu2 * (
-      math.log1p(1.0 / (mu1 - 1.0)) + math.log1p(1.0 / (mu2 - 1.0))))
-  if applies:
-    log1mq = _log1mexp(log_q)
-    log_a = log1mq - _log1mexp((log_q + eps2) * (1.0 - 1.0 / mu2))
-    log_b = eps1 - log_q / (mu1 - 1.0)
-  for lam in orders:
-    data_independent = lam / var
-    if applies and mu1 > lam:
-      dependent = _logaddexp(log1mq + (lam - 1.0) * log_a, log_q + (lam - 1.0) * log_b)
-      out.append(min(dependent / (lam - 1.0), data_independent))
-    else:
-      out.append(data_independent)
-  return out
-
-
-def loop_confident_rdp(counts, threshold, sigma_threshold, sigma, orders):
-  """Expected Confident-GNMax cost of one query (2018, Section 4.1)."""
-  top = int(np.argmax(counts))
-  z = (counts[top] - threshold) / sigma_threshold
-  log_pr = float(log_ndtr(z))
-  log_q_thr = min(log_pr, float(log_ndtr(-z)))
-  thr = loop_rdp_from_log_q(log_q_thr, math.sqrt(2.0) * sigma_threshold, orders)
-  terms = [float(log_ndtr(-(counts[top] - n) / (math.sqrt(2.0) * sigma)))
-           for j, n in enumerate(counts) if j != top]
-  log_q = min(_logsumexp(terms), math.log1p(-1.0 / len(counts)))
-  gn = loop_rdp_from_log_q(log_q, sigma, orders)
-  pr = math.exp(log_pr)
-  return [t + pr * g for t, g in zip(thr, gn)]
-
-
-def loop_accounting(votes, gamma, sigma, threshold, sigma_threshold, orders):
-  alpha = [0.0] * _MAX_MOMENT
-  rdp = [0.0] * len(orders)
-  for counts in progress(votes.tolist(), desc="python loop", leave=False):
-    for i, a in enumerate(loop_lnmax_log_moments(counts, gamma)):
-      alpha[i] += a
-    for k, r in enumerate(loop_confident_rdp(counts, threshold, sigma_threshold, sigma, orders)):
-      rdp[k] += r
-  return np.array(alpha), np.array(rdp)
 
 
 # ----------------------------------------------------------------------------- main
@@ -248,7 +140,8 @@ def main(argv):
   subset = votes[:n_loop]
   start, cpu_start = time.perf_counter(), time.process_time()
   alpha_loop, rdp_loop = loop_accounting(subset, params["gamma"], params["sigma"],
-                                         params["threshold"], params["sigma_threshold"], orders)
+                                         params["threshold"], params["sigma_threshold"], orders,
+                                         max_moment=_MAX_MOMENT)
   loop_time = time.perf_counter() - start
   loop_cpu = time.process_time() - cpu_start
   loop_extrapolated = loop_time * q / n_loop
