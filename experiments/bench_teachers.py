@@ -59,9 +59,8 @@ def run(config, workdir: str) -> dict:
   device = jax.devices()[0]
   peak = config.peak_tflops or PEAK_TFLOPS.get(device.device_kind, {}).get(
       config.compute_dtype)
-  init_state = jax.vmap(fns.init, in_axes=(0, None))(keys, images[0])
-  flops = step_flops(fns, init_state, keys, images, labels)
-  del init_state
+  abstract_state = jax.eval_shape(jax.vmap(fns.init, in_axes=(0, None)), keys, images[0])
+  flops = step_flops(fns, abstract_state, keys, images, labels)
   results = {"num_teachers": t, "examples_per_step": per_step, "flops_per_step": flops,
              "flops_per_example": None if flops is None else flops / per_step,
              "peak_tflops": peak, "compute_dtype": config.compute_dtype,

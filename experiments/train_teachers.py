@@ -127,7 +127,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
     print(f"prediction plan per device: {memory.fits_description(predict_plan)}")
   preds = ensemble.predict(state["params"], queries, config.query_chunk or None,
                            plan=predict_plan)
-  votes = distributed.to_host(teachers.histogram_of(preds, t, ds.num_classes))
+  votes = distributed.to_host(votes_lib.histogram(preds, ds.num_classes, t))
   teacher_acc = distributed.to_host(teachers.accuracy_of(preds, jnp.asarray(labels)))[:t]
   votes_seconds = time.time() - t_votes
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed

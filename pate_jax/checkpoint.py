@@ -37,16 +37,14 @@ class Checkpointer:
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
 
-  def save(self, step: int, state: PyTree, *, wait: bool = False) -> float:
-    """Starts writing ``state`` at ``step``; with ``wait`` blocks until it is on disk.
+  def save(self, step: int, state: PyTree) -> float:
+    """Starts writing ``state`` at ``step`` (:meth:`wait` for it to be on disk).
 
     Returns:
       Seconds this call blocked the caller.
     """
     t0 = time.perf_counter()
     self._manager.save(step, args=ocp.args.StandardSave(state))
-    if wait:
-      self._manager.wait_until_finished()
     spent = time.perf_counter() - t0
     self.blocking_seconds += spent
     self.saves += 1

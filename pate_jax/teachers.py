@@ -45,6 +45,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from pate_jax import distributed, memory
+from pate_jax import votes as votes_lib
 
 STRATEGIES = ("vmap", "chunked", "loop")
 DEFAULT_CHUNK = 25
@@ -121,8 +122,8 @@ def teacher_mesh(devices: list | None = None) -> Mesh:
   return Mesh(np.asarray(devices), (TEACHER_AXIS,))
 
 
-def pad_teachers(tree: PyTree, multiple: int) -> tuple[PyTree, int]:
-  """Pads each leaf's leading (teacher) axis to a multiple by repeating its row 0.
+def pad_leading(tree: PyTree, multiple: int) -> tuple[PyTree, int]:
+  """Pads each leaf's leading (teacher or query) axis to a multiple by repeating row 0.
 
   Leaves already padded are left alone. Returns the padded tree and the first
   leaf's original leading size.
@@ -136,7 +137,9 @@ def pad_teachers(tree: PyTree, multiple: int) -> tuple[PyTree, int]:
   return jax.tree.map(pad_leaf, tree), jax.tree.leaves(tree)[0].shape[0]
 
 
-_pad_teachers = pad_teachers  # the name tests/test_sharding.py used
+def _probe(tree: PyTree, size: int) -> PyTree:
+  """Abstract ``tree`` with its leading axis cut to ``size`` (for memory probes)."""
+  return jax.tree.map(lambda a: jax.ShapeDtypeStruct((size, *a.shape[1:]), a.dtype), tree)
 
 
 def _slice(tree: PyTree, start, size: int) -> PyTree:
@@ -204,8 +207,7 @@ class Ensemble:
     fns: the single-teacher functions.
     strategy: ``"vmap"``, ``"chunked"`` or ``"loop"``.
     chunk_size: teachers per vmapped chunk on each device for ``"chunked"`` (default
-      25); for
-      ``"vmap"`` ``None`` plans it from ``memory_fraction``, an int fixes it.
+      25); for ``"vmap"`` ``None`` plans it from ``memory_fraction``, an int fixes it.
     mesh: device mesh for the teacher axis (``None``: the default device).
     memory_fraction: share of each device's memory the planner may count on.
     memory_bytes: an absolute per-device budget instead (tests, shared devices).
@@ -252,7 +254,7 @@ class Ensemble:
     """
     if self.strategy == "loop":
       return jax.tree.map(jnp.asarray, tree)
-    tree, _ = pad_teachers(tree, self.num_shards)
+    tree, _ = pad_leading(tree, self.num_shards)
     sharding = self._sharding
     if sharding is None:
       return jax.tree.map(jnp.asarray, tree)
@@ -295,19 +297,12 @@ class Ensemble:
   # --------------------------------------------------------------------------- init
 
   @functools.cached_property
-  def _init_vmap(self) -> Callable:
-    return jax.jit(jax.vmap(self.fns.init, in_axes=(0, None)))
+  def _init_fn(self) -> Callable:
+    return jax.jit(jax.vmap(self.fns.init, in_axes=(0, None)), out_shardings=self._sharding)
 
   def init(self, keys: jax.Array, sample: jax.Array) -> PyTree:
     """Stacked initial state ``{"params", "opt_state"}`` (padded and sharded when sharded)."""
-    if self.strategy == "loop":
-      return self._init_vmap(keys, sample)
-    keys = self.prepare(keys)
-    sharding = self._sharding
-    if sharding is None:
-      return self._init_vmap(keys, sample)
-    init = jax.jit(jax.vmap(self.fns.init, in_axes=(0, None)), out_shardings=sharding)
-    return init(keys, sample)
+    return self._init_fn(self.prepare(keys), sample)
 
   # --------------------------------------------------------------------------- training
 
@@ -331,13 +326,16 @@ class Ensemble:
     after the resident per-device state and data (``resident_bytes`` adds more).
     Plans are cached by shapes.
     """
-    shapes = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves((state, keys, images,
-                                                                      labels)))
-    cache_key = ("train", self, shapes, resident_bytes)
-    if cache_key not in _PLANS:
-      _PLANS[cache_key] = _agreed(self._plan_train(state, keys, images, labels,
-                                                   resident_bytes))
-    return _PLANS[cache_key]
+    return self._cached_plan(("train", resident_bytes), (state, keys, images, labels),
+                             lambda: self._plan_train(state, keys, images, labels,
+                                                      resident_bytes))
+
+  def _cached_plan(self, kind: tuple, tree: PyTree, compute: Callable) -> memory.ChunkPlan:
+    shapes = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves(tree))
+    key = (kind, self, shapes)
+    if key not in _PLANS:
+      _PLANS[key] = _agreed(compute())
+    return _PLANS[key]
 
   def _plan_train(self, state, keys, images, labels, resident_bytes):
     local = self._local_count(jax.tree.leaves(state)[0].shape[0])
@@ -349,10 +347,9 @@ class Ensemble:
     resident = (memory.tree_bytes((state, images, labels)) // self.num_shards
                 + resident_bytes)
     probe = min(local, 8)
-    abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct((probe, *a.shape[1:]), a.dtype),
-                            (state, keys, images, labels))
     seg = self._local_segment(1)
-    temp = memory.temp_bytes(lambda s, k, x, y: seg(s, k, x, y, jnp.int32(0)), *abstract)
+    temp = memory.temp_bytes(lambda s, k, x, y: seg(s, k, x, y, jnp.int32(0)),
+                             *_probe((state, keys, images, labels), probe))
     if temp is None:
       return memory.ChunkPlan(local)
     per_teacher = temp / probe
@@ -364,7 +361,6 @@ class Ensemble:
   @functools.lru_cache(maxsize=16)
   def _train_fn(self, chunk: int, num_local: int, num_steps: int) -> Callable:
     seg = self._local_segment(num_steps)
-
     single = chunk >= num_local  # all local teachers in one vmap: no loop
 
     def run(state, keys, images, labels, start):
@@ -415,12 +411,9 @@ class Ensemble:
     ``resident_bytes``: per-device memory that stays allocated meanwhile besides
     ``params`` and ``images`` (e.g. the optimizer state of a just-trained ensemble).
     """
-    shapes = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves((params, images)))
-    cache_key = ("predict", self, shapes, query_chunk, resident_bytes)
-    if cache_key not in _PLANS:
-      _PLANS[cache_key] = _agreed(self._plan_predict(params, images, query_chunk,
-                                                     resident_bytes))
-    return _PLANS[cache_key]
+    return self._cached_plan(("predict", query_chunk, resident_bytes), (params, images),
+                             lambda: self._plan_predict(params, images, query_chunk,
+                                                        resident_bytes))
 
   def _plan_predict(self, params, images, query_chunk, resident_bytes):
     local = self._local_count(jax.tree.leaves(params)[0].shape[0])
@@ -432,11 +425,8 @@ class Ensemble:
     resident = (memory.tree_bytes(params) // self.num_shards + memory.tree_bytes(images)
                 + resident_bytes)
     probe_t, probe_q = min(local, 8), min(q, 128)
-    abstract_p = jax.tree.map(lambda a: jax.ShapeDtypeStruct((probe_t, *a.shape[1:]), a.dtype),
-                              params)
-    abstract_x = jax.ShapeDtypeStruct((probe_q, *images.shape[1:]), images.dtype)
-    temp = memory.temp_bytes(jax.vmap(self.fns.predict, in_axes=(0, None)), abstract_p,
-                             abstract_x)
+    temp = memory.temp_bytes(jax.vmap(self.fns.predict, in_axes=(0, None)),
+                             _probe(params, probe_t), _probe(images, probe_q))
     if temp is None:
       return memory.ChunkPlan(local, min(q, 1024))
     per_pair = temp / (probe_t * probe_q)
@@ -471,8 +461,9 @@ class Ensemble:
     """Every teacher's predicted class on ``images [Q, ...]``: int32 ``[T, Q]``.
 
     ``T`` is the teacher count of ``params`` as given (already padded params stay
-    padded); for the sharded strategies the result stays sharded over teachers. ``query_chunk=None`` and no
-    ``plan`` plan the chunks from the memory budget (:meth:`plan_predict`).
+    padded); for the sharded strategies the result stays sharded over teachers.
+    ``query_chunk=None`` and no ``plan`` plan the chunks from the memory budget
+    (:meth:`plan_predict`).
     """
     t = jax.tree.leaves(params)[0].shape[0]
     if self.strategy == "loop":
@@ -486,7 +477,7 @@ class Ensemble:
     params = self.prepare(params)
     plan = plan or self.plan_predict(params, images, query_chunk)
     q = images.shape[0]
-    images, _ = pad_teachers(jnp.asarray(images), plan.queries)  # pads queries with row 0
+    images, _ = pad_leading(jnp.asarray(images), plan.queries)
     local = self._local_count(jax.tree.leaves(params)[0].shape[0])
     out = self._predict_fn(plan.teachers, plan.queries, local, images.shape[0])(params, images)
     if out.shape != (t, q):  # drop the padding this call added (teachers) and the query padding
@@ -497,19 +488,8 @@ class Ensemble:
             query_chunk: int | None = None) -> jax.Array:
     """Vote histograms ``[Q, C]`` of the first ``num_teachers`` (padding excluded),
     reduced on the devices."""
-    return histogram_of(self.predict(params, images, query_chunk), num_teachers, num_classes)
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def histogram_of(predictions: jax.Array, num_teachers: int, num_classes: int) -> jax.Array:
-  """Votes ``[Q, C]`` (int32) of the first ``num_teachers`` rows of ``predictions [T', Q]``.
-
-  Works on a teacher-sharded (even multi-process) array: the sum over teachers
-  is a cross-device reduction and the result is replicated.
-  """
-  real = (jnp.arange(predictions.shape[0]) < num_teachers).astype(jnp.int32)
-  one_hot = jax.nn.one_hot(predictions, num_classes, dtype=jnp.int32)
-  return (one_hot * real[:, None, None]).sum(axis=0)
+    return votes_lib.histogram(self.predict(params, images, query_chunk), num_classes,
+                               num_teachers)
 
 
 @jax.jit

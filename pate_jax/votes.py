@@ -19,6 +19,7 @@ forests) reduce their predictions to this array and save it with
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 from typing import Any
@@ -28,15 +29,27 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def histogram(predictions: jax.Array, num_classes: int) -> jax.Array:
+def histogram(predictions: jax.Array, num_classes: int,
+              num_teachers: int | None = None) -> jax.Array:
   """Reduces teacher predictions ``[T, Q]`` to vote histograms ``[Q, C]`` (int32).
 
-  Pure ``jnp``: jit-able, and shards along ``Q`` or ``T``.
+  ``num_teachers``: count only the first rows (a padded ensemble's real teachers).
+  Pure ``jnp``: jit-able, and shards along ``Q`` or ``T`` — on a teacher-sharded
+  (even multi-process) array the sum over teachers is a cross-device reduction.
   """
   predictions = jnp.asarray(predictions)
   if predictions.ndim != 2:
     raise ValueError(f"predictions must have shape [T, Q], got {predictions.shape}")
+  return _histogram(predictions, num_classes, predictions.shape[0] if num_teachers is None
+                    else num_teachers)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _histogram(predictions: jax.Array, num_classes: int, num_teachers: int) -> jax.Array:
   one_hot = jax.nn.one_hot(predictions, num_classes, dtype=jnp.int32)  # [T, Q, C]
+  if num_teachers < predictions.shape[0]:
+    real = (jnp.arange(predictions.shape[0]) < num_teachers).astype(jnp.int32)
+    one_hot = one_hot * real[:, None, None]
   return one_hot.sum(axis=0)
 
 
