@@ -195,7 +195,7 @@ def gaussian_rdp_from_log_q(log_q, sigma, orders) -> jax.Array:
     float64 ``[..., K]``.
   """
   log_q_arr = v.float64_array(log_q)
-  if not v.is_traced(log_q_arr) and v.any_nan_or_positive(log_q_arr):
+  if not v.is_traced(log_q_arr) and v.any_nan(log_q_arr, positive_is_bad=True):
     raise ValueError(f"log_q must be <= 0 and not NaN; got {np.asarray(log_q)}")
   return rdp_from_log_q(log_q_arr, v.positive(sigma, "sigma"), v.orders_array(orders))
 

@@ -74,22 +74,14 @@ def votes_array(votes: Any, *, name: str = "votes",
 def _private_device_copy(votes: np.ndarray) -> jax.Array | np.ndarray:
   """Host votes as an array that the caller's buffer can no longer change.
 
-  XLA:CPU uses a 64-byte-aligned host buffer in place (``device_put`` and jit arguments
-  alias it) and reads it asynchronously, after the public function has returned; a
-  caller reusing its array would then change the accounted votes. So the votes are
-  copied first: a small array into a numpy copy that the jitted calls take as is (their
-  C++ dispatch moves it), a large one once to the device, on CPU through an aligned copy
-  of our own (one memcpy, which XLA:CPU then uses in place).
+  XLA:CPU may use a host buffer in place (``device_put`` and jit arguments alias
+  it) and read it after the public function has returned; a caller reusing its
+  array would then change the accounted votes. So the votes are copied first; a
+  small copy is handed to the jitted calls as is (their dispatch moves it), a large
+  one is put on the device once.
   """
-  if votes.nbytes <= _DEVICE_PUT_BYTES:
-    return votes.copy()
-  if jax.default_backend() == "cpu":
-    buf = np.empty(votes.nbytes + 64, np.uint8)
-    start = -buf.ctypes.data % 64
-    aligned = buf[start:start + votes.nbytes].view(votes.dtype).reshape(votes.shape)
-    np.copyto(aligned, votes)
-    votes = aligned
-  return jax.device_put(votes)
+  copy = np.array(votes, copy=True)
+  return copy if votes.nbytes <= _DEVICE_PUT_BYTES else jax.device_put(copy)
 
 
 @functools.partial(jax.jit, static_argnames=("equal_totals",))
@@ -150,26 +142,18 @@ def float64_array(x: Any) -> jax.Array | np.ndarray:
   return np.asarray(x, dtype=np.float64)
 
 
-@jax.jit
-def _any_nan_device(x: jax.Array) -> jax.Array:
-  return jnp.any(jnp.isnan(x))
+@functools.partial(jax.jit, static_argnames=("positive_is_bad",))
+def _any_bad_device(x: jax.Array, positive_is_bad: bool) -> jax.Array:
+  return jnp.any(~(x <= 0.0)) if positive_is_bad else jnp.any(jnp.isnan(x))
 
 
-@jax.jit
-def _any_nan_or_positive_device(x: jax.Array) -> jax.Array:
-  return jnp.any(~(x <= 0.0))
-
-
-def any_nan(x: jax.Array | np.ndarray) -> bool:
-  """Whether a concrete float array holds a NaN (on its device: one boolean back)."""
-  return bool(_any_nan_device(x)) if isinstance(x, jax.Array) else bool(np.isnan(x).any())
-
-
-def any_nan_or_positive(x: jax.Array | np.ndarray) -> bool:
-  """Whether a concrete float array holds a NaN or a value ``> 0`` (a bad ``log q``)."""
+def any_nan(x: jax.Array | np.ndarray, *, positive_is_bad: bool = False) -> bool:
+  """Whether a concrete float array holds a NaN — or, with ``positive_is_bad``, a NaN
+  or a value ``> 0`` (a bad ``log q``); on its device when it is a ``jax.Array`` (one
+  boolean back)."""
   if isinstance(x, jax.Array):
-    return bool(_any_nan_or_positive_device(x))
-  return bool((~(x <= 0.0)).any())
+    return bool(_any_bad_device(x, positive_is_bad))
+  return bool((~(x <= 0.0)).any() if positive_is_bad else np.isnan(x).any())
 
 
 def _concrete_scalar(x: Any, name: str) -> float | None:
