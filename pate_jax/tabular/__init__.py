@@ -12,12 +12,32 @@ Public API::
   fit_model(key, features, labels, estimator=...) -> fitted estimator
   random_forest(n_estimators=100, **sklearn_kwargs) -> unfitted forest prototype
   random_states(key, n) -> int64 [n] seeds fold_in(key, i)
+  save_teacher_predictions(path, ensemble, preds, num_pool=P) / ensemble_summary(...) -> dict
+
+Experiment pieces (Appendix C: students on noisy labels, sweeps, ε)::
+
+  load_task(key, dataset, data_dir, ...) -> (train, queries, name)
+  Accountant(delta, max_moment, orders, conversion, max_moment_wide)
+  epsilon(accountant, mechanism, votes, scale) -> (ε, best order)
+  prefix_epsilon(accountant, mechanism, votes, scale, counts) -> float64 [N]
+  prefix_totals(per_query_cost [Q, K], counts [N]) -> float64 [N, K]
+  StudentTask(x_pool, x_eval, y_eval, estimator, n_jobs) / accuracy / fit_and_score
+  student_accuracies(task, random_states [N], label_sets) -> float64 [N]
+  query_counts(counts, num_pool) -> sorted prefix lengths
+  noisy_label_grid(key, votes, mechanism, scales [S], R) -> int32 [S, R, Q]
+  sweep_mechanism(key, mechanism, votes, labels, plurality, ...) -> (summary, sweeps)
+  plot_sweeps(path, sweeps, non_private, ...) -> PNG
 
   read_csv / fit_encoder / encode / Encoder / TabularSplit / UNKNOWN_CODE
 """
 
 from __future__ import annotations
 
+from pate_jax.tabular._datasets import DATASETS, load_task, task_name
+from pate_jax.tabular._plots import plot_sweeps
+from pate_jax.tabular._privacy import Accountant, epsilon, prefix_epsilon, prefix_totals
+from pate_jax.tabular._students import StudentTask, accuracy, fit_and_score, student_accuracies
+from pate_jax.tabular._sweeps import noisy_label_grid, query_counts, sweep_mechanism
 from pate_jax.tabular._table import (
     UNKNOWN_CODE,
     Encoder,
@@ -29,12 +49,14 @@ from pate_jax.tabular._table import (
 from pate_jax.tabular._teachers import (
     Estimator,
     TeacherEnsemble,
+    ensemble_summary,
     fit_model,
     fit_teachers,
     make_estimator,
     predict_teachers,
     random_forest,
     random_states,
+    save_teacher_predictions,
     teacher_votes,
 )
 
@@ -42,4 +64,9 @@ __all__ = [
     "UNKNOWN_CODE", "Encoder", "TabularSplit", "encode", "fit_encoder", "read_csv",
     "Estimator", "TeacherEnsemble", "fit_model", "fit_teachers", "make_estimator",
     "predict_teachers", "random_forest", "random_states", "teacher_votes",
+    "ensemble_summary", "save_teacher_predictions",
+    "DATASETS", "load_task", "task_name", "plot_sweeps",
+    "Accountant", "epsilon", "prefix_epsilon", "prefix_totals",
+    "StudentTask", "accuracy", "fit_and_score", "student_accuracies",
+    "noisy_label_grid", "query_counts", "sweep_mechanism",
 ]

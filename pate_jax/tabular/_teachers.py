@@ -18,6 +18,7 @@ of ``n_jobs``, of the joblib backend and of the global NumPy state.
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any, Callable, Iterable, NamedTuple, Protocol, Sequence
 
 import jax
@@ -235,3 +236,59 @@ def teacher_votes(ensemble: TeacherEnsemble, features: Any, *, n_jobs: int = -1
   preds = predict_teachers(ensemble, features, n_jobs=n_jobs)
   votes = np.asarray(votes_lib.histogram(preds, ensemble.num_classes), dtype=np.int32)
   return votes, preds
+
+
+def save_teacher_predictions(path: str | os.PathLike, ensemble: TeacherEnsemble,
+                             predictions: Any, *, num_pool: int) -> None:
+  """Writes ``predictions [T, Q]`` with the partition and seeds that produced them.
+
+  The file (``np.savez_compressed``) holds ``predictions`` (int8 when ``C < 128``,
+  else int32), ``partition`` (``ensemble.index``), ``random_states``, ``index =
+  arange(Q)`` and ``num_pool`` (rows ``[:num_pool]`` are the student pool), so
+  ``votes.histogram(predictions, C)`` reproduces ``votes.npz``.
+  """
+  preds = np.asarray(predictions)
+  if preds.ndim != 2 or preds.shape[0] != ensemble.num_teachers:
+    raise ValueError(f"predictions must have shape [T={ensemble.num_teachers}, Q], got "
+                     f"{preds.shape}")
+  if not 0 <= int(num_pool) <= preds.shape[1]:
+    raise ValueError(f"num_pool must lie in [0, {preds.shape[1]}], got {num_pool}")
+  np.savez_compressed(path,
+                      predictions=preds.astype(np.int8 if ensemble.num_classes < 128
+                                               else np.int32),
+                      partition=ensemble.index, random_states=ensemble.random_states,
+                      index=np.arange(preds.shape[1]), num_pool=np.int64(num_pool))
+
+
+def ensemble_summary(ensemble: TeacherEnsemble, predictions: Any, labels: Any,
+                     plurality: Any, pool_votes: Any) -> dict[str, Any]:
+  """Accuracy of the teachers and of their noiseless plurality vote.
+
+  Teacher ``t``'s accuracy is ``mean_q [predictions[t, q] == labels[q]]``
+  (mean / min / max over ``t`` reported); the plurality ``argmax_c votes[q, c]``
+  is scored on the pool (the first ``P = len(pool_votes)`` queries) and on all
+  ``Q``; the consensus of the pool is the median normalised gap
+  (:func:`pate_jax.votes.normalized_gap`, top-two vote difference over ``T``).
+
+  Args:
+    ensemble: the fitted teachers.
+    predictions: int ``[T, Q]``.
+    labels: int ``[Q]`` true labels.
+    plurality: int ``[Q]`` plurality labels.
+    pool_votes: int ``[P, C]`` votes on the pool.
+  """
+  preds, labels, plurality = map(np.asarray, (predictions, labels, plurality))
+  num_pool = len(pool_votes)
+  teacher_acc = (preds == labels[None]).mean(axis=1)
+  gap = np.asarray(votes_lib.normalized_gap(pool_votes))
+  return {
+      "num_teachers": ensemble.num_teachers,
+      "examples_per_teacher": int(ensemble.index.shape[1]),
+      "dropped_examples": ensemble.dropped,
+      "teacher_accuracy_mean": float(teacher_acc.mean()),
+      "teacher_accuracy_min": float(teacher_acc.min()),
+      "teacher_accuracy_max": float(teacher_acc.max()),
+      "plurality_accuracy_pool": float(np.mean(plurality[:num_pool] == labels[:num_pool])),
+      "plurality_accuracy_all_queries": float(np.mean(plurality == labels)),
+      "pool_normalized_gap_median": float(np.median(gap)),
+  }

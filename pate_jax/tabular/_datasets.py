@@ -1,0 +1,56 @@
+"""The tabular tasks of Papernot et al. 2017, Appendix C: UCI Adult and Diabetes.
+
+Each task is a training split (the teachers' private data) and a query split
+(the student pool followed by held-out evaluation inputs), coded as integers by
+:mod:`pate_jax.data.adult` / :mod:`pate_jax.data.diabetes`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import jax
+
+from pate_jax.tabular._table import TabularSplit
+
+DATASETS = ("adult", "diabetes")
+
+
+def task_name(dataset: str, drop_columns: Iterable[str] = (), query_split: str = "test") -> str:
+  """``dataset`` + ``-no<column>`` per dropped column + ``-<query_split>`` unless "test"."""
+  name = dataset + "".join(f"-no{c}" for c in drop_columns)
+  return name if query_split == "test" else f"{name}-{query_split}"
+
+
+def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None = None, *,
+              query_split: str = "test", test_fraction: float = 0.25,
+              drop_columns: Iterable[str] = ()) -> tuple[TabularSplit, TabularSplit, str]:
+  """``(train, queries, name)`` of a tabular task.
+
+  Args:
+    key: PRNG key of Diabetes' balanced subset and split (unused for Adult,
+      whose splits are fixed files).
+    dataset: ``"adult"`` or ``"diabetes"``.
+    data_dir: the data directory (default ``$PATE_JAX_DATA_DIR``).
+    query_split: Adult: ``"test"`` or ``"attack"``; Diabetes: ``"test"`` only.
+    test_fraction: Diabetes: held-out fraction of the balanced subset.
+    drop_columns: columns left out of the features.
+
+  Returns:
+    The training split, the query split and :func:`task_name`.
+  """
+  from pate_jax.data import adult, diabetes  # Lazy: pate_jax.data imports this package.
+  drop = list(drop_columns)
+  if dataset == "adult":
+    splits = adult.load_adult(data_dir, splits=("train", query_split), drop_columns=drop)
+    train, queries = splits["train"], splits[query_split]
+  elif dataset == "diabetes":
+    if query_split != "test":
+      raise ValueError(f"query_split: Diabetes has only a 'test' split, got {query_split!r}")
+    splits = diabetes.load_diabetes(key, data_dir, test_fraction=test_fraction,
+                                    drop_columns=drop)
+    train, queries = splits["train"], splits["test"]
+  else:
+    raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
+  return train, queries, task_name(dataset, drop, query_split)
