@@ -24,7 +24,20 @@ Public API::
   normalized_l1_error(H, Ĥ) -> Σ|H - Ĥ| / (2 Σ|H|)
   per_query_rdp, queries_epsilon, max_queries_within_budget                # privacy cost
   table1_histograms(dataset=None) -> (int32 [B, 10], names)                # Appendix C
-  consensus, classify_low_consensus                                        # Section 2
+  consensus, classify_low_consensus, group_rates                           # Section 2
+
+Evaluation (experiments/attack.py)::
+
+  seed_keys(key, R) -> keys[R]; sample_frequencies(keys, H, σ, M) -> q̄[R, ..., C]
+  sample_counts(keys, H, σ, M, threshold=...) -> (counts[R, ..., C], answered[R, ...])
+  evaluate(q̄, H, σ, N, **options) -> Evaluation(histogram, error, status, num_steps)
+  evaluate_runs, evaluate_variants          # the same for R runs q̄[R, ...] (and variants)
+  answer_frequencies, status_counts, mean_by, baseline_errors, pearson
+  repeated_query_epsilon, budget_queries                                   # Figures 4-7
+  replay_until_refused, replay_consistency                                 # ledger replays
+  fixed_queries, budget_limited, edge_sigmas, consistent_answers           # one per setting
+  searched_forest, balanced_rows, consensus_inference, end_to_end          # Adult, S2, App. D-E
+  plot_* (PNG figures of those results)
 
 Every batch argument broadcasts: ``histograms[None]`` with ``sigma[:, None]`` runs
 all (σ, histogram) pairs in one compiled call.
@@ -32,11 +45,41 @@ all (σ, histogram) pairs in one compiled call.
 
 from __future__ import annotations
 
-from pate_jax.attacks._consensus import classify_low_consensus, consensus
+from pate_jax.attacks._adult import (
+    RF_SEARCH_SPACE,
+    balanced_precisions,
+    balanced_rows,
+    consensus_inference,
+    end_to_end,
+    low_high_rows,
+    searched_forest,
+)
+from pate_jax.attacks._consensus import classify_low_consensus, consensus, group_rates
+from pate_jax.attacks._evaluation import (
+    Evaluation,
+    answer_frequencies,
+    baseline_errors,
+    evaluate,
+    evaluate_runs,
+    evaluate_variants,
+    mean_by,
+    pearson,
+    sample_counts,
+    sample_frequencies,
+    seed_keys,
+    status_counts,
+)
+from pate_jax.attacks._experiments import (
+    budget_limited,
+    consistent_answers,
+    edge_sigmas,
+    fixed_queries,
+)
 from pate_jax.attacks._histograms import (
     NUM_TEACHERS as TABLE1_NUM_TEACHERS,
     table1_histogram,
     table1_histograms,
+    table1_labels,
 )
 from pate_jax.attacks._monte_carlo import (
     answer_counts,
@@ -44,11 +87,21 @@ from pate_jax.attacks._monte_carlo import (
     sample_confident_answers,
 )
 from pate_jax.attacks._output_distribution import output_distribution
+from pate_jax.attacks._plots import (
+    plot_budget,
+    plot_consensus_groups,
+    plot_defense,
+    plot_edge,
+    plot_fixed_queries,
+)
 from pate_jax.attacks._privacy import (
     ATTACK_ORDERS,
+    BudgetQueries,
+    budget_queries,
     max_queries_within_budget,
     per_query_rdp,
     queries_epsilon,
+    repeated_query_epsilon,
 )
 from pate_jax.attacks._reconstruct import (
     Reconstruction,
@@ -60,27 +113,64 @@ from pate_jax.attacks._reconstruct import (
     reconstruct,
     reconstruct_details,
 )
+from pate_jax.attacks._replay import BudgetReplay, replay_consistency, replay_until_refused
 
 __all__ = [
     "ATTACK_ORDERS",
+    "BudgetQueries",
+    "BudgetReplay",
+    "Evaluation",
+    "RF_SEARCH_SPACE",
     "Reconstruction",
     "Stop",
     "TABLE1_NUM_TEACHERS",
     "answer_counts",
+    "answer_frequencies",
+    "balanced_precisions",
+    "balanced_rows",
+    "baseline_errors",
+    "budget_limited",
+    "budget_queries",
     "classify_low_consensus",
     "consensus",
+    "consensus_inference",
+    "consistent_answers",
     "default_optimizer",
+    "edge_sigmas",
+    "end_to_end",
+    "evaluate",
+    "evaluate_runs",
+    "evaluate_variants",
+    "fixed_queries",
+    "group_rates",
+    "low_high_rows",
     "max_queries_within_budget",
+    "mean_by",
     "normalized_l1_error",
     "objective",
     "output_distribution",
+    "pearson",
     "per_query_rdp",
+    "plot_budget",
+    "plot_consensus_groups",
+    "plot_defense",
+    "plot_edge",
+    "plot_fixed_queries",
     "project_to_simplex",
     "queries_epsilon",
     "reconstruct",
     "reconstruct_details",
+    "repeated_query_epsilon",
+    "replay_consistency",
+    "replay_until_refused",
     "sample_answers",
     "sample_confident_answers",
+    "sample_counts",
+    "sample_frequencies",
+    "searched_forest",
+    "seed_keys",
+    "status_counts",
     "table1_histogram",
     "table1_histograms",
+    "table1_labels",
 ]

@@ -38,3 +38,29 @@ def classify_low_consensus(histograms: Any, threshold: float = PAPER_THRESHOLD) 
   if not (np.isscalar(threshold) and 0.0 < threshold <= 1.0):
     raise ValueError(f"threshold must be a number in (0, 1], got {threshold!r}")
   return consensus(histograms) < threshold
+
+
+def group_rates(low: Any, minority: Any) -> dict[str, Any]:
+  """How well "low consensus" predicts minority membership (attack paper, Figures 1 and 8).
+
+  With ``low`` the prediction and ``minority`` the truth (both bool ``[n]``):
+  ``precision = TP / (TP + FP)``, ``recall = TP / #minority``, ``accuracy =
+  mean(low == minority)``, and the share of each group with low / high consensus
+  (``None`` for an empty group). Empty denominators count as 1.
+
+  Returns:
+    ``{"precision", "recall", "accuracy", "num_predicted_minority", "minority_low",
+    "minority_high", "majority_low", "majority_high", "num_minority", "num_majority"}``.
+  """
+  low, minority = np.asarray(low, bool), np.asarray(minority, bool)
+  if low.shape != minority.shape:
+    raise ValueError(f"low and minority must have the same shape, got {low.shape} and "
+                     f"{minority.shape}")
+  tp = int(np.sum(low & minority))
+  fp = int(np.sum(low & ~minority))
+  share = lambda x, group: float(np.mean(x[group])) if group.any() else None
+  return {"precision": tp / max(tp + fp, 1), "recall": tp / max(int(minority.sum()), 1),
+          "accuracy": float(np.mean(low == minority)), "num_predicted_minority": tp + fp,
+          "minority_low": share(low, minority), "minority_high": share(~low, minority),
+          "majority_low": share(low, ~minority), "majority_high": share(~low, ~minority),
+          "num_minority": int(minority.sum()), "num_majority": int((~minority).sum())}

@@ -91,3 +91,18 @@ def table1_histogram(name: str) -> np.ndarray:
   if name not in names:
     raise ValueError(f"name must be one of {names}, got {name!r}")
   return hists[names.index(name)]
+
+
+def table1_labels(names: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+  """Splits Table-1 names like ``"mnist/M3"`` into their parts.
+
+  Returns:
+    ``(datasets str [B] e.g. "mnist", groups str [B] e.g. "medium", short names
+    e.g. "M3")``.
+  """
+  by_letter = {g[0].upper(): g for g in GROUPS}
+  parts = [n.split("/") for n in names]
+  if any(len(p) != 2 or p[0] not in DATASETS or p[1][:1] not in by_letter for p in parts):
+    raise ValueError(f"names must look like 'mnist/M3', got {names!r}")
+  return (np.array([p[0] for p in parts]), np.array([by_letter[p[1][0]] for p in parts]),
+          [p[1] for p in parts])

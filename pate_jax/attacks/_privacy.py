@@ -19,9 +19,10 @@ bisection on ``M`` (vectorised over histograms).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+from scipy import stats
 
 from pate_jax import accounting as acc
 from pate_jax.attacks import _validate as v
@@ -117,3 +118,72 @@ def max_queries_within_budget(rdp: Any, budget: float, *, delta: float, orders: 
     lo = np.where(active & good, mid, lo)
     hi = np.where(active & ~good, mid, hi)
   return np.where(none, 0, lo).astype(np.int64)
+
+
+def repeated_query_epsilon(histograms: Any, sigmas: Any, num_queries: Any, *, delta: float,
+                           threshold: float | None = None, sigma_threshold: float | None = None,
+                           conversion: str = "improved") -> tuple[np.ndarray, np.ndarray]:
+  """``(ε, best order)`` of ``M`` repeats of each query, for every noise scale σ.
+
+  ``ε_sb = min_λ [M r(H_b; σ_s, λ) + conversion(λ, δ)]`` with ``r`` from
+  :func:`per_query_rdp` (GNMax, or expected Confident-GNMax when ``threshold``
+  is given): the privacy cost of the fixed-query attacker (attack paper,
+  Section 4.2, Figures 5-7).
+
+  Args:
+    histograms: ``[B, C]`` vote counts.
+    sigmas: ``[S]`` GNMax noise scales.
+    num_queries: ``M`` broadcastable to ``[B]``.
+    delta, conversion: as in :func:`queries_epsilon`.
+    threshold, sigma_threshold: Confident-GNMax's ``T`` and ``σ_T`` (both or none).
+
+  Returns:
+    float64 ``(ε [S, B], order [S, B])``.
+  """
+  out = [queries_epsilon(per_query_rdp(histograms, sigma=float(s), threshold=threshold,
+                                       sigma_threshold=sigma_threshold),
+                         num_queries, delta=delta, conversion=conversion)
+         for s in np.atleast_1d(np.asarray(sigmas, np.float64))]
+  return np.stack([e for e, _ in out]), np.stack([o for _, o in out])
+
+
+class BudgetQueries(NamedTuple):
+  """What a privacy budget allows a repeating attacker (per histogram, ``[B]``).
+
+  Attributes:
+    allowed: ``max{M : ε(M) ≤ budget}`` with the requested conversion.
+    allowed_classic: the same with the classic conversion (Mironov 2017).
+    epsilon, order: ``ε(allowed)`` and the order that achieves it.
+    pr_answered: Confident-GNMax's ``Pr[answered] = Φ̄((T - max_i H_i) / σ_T)``.
+  """
+  allowed: np.ndarray
+  allowed_classic: np.ndarray
+  epsilon: np.ndarray
+  order: np.ndarray
+  pr_answered: np.ndarray
+
+
+def budget_queries(histograms: Any, *, budget: float, sigma: float, threshold: float,
+                   sigma_threshold: float, delta: float, conversion: str = "improved",
+                   max_queries: int = 10**7) -> BudgetQueries:
+  """Queries the expected Confident-GNMax cost allows within ``budget`` (attack paper, Fig. 4).
+
+  Args:
+    histograms: ``[B, C]`` vote counts.
+    budget: ``ε_max > 0``.
+    sigma, threshold, sigma_threshold: Confident-GNMax's σ, ``T``, ``σ_T``.
+    delta, conversion, max_queries: as in :func:`max_queries_within_budget`.
+
+  Returns:
+    :class:`BudgetQueries` of ``[B]`` arrays.
+  """
+  rdp = per_query_rdp(histograms, sigma=sigma, threshold=threshold,
+                      sigma_threshold=sigma_threshold)
+  allowed = max_queries_within_budget(rdp, budget, delta=delta, conversion=conversion,
+                                      max_queries=max_queries)
+  classic = max_queries_within_budget(rdp, budget, delta=delta, conversion="classic",
+                                      max_queries=max_queries)
+  eps, order = queries_epsilon(rdp, allowed, delta=delta, conversion=conversion)
+  # Φ̄ by scipy; pate_jax.accounting.confident_log_pr_answered is its log (agrees to ~1e-14).
+  pr = stats.norm.sf((threshold - np.asarray(histograms).max(-1)) / sigma_threshold)
+  return BudgetQueries(allowed, classic, eps, order, pr)
