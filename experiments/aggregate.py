@@ -44,10 +44,8 @@ from pate_jax import accounting
 from pate_jax import aggregation
 from pate_jax import experiment
 from pate_jax import ledger as ledger_lib
+from pate_jax import rng
 from pate_jax import votes as votes_lib
-
-# Key stream folded into the root key for the aggregator's noise.
-_STREAM_AGGREGATION = 1
 
 
 def _rdp_entries(prefix: str, rdp: np.ndarray, orders: np.ndarray, delta: float) -> dict:
@@ -131,8 +129,7 @@ def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
   votes = np.asarray(data["votes"][:n])
   true_labels = np.asarray(data["labels"][:n])
 
-  root = jax.random.key(config.seed)
-  key = jax.random.fold_in(root, _STREAM_AGGREGATION)
+  key = rng.stream(rng.root_key(config.seed), "aggregation")  # the run's root seed
   params = {"lnmax": {"gamma": config.gamma}, "gnmax": {"sigma": config.sigma},
             "confident_gnmax": {"threshold": config.threshold,
                                 "sigma_threshold": config.sigma_threshold,

@@ -18,13 +18,9 @@ import ml_collections
 import numpy as np
 import optax
 
-from pate_jax import data, distributed, experiment, memory, models, teachers
+from pate_jax import data, distributed, experiment, memory, models, rng, teachers
 from pate_jax import votes as votes_lib
 from pate_jax.checkpoint import Checkpointer
-
-# Named PRNG streams folded into the root key.
-STREAM_PARTITION, STREAM_INIT, STREAM_TRAIN = 0, 1, 2
-
 
 def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
   ds = data.load_image_dataset(config.dataset, config.data_dir or None,
@@ -71,8 +67,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
     train_y = np.concatenate([train_y, ds.extra_labels])
   if config.train_subset:
     train_x, train_y = train_x[:config.train_subset], train_y[:config.train_subset]
-  root = jax.random.key(config.seed)
-  shard_x, shard_y, dropped = data.partition(jax.random.fold_in(root, STREAM_PARTITION),
+  root = rng.root_key(config.seed)  # the run's root seed; stages draw named streams
+  shard_x, shard_y, dropped = data.partition(rng.stream(root, "partition"),
                                              train_x, train_y, config.num_teachers)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
@@ -80,8 +76,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
   ensemble = build_ensemble(config, ds.num_classes)
   t = config.num_teachers
-  init_keys = jax.random.split(jax.random.fold_in(root, STREAM_INIT), t)
-  train_keys = jax.random.split(jax.random.fold_in(root, STREAM_TRAIN), t)
+  init_keys = jax.random.split(rng.stream(root, "teacher_init"), t)
+  train_keys = jax.random.split(rng.stream(root, "teacher_train"), t)
   # Padded to the device count and sharded once; the state stays so between segments.
   sample = shard_x[0]
   train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
