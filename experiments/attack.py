@@ -9,8 +9,9 @@
 run writes ``results.json`` (per-histogram queries, ε and error) and PNG figures
 into ``--workdir``. The experiments themselves are in :mod:`pate_jax.attacks`.
 
-Randomness: one root key ``key(config.seed)``; stream ``s`` is
-``fold_in(root, s)`` and Monte Carlo repetition ``r`` is ``fold_in(stream, r)``.
+Randomness: one root key ``key(config.seed)``; the named streams of
+:mod:`pate_jax.rng` (``attack_answers``, ``attack_ledger``, ``attack_sample``,
+``teachers``), and Monte Carlo repetition ``r`` is ``fold_in(attack_answers, r)``.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax import attacks, experiment
+from pate_jax import attacks, experiment, rng
 
-_STREAM_MC, _STREAM_DEFENDED, _STREAM_LEDGER, _STREAM_TEACHERS, _STREAM_SAMPLE = range(5)
 _DATASETS = ("mnist", "svhn")
 
 
@@ -40,7 +40,7 @@ def _variants(config) -> dict[str, dict]:
 
 
 def _mc_keys(config, key) -> jax.Array:
-  return attacks.seed_keys(jax.random.fold_in(key, _STREAM_MC), config.num_seeds)
+  return attacks.seed_keys(rng.stream(key, "attack_answers"), config.num_seeds)
 
 
 def _print_summary(results) -> None:
@@ -68,7 +68,7 @@ def run_budget(config, key, workdir) -> dict:
   variants = _variants(config)
   results = {"datasets": {}, "histograms": [], "variants": list(variants),
              "headline_variant": next(iter(variants)), "samplers": list(config.samplers)}
-  ledger_stream = jax.random.fold_in(key, _STREAM_LEDGER)
+  ledger_stream = rng.stream(key, "attack_ledger")
   for d, ds in enumerate(_DATASETS):
     sel = np.flatnonzero(datasets == ds)
     keys = jax.vmap(jax.random.fold_in, (0, None))(_mc_keys(config, key), d)
@@ -113,7 +113,7 @@ def run_defense(config, key, workdir) -> dict:
       num_queries=config.num_queries, variants=_variants(config))
   if config.ledger:
     results["ledger_check"] = [attacks.replay_consistency(
-        jax.random.fold_in(key, _STREAM_LEDGER), attacks.table1_histogram("svhn/M3"),
+        rng.stream(key, "attack_ledger"), attacks.table1_histogram("svhn/M3"),
         sigma=float(config.sigmas[0]), num_queries=config.num_queries,
         delta=config.ledger_delta, consistent=c) for c in (False, True)]
     print("ledger replay:", results["ledger_check"])
@@ -138,12 +138,12 @@ def run_adult(config, key, workdir) -> dict:
     estimator = tabular.random_forest(config.n_estimators, max_depth=config.max_depth)
   else:
     raise ValueError(f"config.teacher must be 'rf_search' or 'rf', got {config.teacher!r}")
-  ensemble = tabular.fit_teachers(jax.random.fold_in(key, _STREAM_TEACHERS), train.features,
+  ensemble = tabular.fit_teachers(rng.stream(key, "teachers"), train.features,
                                   train.labels, config.num_teachers, estimator=estimator,
                                   n_jobs=config.n_jobs, progress=experiment.progress)
   minority = np.asarray(test.columns[config.minority_column]) == config.minority_value
   votes, _ = tabular.teacher_votes(ensemble, test.features, n_jobs=config.n_jobs)
-  k_sample = jax.random.fold_in(key, _STREAM_SAMPLE)
+  k_sample = rng.stream(key, "attack_sample")
   rows = attacks.balanced_rows(jax.random.fold_in(k_sample, 0), minority)  # Balanced test set.
   draw_keys = jax.vmap(lambda d: jax.random.fold_in(k_sample, d))(
       1000 + jnp.arange(config.num_balanced_draws, dtype=jnp.uint32))
@@ -160,7 +160,7 @@ def run_adult(config, key, workdir) -> dict:
         f"(paper ~0.75); over {draws['num_draws']} draws of the majority sample "
         f"{draws['mean']:.3f} ± {draws['std']:.3f}; rates {results['balanced']}")
   e2e = results["end_to_end"] = attacks.end_to_end(
-      k_sample, jax.random.fold_in(key, _STREAM_MC), votes[rows], minority[rows],
+      k_sample, rng.stream(key, "attack_answers"), votes[rows], minority[rows],
       threshold=config.consensus_threshold, num_individuals=config.num_end_to_end,
       sigma=config.sigma, delta=config.delta, budget=config.budget,
       num_teachers=config.num_teachers, conversion=config.conversion,
@@ -180,7 +180,7 @@ def run_adult(config, key, workdir) -> dict:
 
 
 def run(config, workdir: str) -> dict:
-  key = jax.random.key(config.seed)
+  key = rng.root_key(config.seed)
   pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
   runners = {"fixed": run_fixed, "budget": run_budget, "edge": run_edge,
              "defense": run_defense, "adult": run_adult}

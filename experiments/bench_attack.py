@@ -24,7 +24,7 @@ import time
 import jax
 import numpy as np
 
-from pate_jax import attacks, experiment
+from pate_jax import attacks, experiment, rng
 
 
 _METHOD_KWARGS = {"paper": {}, "projected": {"project": True}, "optax": {"method": "optax"}}
@@ -114,7 +114,7 @@ def quadrature(config, hists):
 
 
 def run(config, workdir: str) -> dict:
-  key = jax.random.key(config.seed)
+  key = rng.stream(rng.root_key(config.seed), "attack_answers")
   hists, names = attacks.table1_histograms()
   results = {"load_average_before": os.getloadavg(), "cpu_count": os.cpu_count()}
   results["single"] = bench_single(config, jax.random.fold_in(key, 0), hists)

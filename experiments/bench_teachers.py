@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pate_jax import experiment, models, teachers
+from pate_jax import experiment, models, rng, teachers
 
 # Dense datasheet peaks (TFLOP/s) by device kind and compute dtype; float32 matmuls on
 # NVIDIA GPUs run as TF32 by default.
@@ -47,10 +47,11 @@ def step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> float |
 
 def run(config, workdir: str) -> dict:
   t, n = config.num_teachers, config.examples_per_teacher
-  key = jax.random.key(config.seed)
-  images = jax.random.uniform(jax.random.fold_in(key, 0), (t, n, *config.image_shape))
-  labels = jax.random.randint(jax.random.fold_in(key, 1), (t, n), 0, 10)
-  keys = jax.random.split(jax.random.fold_in(key, 2), t)
+  root = rng.root_key(config.seed)
+  data_key = rng.stream(root, "bench_data")
+  images = jax.random.uniform(jax.random.fold_in(data_key, 0), (t, n, *config.image_shape))
+  labels = jax.random.randint(jax.random.fold_in(data_key, 1), (t, n), 0, 10)
+  keys = jax.random.split(rng.stream(root, "teacher_train"), t)
   model = models.get_model(config.model.name, 10, compute_dtype=config.compute_dtype,
                            **config.model.kwargs)
   fns = teachers.TeacherFns(model, optax.adamw(1e-3, weight_decay=1e-2),

@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 
 from pate_jax import aggregation  # noqa: E402
 from pate_jax import experiment  # noqa: E402
+from pate_jax import rng  # noqa: E402
 from pate_jax import votes as votes_lib  # noqa: E402
 
 def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path, *,
@@ -50,7 +51,7 @@ def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path,
     raise ValueError(f"epsilon_convention must be 'dp' or 'paper', got {epsilon_convention!r}")
   eps = np.logspace(np.log10(eps_min), np.log10(eps_max), num_points)
   gammas = eps / 2.0 if epsilon_convention == "dp" else eps
-  key = jax.random.key(seed)
+  key = rng.stream(rng.root_key(seed), "aggregation")
   curves = []
   for workdir in workdirs:
     data = votes_lib.load_votes(workdir)

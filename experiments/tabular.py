@@ -24,23 +24,19 @@ import pathlib
 import time
 
 from absl import logging
-import jax
 import numpy as np
 
 from pate_jax import aggregation
 from pate_jax import experiment
+from pate_jax import rng
 from pate_jax import tabular
 from pate_jax import votes as votes_lib
-
-# Key streams folded into the root key.
-_STREAM_DATA, _STREAM_TEACHERS, _STREAM_BASELINE, _STREAM_STUDENT, _STREAM_NOISE = range(5)
-
 
 def run(config, workdir: str | os.PathLike) -> dict:
   """The whole experiment; writes into ``workdir`` and returns the results dict."""
   workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  root = jax.random.key(config.seed)
+  root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
   timings = {}
   t_start = time.perf_counter()
   load_at_start = list(os.getloadavg())  # The CPU is shared; record how busy it was.
@@ -48,7 +44,7 @@ def run(config, workdir: str | os.PathLike) -> dict:
   # 1. Data.
   t0 = time.perf_counter()
   train, queries, name = tabular.load_task(
-      jax.random.fold_in(root, _STREAM_DATA), config.dataset, config.data_dir or None,
+      rng.stream(root, "data_split"), config.dataset, config.data_dir or None,
       query_split=config.query_split, test_fraction=config.test_fraction,
       drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()])
   if not 0 < config.num_pool < len(queries):
@@ -66,7 +62,7 @@ def run(config, workdir: str | os.PathLike) -> dict:
   # 2. Non-private baseline on all training data.
   t0 = time.perf_counter()
   baseline = tabular.fit_model(
-      jax.random.fold_in(root, _STREAM_BASELINE), train.features, train.labels,
+      rng.stream(root, "baseline"), train.features, train.labels,
       estimator=forest(config.baseline_n_estimators, max_depth=config.max_depth,
                        n_jobs=config.n_jobs))
   non_private = {
@@ -78,7 +74,7 @@ def run(config, workdir: str | os.PathLike) -> dict:
   # 3. Teachers and votes.
   t0 = time.perf_counter()
   ensemble = tabular.fit_teachers(
-      jax.random.fold_in(root, _STREAM_TEACHERS), train.features, train.labels,
+      rng.stream(root, "teachers"), train.features, train.labels,
       config.num_teachers, estimator=forest(config.n_estimators, max_depth=config.max_depth),
       num_classes=num_classes, n_jobs=config.n_jobs, progress=experiment.progress)
   timings["teachers_fit_s"] = time.perf_counter() - t0
@@ -99,8 +95,8 @@ def run(config, workdir: str | os.PathLike) -> dict:
   # 4. Per mechanism: noisy labels of the pool (configured scale and sweep grid, one
   # vmapped call), their accuracy and eps, students on all labels and on prefixes.
   t0 = time.perf_counter()
-  noise_key = jax.random.fold_in(root, _STREAM_NOISE)
-  student_seeds = tabular.random_states(jax.random.fold_in(root, _STREAM_STUDENT),
+  noise_key = rng.stream(root, "aggregation")
+  student_seeds = tabular.random_states(rng.stream(root, "student_init"),
                                         int(config.student_repeats))
   task = tabular.StudentTask(
       x_pool, x_eval, y_eval, n_jobs=config.n_jobs,

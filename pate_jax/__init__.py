@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "ledger",
-    "models", "tabular", "teachers", "votes",
+    "models", "rng", "tabular", "teachers", "votes",
 )
 
 

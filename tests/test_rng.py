@@ -1,0 +1,120 @@
+"""pate_jax.rng: the streams of all stages are disjoint, and every stage uses them."""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pate_jax import rng
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+NUM_CHILDREN = 10_000  # teachers (split(k, T)[t] == fold_in(k, t)) and query ids (MNIST test set)
+NUM_OUTER, NUM_INNER = 64, 256  # fold_in(fold_in(k, t), step): per-teacher steps, per-query noise
+
+
+def _words(keys: jax.Array) -> np.ndarray:
+  """One uint64 per key (its two threefry words), for set operations."""
+  data = np.asarray(jax.random.key_data(keys), np.uint32).reshape(-1, 2)
+  return (data[:, 0].astype(np.uint64) << np.uint64(32)) | data[:, 1].astype(np.uint64)
+
+
+def _children(key: jax.Array, num: int) -> jax.Array:
+  return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num, dtype=jnp.uint32))
+
+
+def _derived(key: jax.Array) -> np.ndarray:
+  """The keys the code derives from a stream key, as uint64, deduplicated.
+
+  The stream key itself; ``fold_in(k, i)`` for ``i < NUM_CHILDREN`` (equal to
+  ``split(k, T)[i]``: teachers, queries, Monte Carlo repetitions); and
+  ``fold_in(fold_in(k, t), s)`` (teacher ``t``'s step ``s``; the two noises of a
+  Confident-GNMax query, ``split(fold_in(k, id))``).
+  """
+  kids = _children(key, NUM_CHILDREN)
+  grand = jax.vmap(lambda k: _children(k, NUM_INNER))(kids[:NUM_OUTER])
+  return np.unique(np.concatenate([_words(key), _words(kids), _words(grand)]))
+
+
+def _collisions(root: jax.Array, stream_fn, names) -> list[tuple[str, str]]:
+  """Pairs of streams (or ``"<root>"``) whose derived keys share a key.
+
+  ``"<root>"`` stands for the root key and its children ``split(root, n)``: what
+  a library call handed the root itself draws (``jax.random.permutation(key(0))``
+  in ``pate_jax.data.student_split``, whose fixed seed is the default run seed).
+  """
+  sets = {"<root>": np.unique(np.concatenate([_words(root),
+                                              _words(_children(root, NUM_CHILDREN))]))}
+  sets.update({n: _derived(stream_fn(root, n)) for n in names})
+  return [(a, b) for a, b in itertools.combinations(sets, 2)
+          if np.intersect1d(sets[a], sets[b], assume_unique=True).size]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**32 - 1])
+def test_streams_of_all_stages_are_disjoint(seed):
+  assert _collisions(rng.root_key(seed), rng.stream, rng.STREAMS) == []
+
+
+def test_a_shared_stream_id_is_caught():
+  """The check above fails when two names share an id (here: aggregation = teacher_init)."""
+  shared = dict(rng.STREAMS, aggregation=rng.STREAMS["teacher_init"])
+  broken = lambda root, name: jax.random.fold_in(root, rng.STREAMS_BASE + shared[name])
+  assert _collisions(rng.root_key(0), broken, shared) == [("teacher_init", "aggregation")]
+  # The old scheme: small ids collide with what a call handed the root draws.
+  small = lambda root, name: jax.random.fold_in(root, rng.STREAMS[name])
+  assert ("<root>", "partition") in _collisions(rng.root_key(0), small, ["partition"])
+
+
+def test_teacher_init_keys_are_not_query_noise_keys():
+  """The defect of issue 9: split(fold_in(root, 1), T)[t] was the noise key of query t."""
+  root = rng.root_key(0)
+  init = _words(jax.random.split(rng.stream(root, "teacher_init"), 250))
+  noise = _words(_children(rng.stream(root, "aggregation"), 250))
+  assert np.intersect1d(init, noise).size == 0
+  old = jax.random.fold_in(root, 1)  # both stages' stream before the fix
+  np.testing.assert_array_equal(_words(jax.random.split(old, 250)), _words(_children(old, 250)))
+
+
+def test_table_ids_are_distinct_uint32():
+  ids = [rng.stream_id(n) for n in rng.STREAMS]
+  assert len(set(ids)) == len(ids)
+  assert all(rng.STREAMS_BASE <= i < 2**32 for i in ids)
+
+
+def test_stream_is_fold_in_and_works_under_jit():
+  root = rng.root_key(3)
+  expected = jax.random.fold_in(root, rng.STREAMS_BASE + rng.STREAMS["aggregation"])
+  np.testing.assert_array_equal(_words(rng.stream(root, "aggregation")), _words(expected))
+  jitted = jax.jit(rng.stream, static_argnums=1)(root, "aggregation")
+  np.testing.assert_array_equal(_words(jitted), _words(expected))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: rng.stream(rng.root_key(0), "noise"), "unknown PRNG stream 'noise'"),
+    (lambda: rng.root_key(-1), "seed"),
+    (lambda: rng.root_key(2**32), "seed"),
+    (lambda: rng.root_key(1.5), "seed"),
+    (lambda: rng.root_key(True), "seed"),
+])
+def test_bad_input_raises(call, match):
+  with pytest.raises(ValueError, match=match):
+    call()
+
+
+def test_every_stage_takes_its_keys_from_the_table():
+  """No script or library module keeps its own stream ids or roots a key on config.seed."""
+  own_ids = re.compile(r"\b_?STREAM_[A-Z_]+\s*[,=]")
+  own_root = re.compile(r"random\.(?:PRNG)?[kK]ey\(\s*config\.seed")
+  offenders = []
+  for path in sorted([*REPO.glob("experiments/*.py"), *REPO.glob("pate_jax/**/*.py")]):
+    if path.name == "rng.py":
+      continue
+    text = path.read_text()
+    offenders += [f"{path.relative_to(REPO)}: {m.group(0)}"
+                  for pat in (own_ids, own_root) for m in pat.finditer(text)]
+  assert offenders == []
