@@ -12,9 +12,10 @@ The attacker asks the same input ``M`` times, so PATE's accountant composes
   as in the 2018 paper's analysis and in the attack paper's released code
   (``analyze_multiclass_confident_gnmax``).
 
-``ε(M) = min_λ [M r(λ) + conversion(λ, δ)]`` is non-decreasing in ``M``, so the
-number of queries a budget allows, ``max{M : ε(M) ≤ budget}``, is found by
-bisection on ``M`` (vectorised over histograms).
+``ε(M) = max(0, min_λ [M r(λ) + c(λ)])``, with ``c(λ)`` the conversion's
+offset, is a minimum of lines in ``M``, so the number of queries a budget
+allows, ``max{M : ε(M) ≤ budget}``, is ``max_λ ⌊(budget − c(λ)) / r(λ)⌋`` in
+closed form (vectorised over histograms).
 """
 
 from __future__ import annotations
@@ -82,42 +83,66 @@ def queries_epsilon(rdp: Any, num_queries: Any, *, delta: float, orders: Any = N
   return np.asarray(eps), np.asarray(order)
 
 
+def _conversion_offset(orders: np.ndarray, delta: float, conversion: str) -> np.ndarray:
+  """``c[K]`` with ``ε = max(0, min_λ [rdp(λ) + c(λ)])`` (:func:`pate_jax.accounting.rdp_to_epsilon`)."""
+  log_delta = np.log(delta)
+  if conversion == "classic":  # Mironov 2017, Proposition 3.
+    return -log_delta / (orders - 1.0)
+  # Balle et al. 2020, Theorem 21.
+  return np.log1p(-1.0 / orders) - (log_delta + np.log(orders)) / (orders - 1.0)
+
+
 def max_queries_within_budget(rdp: Any, budget: float, *, delta: float, orders: Any = None,
                               conversion: str = "improved",
                               max_queries: int = 10**7) -> np.ndarray:
   """Largest ``M <= max_queries`` with ``ε(M · rdp) <= budget`` (0 if none), per row.
 
+  ``ε(M) = max(0, min_λ [M r_λ + c_λ])`` (:func:`queries_epsilon`) is at most
+  ``budget > 0`` iff ``M r_λ + c_λ <= budget`` for some order ``λ``, so
+
+    ``M* = max_λ ⌊(budget − c_λ) / r_λ⌋``  over the orders with ``c_λ <= budget``
+
+  (``+∞`` where ``r_λ = 0``, none where ``r_λ = +∞``), clipped to
+  ``[0, max_queries]``. One evaluation of ``ε`` at ``M*`` and ``M* + 1`` absorbs
+  the rounding of the division, so the result agrees with :func:`queries_epsilon`:
+  ``ε(M*) <= budget < ε(M* + 1)`` unless ``M*`` is 0 or ``max_queries``.
+
   Args:
-    rdp: ``[B, K]`` per-query RDP (e.g. :func:`per_query_rdp`).
+    rdp: ``[B, K]`` per-query RDP (e.g. :func:`per_query_rdp`), ``>= 0``, ``+inf`` allowed.
     budget: the privacy budget ``ε_max > 0``.
     delta, orders, conversion: as in :func:`queries_epsilon`.
-    max_queries: search cap (a row at the cap may allow more).
+    max_queries: cap (a row at the cap may allow more).
 
   Returns:
     int64 ``[B]``.
   """
   if not (np.isscalar(budget) and np.isfinite(budget) and budget > 0):
     raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+  if not (np.isscalar(delta) and 0 < delta < 1):
+    raise ValueError(f"delta must lie in (0, 1); got {delta!r}")
+  delta = float(delta)
   v.positive_int(max_queries, "max_queries")
+  conversion = v.choice(conversion, "conversion", ("classic", "improved"))
+  orders = ATTACK_ORDERS if orders is None else np.asarray(orders, np.float64)
   rdp = np.asarray(rdp, np.float64)
-  b = rdp.shape[0]
+  if rdp.ndim != 2 or rdp.shape[1] != orders.shape[0]:
+    raise ValueError(f"rdp must have shape [B, {orders.shape[0]}] (one value per order), got "
+                     f"{rdp.shape}")
+  if np.any(np.isnan(rdp) | (rdp < 0)):
+    raise ValueError(f"rdp must be >= 0 (+inf allowed), got {rdp}")
 
-  def ok(m):
-    return queries_epsilon(rdp, m, delta=delta, orders=orders, conversion=conversion)[0] <= budget
+  slack = budget - _conversion_offset(orders, delta, conversion)  # [K]
+  with np.errstate(divide="ignore", invalid="ignore"):
+    per_order = np.where(rdp == 0, np.inf, np.floor(slack / rdp))  # [B, K]
+  per_order = np.where(slack >= 0, per_order, -1.0)
+  m = np.clip(per_order.max(-1), 0, max_queries).astype(np.int64)
 
-  # Invariant: ε(lo) <= budget < ε(hi), except rows where even hi is allowed.
-  lo = np.zeros(b, np.int64)
-  hi = np.full(b, max_queries, np.int64)
-  at_cap = ok(hi)
-  lo = np.where(at_cap, hi, lo)
-  none = ~ok(np.ones(b, np.int64)) & ~at_cap
-  while np.any(hi - lo > 1):
-    mid = (lo + hi) // 2
-    good = ok(mid)
-    active = hi - lo > 1
-    lo = np.where(active & good, mid, lo)
-    hi = np.where(active & ~good, mid, hi)
-  return np.where(none, 0, lo).astype(np.int64)
+  def ok(num):
+    return queries_epsilon(rdp, num, delta=delta, orders=orders,
+                           conversion=conversion)[0] <= budget
+
+  m = np.where((m > 0) & ~ok(np.maximum(m, 1)), m - 1, m)
+  return np.where((m < max_queries) & ok(m + 1), m + 1, m)
 
 
 def repeated_query_epsilon(histograms: Any, sigmas: Any, num_queries: Any, *, delta: float,
