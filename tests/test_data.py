@@ -159,3 +159,17 @@ class TestLoaders:
                                   [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])
     assert ds.train_images.shape == (60_000, 28, 28, 1)
     assert abs(ds.train_images.mean() - 33.318) < 1e-3
+
+
+def test_data_does_not_import_tabular():
+  """pate_jax.tabular builds on pate_jax.data, never the reverse (no import cycle)."""
+  import ast  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+  root = pathlib.Path(data.__file__).parent
+  found = []
+  for path in sorted(root.glob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+               [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+      found += [f"{path.name}: {n}" for n in names if n.startswith("pate_jax.tabular")]
+  assert found == []

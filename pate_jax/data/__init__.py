@@ -1,4 +1,4 @@
-"""Datasets, partitions of the private data and the student split."""
+"""Datasets, partitions of the private data, the student split and tabular coding."""
 
 from pate_jax.data.adult import ADULT_DOCTORATE, ADULT_LABEL, load_adult
 from pate_jax.data.diabetes import load_diabetes
@@ -6,10 +6,14 @@ from pate_jax.data._images import DATASETS, ImageDataset, load_image_dataset, to
 from pate_jax.data._partition import (STUDENT_SPLITS, Partition, StudentSplit, partition,
                                       partition_indices, student_split)
 from pate_jax.data._paths import ENV_VAR, resolve_data_dir
+from pate_jax.data._table import (UNKNOWN_CODE, Encoder, TabularSplit, encode, fit_encoder,
+                                  read_csv)
 
 __all__ = [
     "ADULT_DOCTORATE", "ADULT_LABEL", "load_adult", "load_diabetes",
     "DATASETS", "ENV_VAR", "ImageDataset", "Partition", "STUDENT_SPLITS", "StudentSplit",
     "load_image_dataset", "partition", "partition_indices", "resolve_data_dir",
     "student_split", "to_float",
+    # Tabular coding (Adult, Diabetes; re-exported by pate_jax.tabular).
+    "UNKNOWN_CODE", "Encoder", "TabularSplit", "encode", "fit_encoder", "read_csv",
 ]

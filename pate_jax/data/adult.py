@@ -7,7 +7,7 @@ capital_gain, capital_loss, hours_per_week, income`` with ``income`` = 1 if
 > $50K. As in Papernot et al. (2017), Appendix C, the only preprocessing is to
 code each categorical value as an integer; the vocabulary is learned from the
 training split and frozen, and a category unseen in training is coded
-:data:`pate_jax.tabular.UNKNOWN_CODE` (with a warning) instead of failing.
+:data:`pate_jax.data.UNKNOWN_CODE` (with a warning) instead of failing.
 
 ``drop_columns`` removes columns from the features but keeps them in
 ``TabularSplit.columns``: the consensus inference of the histogram-leakage
@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from pate_jax.data._paths import ENV_VAR, resolve_data_dir
-from pate_jax.tabular._table import (
+from pate_jax.data._table import (
     Encoder,
     TabularSplit,
     check_drop_columns,
@@ -105,7 +105,7 @@ def encode_adult(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
                  on_unknown: str = "warn", source: str = "columns") -> TabularSplit:
   """Codes raw Adult columns (e.g. new rows at prediction time) with ``encoder``.
 
-  Unseen categories are coded ``UNKNOWN_CODE`` (see :func:`pate_jax.tabular.encode`).
+  Unseen categories are coded ``UNKNOWN_CODE`` (see :func:`pate_jax.data.encode`).
   Rows without an ``income`` column get labels ``-1``.
   """
   features = encode(encoder, columns, on_unknown=on_unknown)

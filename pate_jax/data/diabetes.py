@@ -9,7 +9,7 @@ the same, data-driven:
   ``patient_nbr``), the label and ``drop_columns``, that has no missing value
   (``"?"`` or an empty cell) anywhere in the file; categorical values are coded
   as integers learned on the training split (unseen ones coded
-  :data:`pate_jax.tabular.UNKNOWN_CODE`);
+  :data:`pate_jax.data.UNKNOWN_CODE`);
 * balanced subset: all rows of the minority class and an equally large, keyed
   random sample of the majority class, shuffled with the same key and cut into
   train / test.
@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from pate_jax.data._paths import ENV_VAR, resolve_data_dir
-from pate_jax.tabular._table import (
+from pate_jax.data._table import (
     TabularSplit,
     check_drop_columns,
     encode,

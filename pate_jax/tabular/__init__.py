@@ -38,7 +38,7 @@ from pate_jax.tabular._plots import plot_sweeps
 from pate_jax.tabular._privacy import Accountant, epsilon, prefix_epsilon, prefix_totals
 from pate_jax.tabular._students import StudentTask, accuracy, fit_and_score, student_accuracies
 from pate_jax.tabular._sweeps import noisy_label_grid, query_counts, sweep_mechanism
-from pate_jax.tabular._table import (
+from pate_jax.data import (  # tabular coding lives with the datasets that use it
     UNKNOWN_CODE,
     Encoder,
     TabularSplit,

@@ -12,7 +12,7 @@ from typing import Iterable
 
 import jax
 
-from pate_jax.tabular._table import TabularSplit
+from pate_jax.data import TabularSplit, adult, diabetes
 
 DATASETS = ("adult", "diabetes")
 
@@ -40,7 +40,6 @@ def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None =
   Returns:
     The training split, the query split and :func:`task_name`.
   """
-  from pate_jax.data import adult, diabetes  # Lazy: pate_jax.data imports this package.
   drop = list(drop_columns)
   if dataset == "adult":
     splits = adult.load_adult(data_dir, splits=("train", query_split), drop_columns=drop)

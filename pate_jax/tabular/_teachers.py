@@ -27,7 +27,7 @@ import joblib
 import numpy as np
 
 from pate_jax import votes as votes_lib
-from pate_jax.data._partition import partition_indices
+from pate_jax.data import partition_indices
 
 
 class Estimator(Protocol):
