@@ -6,6 +6,7 @@ import csv
 import json
 import pathlib
 
+import chex
 import numpy as np
 import pytest
 
@@ -67,6 +68,20 @@ def test_attack_script_writes_results_and_figures(setting, figures, tmp_path):
     # The end-to-end reconstructions sum to the number of teachers of the run.
     for ind in results["end_to_end"]["individuals"]:
       assert np.sum(ind["reconstructed"]) == pytest.approx(8, rel=1e-5)
+      chex.assert_shape(np.asarray(ind["reconstructed"]), (2,))  # income: two classes
+
+
+def test_attack_script_is_a_function_of_its_root_seed(tmp_path):
+  """Every draw comes from key(config.seed)'s named streams: same seed, same numbers."""
+  script = _load("experiments", "attack.py")
+  errors = {}
+  for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+    config = _config("edge", tmp_path)
+    config.seed = seed
+    errors[name] = script.run(config, str(tmp_path / name))["error_mean"]
+  chex.assert_trees_all_equal(errors["a"], errors["b"])
+  with pytest.raises(AssertionError):
+    chex.assert_trees_all_close(errors["a"], errors["c"], rtol=1e-6)
 
 
 def test_unknown_setting_and_headline_raise(tmp_path):
