@@ -10,11 +10,11 @@ Accounts for ``--num_queries`` synthetic vote histograms (``--num_teachers`` tea
 each composed over all queries and converted to (ε, δ). The JAX path is one jitted
 call on device-resident float64 votes; it is timed after compilation (compile time
 reported separately). The same accounting is also timed end to end through the
-validating public functions (``lnmax_moments_epsilon``, ``confident_gnmax_rdp`` summed
-over queries, ``rdp_to_epsilon``), once on the device-resident votes and once on the
+validating public functions (``lnmax_moments_epsilon``, ``confident_gnmax_rdp`` composed
+with an ``rdp_accountant``), once on the device-resident votes and once on the
 host numpy int32 votes (host-to-device copy included), and reported as ratios to the
 compiled kernel. The baseline is a per-query pure Python loop
-(``pate_jax.accounting._reference``: ``math`` + ``scipy.special.log_ndtr`` on scalars)
+(``pate_jax.accounting.reference``: ``math`` + ``scipy.special.log_ndtr`` on scalars)
 implementing the same formulas;
 it is timed on the first ``--loop_queries`` queries and the time is extrapolated
 linearly to all queries (stated in the results). The loop's totals on that subset are
@@ -37,8 +37,7 @@ from absl import app, flags
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from pate_jax import accounting as acc
-from pate_jax.accounting import _conversion, _gnmax, _lnmax
-from pate_jax.accounting._reference import loop_accounting, synthetic_votes
+from pate_jax.accounting.reference import loop_accounting, synthetic_votes
 from pate_jax.experiment import write_results
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for results.json.", required=True)
@@ -64,16 +63,17 @@ _MAX_MOMENT = 8
 
 
 def make_jax_accounting(gamma, sigma, threshold, sigma_threshold, delta, orders):
+  """The accounting as one jitted call (under ``jit`` the public functions skip
+  validation and run their cores)."""
   orders = jnp.asarray(orders)
 
   @jax.jit
   def account(votes):
-    eps_ln, moment = _lnmax.lnmax_moments_epsilon_core(votes, gamma, delta,
-                                                       max_moment=_MAX_MOMENT)
-    rdp = _gnmax.confident_gnmax_rdp_core(votes, threshold, sigma_threshold, sigma,
-                                          orders).sum(axis=0)
-    eps_conf, order = _conversion.rdp_to_epsilon_core(rdp, orders, delta)
-    return eps_ln, moment, eps_conf, order, rdp
+    eps_ln, moment = acc.lnmax_moments_epsilon(votes, gamma, delta, max_moment=_MAX_MOMENT)
+    costs = acc.confident_gnmax_rdp(votes, threshold, sigma_threshold, sigma, orders)
+    composed = acc.rdp_accountant(orders).compose(costs)
+    eps_conf, order = composed.epsilon(delta)
+    return eps_ln, moment, eps_conf, order, composed.cost
 
   return account
 
@@ -81,9 +81,8 @@ def make_jax_accounting(gamma, sigma, threshold, sigma_threshold, delta, orders)
 def public_api_accounting(votes, gamma, sigma, threshold, sigma_threshold, delta, orders):
   """The same through the validating public functions (host or device votes)."""
   eps_ln, moment = acc.lnmax_moments_epsilon(votes, gamma, delta, max_moment=_MAX_MOMENT)
-  with jax.enable_x64(True):  # compose in float64
-    rdp = acc.confident_gnmax_rdp(votes, threshold, sigma_threshold, sigma, orders).sum(axis=0)
-  eps_conf, order = acc.rdp_to_epsilon(rdp, orders, delta)
+  costs = acc.confident_gnmax_rdp(votes, threshold, sigma_threshold, sigma, orders)
+  eps_conf, order = acc.rdp_accountant(orders).compose(costs).epsilon(delta)
   return eps_ln, moment, eps_conf, order
 
 
@@ -146,13 +145,11 @@ def main(argv):
   loop_cpu = time.process_time() - cpu_start
   loop_extrapolated = loop_time * q / n_loop
   # Agreement of the loop and JAX on the subset.
-  with jax.enable_x64(True):
-    sub = jnp.asarray(subset, jnp.float64)
-    alpha_jax = np.asarray(_lnmax.lnmax_log_moments_core(
-        sub, params["gamma"], jnp.arange(1.0, _MAX_MOMENT + 1)).sum(0))
-    rdp_jax = np.asarray(_gnmax.confident_gnmax_rdp_core(
-        sub, params["threshold"], params["sigma_threshold"], params["sigma"],
-        jnp.asarray(orders)).sum(0))
+  moments = acc.moments_accountant(_MAX_MOMENT)
+  alpha_jax = np.asarray(moments.compose(acc.lnmax_log_moments(
+      subset, params["gamma"], moments.orders)).cost)
+  rdp_jax = np.asarray(acc.rdp_accountant(orders).compose(acc.confident_gnmax_rdp(
+      subset, params["threshold"], params["sigma_threshold"], params["sigma"], orders)).cost)
   max_rel_diff = float(max(np.max(np.abs(alpha_loop / alpha_jax - 1)),
                            np.max(np.abs(rdp_loop / rdp_jax - 1))))
 

@@ -10,8 +10,8 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "ledger",
-    "models", "rng", "tabular", "teachers", "votes",
+    "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "labels",
+    "ledger", "mechanisms", "models", "rng", "tabular", "teachers", "votes",
 )
 
 

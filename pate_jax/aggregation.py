@@ -35,7 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax._checks import is_traced as _is_traced
+from pate_jax import _checks as v
+from pate_jax import mechanisms
 from pate_jax._compile import light_jit
 
 __all__ = [
@@ -44,172 +45,33 @@ __all__ = [
 ]
 
 # Label returned by Confident-GNMax for a query that failed the threshold check.
-NOT_ANSWERED = -1
-
-# Noise is always drawn in float32 so that answers are bit-identical whether or
-# not the caller has 64-bit mode enabled (the ledger runs under local x64).
-_NOISE_DTYPE = jnp.float32
+NOT_ANSWERED = mechanisms.NOT_ANSWERED
 
 
 # ---------------------------------------------------------------------------
-# Validation (host side, concrete inputs only).
+# Jitted cores: the registry's answer functions (pate_jax.mechanisms).
 
 
-def check_votes(votes: Any, name: str = "votes") -> Any:
-  """Validates a vote histogram ``[Q, C]``; returns it as a numpy array (tracers unchanged).
-
-  Raises:
-    ValueError: if ``votes`` is not 2-D, has no query, fewer than 2 classes, or
-      (when concrete) holds NaN, negative or non-integer counts.
-  """
-  if _is_traced(votes):
-    if votes.ndim != 2 or votes.shape[0] < 1 or votes.shape[1] < 2:
-      raise ValueError(f"{name} must have shape [Q >= 1, C >= 2], got {votes.shape}")
-    return votes
-  arr = np.asarray(votes)
-  if arr.ndim != 2:
-    raise ValueError(f"{name} must have shape [Q, C], got shape {arr.shape}")
-  if arr.shape[0] < 1:
-    raise ValueError(f"{name} must hold at least one query, got shape {arr.shape}")
-  if arr.shape[1] < 2:
-    raise ValueError(f"{name} must have at least 2 classes, got shape {arr.shape}")
-  if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer)
-                               or np.issubdtype(arr.dtype, np.floating)):
-    raise ValueError(f"{name} must be an integer array of counts, got dtype {arr.dtype}")
-  if np.issubdtype(arr.dtype, np.floating):
-    bad = ~np.isfinite(arr)
-    if bad.any():
-      raise ValueError(f"{name} must be finite, got {arr[bad][0]} at "
-                       f"{tuple(np.argwhere(bad)[0])}")
-    frac = arr != np.round(arr)
-    if frac.any():
-      raise ValueError(f"{name} must hold integer counts, got {arr[frac][0]} at "
-                       f"{tuple(np.argwhere(frac)[0])}")
-  neg = arr < 0
-  if neg.any():
-    raise ValueError(f"{name} must be non-negative, got {arr[neg][0]} at "
-                     f"{tuple(np.argwhere(neg)[0])}")
-  return arr
+def _answer_core(key, votes, query_ids, params, *, mechanism):
+  return mechanisms.get(mechanism).answer(key, votes, query_ids, params)
 
 
-def check_positive(value: Any, name: str) -> Any:
-  """Raises ``ValueError`` unless ``value`` is a finite real scalar > 0."""
-  if _is_traced(value):
-    return value
-  arr = np.asarray(value)
-  if arr.ndim != 0 or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
-    raise ValueError(f"{name} must be a real scalar, got {value!r}")
-  if not np.isfinite(arr) or arr <= 0:
-    raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-  return value
-
-
-def _check_finite_scalar(value: Any, name: str) -> Any:
-  if _is_traced(value):
-    return value
-  arr = np.asarray(value)
-  if arr.ndim != 0 or not np.issubdtype(arr.dtype, np.number) or not np.isfinite(arr):
-    raise ValueError(f"{name} must be a finite real scalar, got {value!r}")
-  return value
-
-
-def check_query_ids(query_ids: Any, num_queries: int, name: str = "query_ids") -> Any:
-  """Validates query ids (``[Q]`` or ``[Q, W]`` integers in ``[0, 2**32)``) as uint32.
-
-  ``None`` gives ``arange(num_queries)``. Returns numpy (tracers are cast in jnp).
-  """
-  if query_ids is None:
-    return np.arange(num_queries, dtype=np.uint32)
-  if _is_traced(query_ids):
-    if query_ids.ndim not in (1, 2) or query_ids.shape[0] != num_queries:
-      raise ValueError(f"{name} must have shape [{num_queries}] or [{num_queries}, W], "
-                       f"got {query_ids.shape}")
-    return query_ids.astype(jnp.uint32)
-  arr = np.asarray(query_ids)
-  if arr.ndim not in (1, 2) or arr.shape[0] != num_queries or (arr.ndim == 2
-                                                                and arr.shape[1] < 1):
-    raise ValueError(f"{name} must have shape [{num_queries}] or [{num_queries}, W], "
-                     f"got shape {arr.shape}")
-  if not np.issubdtype(arr.dtype, np.integer):
-    raise ValueError(f"{name} must be integers, got dtype {arr.dtype}")
-  if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np.uint32).max):
-    bad = arr[(arr < 0) | (arr > np.iinfo(np.uint32).max)][0]
-    raise ValueError(f"{name} must lie in [0, 2**32), got {bad}")
-  return arr.astype(np.uint32)
-
-
-def check_labels(labels: Any, num_queries: int, num_classes: int,
-                 name: str = "labels") -> Any:
-  """Validates true labels ``[Q]`` with values in ``[0, C)``."""
-  if _is_traced(labels):
-    return labels
-  arr = np.asarray(labels)
-  if arr.shape != (num_queries,):
-    raise ValueError(f"{name} must have shape [{num_queries}], got {arr.shape}")
-  if not np.issubdtype(arr.dtype, np.integer):
-    raise ValueError(f"{name} must be integers, got dtype {arr.dtype}")
-  bad = (arr < 0) | (arr >= num_classes)
-  if bad.any():
-    raise ValueError(f"{name} must lie in [0, {num_classes}), got {arr[bad][0]}")
-  return arr.astype(np.int32)
-
-
-# ---------------------------------------------------------------------------
-# Jitted cores.
-
-
-def query_keys(key: jax.Array, query_ids: jax.Array) -> jax.Array:
-  """Per-query keys ``[Q]``: ``fold_in`` of each id word into ``key``, in order."""
-  ids = query_ids if query_ids.ndim == 2 else query_ids[:, None]
-
-  def one(words):
-    k = key
-    for w in range(ids.shape[1]):
-      k = jax.random.fold_in(k, words[w])
-    return k
-
-  return jax.vmap(one)(ids)
-
-
-def _lnmax_core(key, votes, gamma, query_ids):
-  keys = query_keys(key, query_ids)
-  noise = jax.vmap(lambda k: jax.random.laplace(k, votes.shape[1:], _NOISE_DTYPE))(keys)
-  scores = votes.astype(_NOISE_DTYPE) + noise / jnp.asarray(gamma, _NOISE_DTYPE)
-  return jnp.argmax(scores, axis=-1).astype(jnp.int32)
-
-
-def _gnmax_core(key, votes, sigma, query_ids):
-  keys = query_keys(key, query_ids)
-  noise = jax.vmap(lambda k: jax.random.normal(k, votes.shape[1:], _NOISE_DTYPE))(keys)
-  scores = votes.astype(_NOISE_DTYPE) + jnp.asarray(sigma, _NOISE_DTYPE) * noise
-  return jnp.argmax(scores, axis=-1).astype(jnp.int32)
-
-
-def _confident_gnmax_core(key, votes, threshold, sigma_threshold, sigma, query_ids):
-  keys = query_keys(key, query_ids)
-  votes = votes.astype(_NOISE_DTYPE)
-
-  def one(k, row):
-    k_threshold, k_answer = jax.random.split(k)
-    noisy_max = row.max() + (jnp.asarray(sigma_threshold, _NOISE_DTYPE)
-                             * jax.random.normal(k_threshold, (), _NOISE_DTYPE))
-    answered = noisy_max >= jnp.asarray(threshold, _NOISE_DTYPE)
-    scores = row + (jnp.asarray(sigma, _NOISE_DTYPE)
-                    * jax.random.normal(k_answer, row.shape, _NOISE_DTYPE))
-    label = jnp.argmax(scores).astype(jnp.int32)
-    return jnp.where(answered, label, NOT_ANSWERED), answered
-
-  return jax.vmap(one)(keys, votes)
-
-
-_lnmax = light_jit(_lnmax_core)
-_gnmax = light_jit(_gnmax_core)
-_confident_gnmax = light_jit(_confident_gnmax_core)
+_answer = light_jit(_answer_core, static_argnames=("mechanism",))
 
 
 @jax.jit
 def _plurality(votes):
   return jnp.argmax(votes, axis=-1).astype(jnp.int32)
+
+
+def _answer_checked(mechanism: str, key: jax.Array, votes: Any, params: dict[str, Any],
+                    query_ids: Any) -> tuple[jax.Array, jax.Array]:
+  """Validates the arguments of a registered mechanism and answers (one jitted call)."""
+  m = mechanisms.get(mechanism)
+  votes = v.votes(votes, equal_totals=m.equal_totals)
+  mechanisms.check_params(m, params)  # The values go to the core as given (cast there).
+  ids = v.query_ids(query_ids, votes.shape[0])
+  return _answer(key, votes, ids, params, mechanism=mechanism)
 
 
 # ---------------------------------------------------------------------------
@@ -232,10 +94,7 @@ def lnmax(key: jax.Array, votes: Any, gamma: Any, query_ids: Any = None) -> jax.
   Returns:
     int32 ``[Q]`` labels.
   """
-  votes = check_votes(votes)
-  check_positive(gamma, "gamma")
-  ids = check_query_ids(query_ids, votes.shape[0])
-  return _lnmax(key, votes, gamma, ids)
+  return _answer_checked("lnmax", key, votes, {"gamma": gamma}, query_ids)[0]
 
 
 def gnmax(key: jax.Array, votes: Any, sigma: Any, query_ids: Any = None) -> jax.Array:
@@ -253,10 +112,7 @@ def gnmax(key: jax.Array, votes: Any, sigma: Any, query_ids: Any = None) -> jax.
   Returns:
     int32 ``[Q]`` labels.
   """
-  votes = check_votes(votes)
-  check_positive(sigma, "sigma")
-  ids = check_query_ids(query_ids, votes.shape[0])
-  return _gnmax(key, votes, sigma, ids)
+  return _answer_checked("gnmax", key, votes, {"sigma": sigma}, query_ids)[0]
 
 
 def confident_gnmax(key: jax.Array, votes: Any, threshold: Any, sigma_threshold: Any,
@@ -281,23 +137,13 @@ def confident_gnmax(key: jax.Array, votes: Any, threshold: Any, sigma_threshold:
     ``(labels, answered)``: int32 ``[Q]`` labels (-1 where not answered) and
     bool ``[Q]``.
   """
-  votes = check_votes(votes)
-  if not _is_traced(votes):  # The threshold is a number of teachers: one per row.
-    totals = votes.sum(axis=1)
-    if not np.all(totals == totals[0]):
-      i = int(np.argmax(totals != totals[0]))
-      raise ValueError(f"votes: every row must sum to the number of teachers; row 0 sums to "
-                       f"{totals[0]} but row {i} sums to {totals[i]}")
-  _check_finite_scalar(threshold, "threshold")
-  check_positive(sigma_threshold, "sigma_threshold")
-  check_positive(sigma, "sigma")
-  ids = check_query_ids(query_ids, votes.shape[0])
-  return _confident_gnmax(key, votes, threshold, sigma_threshold, sigma, ids)
+  params = {"threshold": threshold, "sigma_threshold": sigma_threshold, "sigma": sigma}
+  return _answer_checked("confident_gnmax", key, votes, params, query_ids)
 
 
 def plurality(votes: Any) -> jax.Array:
   """Noise-free plurality ``argmax_j n_j`` (first index on ties), int32 ``[Q]``."""
-  return _plurality(check_votes(votes))
+  return _plurality(v.votes(votes))
 
 
 # ---------------------------------------------------------------------------
@@ -343,17 +189,19 @@ def hash_query_ids(inputs: Any, words: int = 2) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Vectorised ablations.
 
-_GRID_MECHANISMS = {"lnmax": _lnmax_core, "gnmax": _gnmax_core}
+# Mechanisms with one noise parameter: the scales of the grid.
+_GRID_MECHANISMS = tuple(m.name for m in mechanisms.REGISTRY.values() if len(m.params) == 1)
 
 
 def _accuracy_grid_core(key, votes, labels, noise_scales, mechanism, num_seeds):
-  aggregate = _GRID_MECHANISMS[mechanism]
+  m = mechanisms.get(mechanism)
   ids = jnp.arange(votes.shape[0], dtype=jnp.uint32)
   seed_keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(
       jnp.arange(num_seeds, dtype=jnp.uint32))
 
   def accuracy(scale, k):
-    return jnp.mean(aggregate(k, votes, scale, ids) == labels)
+    labels_k, _ = m.answer(k, votes, ids, {m.params[0].name: scale})
+    return jnp.mean(labels_k == labels)
 
   over_seeds = jax.vmap(accuracy, in_axes=(None, 0))
   return jax.vmap(over_seeds, in_axes=(0, None))(noise_scales, seed_keys)
@@ -384,19 +232,11 @@ def label_accuracy_grid(key: jax.Array, votes: Any, labels: Any, mechanism: str,
   Returns:
     float32 ``[S, num_seeds]`` accuracies.
   """
-  if mechanism not in _GRID_MECHANISMS:
-    raise ValueError(f"mechanism must be one of {sorted(_GRID_MECHANISMS)}, got {mechanism!r}")
-  if (not isinstance(num_seeds, (int, np.integer)) or isinstance(num_seeds, bool)
-      or num_seeds < 1):
-    raise ValueError(f"num_seeds must be a positive integer, got {num_seeds!r}")
-  votes = check_votes(votes)
-  labels = check_labels(labels, votes.shape[0], votes.shape[1])
-  scales = np.asarray(noise_scales, dtype=np.float64)
-  name = "gamma" if mechanism == "lnmax" else "sigma"
-  if scales.ndim != 1 or scales.size < 1:
-    raise ValueError(f"noise_scales must be a non-empty 1-D array, got shape {scales.shape}")
-  bad = ~np.isfinite(scales) | (scales <= 0)
-  if bad.any():
-    raise ValueError(f"noise_scales ({name}) must be finite and > 0, got {scales[bad][0]}")
+  v.choice(mechanism, "mechanism", _GRID_MECHANISMS)
+  num_seeds = v.positive_int(num_seeds, "num_seeds")
+  votes = v.votes(votes)
+  labels = v.labels(labels, votes.shape[0], votes.shape[1])
+  name = mechanisms.get(mechanism).params[0].name
+  scales = v.positive_vector(noise_scales, f"noise_scales ({name})", "noise scales")
   return _accuracy_grid(key, votes, labels, scales.astype(np.float32), mechanism=mechanism,
                         num_seeds=int(num_seeds))

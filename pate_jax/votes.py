@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pate_jax import _checks
+
 
 def histogram(predictions: jax.Array, num_classes: int,
               num_teachers: int | None = None) -> jax.Array:
@@ -68,9 +70,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
   if votes.ndim != 2 or votes.shape[0] != labels.shape[0]:
     raise ValueError(f"votes must be [Q, C] with Q == len(labels); got votes {votes.shape}, "
                      f"labels {labels.shape}")
+  _checks.check_equal_totals(votes)
   totals = votes.sum(axis=1)
-  if votes.size and not np.all(totals == totals[0]):
-    raise ValueError("votes: every row must sum to the number of teachers")
   q = votes.shape[0]
   index = np.arange(q) if index is None else np.asarray(index)
   path = pathlib.Path(path)

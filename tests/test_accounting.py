@@ -120,10 +120,11 @@ def test_votes_of_any_real_dtype_give_the_float64_result(dtype, on_device):
 
 
 def test_repeated_public_calls_do_not_retrace():
-  from pate_jax.accounting import _gnmax, _lnmax, _validate  # noqa: PLC0415
+  from pate_jax import _checks  # noqa: PLC0415
+  from pate_jax.accounting import _gnmax, _lnmax  # noqa: PLC0415
   votes = np.tile(np.array([[200, 30, 20, 0]], np.int32), (8, 1))
   jitted = (_lnmax.lnmax_moments_epsilon_core, _gnmax.confident_gnmax_rdp_core,
-            _validate._votes_flags)
+            _checks._votes_flags)
   def calls():
     acc.lnmax_moments_epsilon(votes, 0.05, 1e-5)
     acc.confident_gnmax_rdp(votes, 150.0, 40.0, 20.0, ORDERS)
@@ -136,13 +137,13 @@ def test_repeated_public_calls_do_not_retrace():
 
 @pytest.mark.parametrize("num_queries", [4, 200_000])  # below and above the device_put size
 def test_host_votes_are_copied_not_aliased(num_queries):
-  from pate_jax.accounting import _validate  # noqa: PLC0415
+  from pate_jax import _checks  # noqa: PLC0415
   # A 64-byte-aligned host buffer, which XLA:CPU would otherwise use in place.
   buf = np.empty(num_queries * 10 * 4 + 64, np.uint8)
   start = -buf.ctypes.data % 64
   votes = buf[start:start + num_queries * 40].view(np.int32).reshape(num_queries, 10)
   votes[...] = 25
   with jax.enable_x64(True):
-    arr = _validate.votes_array(votes)
+    arr = _checks.votes(votes)
     votes[0, 0] = 1000
     assert int(np.asarray(arr)[0, 0]) == 25

@@ -12,6 +12,9 @@ Public API (per-query costs are arrays ``[Q, ...]``; compose by summing over que
 * Sampled Gaussian mechanism (Mironov, Talwar, Zhang 2019): :func:`sampled_gaussian_rdp`.
 * RDP to ``(ε, δ)``: :func:`rdp_to_epsilon` (classic or improved conversion).
 * :func:`calibrate_noise`: noise scale that spends a target ε.
+* :class:`Accountant` (a pytree), :func:`rdp_accountant`, :func:`moments_accountant`,
+  :func:`make_accountant`, :func:`compose`, :func:`epsilon`: compose per-query costs
+  and answer ε, always in float64.
 
 Every public function validates concrete inputs (``ValueError`` naming the
 argument; vote histograms are checked on their device in one fused pass, and integer
@@ -22,14 +25,24 @@ with JAX transformations (e.g. ``jax.grad`` with respect to ``sigma`` or to vote
 treated as reals; concrete votes must be integer counts).
 
 The results are float64 arrays, but JAX truncates float64 to float32 in any
-operation run with 64-bit mode off: compose (sum over queries) inside
-``with jax.enable_x64(True):``.
+operation run with 64-bit mode off: do not sum per-query costs by hand outside
+``with jax.enable_x64(True):``; compose them with an :class:`Accountant`
+(``rdp_accountant(orders).compose(costs).epsilon(delta)``), which does it in 64-bit mode.
 """
 
 from __future__ import annotations
 
+from pate_jax.accounting._accountant import KINDS as ACCOUNTANT_KINDS
+from pate_jax.accounting._accountant import (
+    Accountant,
+    compose,
+    epsilon,
+    make_accountant,
+    moments_accountant,
+    rdp_accountant,
+)
 from pate_jax.accounting._calibrate import calibrate_noise
-from pate_jax.accounting._conversion import DEFAULT_ORDERS, rdp_to_epsilon
+from pate_jax.accounting._conversion import CONVERSIONS, DEFAULT_ORDERS, rdp_to_epsilon
 from pate_jax.accounting._gnmax import (
     confident_gnmax_rdp,
     confident_log_pr_answered,
@@ -48,18 +61,26 @@ from pate_jax.accounting._lnmax import (
 from pate_jax.accounting._sampled_gaussian import sampled_gaussian_rdp
 
 __all__ = [
+    "ACCOUNTANT_KINDS",
+    "Accountant",
+    "CONVERSIONS",
     "DEFAULT_ORDERS",
     "calibrate_noise",
+    "compose",
     "confident_gnmax_rdp",
     "confident_log_pr_answered",
     "confident_threshold_rdp",
+    "epsilon",
     "gaussian_rdp_from_log_q",
     "gnmax_log_q",
     "gnmax_rdp",
     "lnmax_log_moments",
     "lnmax_log_q",
     "lnmax_moments_epsilon",
+    "make_accountant",
+    "moments_accountant",
     "moments_to_epsilon",
+    "rdp_accountant",
     "rdp_to_epsilon",
     "sampled_gaussian_rdp",
     "strong_composition_epsilon",

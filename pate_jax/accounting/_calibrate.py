@@ -27,32 +27,38 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax.accounting import _conversion
-from pate_jax.accounting import _gnmax
-from pate_jax.accounting import _lnmax
 from pate_jax.accounting import _numerics as nm
-from pate_jax.accounting import _validate as v
+from pate_jax import _checks as v
 
 DEFAULT_ORDERS = _conversion.DEFAULT_ORDERS
+CONVERSIONS = _conversion.CONVERSIONS
+
+
+def _calibratable() -> dict:
+  """The registered mechanisms with one noise scale (``noise_params``), by name."""
+  from pate_jax import mechanisms  # pylint: disable=import-outside-toplevel (import cycle)
+  return {name: m for name, m in mechanisms.REGISTRY.items() if m.noise_params is not None}
 
 
 def _epsilon_fn(mechanism: str, data_dependent: bool, conversion: str, max_moment: int):
-  """``(log_noise, data, delta, orders) -> ε`` for one mechanism (pure jnp)."""
+  """``(log_noise, data, delta, orders) -> ε`` for one registered mechanism (pure jnp).
+
+  ``data`` is the votes (data-dependent) or the number of queries; RDP mechanisms
+  compose at ``orders``, moments-accountant ones at ``l = 1..max_moment``.
+  """
+  from pate_jax import mechanisms  # pylint: disable=import-outside-toplevel (import cycle)
+  m = mechanisms.get(mechanism)
 
   def eps(log_noise, data, delta, orders):
-    noise = jnp.exp(log_noise)
-    if mechanism == "gnmax":
-      if data_dependent:
-        rdp = _gnmax.gnmax_rdp_core(data, noise, orders, data_dependent=True).sum(axis=0)
-      else:
-        rdp = data * orders / noise**2
-      return _conversion.rdp_to_epsilon_core(rdp, orders, delta, conversion=conversion)[0]
-    gamma = 1.0 / noise
-    moments = jnp.arange(1, max_moment + 1, dtype=jnp.float64)
+    params = m.noise_params(jnp.exp(log_noise))
+    accountant = mechanisms.make_accountant(m, orders if m.accountant == "rdp" else None,
+                                            conversion, max_moment)
     if data_dependent:
-      alpha = _lnmax.lnmax_log_moments_core(data, gamma, moments, data_dependent=True).sum(0)
-    else:
-      alpha = data * _lnmax.log_moments_from_log_q(jnp.zeros(()), gamma, moments)
-    return _lnmax.moments_to_epsilon_core(alpha, moments, delta)[0]
+      costs = m.cost(data, jnp.ones(data.shape[:1], bool), params, accountant.orders, True)
+    else:  # Every query costs the same: one query's cost, times their number.
+      one = m.cost(jnp.zeros((1, 2)), jnp.ones(1, bool), params, accountant.orders, False)
+      costs = data * one[0]
+    return accountant.compose(costs).epsilon(delta)[0]
 
   return eps
 
@@ -122,8 +128,10 @@ def calibrate_noise(target_eps, delta, *, mechanism: str = "gnmax", num_queries=
   Args:
     target_eps: the budget ``ε > 0`` to spend.
     delta: ``δ`` in (0, 1).
-    mechanism: ``"gnmax"`` (returns ``σ``; RDP accounting, Papernot et al. 2018) or
-      ``"lnmax"`` (returns the Laplace scale ``b = 1/γ``; 2017 moments accountant).
+    mechanism: a registered mechanism with one noise scale
+      (:data:`pate_jax.mechanisms.REGISTRY`, ``noise_params``): ``"gnmax"`` (returns
+      ``σ``; RDP accounting, Papernot et al. 2018) or ``"lnmax"`` (returns the Laplace
+      scale ``b = 1/γ``; 2017 moments accountant).
     num_queries: data-independent accounting for this many answers.
     votes: ``[Q, C]`` vote counts for data-dependent accounting (exactly one of
       ``num_queries`` and ``votes``).
@@ -146,25 +154,21 @@ def calibrate_noise(target_eps, delta, *, mechanism: str = "gnmax", num_queries=
   """
   target = v.positive(target_eps, "target_eps")
   delta = v.delta(delta)
-  if mechanism not in ("gnmax", "lnmax"):
-    raise ValueError(f"mechanism must be 'gnmax' or 'lnmax'; got {mechanism!r}")
-  if method not in ("newton", "bisection"):
-    raise ValueError(f"method must be 'newton' or 'bisection'; got {method!r}")
-  conversion = v.conversion(conversion)
+  v.choice(mechanism, "mechanism", _calibratable())
+  v.choice(method, "method", ("newton", "bisection"))
+  conversion = v.choice(conversion, "conversion", CONVERSIONS)
   max_moment = v.positive_int(max_moment, "max_moment")
-  num_grid = v.positive_int(num_grid, "num_grid")
-  if num_grid < 2:
-    raise ValueError(f"num_grid must be >= 2; got {num_grid}")
+  num_grid = v.positive_int(num_grid, "num_grid", minimum=2)
   max_iter = v.positive_int(max_iter, "max_iter")
   if (num_queries is None) == (votes is None):
     raise ValueError("pass exactly one of num_queries (data-independent) and votes "
                      f"(data-dependent); got num_queries={num_queries!r}, "
                      f"votes={'None' if votes is None else 'an array'}")
   if votes is not None:
-    data = v.votes_array(votes)
+    data = v.votes(votes)
   else:
     data = v.positive(num_queries, "num_queries")
-  orders = v.orders_array(orders)
+  orders = v.orders(orders)
   if np.shape(noise_range) != (2,):
     raise ValueError(f"noise_range must be (low, high); got {noise_range!r}")
   lo = v.positive(noise_range[0], "noise_range[0]")

@@ -17,7 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax.accounting import _numerics as nm
-from pate_jax.accounting import _validate as v
+from pate_jax import _checks as v
+
+CONVERSIONS = ("improved", "classic")
+"""The RDP to (ε, δ) conversions, the default first."""
 
 DEFAULT_ORDERS = np.array(
     [1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0,
@@ -53,8 +56,8 @@ def rdp_to_epsilon(rdp, orders, delta, conversion: str = "improved") -> tuple[ja
   Returns:
     ``(ε, best_order)``: float64 arrays of shape ``rdp.shape[:-1]``; ``ε >= 0``.
   """
-  conversion = v.conversion(conversion)
-  orders = v.orders_array(orders)
+  conversion = v.choice(conversion, "conversion", CONVERSIONS)
+  orders = v.orders(orders)
   rdp_arr = v.float64_array(rdp)
   if rdp_arr.ndim == 0 or rdp_arr.shape[-1] != orders.shape[0]:
     raise ValueError(f"rdp must have a last axis of length {orders.shape[0]} (one value per "

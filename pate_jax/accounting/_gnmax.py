@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax.accounting import _numerics as nm
-from pate_jax.accounting import _validate as v
+from pate_jax import _checks as v
 
 
 # ----------------------------------------------------------------------------- jitted cores
@@ -176,7 +176,7 @@ def gnmax_log_q(votes, sigma) -> jax.Array:
   Returns:
     float64 ``[Q]``.
   """
-  return gnmax_log_q_core(v.votes_array(votes), v.positive(sigma, "sigma"))
+  return gnmax_log_q_core(v.votes(votes), v.positive(sigma, "sigma"))
 
 
 @nm.with_x64
@@ -197,7 +197,7 @@ def gaussian_rdp_from_log_q(log_q, sigma, orders) -> jax.Array:
   log_q_arr = v.float64_array(log_q)
   if not v.is_traced(log_q_arr) and v.any_nan(log_q_arr, positive_is_bad=True):
     raise ValueError(f"log_q must be <= 0 and not NaN; got {np.asarray(log_q)}")
-  return rdp_from_log_q(log_q_arr, v.positive(sigma, "sigma"), v.orders_array(orders))
+  return rdp_from_log_q(log_q_arr, v.positive(sigma, "sigma"), v.orders(orders))
 
 
 @nm.with_x64
@@ -217,14 +217,14 @@ def gnmax_rdp(votes, sigma, orders, data_dependent: bool = True) -> jax.Array:
   Returns:
     float64 ``rdp[Q, K]``.
   """
-  return gnmax_rdp_core(v.votes_array(votes), v.positive(sigma, "sigma"),
-                        v.orders_array(orders), data_dependent=bool(data_dependent))
+  return gnmax_rdp_core(v.votes(votes), v.positive(sigma, "sigma"),
+                        v.orders(orders), data_dependent=bool(data_dependent))
 
 
 @nm.with_x64
 def confident_log_pr_answered(votes, threshold, sigma_threshold) -> jax.Array:
   """``log Pr[answered] = log Φ̄((T - max_j n_j)/σ_T)`` per query (2018, Sec. 4.1): ``[Q]``."""
-  return confident_log_pr_answered_core(v.votes_array(votes), v.scalar(threshold, "threshold"),
+  return confident_log_pr_answered_core(v.votes(votes), v.scalar(threshold, "threshold"),
                                         v.positive(sigma_threshold, "sigma_threshold"))
 
 
@@ -241,8 +241,8 @@ def confident_threshold_rdp(votes, threshold, sigma_threshold, orders) -> jax.Ar
     float64 ``[Q, K]``.
   """
   return confident_threshold_rdp_core(
-      v.votes_array(votes, equal_totals=True), v.scalar(threshold, "threshold"),
-      v.positive(sigma_threshold, "sigma_threshold"), v.orders_array(orders))
+      v.votes(votes, equal_totals=True), v.scalar(threshold, "threshold"),
+      v.positive(sigma_threshold, "sigma_threshold"), v.orders(orders))
 
 
 @nm.with_x64
@@ -265,6 +265,6 @@ def confident_gnmax_rdp(votes, threshold, sigma_threshold, sigma, orders) -> jax
     float64 ``rdp[Q, K]``.
   """
   return confident_gnmax_rdp_core(
-      v.votes_array(votes, equal_totals=True), v.scalar(threshold, "threshold"),
+      v.votes(votes, equal_totals=True), v.scalar(threshold, "threshold"),
       v.positive(sigma_threshold, "sigma_threshold"), v.positive(sigma, "sigma"),
-      v.orders_array(orders))
+      v.orders(orders))

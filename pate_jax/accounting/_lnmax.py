@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from pate_jax.accounting import _numerics as nm
-from pate_jax.accounting import _validate as v
+from pate_jax import _checks as v
 
 
 # ----------------------------------------------------------------------------- jitted cores
@@ -137,7 +137,7 @@ def lnmax_log_q(votes, gamma) -> jax.Array:
   Returns:
     ``log q``, float64 ``[Q]``.
   """
-  return lnmax_log_q_core(v.votes_array(votes), v.positive(gamma, "gamma"))
+  return lnmax_log_q_core(v.votes(votes), v.positive(gamma, "gamma"))
 
 
 @nm.with_x64
@@ -158,8 +158,8 @@ def lnmax_log_moments(votes, gamma, moments, data_dependent: bool = True) -> jax
   Returns:
     float64 ``[Q, L]``.
   """
-  return lnmax_log_moments_core(v.votes_array(votes), v.positive(gamma, "gamma"),
-                                v.moments_array(moments), data_dependent=bool(data_dependent))
+  return lnmax_log_moments_core(v.votes(votes), v.positive(gamma, "gamma"),
+                                v.moments(moments), data_dependent=bool(data_dependent))
 
 
 @nm.with_x64
@@ -174,7 +174,7 @@ def moments_to_epsilon(total_log_moments, moments, delta) -> tuple[jax.Array, ja
   Returns:
     ``(ε, best l)`` as float64 scalars.
   """
-  moments = v.moments_array(moments)
+  moments = v.moments(moments)
   total = v.float64_array(total_log_moments)
   if total.shape[-1:] != moments.shape:
     raise ValueError(f"total_log_moments must end in the moments axis {moments.shape}; got "
@@ -201,7 +201,7 @@ def lnmax_moments_epsilon(votes, gamma, delta, data_dependent: bool = True,
     ``(ε, best_moment)``: float64 scalar and int32 scalar.
   """
   max_moment = v.positive_int(max_moment, "max_moment")
-  return lnmax_moments_epsilon_core(v.votes_array(votes), v.positive(gamma, "gamma"),
+  return lnmax_moments_epsilon_core(v.votes(votes), v.positive(gamma, "gamma"),
                                     v.delta(delta), data_dependent=bool(data_dependent),
                                     max_moment=max_moment)
 

@@ -43,7 +43,7 @@ import numpy as np
 from jax.scipy.special import gammaln, logsumexp
 
 from pate_jax.accounting import _numerics as nm
-from pate_jax.accounting import _validate as v
+from pate_jax import _checks as v
 
 DEFAULT_NUM_TERMS = 4096
 
@@ -208,7 +208,7 @@ def sampled_gaussian_rdp(q, noise_multiplier, orders, *, num_terms: int | None =
   """
   q = v.probability(q, "q")
   sigma = v.positive(noise_multiplier, "noise_multiplier")
-  orders_arr = v.orders_array(orders)
+  orders_arr = v.orders(orders)
   num_terms = v.positive_int(DEFAULT_NUM_TERMS if num_terms is None else num_terms, "num_terms")
   if v.is_traced(orders):
     return sampled_gaussian_rdp_core(q, sigma, orders_arr, num_terms=num_terms)

@@ -27,7 +27,7 @@ from pate_jax.attacks import _evaluation as ev
 from pate_jax.attacks import _monte_carlo as mc
 from pate_jax.attacks import _privacy
 from pate_jax.attacks import _reconstruct as rc
-from pate_jax.attacks import _validate as v
+from pate_jax import _checks as v
 
 # Appendix D's search space (n_estimators: log-spaced integers in [10, 300]).
 RF_SEARCH_SPACE = {

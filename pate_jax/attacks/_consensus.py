@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax.attacks import _validate as v
+from pate_jax import _checks as v
 
 PAPER_THRESHOLD = 0.75
 

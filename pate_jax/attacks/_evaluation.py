@@ -27,7 +27,7 @@ from scipy import stats
 
 from pate_jax.attacks import _monte_carlo as mc
 from pate_jax.attacks import _reconstruct as rc
-from pate_jax.attacks import _validate as v
+from pate_jax import _checks as v
 
 
 def seed_keys(key: jax.Array, num_seeds: int) -> jax.Array:

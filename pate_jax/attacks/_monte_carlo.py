@@ -29,7 +29,7 @@ import numpy as np
 
 from pate_jax import aggregation as agg
 from pate_jax._compile import light_jit
-from pate_jax.attacks import _validate as v
+from pate_jax import _checks as v
 
 DEFAULT_CHUNK = 2048
 

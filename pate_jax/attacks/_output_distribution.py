@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
-from pate_jax.attacks import _validate as v
+from pate_jax import _checks as v
 
 METHODS = ("trapezoid", "accurate")
 NOISES = ("gaussian", "laplace")

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from pate_jax import accounting as acc
-from pate_jax.attacks import _validate as v
+from pate_jax import _checks as v
 
 # A dense grid of Rényi orders (the attack paper's code uses 2..100 step 0.5
 # and 200 log-spaced orders up to 1000; we also go below 2).

@@ -44,7 +44,7 @@ import numpy as np
 import optax
 
 from pate_jax.attacks import _output_distribution as od
-from pate_jax.attacks import _validate as v
+from pate_jax import _checks as v
 
 METHODS = ("paper", "optax")
 

@@ -1,0 +1,306 @@
+"""Noisy aggregation mechanisms as data: one registry of pure ``answer``/``cost`` pairs.
+
+A :class:`Mechanism` is a NamedTuple of pure functions, like optax's
+``GradientTransformation``:
+
+* ``answer(key, votes[Q, C], query_ids, params) -> (labels[Q], answered[Q])``: the
+  noisy labels (int32, ``NOT_ANSWERED`` = -1 where not answered); the noise of query
+  ``i`` comes from ``fold_in(key, query_ids[i])`` (:func:`query_keys`), so an answer
+  depends only on ``(key, id, votes row)``;
+* ``cost(votes[Q, C], answered[Q], params, orders[K], data_dependent) -> [Q, K]``:
+  float64 per-query privacy cost given each query's outcome, for the accountant of
+  kind ``accountant`` (:class:`pate_jax.accounting.Accountant`); the cost of a query
+  *if answered* is ``cost(votes, ones, ...)``. ``data_dependent`` is a Python bool
+  (static: one accounting per compiled step).
+
+plus its name, its parameters (:class:`Param`: a name and a kind that says how it is
+validated), and optional helpers (``noise_params`` maps one noise scale to the params,
+for calibration and ablation grids; ``baselines`` adds reference ε values to reports).
+Everything that needs a mechanism (:mod:`pate_jax.aggregation`, :mod:`pate_jax.ledger`,
+:func:`pate_jax.accounting.calibrate_noise`, the aggregate experiment) looks it up here
+with :func:`get`: a new mechanism is one new entry of :data:`REGISTRY` plus its tests.
+
+References:
+  Papernot et al. 2017, "Semi-supervised Knowledge Transfer for Deep Learning from
+  Private Training Data" (ICLR), Section 2.1 and Theorems 1-3 (LNMax).
+  Papernot et al. 2018, "Scalable Private Learning with PATE" (ICLR), Section 4.1,
+  Theorem 6, Proposition 10 (GNMax, Confident-GNMax).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pate_jax import _checks as v
+from pate_jax import accounting as acc
+
+__all__ = [
+    "Param", "Mechanism", "REGISTRY", "LNMAX", "GNMAX", "CONFIDENT_GNMAX", "NOT_ANSWERED",
+    "get", "names", "register", "check_params", "query_keys", "make_accountant",
+    "epsilon_report",
+]
+
+# Label of a query that was not answered (Confident-GNMax below its threshold).
+NOT_ANSWERED = -1
+
+# Noise is always drawn in float32 so that answers are bit-identical whether or not
+# the caller has 64-bit mode enabled (the ledger runs under local x64).
+_NOISE_DTYPE = jnp.float32
+
+
+class Param(NamedTuple):
+  """A mechanism parameter: ``kind`` is ``"positive"`` (finite, > 0) or ``"real"`` (finite)."""
+  name: str
+  kind: str
+  doc: str
+
+
+class Mechanism(NamedTuple):
+  """A noisy aggregator and its privacy cost (see the module docstring)."""
+  name: str
+  params: tuple[Param, ...]
+  accountant: str  # Kind of accountant its costs compose in: "rdp" or "moments".
+  answer: Callable[..., tuple[jax.Array, jax.Array]]
+  cost: Callable[..., jax.Array]
+  equal_totals: bool = False  # Votes rows must sum to the same number of teachers.
+  noise_params: Callable[[Any], dict[str, Any]] | None = None
+  baselines: Callable[[int, dict[str, Any], float], dict[str, float]] | None = None
+
+  @property
+  def param_names(self) -> tuple[str, ...]:
+    return tuple(p.name for p in self.params)
+
+
+# ----------------------------------------------------------------------------- noise
+
+
+def query_keys(key: jax.Array, query_ids: jax.Array) -> jax.Array:
+  """Per-query keys ``[Q]``: ``fold_in`` of each id word (``[Q]`` or ``[Q, W]``) in order."""
+  ids = query_ids if query_ids.ndim == 2 else query_ids[:, None]
+
+  def one(words):
+    k = key
+    for w in range(ids.shape[1]):
+      k = jax.random.fold_in(k, words[w])
+    return k
+
+  return jax.vmap(one)(ids)
+
+
+# ----------------------------------------------------------------------------- LNMax
+
+
+def _lnmax_answer(key, votes, query_ids, params):
+  """``argmax_j(n_j + Lap(1/γ))`` (2017, Eq. 1)."""
+  gamma = jnp.asarray(params["gamma"], _NOISE_DTYPE)
+  keys = query_keys(key, query_ids)
+  noise = jax.vmap(lambda k: jax.random.laplace(k, votes.shape[1:], _NOISE_DTYPE))(keys)
+  labels = jnp.argmax(votes.astype(_NOISE_DTYPE) + noise / gamma, axis=-1).astype(jnp.int32)
+  return labels, jnp.ones(labels.shape, bool)
+
+
+def _lnmax_cost(votes, answered, params, orders, data_dependent):
+  """Log-moments ``α(l)`` per query (2017, Theorems 1, 3; Lemma 4 when data-dependent)."""
+  del answered  # LNMax always answers.
+  return acc.lnmax_log_moments(votes, params["gamma"], orders, data_dependent=data_dependent)
+
+
+def _lnmax_baselines(num_answered, params, delta):
+  """The 2017 paper's strong-composition baseline ``4Tγ² + 2γ√(2T ln 1/δ)``."""
+  return {"strong_composition": float(
+      acc.strong_composition_epsilon(num_answered, params["gamma"], delta))}
+
+
+LNMAX = Mechanism(
+    name="lnmax",
+    params=(Param("gamma", "positive", "inverse Laplace scale (2017 MNIST: 0.05)"),),
+    accountant="moments", answer=_lnmax_answer, cost=_lnmax_cost,
+    noise_params=lambda b: {"gamma": 1.0 / b},  # Noise scale: the Laplace scale b = 1/γ.
+    baselines=_lnmax_baselines)
+
+
+# ----------------------------------------------------------------------------- GNMax
+
+
+def _gnmax_answer(key, votes, query_ids, params):
+  """``argmax_j(n_j + N(0, σ²))`` (2018, Section 4.1)."""
+  sigma = jnp.asarray(params["sigma"], _NOISE_DTYPE)
+  keys = query_keys(key, query_ids)
+  noise = jax.vmap(lambda k: jax.random.normal(k, votes.shape[1:], _NOISE_DTYPE))(keys)
+  labels = jnp.argmax(votes.astype(_NOISE_DTYPE) + sigma * noise, axis=-1).astype(jnp.int32)
+  return labels, jnp.ones(labels.shape, bool)
+
+
+def _gnmax_cost(votes, answered, params, orders, data_dependent):
+  """RDP per query: ``λ/σ²``, or Theorem 6's data-dependent bound (2018)."""
+  del answered  # GNMax always answers.
+  return acc.gnmax_rdp(votes, params["sigma"], orders, data_dependent=data_dependent)
+
+
+GNMAX = Mechanism(
+    name="gnmax",
+    params=(Param("sigma", "positive", "Gaussian noise standard deviation"),),
+    accountant="rdp", answer=_gnmax_answer, cost=_gnmax_cost,
+    noise_params=lambda sigma: {"sigma": sigma})
+
+
+# ----------------------------------------------------------------------------- Confident-GNMax
+
+
+def _confident_gnmax_answer(key, votes, query_ids, params):
+  """Answer with GNMax(σ) iff ``max_j n_j + N(0, σ_T²) >= T`` (2018, Section 4.1).
+
+  The two noises of query ``i`` come from ``split(fold_in(key, query_ids[i]))``.
+  """
+  keys = query_keys(key, query_ids)
+  threshold, sigma_threshold, sigma = (jnp.asarray(params[k], _NOISE_DTYPE)
+                                       for k in ("threshold", "sigma_threshold", "sigma"))
+
+  def one(k, row):
+    k_threshold, k_answer = jax.random.split(k)
+    noisy_max = row.max() + sigma_threshold * jax.random.normal(k_threshold, (), _NOISE_DTYPE)
+    answered = noisy_max >= threshold
+    scores = row + sigma * jax.random.normal(k_answer, row.shape, _NOISE_DTYPE)
+    label = jnp.argmax(scores).astype(jnp.int32)
+    return jnp.where(answered, label, NOT_ANSWERED), answered
+
+  return jax.vmap(one)(keys, votes.astype(_NOISE_DTYPE))
+
+
+def _confident_gnmax_cost(votes, answered, params, orders, data_dependent):
+  """Threshold check for every query plus GNMax(σ) for the answered ones (realised cost).
+
+  The check is a sensitivity-1 Gaussian mechanism: ``λ/(2σ_T²)`` (the GNMax cost at
+  noise ``√2 σ_T``), or its data-dependent bound.
+  """
+  if data_dependent:
+    check = acc.confident_threshold_rdp(votes, params["threshold"], params["sigma_threshold"],
+                                        orders)
+  else:
+    check = acc.gnmax_rdp(votes, math.sqrt(2.0) * params["sigma_threshold"], orders,
+                          data_dependent=False)
+  answer = acc.gnmax_rdp(votes, params["sigma"], orders, data_dependent=data_dependent)
+  with jax.enable_x64(True):  # Float64 sum.
+    return check + jnp.where(jnp.asarray(answered, bool)[:, None], answer, 0.0)
+
+
+CONFIDENT_GNMAX = Mechanism(
+    name="confident_gnmax",
+    params=(Param("threshold", "real", "threshold T on the noisy top count (in votes)"),
+            Param("sigma_threshold", "positive", "std σ_T of the threshold noise"),
+            Param("sigma", "positive", "std σ of the answer noise")),
+    accountant="rdp", answer=_confident_gnmax_answer, cost=_confident_gnmax_cost,
+    equal_totals=True)
+
+
+# ----------------------------------------------------------------------------- registry
+
+REGISTRY: dict[str, Mechanism] = {m.name: m for m in (LNMAX, GNMAX, CONFIDENT_GNMAX)}
+
+
+def register(mechanism: Mechanism) -> Mechanism:
+  """Adds ``mechanism`` to :data:`REGISTRY` (a name may be registered once)."""
+  if mechanism.name in REGISTRY:
+    raise ValueError(f"mechanism must have a new name; got {mechanism.name!r}, already "
+                     "registered")
+  v.choice(mechanism.accountant, "mechanism.accountant", acc.ACCOUNTANT_KINDS)
+  REGISTRY[mechanism.name] = mechanism
+  return mechanism
+
+
+def names() -> tuple[str, ...]:
+  """The registered mechanism names."""
+  return tuple(REGISTRY)
+
+
+def get(name: str, name_of_argument: str = "mechanism") -> Mechanism:
+  """The registered mechanism called ``name`` (``ValueError`` naming the choices)."""
+  return REGISTRY[v.choice(name, name_of_argument, REGISTRY)]
+
+
+def check_params(mechanism: Mechanism, params: dict[str, Any]) -> dict[str, Any]:
+  """Validates a parameter dict (exactly the mechanism's names).
+
+  Returns:
+    The values as float64 numpy scalars; traced values (under ``jit``/``vmap``) are
+    returned as they are.
+  """
+  if set(params) != set(mechanism.param_names):
+    raise ValueError(f"params of {mechanism.name!r} must be exactly {mechanism.param_names}; "
+                     f"got {sorted(params)}")
+  check = {"positive": v.positive, "real": v.scalar}
+  return {p.name: params[p.name] if v.is_traced(params[p.name])
+          else np.float64(check[p.kind](params[p.name], p.name)) for p in mechanism.params}
+
+
+def make_accountant(mechanism: Mechanism, orders: Any = None, conversion: str = "improved",
+                    max_moment: int = 8) -> acc.Accountant:
+  """An empty accountant for ``mechanism``'s costs.
+
+  RDP mechanisms use ``orders`` (default :data:`pate_jax.accounting.DEFAULT_ORDERS`) and
+  ``conversion``; the moments accountant uses ``orders`` as moment orders, by default
+  ``1..max_moment``.
+  """
+  if mechanism.accountant == "moments":
+    if orders is None:
+      return acc.moments_accountant(max_moment)
+    return acc.make_accountant("moments", orders)
+  return acc.make_accountant("rdp", acc.DEFAULT_ORDERS if orders is None else orders,
+                             conversion)
+
+
+def epsilon_report(mechanism: Mechanism, params: dict[str, Any], votes: Any, answered: Any,
+                   charged: Any, *, delta: float, orders: Any = None,
+                   max_moment: int = 8) -> dict[str, dict]:
+  """ε of a labelling under every accounting of the mechanism's accountant.
+
+  The charged queries (processed: answered, or not confident) are composed with
+  ``mechanism.cost`` given their outcome, data-dependently and data-independently, and
+  (RDP) with each conversion. Data-dependent ε values depend on the private votes and
+  are reported un-noised, as in both papers (2017, Section 3.3).
+
+  Args:
+    mechanism: a registered mechanism.
+    params: its parameters.
+    votes: int ``[N, C]`` votes of the queries asked.
+    answered: bool ``[N]`` queries that got a label.
+    charged: bool ``[N]`` queries that were processed.
+    delta: δ of the (ε, δ) guarantee.
+    orders: Rényi orders (RDP) or moment orders; see :func:`make_accountant`.
+    max_moment: largest moment of the default moment orders.
+
+  Returns:
+    ``{name: {"epsilon", "best_order" or "best_moment", "delta"}}`` with names
+    ``moments_data_{dependent,independent}`` or
+    ``rdp_data_{independent,dependent}_{classic,improved}``, plus the mechanism's
+    baselines; ``{}`` when nothing was charged.
+  """
+  charged = np.asarray(charged, bool)
+  if not charged.any():
+    return {}
+  votes = np.asarray(votes)[charged]
+  answered = np.asarray(answered, bool)[charged]
+  delta = float(delta)
+  out: dict[str, dict] = {}
+  conversions = (None,) if mechanism.accountant == "moments" else ("classic", "improved")
+  for dd in (False, True):
+    dd_name = "data_dependent" if dd else "data_independent"
+    for conversion in conversions:
+      empty = make_accountant(mechanism, orders, conversion or "improved", max_moment)
+      costs = mechanism.cost(votes, answered, params, empty.orders, dd)
+      eps, best = empty.compose(costs).epsilon(delta)
+      if conversion is None:
+        out[f"{mechanism.accountant}_{dd_name}"] = {
+            "epsilon": float(eps), "best_moment": int(best), "delta": delta}
+      else:
+        out[f"{mechanism.accountant}_{dd_name}_{conversion}"] = {
+            "epsilon": float(eps), "best_order": float(best), "delta": delta}
+  if mechanism.baselines is not None:
+    for name, eps in mechanism.baselines(int(answered.sum()), params, delta).items():
+      out[name] = {"epsilon": eps, "delta": delta}
+  return out
