@@ -343,27 +343,25 @@ def any_nan(x: jax.Array | np.ndarray, *, positive_is_bad: bool = False) -> bool
   return bool((~(x <= 0.0)).any() if positive_is_bad else np.isnan(x).any())
 
 
-def positive_array(x: Any, name: str) -> Any:
-  """Finite values ``> 0`` (scalar or array), as float64 numpy (tracers as is)."""
+def _real_array(x: Any, name: str, ok: Any, requirement: str) -> Any:
+  """A real array (or scalar) as float64 numpy whose entries pass ``ok``; tracers as is."""
   if is_traced(x):
     return x
   arr = np.asarray(x)
   _real_dtype(arr, name, "real numbers")
   arr = arr.astype(np.float64)
-  _raise_first(arr.reshape(-1), ~(np.isfinite(arr) & (arr > 0)).reshape(-1), name,
-               "be finite and > 0")
+  _raise_first(arr.reshape(-1), ~ok(arr).reshape(-1), name, requirement)
   return arr
+
+
+def positive_array(x: Any, name: str) -> Any:
+  """Finite values ``> 0`` (scalar or array), as float64 numpy (tracers as is)."""
+  return _real_array(x, name, lambda a: np.isfinite(a) & (a > 0), "be finite and > 0")
 
 
 def finite_array(x: Any, name: str) -> Any:
   """Finite real values (scalar or array), as float64 numpy (tracers as is)."""
-  if is_traced(x):
-    return x
-  arr = np.asarray(x)
-  _real_dtype(arr, name, "real numbers")
-  arr = arr.astype(np.float64)
-  _raise_first(arr.reshape(-1), ~np.isfinite(arr).reshape(-1), name, "be finite")
-  return arr
+  return _real_array(x, name, np.isfinite, "be finite")
 
 
 def num_queries(x: Any, name: str = "num_queries") -> np.ndarray:
