@@ -43,6 +43,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.checkpoint_every = 500     # steps; saves are asynchronous (results.json: their cost).
   c.crash_after_step = -1      # >0: exit abruptly after that checkpoint (resume tests).
   c.gap_plot = True
+  c.distill_temperatures = (1.0, 5.0)  # votes.npz also keeps the averaged teacher
+                                       # probabilities at these T (distillation students)
 
   if arg == "cpu":
     c.model = ml_collections.ConfigDict({"name": "mlp", "kwargs": {"hidden": (256, 256)}})

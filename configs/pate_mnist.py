@@ -6,8 +6,11 @@ Stages, each with the config of its own experiment (overridable as
 ``--config.teachers.num_steps=...``, ``--config.aggregate.num_queries=...``):
   teachers   configs/mnist_250.py  → <workdir>/teachers/{votes.npz,results.json}
   aggregate  configs/aggregate_mnist.py → <workdir>/aggregate/{labels.npz,results.json}
-The student stage joins when the students land. The main job may fall back to
-scikit-learn's 8×8 digits when MNIST is nowhere to be found, and says so loudly.
+  student    configs/student_pate_g.py → <workdir>/student/{checkpoints,results.json}
+             (``--config.student.num_steps=...``)
+One root seed (``--config.seed``) drives every stage through pate_jax.rng's named
+streams. The main job may fall back to scikit-learn's 8×8 digits when MNIST is
+nowhere to be found, and says so loudly.
 """
 
 import pathlib
@@ -26,5 +29,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.teachers = _sibling("mnist_250").get_config(arg)
   c.teachers.allow_fallback = True
   c.aggregate = _sibling("aggregate_mnist").get_config(arg)
+  c.student = _sibling("student_pate_g").get_config(arg)
+  if arg == "cpu":  # the whole job in about 20 minutes on 2 CPU cores
+    c.student.num_steps = 4_500
   c.seed = 0
   return c

@@ -1,4 +1,4 @@
-"""The main job: teachers → noisy labels → privacy cost (→ student, when it lands).
+"""The main job: teachers → noisy labels and their privacy cost → the PATE-G student.
 
   python experiments/run_pate.py --config configs/pate_mnist.py:cpu --workdir runs/pate_mnist_cpu
 
@@ -9,11 +9,13 @@ a summary ``results.json`` with the headline numbers of every stage.
 
 from __future__ import annotations
 
+import json
 import pathlib
 import time
 
 
 import aggregate  # experiments/aggregate.py (sibling script)
+import train_student  # experiments/train_student.py
 import train_teachers  # experiments/train_teachers.py
 from pate_jax import experiment
 
@@ -21,10 +23,21 @@ from pate_jax import experiment
 def run(config, workdir: str) -> dict:
   t0 = time.time()
   root = pathlib.Path(workdir)
-  teachers = train_teachers.run(config.teachers, str(root / "teachers"))
-  with config.aggregate.unlocked():
+  with config.unlocked():  # one root seed for every stage (pate_jax.rng streams)
+    for stage in (config.teachers, config.aggregate, config.student):
+      stage.seed = config.seed
     config.aggregate.votes_dir = str(root / "teachers")
-  labels = aggregate.run(config.aggregate, str(root / "aggregate"))
+    config.student.votes_dir = str(root / "teachers")
+    config.student.labels_dir = str(root / "aggregate")
+    config.student.aggregate = config.aggregate
+  teachers = train_teachers.run(config.teachers, str(root / "teachers"))
+  labels_file = root / "aggregate" / "labels.npz"
+  if labels_file.exists():  # the labels were paid for: never query again
+    print(f"reusing the labels (and their ledger) in {labels_file.parent}")
+    labels = json.loads((labels_file.parent / "results.json").read_text())["results"]
+  else:
+    labels = aggregate.run(config.aggregate, str(root / "aggregate"))
+  student = train_student.run(config.student, str(root / "student"))
   summary = {
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},
       "teachers": {k: teachers[k] for k in (
@@ -32,7 +45,11 @@ def run(config, workdir: str) -> dict:
           "plurality_accuracy_eval", "plurality_accuracy_test", "mean_normalized_gap",
           "wall_seconds")},
       "aggregate": labels,
-      "student": "not yet implemented (students issue)",
+      "student": {k: student[k] for k in (
+          "student", "eval_accuracy", "num_eval", "num_labels", "label_accuracy", "epochs",
+          "train_seconds", "wall_seconds")},
+      "epsilon": labels["epsilon"],
+      "delta": labels["delta"],
       "wall_seconds": time.time() - t0,
   }
   experiment.write_results(root, summary, config=config, seed=config.seed)
@@ -47,6 +64,13 @@ def report(s: dict) -> None:
         f"{t['teacher_test_accuracy']['mean']:.2%}, plurality {t['plurality_accuracy_test']:.2%}"
         f" (test), {t['plurality_accuracy_eval']:.2%} (eval); results in "
         "the workdir's results.json")
+  st = s["student"]
+  eps = s["epsilon"]
+  main = eps.get("moments_data_dependent") or next(iter(eps.values()), {"epsilon": float("nan")})
+  print(f"{st['student']} student: held-out accuracy {st['eval_accuracy']:.2%} on "
+        f"{st['num_eval']} images from {st['num_labels']} noisy labels; "
+        f"ε = {main['epsilon']:.2f} at δ = {s['delta']:g} (data-dependent); "
+        f"wall {s['wall_seconds']:.0f} s")
 
 
 if __name__ == "__main__":

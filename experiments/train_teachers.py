@@ -125,12 +125,18 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
                            plan=predict_plan)
   votes = distributed.to_host(votes_lib.histogram(preds, ds.num_classes, t))
   teacher_acc = distributed.to_host(teachers.accuracy_of(preds, jnp.asarray(labels)))[:t]
+  temps = tuple(float(x) for x in config.get("distill_temperatures", ()) or ())
+  probs = None
+  if temps:  # distillation targets: averaged teacher probabilities (not private)
+    probs = distributed.to_host(teachers.mean_probabilities(
+        ensemble.fns, state["params"], queries, temps, t))
   votes_seconds = time.time() - t_votes
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
   ckpt.close()
   if distributed.is_main_process():
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
-                         num_pool=num_pool, dataset=ds.name)
+                         num_pool=num_pool, dataset=ds.name, probabilities=probs,
+                         temperatures=temps or None)
 
   plurality = votes.argmax(axis=1)
   gap = np.asarray(votes_lib.normalized_gap(votes))

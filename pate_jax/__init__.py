@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "labels",
-    "ledger", "mechanisms", "models", "rng", "tabular", "teachers", "votes",
+    "ledger", "mechanisms", "models", "rng", "students", "tabular", "teachers", "votes",
 )
 
 

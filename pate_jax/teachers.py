@@ -492,6 +492,39 @@ class Ensemble:
                                num_teachers)
 
 
+def mean_probabilities(fns: TeacherFns, params: PyTree, images: jax.Array,
+                       temperatures: tuple[float, ...], num_teachers: int,
+                       query_chunk: int = 1000) -> jax.Array:
+  """The ensemble's averaged class probabilities at each temperature (distillation).
+
+  ``mean_t softmax(logits_t(x) / T)`` over the first ``num_teachers`` teachers of
+  ``params`` (padding excluded): float32 ``[len(temperatures), Q, C]``. One teacher
+  and ``query_chunk`` queries at a time, so memory stays that of one prediction.
+  """
+  if not temperatures or min(temperatures) <= 0:
+    raise ValueError(f"temperatures must be positive, got {temperatures}")
+  params = jax.tree.map(lambda a: a[:num_teachers], params)
+  temps = jnp.asarray(temperatures, jnp.float32)[:, None, None]
+  images = jnp.asarray(images)
+  q = images.shape[0]
+  padded, _ = pad_leading(images, query_chunk)
+  chunks = padded.reshape(-1, query_chunk, *images.shape[1:])
+
+  @jax.jit
+  def run(params, chunks):
+    def teacher(total, p):
+      logits = jax.lax.map(lambda x: fns.model.apply(p, x), chunks)  # [n, chunk, C]
+      logits = logits.reshape(-1, logits.shape[-1])
+      return total + jax.nn.softmax(logits[None] / temps, axis=-1), None
+    c = jax.eval_shape(lambda x: fns.model.apply(jax.tree.map(lambda a: a[0], params), x),
+                       chunks[0]).shape[-1]
+    total = jnp.zeros((temps.shape[0], chunks.shape[0] * query_chunk, c), jnp.float32)
+    total, _ = jax.lax.scan(teacher, total, params)
+    return total / num_teachers
+
+  return run(params, chunks)[:, :q]
+
+
 @jax.jit
 def accuracy_of(predictions: jax.Array, labels: jax.Array) -> jax.Array:
   """Per-teacher accuracy ``[T']`` of ``predictions [T', Q]`` against ``labels [Q]``."""

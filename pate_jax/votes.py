@@ -15,6 +15,9 @@ forests) reduce their predictions to this array and save it with
                              rows ``[num_pool:]`` its held-out evaluation set
   num_teachers int64 []      T
   dataset      str   []      dataset name
+  probabilities float32 [K, Q, C]  optional: the teachers' averaged class probabilities
+                             at each temperature (distillation, not private)
+  temperatures float32 [K]   optional: those temperatures
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def normalized_gap(votes: jax.Array) -> jax.Array:
 
 
 def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any | None = None,
-               num_pool: int | None = None, dataset: str = "") -> pathlib.Path:
+               num_pool: int | None = None, dataset: str = "", probabilities: Any = None,
+               temperatures: Any = None) -> pathlib.Path:
   """Writes ``votes.npz`` (see module docstring) atomically."""
   votes = np.asarray(votes)
   labels = np.asarray(labels)
@@ -76,9 +80,17 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
   index = np.arange(q) if index is None else np.asarray(index)
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
+  extra = {}
+  if probabilities is not None:
+    probabilities = np.asarray(probabilities, np.float32)
+    temperatures = np.asarray(temperatures, np.float32).reshape(-1)
+    if probabilities.shape != (temperatures.size, *votes.shape):
+      raise ValueError(f"probabilities must be [K={temperatures.size}, Q, C] = "
+                       f"{(temperatures.size, *votes.shape)}, got {probabilities.shape}")
+    extra = {"probabilities": probabilities, "temperatures": temperatures}
   tmp = path.with_name(path.name + ".tmp.npz")
   np.savez_compressed(
-      tmp, votes=votes.astype(np.int32), labels=labels.astype(np.int32),
+      tmp, **extra, votes=votes.astype(np.int32), labels=labels.astype(np.int32),
       index=index.astype(np.int64), num_pool=np.int64(q if num_pool is None else num_pool),
       num_teachers=np.int64(totals[0] if q else 0), dataset=np.str_(dataset))
   tmp.replace(path)

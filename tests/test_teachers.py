@@ -152,3 +152,21 @@ def test_planner_arithmetic():
   assert memory.plan_predict_chunks(250, 10_000, 1e3, 50 * 64 * 1e3) == (50, 64)
   with pytest.raises(ValueError, match="memory_fraction"):
     memory.memory_budget(1.5)
+
+
+def test_mean_probabilities_average_each_teachers_softmax(shards):
+  fns = _fns(batch_size=16)
+  ens = teachers.Ensemble(fns, "vmap")
+  state, _ = _train(ens, shards, [5])
+  x = jnp.asarray(data.to_float(shards[2].test_images[:70]))
+  params = state["params"]
+  got = teachers.mean_probabilities(fns, params, x, (1.0, 5.0), num_teachers=T - 1,
+                                    query_chunk=32)
+  logits = np.stack([np.asarray(fns.model.apply(jax.tree.map(lambda a: a[t], params), x))
+                     for t in range(T - 1)])  # the last teacher is left out
+  for i, temp in enumerate((1.0, 5.0)):
+    want = np.asarray(jax.nn.softmax(logits / temp, axis=-1)).mean(0)
+    np.testing.assert_allclose(got[i], want, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got.sum(-1), 1.0, rtol=1e-5)
+  with pytest.raises(ValueError, match="temperatures must be positive"):
+    teachers.mean_probabilities(fns, params, x, (0.0,), num_teachers=T)

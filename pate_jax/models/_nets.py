@@ -62,23 +62,40 @@ class MLP(nn.Module):
     return nn.Dense(self.num_classes, dtype=self.dtype)(x).astype(jnp.float32)
 
 
-_MODELS = {"mnist_cnn": MnistCNN, "svhn_cnn": SvhnCNN, "mlp": MLP}
+_MODELS: dict[str, type[nn.Module]] = {"mnist_cnn": MnistCNN, "svhn_cnn": SvhnCNN, "mlp": MLP}
 
 
 COMPUTE_DTYPES = {"float32": None, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
+def register_model(name: str, module: type[nn.Module]) -> None:
+  """Makes ``get_model(name, ...)`` build ``module`` (students add their networks)."""
+  if name in _MODELS and _MODELS[name] is not module:
+    raise ValueError(f"name: model {name!r} is already registered as {_MODELS[name]}")
+  _MODELS[name] = module
+
+
+def model_names() -> list[str]:
+  return sorted(_MODELS)
+
+
 def get_model(name: str, num_classes: int, compute_dtype: str = "float32",
               **kwargs) -> nn.Module:
-  """The model called ``name`` ("mnist_cnn", "svhn_cnn", "mlp") with ``kwargs``.
+  """The model registered as ``name`` (see :func:`model_names`) with ``kwargs``.
 
   ``compute_dtype`` ("float32", "bfloat16", "float16") sets the activations'
-  and matmuls' dtype; parameters are float32 whatever it is.
+  and matmuls' dtype of the models that have one; parameters are float32
+  whatever it is.
   """
   if name not in _MODELS:
-    raise ValueError(f"model: unknown model {name!r}; known: {sorted(_MODELS)}")
+    raise ValueError(f"model: unknown model {name!r}; known: {model_names()}")
   if compute_dtype not in COMPUTE_DTYPES:
     raise ValueError(f"compute_dtype: unknown dtype {compute_dtype!r}; known: "
                      f"{sorted(COMPUTE_DTYPES)}")
+  module = _MODELS[name]
   kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
-  return _MODELS[name](num_classes=num_classes, dtype=COMPUTE_DTYPES[compute_dtype], **kwargs)
+  if "dtype" in module.__dataclass_fields__:
+    kwargs["dtype"] = COMPUTE_DTYPES[compute_dtype]
+  elif compute_dtype != "float32":
+    raise ValueError(f"compute_dtype: model {name!r} computes in float32 only")
+  return module(num_classes=num_classes, **kwargs)

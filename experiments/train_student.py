@@ -1,0 +1,156 @@
+"""Trains a student on the public pool and noisy teacher labels (PATE's published model).
+
+  python experiments/train_student.py --config configs/student_pate_g.py:cpu \\
+      --workdir runs/student --config.votes_dir=runs/pate_mnist_cpu/teachers
+
+Reads the teachers' ``votes.npz`` (``--config.votes_dir``), labels the first
+``aggregate.num_queries`` pool rows with the private aggregator (written to
+``<workdir>/labels/``, see experiments/aggregate.py; a rerun reuses those labels
+and their ledger rather than querying again), trains the student with orbax
+checkpoints (a killed run resumes) and writes ``results.json``: held-out accuracy
+on the evaluation rows (never queried), queries, ε under each accountant, δ,
+label accuracy, epochs and wall time. The active learner
+(configs/student_active.py) queries the teachers itself, round by round.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+
+import jax
+import numpy as np
+
+import aggregate  # experiments/aggregate.py (sibling script)
+from pate_jax import experiment, mechanisms, rng, students
+from pate_jax import labels as labels_lib
+from pate_jax import ledger as ledger_lib
+from pate_jax import votes as votes_lib
+
+
+def _labels(config, votes_dir: str, workdir: pathlib.Path) -> tuple[dict, dict]:
+  """labels.npz and the aggregate stage's results: reused if present, else computed."""
+  out = pathlib.Path(config.get("labels_dir") or workdir / "labels")
+  if (out / "labels.npz").exists() and (out / "results.json").exists():
+    print(f"reusing the labels (and their ledger) in {out}")
+  else:
+    with config.aggregate.unlocked():
+      config.aggregate.votes_dir = votes_dir
+      config.aggregate.seed = config.seed
+    aggregate.run(config.aggregate, out)
+  return (labels_lib.load_labels(out),
+          json.loads((out / "results.json").read_text())["results"])
+
+
+def _params(a) -> dict:
+  return {"lnmax": {"gamma": a.gamma}, "gnmax": {"sigma": a.sigma},
+          "confident_gnmax": {"threshold": a.threshold, "sigma_threshold": a.sigma_threshold,
+                              "sigma": a.sigma}}[a.mechanism]
+
+
+def _aggregator(config, root) -> ledger_lib.PrivateAggregator:
+  a = config.aggregate
+  params = _params(a)
+  return ledger_lib.PrivateAggregator(
+      rng.stream(root, "aggregation"), a.mechanism, epsilon_max=a.epsilon_max, delta=a.delta,
+      max_moment=int(a.max_moment), data_dependent=a.data_dependent, **params,
+      **({} if a.mechanism == "lnmax" else {"conversion": a.conversion}))
+
+
+def run(config, workdir: str) -> dict:
+  t0 = time.time()
+  workdir = pathlib.Path(workdir)
+  if not config.votes_dir:
+    raise ValueError("config.votes_dir: give the teachers' workdir (with votes.npz)")
+  votes = votes_lib.load_votes(config.votes_dir)
+  pool, eval_x, eval_y, num_classes = students.load_public_data(votes, config.data_dir)
+  root = rng.root_key(config.seed)
+  student = students.build_student(config.student.name, num_classes, pool.shape[1:],
+                                   **config.student.kwargs.to_dict())
+  fit_kwargs = {"num_steps": int(config.num_steps), "batch_size": int(config.batch_size),
+                "segment_steps": int(config.segment_steps)}
+  key = rng.stream(root, "student_train")
+  results: dict = {"student": config.student.name, "dataset": votes["dataset"],
+                   "num_teachers": votes["num_teachers"], "pool_size": int(pool.shape[0]),
+                   "num_eval": int(eval_x.shape[0])}
+  empty = np.zeros((0,), np.int64)
+  data = students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes)
+  if config.labels not in ("noisy", "plurality", "probabilities"):
+    raise ValueError(f"config.labels must be 'noisy', 'plurality' or 'probabilities', got "
+                     f"{config.labels!r}")
+  if config.get("active") and config.active.round_sizes:
+    aggregator = _aggregator(config, root)
+    out = students.active_learning(
+        student, data, aggregator, votes["votes"][:votes["num_pool"]], key,
+        round_sizes=config.active.round_sizes, fit_kwargs=fit_kwargs,
+        checkpoint_dir=str(workdir / "checkpoints"))
+    fit, index, labels = out.fit, out.labelled_index, out.labels
+    results.update({"active_rounds": out.rounds, "stopped_by_budget": out.stopped_by_budget,
+                    "num_queries": int(sum(r["asked"] for r in out.rounds)),
+                    "ledger_epsilon": aggregator.epsilon,
+                    "epsilon": mechanisms.epsilon_report(
+                        mechanisms.get(config.aggregate.mechanism), _params(config.aggregate),
+                        votes["votes"][index], np.ones(index.size, bool),
+                        np.ones(index.size, bool), delta=config.aggregate.delta,
+                        max_moment=int(config.aggregate.max_moment))})
+  else:
+    if config.labels == "noisy":
+      label_file, agg = _labels(config, config.votes_dir, workdir)
+      index, labels = students.answered_labels(label_file)
+      results.update({k: agg.get(k) for k in ("mechanism", "noise", "num_queries",
+                                                "num_answered", "epsilon", "ledger")})
+    else:  # non-private comparison points
+      index, labels = _clean_labels(config, votes)
+      results["num_queries"] = int(index.size)
+      results["epsilon"] = (f"not private: the ensemble's {config.labels} answers without "
+                            "noise")
+    data = students.with_labels(data, index, labels)
+    fit = students.fit(student, data, key, checkpoint_dir=str(workdir / "checkpoints"),
+                       **fit_kwargs)
+  true = np.asarray(votes["labels"])[index]
+  hard = labels if labels.ndim == 1 else labels.argmax(1)
+  results.update({
+      "eval_accuracy": fit.eval_accuracy,
+      "num_labels": int(index.size),
+      "label_accuracy": float(np.mean(hard == true)) if index.size else None,
+      "delta": float(config.aggregate.delta),
+      "steps": int(config.num_steps),
+      "epochs": int(config.num_steps) * int(config.batch_size) / pool.shape[0],
+      "resumed_from_step": fit.resumed_from,
+      "train_seconds": fit.train_seconds,
+      "history": fit.history,
+      "wall_seconds": time.time() - t0,
+  })
+  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  return results
+
+
+def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:
+  """The first num_queries pool rows' plurality labels, or averaged teacher probabilities
+  at the student's temperature (distillation)."""
+  n = int(config.aggregate.num_queries)
+  if config.labels == "plurality":
+    return np.arange(n), np.asarray(votes["votes"][:n]).argmax(1)
+  if "probabilities" not in votes:
+    raise ValueError(f"config.labels='probabilities': {config.votes_dir} has no teacher "
+                     "probabilities; train the teachers with distill_temperatures set")
+  temps = [float(t) for t in votes["temperatures"]]
+  t = float(config.student.kwargs.get("temperature", 1.0))
+  if t not in temps:
+    raise ValueError(f"student.kwargs.temperature: {t} is not among the teachers' saved "
+                     f"temperatures {temps}")
+  return np.arange(n), np.asarray(votes["probabilities"][temps.index(t), :n], np.float64)
+
+
+def report(r: dict) -> None:
+  eps = r["epsilon"]
+  if isinstance(eps, dict):
+    eps = ", ".join(f"{k} {v['epsilon']:.2f}" for k, v in eps.items())
+  print(f"\n{r['student']} student: held-out accuracy {r['eval_accuracy']:.2%} on "
+        f"{r['num_eval']} images; {r['num_labels']} labels (accuracy {r['label_accuracy']:.2%})"
+        f"; ε: {eps} (δ {r['delta']:g}); {r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+  experiment.run_main(run, report=report, quiet_logs=True)

@@ -1,0 +1,175 @@
+"""The student protocol and the one training loop every student uses.
+
+A :class:`Student` is a NamedTuple of pure functions, like an optax transform:
+
+  init(key, sample)              -> state        (``sample``: pool images for
+                                                   data-dependent initialisation)
+  step(state, key, batch, step)  -> (state, metrics)
+  logits(state, images)          -> [B, C]        (evaluation: no noise, averaged
+                                                   parameters where the student keeps them)
+
+``state`` is any pytree. Students keep their non-parameter collections (batch
+statistics, fixed weight-norm scales) next to, not inside, what the optimizer
+updates. ``batch`` is a dict: ``x_lab`` / ``y_lab`` (a labelled minibatch;
+``y_lab`` classes ``[B]`` or probabilities ``[B, C]``) and ``x_unl`` / ``x_unl2``
+(two independent minibatches of the public pool).
+
+:func:`fit` runs ``step`` in ``lax.scan`` segments of ``segment_steps`` steps
+compiled once, with per-step randomness ``fold_in(key, step)``, saving an orbax
+checkpoint after each segment; a killed run resumes from the newest one and
+continues bit-identically (the batches are a function of ``(key, step)``).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pate_jax.checkpoint import Checkpointer
+from pate_jax.students._data import StudentData, epoch_batch
+
+PyTree = Any
+Batch = dict[str, jax.Array]
+
+# Sub-streams of a student's key.
+_INIT, _STEP, _LABELLED, _POOL, _POOL2 = range(5)
+
+
+class Student(NamedTuple):
+  """A student: pure functions over a pytree state (see the module docstring)."""
+  init: Callable[[jax.Array, jax.Array], PyTree]
+  step: Callable[[PyTree, jax.Array, Batch, jax.Array], tuple[PyTree, dict]]
+  logits: Callable[[PyTree, jax.Array], jax.Array]
+
+
+class FitResult(NamedTuple):
+  state: PyTree
+  eval_accuracy: float
+  history: list[dict]      # one entry per segment: step, mean metrics, eval accuracy
+  resumed_from: int
+  train_seconds: float
+
+
+def make_batch(key: jax.Array, step: jax.Array, pool: jax.Array, labelled_index: jax.Array,
+               labels: jax.Array, batch_size: int) -> Batch:
+  """Minibatch ``step``: labelled rows and two independent pool minibatches."""
+  lab = epoch_batch(jax.random.fold_in(key, _LABELLED), step, labelled_index.shape[0],
+                    batch_size)
+  unl = epoch_batch(jax.random.fold_in(key, _POOL), step, pool.shape[0], batch_size)
+  unl2 = epoch_batch(jax.random.fold_in(key, _POOL2), step, pool.shape[0], batch_size)
+  return {"x_lab": pool[labelled_index[lab]], "y_lab": labels[lab], "x_unl": pool[unl],
+          "x_unl2": pool[unl2]}
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
+def _segment(student: Student, batch_size: int, num_steps: int, state: PyTree,
+             key: jax.Array, start: jax.Array, pool: jax.Array, labelled_index: jax.Array,
+             labels: jax.Array) -> tuple[PyTree, dict]:
+  step_key = jax.random.fold_in(key, _STEP)
+
+  def body(s, i):
+    step = start + i
+    batch = make_batch(key, step, pool, labelled_index, labels, batch_size)
+    return student.step(s, jax.random.fold_in(step_key, step), batch, step)
+
+  state, metrics = jax.lax.scan(body, state, jnp.arange(num_steps))
+  return state, jax.tree.map(jnp.mean, metrics)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _predict(student: Student, state: PyTree, images: jax.Array) -> jax.Array:
+  return jnp.argmax(student.logits(state, images), axis=-1)
+
+
+def predict(student: Student, state: PyTree, images: Any, batch_size: int = 1000
+            ) -> np.ndarray:
+  """Predicted classes of ``images`` (host array), in batches."""
+  images = np.asarray(images, np.float32)
+  out = [np.asarray(_predict(student, state, jnp.asarray(images[i:i + batch_size])))
+         for i in range(0, images.shape[0], batch_size)]
+  return np.concatenate(out) if out else np.zeros((0,), np.int32)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _probabilities(student: Student, state: PyTree, images: jax.Array) -> jax.Array:
+  return jax.nn.softmax(student.logits(state, images), axis=-1)
+
+
+def probabilities(student: Student, state: PyTree, images: Any, batch_size: int = 1000
+                  ) -> np.ndarray:
+  """Class probabilities ``[N, C]`` of ``images`` (host array), in batches."""
+  images = np.asarray(images, np.float32)
+  return np.concatenate([np.asarray(_probabilities(student, state,
+                                                   jnp.asarray(images[i:i + batch_size])))
+                         for i in range(0, images.shape[0], batch_size)])
+
+
+def accuracy(student: Student, state: PyTree, images: Any, labels: Any) -> float:
+  return float(np.mean(predict(student, state, images) == np.asarray(labels)))
+
+
+def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
+        batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
+        init_examples: int = 500, log: Callable[[str], None] | None = print) -> FitResult:
+  """Trains ``student`` on ``data`` for ``num_steps`` steps (resuming if checkpointed).
+
+  Args:
+    student: the student's functions.
+    data: pool, labelled subset and held-out set.
+    key: the student's key; every random choice derives from it.
+    num_steps: total minibatch steps.
+    batch_size: size of each of the labelled and pool minibatches.
+    segment_steps: steps per compiled ``lax.scan`` segment (and per checkpoint).
+    checkpoint_dir: where to save after every segment and resume from; None: no
+      checkpoints.
+    init_examples: random pool rows given to ``student.init``.
+    log: prints one line per segment (None: silent).
+
+  Returns:
+    The final state, held-out accuracy, per-segment history, the step resumed
+    from and the training seconds of this call.
+  """
+  for name, value in (("num_steps", num_steps), ("batch_size", batch_size),
+                      ("segment_steps", segment_steps)):
+    if int(value) < 1:
+      raise ValueError(f"{name} must be >= 1, got {value}")
+  if data.num_labelled == 0:
+    raise ValueError("data: the student has no labelled examples")
+  pool = jnp.asarray(data.pool)
+  index = jnp.asarray(data.labelled_index, jnp.int32)
+  labels = jnp.asarray(data.labels)
+  rows = jax.random.permutation(jax.random.fold_in(key, _INIT), pool.shape[0])
+  sample = pool[rows[:min(init_examples, pool.shape[0])]]
+  state = student.init(jax.random.fold_in(key, _INIT), sample)
+  ckpt = Checkpointer(checkpoint_dir) if checkpoint_dir else None
+  step = 0
+  if ckpt is not None:
+    state, step = ckpt.restore_or(state)
+    if step and log:
+      log(f"resumed from checkpoint at step {step}")
+  resumed_from, history, t0 = step, [], time.perf_counter()
+  while step < num_steps:
+    n = min(segment_steps, num_steps - step)
+    state, metrics = _segment(student, batch_size, n, state, key, jnp.asarray(step), pool,
+                              index, labels)
+    step += n
+    if ckpt is not None:
+      ckpt.save(step, state)
+    acc = accuracy(student, state, data.eval_images, data.eval_labels)
+    entry = {"step": step, "eval_accuracy": acc,
+             **{k: float(v) for k, v in metrics.items()}}
+    history.append(entry)
+    if log:
+      log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                   for k, v in entry.items()))
+  jax.block_until_ready(state)
+  seconds = time.perf_counter() - t0
+  if ckpt is not None:
+    ckpt.close()
+  acc = accuracy(student, state, data.eval_images, data.eval_labels)
+  return FitResult(state, acc, history, resumed_from, seconds)

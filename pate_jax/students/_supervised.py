@@ -1,0 +1,107 @@
+"""Supervised students: the paper's baseline (noisy labels only) and distillation.
+
+The classifier is any registered model (``pate_jax.models.get_model``); the
+default is PATE-G's discriminator network without the GAN, so that the
+supervised and semi-supervised students differ only in what they learn from.
+Networks with weight-normalised layers get their data-dependent initialisation
+on a pool sample; networks called with ``train=`` get their training noise.
+
+Distillation (Papernot et al. 2017, Appendix B.1; Hinton et al. 2015) is the
+same student trained on probability vectors: the ensemble's averaged teacher
+probabilities at temperature ``T``, matched by the student's softmax at the same
+temperature, the loss scaled by ``T²`` so gradients keep their size across ``T``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from pate_jax import models
+from pate_jax.students._loop import Student
+
+
+def class_loss(logits: jax.Array, labels: jax.Array, temperature: float = 1.0) -> jax.Array:
+  """Mean cross-entropy of ``logits`` against classes ``[B]`` or probabilities ``[B, C]``.
+
+  With probability targets and ``temperature`` T the student's logits are divided
+  by T and the loss multiplied by T² (distillation).
+  """
+  if labels.ndim == 1:
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+  return temperature ** 2 * jnp.mean(optax.softmax_cross_entropy(logits / temperature,
+                                                                   labels))
+
+
+def ema_update(average: Any, params: Any, decay: float, step: jax.Array) -> Any:
+  """Exponential moving average with the warm-up ``min(decay, (1 + t) / (10 + t))``."""
+  d = jnp.minimum(decay, (1.0 + step) / (10.0 + step))
+  return jax.tree.map(lambda a, p: d * a + (1.0 - d) * p, average, params)
+
+
+class Classifier:
+  """A registered network with a uniform call: ``logits(variables, x, train, key)``."""
+
+  def __init__(self, model: nn.Module):
+    self.model = model
+    self._takes_train = "train" in inspect.signature(type(model).__call__).parameters
+
+  def init(self, key: jax.Array, sample: jax.Array) -> dict:
+    """Variables; weight-normalised layers initialised on ``sample`` (data-dependent)."""
+    k_params, k_noise, k_data = jax.random.split(key, 3)
+    kwargs = {"train": True} if self._takes_train else {}
+    variables = self.model.init({"params": k_params, "noise": k_noise}, sample[:2], **kwargs)
+    if "weight_scale" in variables:
+      _, variables = self.model.apply(variables, sample, data_init=True, rngs={"noise": k_data},
+                                      mutable=["params", "weight_scale"], **kwargs)
+    return dict(variables)
+
+  def logits(self, variables: dict, x: jax.Array, train: bool,
+             key: jax.Array | None = None) -> jax.Array:
+    kwargs = {"train": train} if self._takes_train else {}
+    out = self.model.apply(variables, x, rngs={"noise": key} if train else {}, **kwargs)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def classifier(model: str, num_classes: int, **kwargs) -> Classifier:
+  return Classifier(models.get_model(model, num_classes, **kwargs))
+
+
+def supervised(net: Classifier, *, learning_rate: float = 3e-3, b1: float = 0.5,
+               ema_decay: float = 0.999, temperature: float = 1.0) -> Student:
+  """Trained on the labelled minibatches only (classes, or probabilities for distillation).
+
+  State: ``params``, the other collections (``fixed``), Adam's state, and the
+  parameter average used for evaluation.
+  """
+  tx = optax.adam(learning_rate, b1=b1, b2=0.999, eps=0.0, eps_root=1e-8)
+
+  def init(key, sample):
+    variables = net.init(key, sample)
+    params = variables.pop("params")
+    return {"params": params, "fixed": variables, "opt": tx.init(params),
+            "ema": jax.tree.map(jnp.copy, params)}
+
+  def step(state, key, batch, step_index):
+    def loss_fn(params):
+      logits = net.logits({"params": params, **state["fixed"]}, batch["x_lab"], True, key)
+      hard = batch["y_lab"] if batch["y_lab"].ndim == 1 else jnp.argmax(batch["y_lab"], -1)
+      err = jnp.mean(jnp.argmax(logits, -1) != hard)
+      return class_loss(logits, batch["y_lab"], temperature), err
+
+    (loss, err), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+    updates, opt = tx.update(grads, state["opt"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    return ({**state, "params": params, "opt": opt,
+             "ema": ema_update(state["ema"], params, ema_decay, step_index)},
+            {"loss_lab": loss, "train_err": err})
+
+  def logits(state, images):
+    return net.logits({"params": state["ema"], **state["fixed"]}, images, False)
+
+  return Student(init, step, logits)

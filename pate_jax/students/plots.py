@@ -1,0 +1,53 @@
+"""Accuracy-vs-queries and ε-vs-queries plots of student runs (experiments/plot_students.py)."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+# The ε a point is plotted with: the 2017 data-dependent moments accountant for
+# LNMax, the data-dependent RDP bound (improved conversion) for the GNMax family.
+_EPSILON_KEYS = ("moments_data_dependent", "rdp_data_dependent_improved")
+
+
+def point(results: dict[str, Any], run: str) -> dict[str, Any]:
+  """One plotted point from a train_student ``results.json``."""
+  eps = results.get("epsilon")
+  value = None
+  if isinstance(eps, dict):
+    for k in _EPSILON_KEYS:
+      if k in eps:
+        value = float(eps[k]["epsilon"])
+        break
+  label = results["student"]
+  if results.get("active_rounds"):
+    label = "active learning"
+  elif isinstance(eps, str):
+    label += " (not private)"
+  return {"label": label, "run": run, "queries": int(results["num_queries"]),
+          "accuracy": float(results["eval_accuracy"]), "epsilon": value,
+          "epochs": results.get("epochs")}
+
+
+def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, (ax_acc, ax_eps) = plt.subplots(1, 2, figsize=(10, 3.8))
+  for label in sorted({p["label"] for p in points}):
+    pts = sorted((p for p in points if p["label"] == label), key=lambda p: p["queries"])
+    q = [p["queries"] for p in pts]
+    ax_acc.plot(q, [100 * p["accuracy"] for p in pts], "o-", label=label)
+    if all(p["epsilon"] is not None for p in pts):
+      ax_eps.plot(q, [p["epsilon"] for p in pts], "o-", label=label)
+  ax_acc.set_xscale("log")
+  ax_acc.set_xlabel("queries to the teachers")
+  ax_acc.set_ylabel("held-out accuracy (%)")
+  ax_acc.legend(fontsize=8)
+  ax_eps.set_xscale("log")
+  ax_eps.set_xlabel("queries to the teachers")
+  ax_eps.set_ylabel("ε (data-dependent, δ = 1e-5)")
+  ax_eps.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)

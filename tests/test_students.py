@@ -1,0 +1,211 @@
+"""Students on tiny shapes: the GAN step, VAT, active learning's budget, data checks, resume."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pate_jax import ledger as ledger_lib
+from pate_jax import models, students
+from pate_jax.students import _pate_g
+
+SHAPE = (4, 4, 1)
+C = 3
+
+
+def _toy_data(num_pool=60, num_labelled=12, num_eval=30, seed=0):
+  """Three linearly separable classes of 4x4 images (class = brightest third)."""
+  rs = np.random.RandomState(seed)
+
+  def draw(n):
+    y = rs.randint(0, C, n)
+    x = rs.uniform(0, 0.3, (n, 16))
+    for c in range(C):
+      x[y == c, c * 5:(c + 1) * 5] += 0.7
+    return x.reshape(n, *SHAPE).astype(np.float32), y
+
+  pool, pool_y = draw(num_pool)
+  ev, ev_y = draw(num_eval)
+  data = students.make_student_data(pool, np.arange(num_labelled), pool_y[:num_labelled], ev,
+                                    ev_y, C)
+  return data, pool_y
+
+
+def _tiny_gan(**kwargs):
+  return students.pate_g(C, SHAPE, noise_dim=5, generator_hidden=(8,),
+                         discriminator_hidden=(16, 8), **kwargs)
+
+
+def _batch(data, b=6):
+  return {"x_lab": jnp.asarray(data.pool[:b]), "y_lab": jnp.asarray(data.labels[:b]),
+          "x_unl": jnp.asarray(data.pool[b:2 * b]), "x_unl2": jnp.asarray(data.pool[2 * b:3 * b])}
+
+
+def _changed(a, b):
+  return any(not np.allclose(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def test_gan_step_losses_finite_and_all_parameters_move():
+  data, _ = _toy_data()
+  st = _tiny_gan()
+  state = st.init(jax.random.key(0), jnp.asarray(data.pool[:20]))
+  new, metrics = jax.jit(st.step)(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+  for name, value in metrics.items():
+    assert np.isfinite(float(value)), name
+  assert _changed(state["d_params"], new["d_params"])
+  assert _changed(state["g_params"], new["g_params"])
+  # The fixed weight-norm scales are not optimised.
+  assert not _changed(state["weight_scale"], new["weight_scale"])
+
+
+def test_generator_gradient_comes_only_through_feature_matching(monkeypatch):
+  data, _ = _toy_data()
+  state = _tiny_gan().init(jax.random.key(0), jnp.asarray(data.pool[:20]))
+  # With the feature-matching loss replaced by a constant, nothing moves the generator:
+  # the discriminator's losses do not reach its parameters.
+  monkeypatch.setattr(_pate_g, "feature_matching_loss", lambda real, fake: jnp.sum(real) * 0.0)
+  new, _ = _tiny_gan().step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+  assert not _changed(state["g_params"], new["g_params"])
+  assert _changed(state["d_params"], new["d_params"])
+
+
+def test_discriminator_losses_match_their_definition():
+  rs = np.random.RandomState(0)
+  lab, unl, fake = (jnp.asarray(rs.normal(size=(5, C))) for _ in range(3))
+  y = jnp.asarray([0, 1, 2, 1, 0])
+  loss_lab, loss_unl = students.discriminator_losses(lab, y, unl, fake)
+  p = jax.nn.softmax(lab)
+  np.testing.assert_allclose(loss_lab, -np.mean(np.log(p[np.arange(5), y])), rtol=1e-5)
+  z_unl, z_fake = np.exp(unl).sum(1), np.exp(fake).sum(1)
+  d_unl, d_fake = z_unl / (z_unl + 1), z_fake / (z_fake + 1)  # D(x) = Z / (Z + 1)
+  expected = -0.5 * np.mean(np.log(d_unl)) - 0.5 * np.mean(np.log(1 - d_fake))
+  np.testing.assert_allclose(loss_unl, expected, rtol=1e-5)
+
+
+def test_weight_norm_data_init_normalises_preactivations():
+  x = jax.random.uniform(jax.random.key(0), (200, 4, 4, 1))
+  disc = models.GanDiscriminator(num_classes=C, hidden=(16, 8), input_noise=0.0,
+                                 hidden_noise=0.0)
+  v = disc.init({"params": jax.random.key(1)}, x[:2], train=True)
+  _, v = disc.apply(v, x, train=True, data_init=True, mutable=["params", "weight_scale"])
+  logits, _ = disc.apply(v, x, train=False)
+  np.testing.assert_allclose(logits.mean(0), 0.0, atol=1e-4)
+  np.testing.assert_allclose(logits.std(0), 1.0, rtol=1e-4)
+
+
+def test_vat_perturbation_increases_kl_more_than_random():
+  net = students.classifier("gan_discriminator", C, hidden=(16, 8), input_noise=0.0,
+                            hidden_noise=0.0)
+  data, _ = _toy_data()
+  variables = net.init(jax.random.key(0), jnp.asarray(data.pool[:20]))
+  fn = lambda x: net.logits(variables, x, False)  # pylint: disable=unnecessary-lambda-assignment
+  x = jnp.asarray(data.pool[:32])
+  eps = 0.05
+  r_adv = students.virtual_adversarial_perturbation(fn, x, jax.random.key(1), epsilon=eps,
+                                                    power_iterations=2)
+  norms = jnp.sqrt(jnp.sum(r_adv.reshape(32, -1) ** 2, axis=1))
+  np.testing.assert_allclose(norms, eps, rtol=1e-4)
+  kl_adv = students.kl_divergence(fn(x), fn(x + r_adv))
+  assert kl_adv > 0
+  # No random direction of the same norm moves the prediction as much.
+  for i in range(20):
+    r = jax.random.normal(jax.random.key(10 + i), x.shape)
+    r = eps * r / jnp.sqrt(jnp.sum(r.reshape(32, -1) ** 2, 1)).reshape(32, 1, 1, 1)
+    assert kl_adv > students.kl_divergence(fn(x), fn(x + r))
+
+
+def test_vat_step_trains():
+  data, _ = _toy_data()
+  net = students.classifier("gan_discriminator", C, hidden=(16, 8), input_noise=0.0,
+                            hidden_noise=0.0)
+  st = students.vat(net, epsilon=0.5)
+  res = students.fit(st, data, jax.random.key(0), num_steps=60, batch_size=8,
+                     segment_steps=30, log=None)
+  assert all(np.isfinite(h["loss_vat"]) for h in res.history)
+  assert res.eval_accuracy > 0.8
+
+
+def test_supervised_and_pate_g_learn_a_separable_problem():
+  data, _ = _toy_data()
+  sup = students.supervised(students.classifier("gan_discriminator", C, hidden=(16, 8)))
+  assert students.fit(sup, data, jax.random.key(0), num_steps=60, batch_size=8,
+                      segment_steps=60, log=None).eval_accuracy > 0.8
+  res = students.fit(_tiny_gan(), data, jax.random.key(0), num_steps=60, batch_size=8,
+                     segment_steps=60, log=None)
+  assert res.eval_accuracy > 0.8
+
+
+def test_distillation_loss_reduces_to_cross_entropy_on_one_hot_targets():
+  logits = jnp.asarray(np.random.RandomState(0).normal(size=(6, C)))
+  y = jnp.asarray([0, 1, 2, 2, 1, 0])
+  np.testing.assert_allclose(students.class_loss(logits, jax.nn.one_hot(y, C)),
+                             students.class_loss(logits, y), rtol=1e-6)
+  # At temperature T the loss is T² × the cross-entropy of logits / T.
+  soft = jax.nn.softmax(logits[::-1])
+  np.testing.assert_allclose(students.class_loss(logits, soft, temperature=5.0),
+                             25.0 * students.class_loss(logits / 5.0, soft), rtol=1e-6)
+
+
+def test_epoch_batches_cover_every_row_once_per_epoch():
+  key = jax.random.key(3)
+  rows = np.concatenate([np.asarray(students.epoch_batch(key, s, 10, 4)) for s in range(5)])
+  np.testing.assert_array_equal(np.sort(rows[:10]), np.arange(10))
+  np.testing.assert_array_equal(np.sort(rows[10:20]), np.arange(10))
+  big = np.asarray(students.epoch_batch(key, 1, 3, 7))  # a batch larger than the data
+  assert big.shape == (7,) and set(big) == {0, 1, 2}
+
+
+def test_fit_resumes_bit_identically(tmp_path):
+  data, _ = _toy_data()
+  st = _tiny_gan()
+  kw = {"batch_size": 8, "segment_steps": 10, "log": None}
+  full = students.fit(st, data, jax.random.key(0), num_steps=20, **kw)
+  ckpt = str(tmp_path / "ckpt")
+  students.fit(st, data, jax.random.key(0), num_steps=10, checkpoint_dir=ckpt, **kw)
+  resumed = students.fit(st, data, jax.random.key(0), num_steps=20, checkpoint_dir=ckpt, **kw)
+  assert resumed.resumed_from == 10
+  for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state)):
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("index, labels, match", [
+    (np.arange(3), np.array([0, 1, 3]), "label 3 at position 2 is outside"),
+    (np.arange(3), np.array([0, -1, 2]), "label -1"),
+    (np.arange(61), np.zeros(61, np.int64), "61 labels for a pool of 60"),
+    (np.array([0, 60]), np.array([0, 1]), "held-out evaluation split"),
+    (np.array([0, 0]), np.array([0, 1]), "labelled twice"),
+    (np.arange(3), np.array([0.5, 1.0, 2.0]), "must be integer classes"),
+])
+def test_student_data_rejects_bad_labels(index, labels, match):
+  data, _ = _toy_data()
+  with pytest.raises(ValueError, match=match):
+    students.make_student_data(data.pool, index, labels, data.eval_images, data.eval_labels, C)
+
+
+def test_active_learner_never_exceeds_its_budget():
+  data, pool_y = _toy_data(num_pool=60)
+  votes = np.zeros((60, C), np.int32)
+  votes[np.arange(60), pool_y] = 40  # 50 teachers, 40 agree on the true class
+  votes[np.arange(60), (pool_y + 1) % C] += 10
+  eps_max = 2.0  # about 30 data-independent GNMax answers at sigma 20
+  agg = ledger_lib.PrivateAggregator(jax.random.key(0), "gnmax", sigma=20.0,
+                                     epsilon_max=eps_max, delta=1e-5, data_dependent=False,
+                                     chunk_size=16)
+  st = students.supervised(students.classifier("gan_discriminator", C, hidden=(16, 8)))
+  out = students.active_learning(st, data, agg, votes, jax.random.key(1),
+                                 round_sizes=[10, 10, 10, 10, 10],
+                                 fit_kwargs={"num_steps": 10, "batch_size": 8,
+                                             "segment_steps": 10}, log=None)
+  assert out.stopped_by_budget
+  assert agg.epsilon <= eps_max
+  assert 0 < out.labelled_index.size < 50
+  assert all(r["epsilon"] <= eps_max for r in out.rounds)
+  assert np.unique(out.labelled_index).size == out.labelled_index.size
+
+
+def test_least_confident_picks_smallest_max_probability():
+  probs = np.array([[0.9, 0.1], [0.5, 0.5], [0.6, 0.4], [0.55, 0.45]])
+  np.testing.assert_array_equal(students.least_confident(probs, np.array([0, 2, 3]), 2),
+                                [3, 2])

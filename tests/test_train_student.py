@@ -1,0 +1,117 @@
+"""experiments/train_student.py and the main job (run_pate.py) end to end on tiny configs."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+from pate_jax import data, votes as votes_lib
+from pate_jax.experiment import load_script
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
+
+import run_pate  # pylint: disable=g-import-not-at-top,wrong-import-position
+import train_student  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+TINY_GAN = {"generator_hidden": (16,), "discriminator_hidden": (16, 8), "noise_dim": 4}
+
+
+def _config(name: str, **overrides):
+  c = load_script(REPO / "configs" / f"{name}.py").get_config("cpu")
+  c.num_steps, c.segment_steps, c.batch_size = 6, 3, 8
+  c.aggregate.num_queries = 30
+  c.aggregate.chunk_size = 32
+  for k, v in overrides.items():
+    target, field = c, k
+    while "." in field:
+      head, field = field.split(".", 1)
+      target = target[head]
+    target[field] = v
+  return c
+
+
+@pytest.fixture(scope="module")
+def teachers_dir(tmp_path_factory):
+  """votes.npz of 20 simulated teachers on the 8x8 digits' student split."""
+  out = tmp_path_factory.mktemp("teachers")
+  ds = data.load_image_dataset("digits")
+  split = data.student_split("digits", len(ds.test_labels))
+  index = np.concatenate([split.pool_index, split.eval_index])
+  y = ds.test_labels[index]
+  rs = np.random.RandomState(0)
+  preds = np.where(rs.rand(20, len(y)) < 0.8, y, rs.randint(0, 10, (20, len(y))))
+  votes = np.stack([np.bincount(p, minlength=10) for p in preds.T])
+  probs = np.stack([votes / 20.0, np.full(votes.shape, 0.1)])
+  votes_lib.save_votes(out / "votes.npz", votes, y, index=index,
+                       num_pool=len(split.pool_index), dataset="digits",
+                       probabilities=probs, temperatures=(1.0, 5.0))
+  return out
+
+
+def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir):
+  c = _config("student_pate_g", votes_dir=str(teachers_dir))
+  c.student.kwargs.update(TINY_GAN)
+  r = train_student.run(c, str(tmp_path))
+  assert r["num_queries"] == 30 and r["num_labels"] == 30
+  assert 0.0 <= r["eval_accuracy"] <= 1.0
+  assert r["epsilon"]["moments_data_dependent"]["epsilon"] > 0
+  assert r["delta"] == 1e-5 and len(r["history"]) == 2
+  labels_before = (tmp_path / "labels" / "labels.npz").read_bytes()
+  again = train_student.run(c, str(tmp_path))  # resumes; pays for no new labels
+  assert again["resumed_from_step"] == 6
+  assert (tmp_path / "labels" / "labels.npz").read_bytes() == labels_before
+  assert again["epsilon"] == r["epsilon"]
+
+
+@pytest.mark.parametrize("name, overrides, expect", [
+    ("student_supervised", {"labels": "plurality"}, "not private"),
+    ("student_distillation", {"student.kwargs.temperature": 5.0}, "not private"),
+    ("student_vat", {"student.kwargs.model_kwargs": {"hidden": (16, 8), "input_noise": 0.0,
+                                                     "hidden_noise": 0.0}}, dict),
+])
+def test_other_students_run(tmp_path, teachers_dir, name, overrides, expect):
+  c = _config(name, votes_dir=str(teachers_dir), **overrides)
+  r = train_student.run(c, str(tmp_path))
+  assert r["num_labels"] == 30
+  if expect is dict:
+    assert isinstance(r["epsilon"], dict)
+  else:
+    assert expect in r["epsilon"]
+
+
+def test_distillation_needs_a_saved_temperature(tmp_path, teachers_dir):
+  c = _config("student_distillation", votes_dir=str(teachers_dir))
+  c.student.kwargs.temperature = 3.0
+  with pytest.raises(ValueError, match="temperature: 3.0 is not among"):
+    train_student.run(c, str(tmp_path))
+
+
+def test_active_learning_run_respects_its_budget(tmp_path, teachers_dir):
+  c = _config("student_active", votes_dir=str(teachers_dir))
+  c.active.round_sizes = (10, 10, 10)
+  c.aggregate.epsilon_max = 2.5
+  r = train_student.run(c, str(tmp_path))
+  assert r["ledger_epsilon"] <= 2.5
+  assert len(r["active_rounds"]) >= 1
+  assert r["num_labels"] <= 30
+
+
+def test_main_job_teachers_labels_student(tmp_path):
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  c.teachers.dataset = "digits"
+  c.teachers.num_teachers, c.teachers.num_steps, c.teachers.checkpoint_every = 5, 10, 10
+  c.teachers.gap_plot = False
+  c.aggregate.num_queries, c.aggregate.chunk_size = 20, 32
+  c.student.num_steps, c.student.segment_steps, c.student.batch_size = 4, 2, 8
+  c.student.student.kwargs.update(TINY_GAN)
+  s = run_pate.run(c, str(tmp_path))
+  assert s["student"]["num_labels"] == 20
+  assert s["epsilon"]["moments_data_dependent"]["epsilon"] > 0
+  record = json.loads((tmp_path / "results.json").read_text())
+  assert record["results"]["student"]["eval_accuracy"] == s["student"]["eval_accuracy"]
+  run_pate.report(s)
