@@ -10,15 +10,19 @@ rows, δ = 1e-5, ε from the 2017 data-dependent moments accountant on the votes
 actually queried (configs/aggregate_mnist.py; Confident-GNMax: T = 200, σ₁ = 150,
 σ₂ = 40, the MNIST row of Papernot et al. 2018, Table 2).
 
-Student: the authors' MNIST feature-matching GAN (see pate_jax/students/_pate_g.py)
-with their optimiser (Adam, lr 0.003, β₁ 0.5, batch 100, unlabelled weight 1).
-Deviations: the parameter average is debiased with decay 0.999 (theirs: 0.9999
-from zero, which needs ~10⁵ steps); training length below.
+Student: Salimans et al.'s MNIST feature-matching GAN (see
+pate_jax/students/_pate_g.py) with their optimiser (Adam, lr 0.003, β₁ 0.5, batch
+100, unlabelled weight 1), as PATE ran it (improved-gan's
+train_mnist_fm_custom_labels.py: 300 epochs over an 8,000-image public pool).
+Deviations: (1) the parameter average is debiased with decay 0.999 (theirs:
+0.9999 from zero, which needs ~10⁵ steps to forget its start); (2) the labelled
+rows are the first N pool rows, as the paper describes, where that script by
+default picks N/10 rows per class using the pool's true labels; (3) the CPU
+variant trains a quarter of the epochs.
 
 Variants:
-  ""   accelerator: 180,000 steps, the authors' update count (300 epochs × 600
-       batches of their 60,000-image pool = 2,000 epochs of our 9,000-image pool).
-       Use the votes of configs/mnist_250.py's CNN teachers.
+  ""   accelerator: 27,000 steps = 300 epochs of our 9,000-image pool (their epoch
+       count). Use the votes of configs/mnist_250.py's CNN teachers.
   cpu  a 2-core CPU budget: 6,750 steps (75 epochs).
 """
 
@@ -44,8 +48,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.student.kwargs = ml_collections.ConfigDict({
       "learning_rate": 3e-3, "b1": 0.5, "unlabelled_weight": 1.0, "ema_decay": 0.999})
   c.batch_size = 100
-  c.num_steps = 180_000
-  c.segment_steps = 1_800     # steps per compiled segment and checkpoint
+  c.num_steps = 27_000
+  c.segment_steps = 900       # steps per compiled segment and checkpoint (10 epochs)
   if arg == "cpu":
     c.num_steps = 6_750
     c.segment_steps = 450

@@ -25,5 +25,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "model_kwargs": {"input_noise": 0.0, "hidden_noise": 0.0},
       "epsilon": 2.0, "xi": 1e-6, "alpha": 1.0, "entropy_weight": 1.0,
       "power_iterations": 1, "learning_rate": 1e-3, "b1": 0.9, "ema_decay": 0.999})
-  c.num_steps = 48_000 if arg != "cpu" else 6_750
+  c.num_steps = 27_000 if arg != "cpu" else 3_000
   return c

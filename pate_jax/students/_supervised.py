@@ -14,6 +14,7 @@ temperature, the loss scaled by ``T²`` so gradients keep their size across ``T`
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -72,6 +73,21 @@ def classifier(model: str, num_classes: int, **kwargs) -> Classifier:
   return Classifier(models.get_model(model, num_classes, **kwargs))
 
 
+def init_classifier_state(net: Classifier, tx: optax.GradientTransformation, key: jax.Array,
+                          sample: jax.Array) -> dict:
+  """State of a classifier student: ``params``, the other collections (``fixed``), the
+  optimizer's state and the parameter average (``ema``)."""
+  variables = net.init(key, sample)
+  params = variables.pop("params")
+  return {"params": params, "fixed": variables, "opt": tx.init(params),
+          "ema": jax.tree.map(jnp.copy, params)}
+
+
+def averaged_logits(net: Classifier, state: dict, images: jax.Array) -> jax.Array:
+  """Evaluation logits: the averaged parameters, no training noise."""
+  return net.logits({"params": state["ema"], **state["fixed"]}, images, False)
+
+
 def supervised(net: Classifier, *, learning_rate: float = 3e-3, b1: float = 0.5,
                ema_decay: float = 0.999, temperature: float = 1.0) -> Student:
   """Trained on the labelled minibatches only (classes, or probabilities for distillation).
@@ -80,12 +96,6 @@ def supervised(net: Classifier, *, learning_rate: float = 3e-3, b1: float = 0.5,
   parameter average used for evaluation.
   """
   tx = optax.adam(learning_rate, b1=b1, b2=0.999, eps=0.0, eps_root=1e-8)
-
-  def init(key, sample):
-    variables = net.init(key, sample)
-    params = variables.pop("params")
-    return {"params": params, "fixed": variables, "opt": tx.init(params),
-            "ema": jax.tree.map(jnp.copy, params)}
 
   def step(state, key, batch, step_index):
     def loss_fn(params):
@@ -101,7 +111,5 @@ def supervised(net: Classifier, *, learning_rate: float = 3e-3, b1: float = 0.5,
              "ema": ema_update(state["ema"], params, ema_decay, step_index)},
             {"loss_lab": loss, "train_err": err})
 
-  def logits(state, images):
-    return net.logits({"params": state["ema"], **state["fixed"]}, images, False)
-
-  return Student(init, step, logits)
+  return Student(functools.partial(init_classifier_state, net, tx), step,
+                 functools.partial(averaged_logits, net))

@@ -15,12 +15,15 @@ perturbation only.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import optax
 
 from pate_jax.students._loop import Student
-from pate_jax.students._supervised import Classifier, class_loss, ema_update
+from pate_jax.students._supervised import (Classifier, averaged_logits, class_loss,
+                                           ema_update, init_classifier_state)
 
 
 def _normalize(d: jax.Array) -> jax.Array:
@@ -56,12 +59,6 @@ def vat(net: Classifier, *, epsilon: float = 2.0, xi: float = 1e-6, alpha: float
   """The VAT student on ``net`` (state like :func:`pate_jax.students.supervised`)."""
   tx = optax.adam(learning_rate, b1=b1)
 
-  def init(key, sample):
-    variables = net.init(key, sample)
-    params = variables.pop("params")
-    return {"params": params, "fixed": variables, "opt": tx.init(params),
-            "ema": jax.tree.map(jnp.copy, params)}
-
   def step(state, key, batch, step_index):
     k_lab, k_adv = jax.random.split(key)
 
@@ -87,7 +84,5 @@ def vat(net: Classifier, *, epsilon: float = 2.0, xi: float = 1e-6, alpha: float
              "ema": ema_update(state["ema"], params, ema_decay, step_index)},
             {"loss_lab": loss_lab, "loss_vat": loss_vat, "entropy": entropy})
 
-  def logits(state, images):
-    return net.logits({"params": state["ema"], **state["fixed"]}, images, False)
-
-  return Student(init, step, logits)
+  return Student(functools.partial(init_classifier_state, net, tx), step,
+                 functools.partial(averaged_logits, net))
