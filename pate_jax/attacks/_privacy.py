@@ -118,9 +118,7 @@ def max_queries_within_budget(rdp: Any, budget: float, *, delta: float, orders: 
   """
   if not (np.isscalar(budget) and np.isfinite(budget) and budget > 0):
     raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
-  if not (np.isscalar(delta) and 0 < delta < 1):
-    raise ValueError(f"delta must lie in (0, 1); got {delta!r}")
-  delta = float(delta)
+  delta = float(v.delta(delta))
   v.positive_int(max_queries, "max_queries")
   conversion = v.choice(conversion, "conversion", ("classic", "improved"))
   orders = ATTACK_ORDERS if orders is None else np.asarray(orders, np.float64)
