@@ -1,8 +1,11 @@
 """ε of the tabular students' labels: totals and prefixes (the first ``n`` queries).
 
-Thin glue over :mod:`pate_jax.accounting` (no new privacy maths here): LNMax is
-charged with the 2017 moments accountant (Papernot et al. 2017, Theorems 1-3,
-Lemma 4), GNMax with data-dependent RDP (Papernot et al. 2018, Theorem 6) and an
+Thin glue over :mod:`pate_jax.mechanisms` (no new privacy maths here): a
+mechanism with one noise parameter (``mechanisms.names()`` with one ``Param``:
+LNMax's γ, GNMax's σ) is charged its registered per-query ``cost`` and composed
+in the accountant of its kind (:func:`pate_jax.mechanisms.make_accountant`) —
+LNMax in the 2017 moments accountant (Papernot et al. 2017, Theorems 1-3,
+Lemma 4), GNMax in data-dependent RDP (Papernot et al. 2018, Theorem 6) with an
 RDP -> ``(ε, δ)`` conversion (classic, or Balle et al. 2020 "improved").
 
 Per-query costs compose by summation over queries, so the cost of the first
@@ -12,24 +15,28 @@ Per-query costs compose by summation over queries, so the cost of the first
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any, NamedTuple, Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from pate_jax import _checks as v
 from pate_jax import accounting
-
-MECHANISMS = ("lnmax", "gnmax")
+from pate_jax import mechanisms
 
 
 class Accountant(NamedTuple):
-  """How ε is computed for both mechanisms (all fields plain Python values).
+  """How ε is computed for every mechanism (all fields plain Python values).
 
   Attributes:
     delta: target ``δ`` in (0, 1).
-    max_moment: LNMax moments ``l = 1..max_moment`` (the 2017 analysis uses 8).
-    orders: GNMax RDP orders ``λ > 1``.
-    conversion: GNMax RDP -> ``(ε, δ)`` conversion, ``"improved"`` or ``"classic"``.
-    max_moment_wide: optionally, LNMax's bound also over moments ``1..max_moment_wide``.
+    max_moment: moments-accountant orders ``l = 1..max_moment`` (the 2017 analysis uses 8).
+    orders: RDP orders ``λ > 1``.
+    conversion: RDP -> ``(ε, δ)`` conversion, ``"improved"`` or ``"classic"``.
+    max_moment_wide: optionally, the moments bound also over moments ``1..max_moment_wide``.
   """
   delta: float
   max_moment: int = 8
@@ -38,9 +45,23 @@ class Accountant(NamedTuple):
   max_moment_wide: int | None = None
 
 
-def _check_mechanism(mechanism: str) -> None:
-  if mechanism not in MECHANISMS:
-    raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+def single_scale_mechanism(name: str) -> mechanisms.Mechanism:
+  """The registered mechanism ``name``, which must have exactly one (noise) parameter."""
+  one_param = tuple(n for n in mechanisms.names() if len(mechanisms.get(n).params) == 1)
+  return mechanisms.get(v.choice(name, "mechanism", one_param))
+
+
+def _per_query_cost(accountant: Accountant, mechanism: mechanisms.Mechanism, votes: Any,
+                    scale: float, data_dependent: bool):
+  """``(empty accountant, per-query cost [Q, K])`` of answering every row of ``votes``."""
+  rdp_orders = mechanism.accountant == "rdp"
+  empty = mechanisms.make_accountant(
+      mechanism, np.asarray(accountant.orders, np.float64) if rdp_orders else None,
+      accountant.conversion, accountant.max_moment)
+  answered = np.ones(np.shape(votes)[0], bool)
+  cost = mechanism.cost(votes, answered, {mechanism.params[0].name: scale}, empty.orders,
+                        data_dependent)
+  return empty, cost
 
 
 def prefix_totals(per_query_cost: Any, counts: Sequence[int]) -> np.ndarray:
@@ -65,50 +86,61 @@ def prefix_totals(per_query_cost: Any, counts: Sequence[int]) -> np.ndarray:
   return np.cumsum(cost, axis=0)[n - 1]
 
 
+@functools.partial(jax.jit, static_argnames=("mechanism", "data_dependent", "conversion",
+                                             "max_moment"))
+def _epsilon_core(votes, scale, orders, delta, *, mechanism, data_dependent, conversion,
+                  max_moment):
+  """``(ε, best order)`` of every row of ``votes``: one compiled cost-compose-convert."""
+  m = mechanisms.get(mechanism)
+  empty = mechanisms.make_accountant(m, orders, conversion, max_moment)
+  answered = jnp.ones(votes.shape[0], bool)
+  cost = m.cost(votes, answered, {m.params[0].name: scale}, empty.orders, data_dependent)
+  return empty.compose(cost).epsilon(delta)
+
+
 def epsilon(accountant: Accountant, mechanism: str, votes: Any, scale: float, *,
             data_dependent: bool = True) -> tuple[float, float | int]:
   """ε of answering every row of ``votes`` and the order that achieved it.
 
-  LNMax (``scale`` = γ): :func:`pate_jax.accounting.lnmax_moments_epsilon` over
-  moments ``1..accountant.max_moment``; returns ``(ε, best moment: int)``.
-  GNMax (``scale`` = σ): ``ε = conv(Σ_i RDP_i(λ), λ, δ)`` minimised over
-  ``accountant.orders`` with the per-query RDP of
-  :func:`pate_jax.accounting.gnmax_rdp` summed in float64; returns ``(ε, best order: float)``.
+  The registered per-query cost (``mechanisms.get(mechanism).cost``) of every row,
+  composed in float64 by the mechanism's accountant and converted at ``δ``, in one
+  compiled call. LNMax (``scale`` = γ): moments ``1..accountant.max_moment``, as
+  :func:`pate_jax.accounting.lnmax_moments_epsilon`; returns ``(ε, best moment: int)``.
+  GNMax (``scale`` = σ): ``accountant.orders`` and ``accountant.conversion``; returns
+  ``(ε, best order: float)``.
 
   Args:
     accountant: δ, orders and conversion.
-    mechanism: ``"lnmax"`` or ``"gnmax"``.
+    mechanism: a registered one-parameter mechanism, ``"lnmax"`` or ``"gnmax"``.
     votes: int ``[Q, C]`` vote histograms.
-    scale: γ (LNMax) or σ (GNMax), > 0.
+    scale: its noise parameter, γ (LNMax) or σ (GNMax), > 0.
     data_dependent: the data-dependent bound (True) or the worst case (False).
   """
-  _check_mechanism(mechanism)
-  if mechanism == "lnmax":
-    eps, moment = accounting.lnmax_moments_epsilon(
-        votes, scale, accountant.delta, data_dependent=data_dependent,
-        max_moment=accountant.max_moment)
-    return float(eps), int(moment)
-  orders = np.asarray(accountant.orders, np.float64)
-  rdp = accounting.gnmax_rdp(votes, scale, orders, data_dependent=data_dependent)
-  total = np.asarray(rdp, np.float64).sum(axis=0)  # Compose over queries (float64).
-  eps, order = accounting.rdp_to_epsilon(total, orders, accountant.delta, accountant.conversion)
-  return float(eps), float(order)
+  m = single_scale_mechanism(mechanism)
+  votes = v.votes(votes, equal_totals=m.equal_totals)
+  params = mechanisms.check_params(m, {m.params[0].name: scale})
+  moments = m.accountant == "moments"
+  with jax.enable_x64(True):
+    eps, best = _epsilon_core(
+        votes, params[m.params[0].name], None if moments else v.orders(accountant.orders),
+        v.delta(accountant.delta), mechanism=m.name, data_dependent=bool(data_dependent),
+        conversion=v.choice(accountant.conversion, "conversion", accounting.CONVERSIONS),
+        max_moment=v.positive_int(accountant.max_moment, "max_moment"))
+  return float(eps), int(best) if moments else float(best)
 
 
 def prefix_epsilon(accountant: Accountant, mechanism: str, votes: Any, scale: float,
                    counts: Sequence[int]) -> np.ndarray:
   """Data-dependent ε of the first ``n`` queries (rows) of ``votes``, for each ``n`` in ``counts``.
 
-  The per-query costs (LNMax log-moments ``α_i(l)``, :func:`pate_jax.accounting.lnmax_log_moments`;
-  GNMax RDP, :func:`pate_jax.accounting.gnmax_rdp`) are composed by
-  :func:`prefix_totals` and converted with
-  :func:`pate_jax.accounting.moments_to_epsilon` (LNMax) or
-  :func:`pate_jax.accounting.rdp_to_epsilon` (GNMax). The last entry equals
-  :func:`epsilon` when ``counts[-1] = Q`` (up to float rounding: the sums differ in order).
+  The registered per-query costs (LNMax log-moments, GNMax RDP) are composed by
+  :func:`prefix_totals` and converted by the mechanism's accountant (over the last
+  axis, one ε per prefix). The last entry equals :func:`epsilon` when ``counts[-1] =
+  Q`` (up to float rounding: the sums differ in order).
 
   Args:
     accountant: δ, orders and conversion.
-    mechanism: ``"lnmax"`` or ``"gnmax"``.
+    mechanism: a registered one-parameter mechanism, ``"lnmax"`` or ``"gnmax"``.
     votes: int ``[Q, C]``.
     scale: γ (LNMax) or σ (GNMax).
     counts: ``[N]`` prefix lengths in ``1..Q``.
@@ -116,15 +148,8 @@ def prefix_epsilon(accountant: Accountant, mechanism: str, votes: Any, scale: fl
   Returns:
     float64 ``[N]``; non-decreasing when ``counts`` is increasing.
   """
-  _check_mechanism(mechanism)
-  if mechanism == "lnmax":
-    orders = np.arange(1, accountant.max_moment + 1, dtype=np.float64)
-    per_query = accounting.lnmax_log_moments(votes, scale, orders, data_dependent=True)
-    eps, _ = accounting.moments_to_epsilon(prefix_totals(per_query, counts), orders,
-                                           accountant.delta)
-  else:
-    orders = np.asarray(accountant.orders, np.float64)
-    per_query = accounting.gnmax_rdp(votes, scale, orders, data_dependent=True)
-    eps, _ = accounting.rdp_to_epsilon(prefix_totals(per_query, counts), orders,
-                                       accountant.delta, accountant.conversion)
+  m = single_scale_mechanism(mechanism)
+  empty, cost = _per_query_cost(accountant, m, votes, scale, True)
+  totals = dataclasses.replace(empty, cost=prefix_totals(cost, counts))  # cost [N, K]
+  eps, _ = totals.epsilon(accountant.delta)
   return np.asarray(eps, np.float64)

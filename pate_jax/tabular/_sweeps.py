@@ -3,7 +3,8 @@
 Papernot et al. 2017, Appendix C and Figure 2: student accuracy as a function
 of the number of labelled queries and of the noise scale, with ε beside it.
 All labels of a mechanism (every noise scale x every draw) come from one
-vmapped call of :func:`pate_jax.aggregation.lnmax` / :func:`~pate_jax.aggregation.gnmax`.
+vmapped call of its registered ``answer`` (:mod:`pate_jax.mechanisms`: LNMax, GNMax,
+or any registered mechanism with one noise parameter).
 """
 
 from __future__ import annotations
@@ -14,18 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pate_jax import _checks as v
 from pate_jax import aggregation
-from pate_jax.tabular._privacy import Accountant, epsilon, prefix_epsilon
+from pate_jax import mechanisms
+from pate_jax._compile import light_jit
+from pate_jax.tabular._privacy import (Accountant, epsilon, prefix_epsilon,
+                                       single_scale_mechanism)
 from pate_jax.tabular._students import StudentTask, student_accuracies
-
-# mechanism -> (aggregator, name of its noise parameter, name of its best order).
-_MECHANISMS = {"lnmax": (aggregation.lnmax, "gamma", "best_moment"),
-               "gnmax": (aggregation.gnmax, "sigma", "best_order")}
-
-
-def _check_mechanism(mechanism: str) -> None:
-  if mechanism not in _MECHANISMS:
-    raise ValueError(f"mechanism must be one of {sorted(_MECHANISMS)}, got {mechanism!r}")
 
 
 def query_counts(counts: Iterable[int], num_pool: int) -> list[int]:
@@ -36,12 +32,28 @@ def query_counts(counts: Iterable[int], num_pool: int) -> list[int]:
   return sorted({int(n) for n in counts if 0 < int(n) < num_pool} | {int(num_pool)})
 
 
+def _label_grid_core(key, votes, scales, *, mechanism, num_draws):
+  """``labels[s, r] = answer(fold_in(key, r), votes, arange(Q), {param: scales[s]})``."""
+  m = mechanisms.get(mechanism)
+  ids = jnp.arange(votes.shape[0], dtype=jnp.uint32)
+  draws = jnp.arange(num_draws, dtype=jnp.uint32)
+
+  def labels(scale, r):
+    return m.answer(jax.random.fold_in(key, r), votes, ids, {m.params[0].name: scale})[0]
+
+  return jax.vmap(lambda s: jax.vmap(lambda r: labels(s, r))(draws))(scales)
+
+
+_label_grid = light_jit(_label_grid_core, static_argnames=("mechanism", "num_draws"))
+
+
 def noisy_label_grid(key: jax.Array, votes: Any, mechanism: str, scales: Sequence[float],
                      num_draws: int) -> np.ndarray:
   """Noisy labels for every noise scale and draw, in one vmapped call.
 
-  ``labels[s, r] = agg(fold_in(key, r), votes, scales[s])`` with ``agg`` = LNMax
-  (scales are γ) or GNMax (scales are σ) and query ids ``arange(Q)``. Draw ``r``
+  ``labels[s, r] = agg(fold_in(key, r), votes, scales[s])`` with ``agg`` the
+  registered ``answer`` of LNMax (scales are γ) or GNMax (scales are σ) and query
+  ids ``arange(Q)``, as :func:`pate_jax.aggregation.lnmax` / ``gnmax`` answer. Draw ``r``
   uses the same key at every scale (common random numbers), and per-query keys
   make ``labels[s, r, :n]`` the labels of the first ``n`` queries alone.
 
@@ -55,14 +67,13 @@ def noisy_label_grid(key: jax.Array, votes: Any, mechanism: str, scales: Sequenc
   Returns:
     int32 ``[S, R, Q]``.
   """
-  _check_mechanism(mechanism)
+  m = single_scale_mechanism(mechanism)
   if int(num_draws) < 1:
     raise ValueError(f"num_draws must be >= 1, got {num_draws}")
-  agg = _MECHANISMS[mechanism][0]
-  draws = jnp.arange(int(num_draws), dtype=jnp.uint32)
-  return np.asarray(jax.vmap(lambda s: jax.vmap(
-      lambda r: agg(jax.random.fold_in(key, r), votes, s))(draws))(
-          jnp.asarray(scales, jnp.float32)))
+  votes = v.votes(votes, equal_totals=m.equal_totals)
+  scales = v.positive_vector(scales, f"scales ({m.params[0].name})", "noise scales")
+  return np.asarray(_label_grid(key, votes, scales.astype(np.float32), mechanism=m.name,
+                                num_draws=int(num_draws)))
 
 
 def sweep_mechanism(key: jax.Array, mechanism: str, votes: Any, labels: Any, plurality: Any, *,
@@ -97,8 +108,9 @@ def sweep_mechanism(key: jax.Array, mechanism: str, votes: Any, labels: Any, plu
     results; student accuracy (mean, std over ``R``) and ε per count; student
     and label accuracy and ε (data-dependent and -independent) per grid scale.
   """
-  _check_mechanism(mechanism)
-  _, scale_name, best = _MECHANISMS[mechanism]
+  m = single_scale_mechanism(mechanism)
+  scale_name = m.params[0].name
+  best = "best_moment" if m.accountant == "moments" else "best_order"
   repeats = len(random_states)
   labels, plurality = np.asarray(labels), np.asarray(plurality)
   scales = [float(scale), *map(float, grid)]
@@ -127,7 +139,7 @@ def sweep_mechanism(key: jax.Array, mechanism: str, votes: Any, labels: Any, plu
       "student_accuracy_std": float(acc_grid[0].std()),
       "student_repeats": repeats,
   }
-  if mechanism == "lnmax":
+  if m.accountant == "moments":  # LNMax: Laplace noise of scale 1/γ, the 2017 accountant.
     summary["laplace_scale"] = 1.0 / scale
     wide = accountant.max_moment_wide
     if wide is not None:
