@@ -1,27 +1,26 @@
 """Benchmark: data-dependent PATE accounting for 10^6 queries, JAX vs a per-query loop.
 
-Accounts for ``--num_queries`` synthetic vote histograms (``--num_teachers`` teachers,
-``--num_classes`` classes) with
+Accounts for ``config.num_queries`` synthetic vote histograms (``num_teachers`` teachers,
+``num_classes`` classes) with
 
 * LNMax under the 2017 moments accountant (data-dependent, moments 1..8), and
 * Confident-GNMax under the 2018 data-dependent RDP analysis (expected cost of the
   threshold check plus Pr[answered] × the GNMax cost, at ``DEFAULT_ORDERS``),
 
-each composed over all queries and converted to (ε, δ). The JAX path is one jitted
-call on device-resident float64 votes; it is timed after compilation (compile time
-reported separately). The same accounting is also timed end to end through the
-validating public functions (``lnmax_moments_epsilon``, ``confident_gnmax_rdp`` composed
-with an ``rdp_accountant``), once on the device-resident votes and once on the
-host numpy int32 votes (host-to-device copy included), and reported as ratios to the
-compiled kernel. The baseline is a per-query pure Python loop
-(``pate_jax.accounting.reference``: ``math`` + ``scipy.special.log_ndtr`` on scalars)
-implementing the same formulas;
-it is timed on the first ``--loop_queries`` queries and the time is extrapolated
-linearly to all queries (stated in the results). The loop's totals on that subset are
-checked against the JAX path on the same subset.
+each composed over all queries and converted to (ε, δ). The JAX path is one jitted call
+on device-resident float64 votes, timed after compilation (compile time reported
+separately). The same accounting is also timed end to end through the validating public
+functions (``lnmax_moments_epsilon``, ``confident_gnmax_rdp`` composed with an
+``rdp_accountant``), on the device-resident votes and on the host numpy int32 votes
+(host-to-device copy included), as ratios to the compiled kernel. The baseline is a
+per-query pure Python loop of the same formulas (``pate_jax.accounting.reference``:
+``math`` + ``scipy.special.log_ndtr`` on scalars), timed on the first
+``config.loop_queries`` queries and extrapolated linearly to all (stated in the
+results); its totals on that subset are checked against the JAX path.
 
 Usage:
-  python -m experiments.bench_accounting --workdir /tmp/bench_accounting
+  python experiments/bench_accounting.py --config configs/bench_accounting.py \\
+      --workdir runs/bench_accounting
 """
 
 from __future__ import annotations
@@ -30,36 +29,18 @@ import os
 import statistics
 import time
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from pate_jax import accounting as acc
+from pate_jax import experiment
 from pate_jax.accounting.reference import loop_accounting, synthetic_votes
-from pate_jax.experiment import write_results
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for results.json.", required=True)
-_NUM_QUERIES = flags.DEFINE_integer("num_queries", 10**6, "Number of synthetic queries.")
-_NUM_TEACHERS = flags.DEFINE_integer("num_teachers", 250, "Teachers per histogram.")
-_NUM_CLASSES = flags.DEFINE_integer("num_classes", 10, "Classes.")
-_LOOP_QUERIES = flags.DEFINE_integer("loop_queries", 20000,
-                                     "Queries timed in the Python loop (then extrapolated).")
-_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed repetitions of the compiled JAX call.")
-_SEED = flags.DEFINE_integer("seed", 0, "Seed of the synthetic histograms.")
-_DEVICES = flags.DEFINE_integer(
-    "devices", 1, "CPU devices to shard the query axis over (jax_num_cpu_devices; XLA runs "
-    "one device's program on one thread, so 2 uses both cores of a 2-core machine).")
-_GAMMA = flags.DEFINE_float("gamma", 0.05, "LNMax inverse Laplace scale (2017 MNIST: 0.05).")
-_SIGMA = flags.DEFINE_float("sigma", 40.0, "GNMax noise σ (2018 MNIST: 40).")
-_THRESHOLD = flags.DEFINE_float("threshold", 200.0, "Confident-GNMax threshold T (2018: 200).")
-_SIGMA_THRESHOLD = flags.DEFINE_float("sigma_threshold", 150.0, "Threshold noise σ_T (2018: 150).")
-_DELTA = flags.DEFINE_float("delta", 1e-5, "Target δ.")
 _MAX_MOMENT = 8
-
-
-# ----------------------------------------------------------------------------- JAX path
+_NOISE = ("gamma", "sigma", "threshold", "sigma_threshold")  # config fields, in this order
 
 
 def make_jax_accounting(gamma, sigma, threshold, sigma_threshold, delta, orders):
@@ -86,25 +67,30 @@ def public_api_accounting(votes, gamma, sigma, threshold, sigma_threshold, delta
   return eps_ln, moment, eps_conf, order
 
 
-# ----------------------------------------------------------------------------- main
+def _timed(fn, repeats):
+  """Wall and CPU seconds of ``repeats`` calls of ``fn`` (each blocked until ready)."""
+  wall, cpu = [], []
+  for _ in range(repeats):
+    start, cpu_start = time.perf_counter(), time.process_time()
+    jax.block_until_ready(fn())
+    wall.append(time.perf_counter() - start)
+    cpu.append(time.process_time() - cpu_start)
+  return wall, cpu
 
 
-def main(argv):
-  del argv
-  q, t, c = _NUM_QUERIES.value, _NUM_TEACHERS.value, _NUM_CLASSES.value
-  params = dict(gamma=_GAMMA.value, sigma=_SIGMA.value, threshold=_THRESHOLD.value,
-                sigma_threshold=_SIGMA_THRESHOLD.value, delta=_DELTA.value)
+def run(config, workdir: str) -> dict:
+  q, t, c = int(config.num_queries), int(config.num_teachers), int(config.num_classes)
+  params = {k: float(config[k]) for k in (*_NOISE, "delta")}
   orders = np.asarray(acc.DEFAULT_ORDERS, np.float64)
-  votes = synthetic_votes(_SEED.value, q, t, c)
-  devices = _DEVICES.value
+  votes = synthetic_votes(config.seed, q, t, c)
+  devices, repeats = int(config.devices), int(config.repeats)
   if devices > 1:
     if q % devices:
       raise ValueError(f"num_queries={q} must be divisible by devices={devices}")
     jax.config.update("jax_num_cpu_devices", devices)  # before the backend starts
 
   with jax.enable_x64(True):
-    account = make_jax_accounting(params["gamma"], params["sigma"], params["threshold"],
-                                  params["sigma_threshold"], params["delta"], orders)
+    account = make_jax_accounting(*(params[k] for k in _NOISE), params["delta"], orders)
     votes_dev = jnp.asarray(votes, jnp.float64)
     if devices > 1:  # shard the query axis; the sums over queries become all-reduces
       mesh = Mesh(np.array(jax.devices()[:devices]), ("queries",))
@@ -113,12 +99,7 @@ def main(argv):
     start = time.perf_counter()
     out = jax.block_until_ready(account(votes_dev))
     compile_and_first_run = time.perf_counter() - start
-    runs, cpu_runs = [], []
-    for _ in range(_REPEATS.value):
-      start, cpu_start = time.perf_counter(), time.process_time()
-      out = jax.block_until_ready(account(votes_dev))
-      runs.append(time.perf_counter() - start)
-      cpu_runs.append(time.process_time() - cpu_start)
+    runs, cpu_runs = _timed(lambda: account(votes_dev), repeats)
     eps_ln, moment, eps_conf, order, _ = (np.asarray(x) for x in out)
 
   # End to end through the validating public API, on the device-resident votes and on the
@@ -126,23 +107,18 @@ def main(argv):
   public_runs = {}
   for where, data in (("device", votes_dev), ("host", votes)):
     jax.block_until_ready(public_api_accounting(data, orders=orders, **params))
-    public_runs[where] = []
-    for _ in range(_REPEATS.value):
-      start = time.perf_counter()
-      jax.block_until_ready(public_api_accounting(data, orders=orders, **params))
-      public_runs[where].append(time.perf_counter() - start)
+    public_runs[where] = _timed(lambda: public_api_accounting(data, orders=orders, **params),
+                                repeats)[0]
   public_device = statistics.median(public_runs["device"])
   public_host = statistics.median(public_runs["host"])
 
   # Python loop on a subset, extrapolated.
-  n_loop = min(_LOOP_QUERIES.value, q)
+  n_loop = min(int(config.loop_queries), q)
   subset = votes[:n_loop]
   start, cpu_start = time.perf_counter(), time.process_time()
-  alpha_loop, rdp_loop = loop_accounting(subset, params["gamma"], params["sigma"],
-                                         params["threshold"], params["sigma_threshold"], orders,
+  alpha_loop, rdp_loop = loop_accounting(subset, *(params[k] for k in _NOISE), orders,
                                          max_moment=_MAX_MOMENT)
-  loop_time = time.perf_counter() - start
-  loop_cpu = time.process_time() - cpu_start
+  loop_time, loop_cpu = time.perf_counter() - start, time.process_time() - cpu_start
   loop_extrapolated = loop_time * q / n_loop
   # Agreement of the loop and JAX on the subset.
   moments = acc.moments_accountant(_MAX_MOMENT)
@@ -153,8 +129,7 @@ def main(argv):
   max_rel_diff = float(max(np.max(np.abs(alpha_loop / alpha_jax - 1)),
                            np.max(np.abs(rdp_loop / rdp_jax - 1))))
 
-  jax_time = statistics.median(runs)
-  jax_cpu = statistics.median(cpu_runs)
+  jax_time, jax_cpu = statistics.median(runs), statistics.median(cpu_runs)
   loop_cpu_extrapolated = loop_cpu * q / n_loop
   public_goal = 2.0 if jax.default_backend() == "cpu" else 10.0
   results = {
@@ -193,25 +168,32 @@ def main(argv):
       "goal_public_api_over_kernel_at_most": public_goal,
       "goal_public_api_met": max(public_device, public_host) / jax_time <= public_goal,
   }
-  config = {"num_queries": q, "num_teachers": t, "num_classes": c, "loop_queries": n_loop,
-            "devices": devices,
-            "repeats": _REPEATS.value, "orders": orders.tolist(), **params}
-  path = write_results(_WORKDIR.value, results, config=config, seed=_SEED.value)
-  print(f"JAX on {jax.default_backend()} (compiled, median of {len(runs)}): {jax_time:.4f} s; "
-        f"compile+first run {compile_and_first_run:.2f} s")
-  print(f"public API end to end (median of {_REPEATS.value}): device votes {public_device:.4f} s "
-        f"({public_device / jax_time:.2f}x the kernel), host numpy votes {public_host:.4f} s "
-        f"({public_host / jax_time:.2f}x)")
-  print(f"Python loop: {loop_time:.2f} s for {n_loop} queries -> {loop_extrapolated:.0f} s "
-        f"extrapolated to {q}; speedup {loop_extrapolated / jax_time:.0f}x "
-        f"(CPU time: JAX {jax_cpu:.3f} s, loop {loop_cpu_extrapolated:.0f} s, "
-        f"{loop_cpu_extrapolated / jax_cpu:.0f}x); max rel diff on subset {max_rel_diff:.2e}; "
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-  print(f"eps LNMax (2017) = {float(eps_ln):.4f} (moment {int(moment)}); "
-        f"eps Confident-GNMax (2018) = {float(eps_conf):.4f} (order {float(order):g}); "
-        f"delta = {params['delta']:g}")
-  print(f"wrote {path}")
+  # The resolved config plus the orders (acc.DEFAULT_ORDERS) and the loop subset actually used.
+  record = {**config.to_dict(), "loop_queries": n_loop, "orders": orders.tolist()}
+  path = experiment.write_results(workdir, results, config=record, seed=config.seed)
+  logging.info("bench_accounting: wrote %s", path)
+  return results
+
+
+def report(r: dict) -> None:
+  jax_time, n, q = r["jax_seconds_median"], r["loop_queries_timed"], r["num_queries"]
+  print(f"JAX on {r['jax_backend']} (compiled, median of {len(r['jax_seconds_all_runs'])}): "
+        f"{jax_time:.4f} s; compile+first run {r['jax_compile_and_first_run_seconds']:.2f} s")
+  dev, host = (r[f"public_api_end_to_end_seconds_{w}_votes"] for w in ("device", "host"))
+  print(f"public API end to end (median of {len(r['public_api_end_to_end_all_runs']['host'])}): "
+        f"device votes {dev:.4f} s ({dev / jax_time:.2f}x the kernel), host numpy votes "
+        f"{host:.4f} s ({host / jax_time:.2f}x)")
+  print(f"Python loop: {r['loop_seconds_on_subset']:.2f} s for {n} queries -> "
+        f"{r['loop_seconds_extrapolated']:.0f} s extrapolated to {q}; speedup "
+        f"{r['speedup_vs_loop']:.0f}x (CPU time: JAX {r['jax_cpu_seconds_median']:.3f} s, loop "
+        f"{r['loop_cpu_seconds_extrapolated']:.0f} s, {r['speedup_vs_loop_cpu_time']:.0f}x); "
+        f"max rel diff on subset {r['loop_vs_jax_max_relative_difference_on_subset']:.2e}; "
+        f"load average {r['load_average_1_5_15min_at_end'][0]:.1f} on {r['cpu_count']} cores")
+  ln, conf = r["lnmax_2017"], r["confident_gnmax_2018"]
+  print(f"eps LNMax (2017) = {ln['epsilon']:.4f} (moment {ln['best_moment']}); "
+        f"eps Confident-GNMax (2018) = {conf['epsilon']:.4f} (order {conf['best_order']:g}); "
+        f"delta = {ln['delta']:g}")
 
 
 if __name__ == "__main__":
-  app.run(main)
+  experiment.run_main(run, report=report)

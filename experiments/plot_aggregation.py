@@ -5,16 +5,17 @@ MNIST teachers) the LNMax labels of the votes.npz rows are compared with the
 true labels over a log grid of per-query ε ∈ [eps_min, eps_max]; the whole grid
 and all seeds come from one vmapped call
 (:func:`pate_jax.aggregation.label_accuracy_grid`). Writes ``figure2.png`` and
-``figure2.json`` (the plotted numbers, with provenance) to ``--out``.
+``figure2.json`` (the plotted numbers, with provenance) to ``--workdir``.
 
 Per-query ε. An LNMax answer with Laplace scale 1/γ is (2γ, 0)-DP, so by default
-γ = ε/2 (``--epsilon_convention=dp``). The 2017 paper labels its x-axis with the
-inverse Laplace scale itself ("Laplacian noise of inversed scale ε"; scale 20 is
-called ε = 0.05), i.e. γ = ε: ``--epsilon_convention=paper`` plots that axis.
+γ = ε/2 (``--config.epsilon_convention=dp``). The 2017 paper labels its x-axis with
+the inverse Laplace scale itself ("Laplacian noise of inversed scale ε"; scale 20 is
+called ε = 0.05), i.e. γ = ε: ``--config.epsilon_convention=paper`` (or the config's
+``:paper`` variant) plots that axis.
 
 Usage:
-  python -m experiments.plot_aggregation --workdirs=runs/m10,runs/m100,runs/m250 \\
-      --out=runs/figure2
+  python experiments/plot_aggregation.py --config configs/plot_aggregation.py \\
+      --workdir runs/figure2 --config.runs=runs/m10,runs/m100,runs/m250
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ from __future__ import annotations
 import pathlib
 from typing import Sequence
 
-from absl import app
-from absl import flags
-import jax
 import matplotlib
 
 matplotlib.use("Agg")
@@ -35,6 +33,9 @@ from pate_jax import aggregation  # noqa: E402
 from pate_jax import experiment  # noqa: E402
 from pate_jax import rng  # noqa: E402
 from pate_jax import votes as votes_lib  # noqa: E402
+
+ROWS = ("all", "pool", "eval")  # votes.npz rows: all, the public pool, the evaluation set
+
 
 def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path, *,
                 num_points: int = 25, eps_min: float = 0.01, eps_max: float = 1.0,
@@ -47,6 +48,8 @@ def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path,
     raise ValueError(f"need 0 < eps_min < eps_max, got eps_min={eps_min}, eps_max={eps_max}")
   if num_points < 2:
     raise ValueError(f"num_points must be >= 2, got {num_points}")
+  if rows not in ROWS:
+    raise ValueError(f"rows must be one of {ROWS}, got {rows!r}")
   if epsilon_convention not in ("dp", "paper"):
     raise ValueError(f"epsilon_convention must be 'dp' or 'paper', got {epsilon_convention!r}")
   eps = np.logspace(np.log10(eps_min), np.log10(eps_max), num_points)
@@ -99,31 +102,24 @@ def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path,
   return results
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  f = flags.FLAGS
-  make_figure(f.workdirs, f.out, num_points=f.num_points, eps_min=f.eps_min,
-              eps_max=f.eps_max, num_seeds=f.num_seeds, rows=f.rows,
-              epsilon_convention=f.epsilon_convention, seed=f.seed)
+def run(config, workdir: str) -> dict:
+  """The entry point: Figure 2 of the comma-separated ``config.runs`` into ``workdir``."""
+  runs = [r for r in str(config.runs).split(",") if r]
+  if not runs:
+    raise ValueError("config.runs: give a comma-separated list of workdirs with votes.npz")
+  return make_figure(runs, workdir, num_points=int(config.num_points),
+                     eps_min=float(config.eps_min), eps_max=float(config.eps_max),
+                     num_seeds=int(config.num_seeds), rows=config.rows,
+                     epsilon_convention=config.epsilon_convention, seed=int(config.seed))
 
 
-def define_flags() -> None:
-  """Defines the flags (only when run as a script: importing defines no global flags)."""
-  flags.DEFINE_list("workdirs", None, "Work directories, each with a votes.npz.")
-  flags.DEFINE_string("out", None, "Output directory for figure2.png / figure2.json.")
-  flags.DEFINE_integer("num_points", 25, "Points of the log-spaced ε grid.")
-  flags.DEFINE_float("eps_min", 0.01, "Smallest per-query ε.")
-  flags.DEFINE_float("eps_max", 1.0, "Largest per-query ε.")
-  flags.DEFINE_integer("num_seeds", 5, "Noise draws per ε.")
-  flags.DEFINE_enum("rows", "all", ["all", "pool", "eval"],
-                    "votes.npz rows to label: all, the public pool, or the evaluation set.")
-  flags.DEFINE_enum("epsilon_convention", "dp", ["dp", "paper"],
-                    "dp: γ = ε/2 (ε-DP per answer); paper: γ = ε (2017 axis).")
-  flags.DEFINE_integer("seed", 0, "Root seed.")
-  flags.mark_flags_as_required(["workdirs", "out"])
+def report(results: dict) -> None:
+  for c in results["curves"]:
+    print(f"{c['dataset'] or 'votes'} n={c['num_teachers']}: accuracy "
+          f"{100 * c['accuracy_mean'][0]:.1f}% at ε={results['epsilon'][0]:.3g} .. "
+          f"{100 * c['accuracy_mean'][-1]:.1f}% at ε={results['epsilon'][-1]:.3g} "
+          f"(plurality {100 * c['plurality_accuracy']:.1f}%)")
 
 
 if __name__ == "__main__":
-  define_flags()
-  app.run(main)
+  experiment.run_main(run, report=report)

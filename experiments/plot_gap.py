@@ -4,18 +4,17 @@
     python experiments/train_teachers.py --config configs/mnist_250.py:cpu \\
         --config.num_teachers=$n --workdir runs/mnist_n$n
   done
-  python experiments/plot_gap.py --workdirs runs/mnist_n10,runs/mnist_n100,runs/mnist_n250 \\
-      --out runs/figure3
+  python experiments/plot_gap.py --config configs/plot_gap.py --workdir runs/figure3 \\
+      --config.runs=runs/mnist_n10,runs/mnist_n100,runs/mnist_n250
 
-Reads each workdir's votes.npz, averages (top count − second count) / n over the
-test queries, and writes ``figure3.png`` and ``results.json`` into ``--out``.
+Reads each run's votes.npz, averages (top count − second count) / n over the
+test queries, and writes ``figure3.png`` and ``results.json`` into ``--workdir``.
 """
 
 from __future__ import annotations
 
 import pathlib
 
-from absl import app, flags
 import matplotlib
 import numpy as np
 
@@ -23,9 +22,6 @@ from pate_jax import experiment, votes as votes_lib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-_WORKDIRS = flags.DEFINE_list("workdirs", None, "Teacher workdirs, one per ensemble size.")
-_OUT = flags.DEFINE_string("out", None, "Where to write figure3.png and results.json.")
 
 
 def gaps(workdirs: list[str]) -> list[dict]:
@@ -38,7 +34,7 @@ def gaps(workdirs: list[str]) -> list[dict]:
   return sorted(rows, key=lambda r: r["num_teachers"])
 
 
-def plot(rows: list[dict], path: str) -> None:
+def plot(rows: list[dict], path: str | pathlib.Path) -> None:
   fig, ax = plt.subplots(figsize=(4.5, 3.5))
   labels = [str(r["num_teachers"]) for r in rows]
   values = [100 * r["mean_normalized_gap"] for r in rows]
@@ -54,18 +50,23 @@ def plot(rows: list[dict], path: str) -> None:
   plt.close(fig)
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  rows = gaps(_WORKDIRS.value)
-  pathlib.Path(_OUT.value).mkdir(parents=True, exist_ok=True)
-  plot(rows, f"{_OUT.value}/figure3.png")
-  experiment.write_results(_OUT.value, {"figure3": rows}, config={"workdirs": _WORKDIRS.value},
-                           seed=None)
-  for r in rows:
+def run(config, workdir: str) -> dict:
+  runs = [r for r in str(config.runs).split(",") if r]
+  if not runs:
+    raise ValueError("config.runs: give a comma-separated list of teacher workdirs")
+  rows = gaps(runs)
+  out = pathlib.Path(workdir)
+  out.mkdir(parents=True, exist_ok=True)
+  plot(rows, out / "figure3.png")
+  results = {"figure3": rows}
+  experiment.write_results(out, results, config=config, seed=None)
+  return results
+
+
+def report(results: dict) -> None:
+  for r in results["figure3"]:
     print(f"n={r['num_teachers']:4d}  mean normalized gap {r['mean_normalized_gap']:.3f}")
 
 
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["workdirs", "out"])
-  app.run(main)
+  experiment.run_main(run, report=report)
