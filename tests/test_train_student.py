@@ -115,3 +115,21 @@ def test_main_job_teachers_labels_student(tmp_path):
   record = json.loads((tmp_path / "results.json").read_text())
   assert record["results"]["student"]["eval_accuracy"] == s["student"]["eval_accuracy"]
   run_pate.report(s)
+
+
+def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir):
+  import plot_students  # pylint: disable=g-import-not-at-top
+  runs = []
+  for name, overrides in (("student_supervised", {}),
+                          ("student_supervised", {"labels": "plurality"})):
+    c = _config(name, votes_dir=str(teachers_dir), **overrides)
+    run_dir = tmp_path / f"run{len(runs)}"
+    train_student.run(c, str(run_dir))
+    runs.append(str(run_dir))
+  c = load_script(REPO / "configs" / "plot_students.py").get_config()
+  c.runs = ",".join(runs)
+  out = plot_students.run(c, str(tmp_path / "plots"))
+  labels = sorted(p["label"] for p in out["points"])
+  assert labels == ["supervised", "supervised (not private)"]
+  assert out["points"][0]["epsilon"] > 0 and out["points"][1]["epsilon"] is None
+  assert (tmp_path / "plots" / "students.png").stat().st_size > 0
