@@ -71,7 +71,7 @@ def run(config, workdir: str) -> dict:
   fit_kwargs = {"num_steps": int(config.num_steps), "batch_size": int(config.batch_size),
                 "segment_steps": int(config.segment_steps)}
   key = rng.stream(root, "student_train")
-  results: dict = {"student": config.student.name, "dataset": votes["dataset"],
+  results: dict = {"student": config.student.name, "labels": config.labels, "dataset": votes["dataset"],
                    "num_teachers": votes["num_teachers"], "pool_size": int(pool.shape[0]),
                    "num_eval": int(eval_x.shape[0])}
   empty = np.zeros((0,), np.int64)
@@ -103,8 +103,9 @@ def run(config, workdir: str) -> dict:
     else:  # non-private comparison points
       index, labels = _clean_labels(config, votes)
       results["num_queries"] = int(index.size)
-      results["epsilon"] = (f"not private: the ensemble's {config.labels} answers without "
-                            "noise")
+      what = ("plurality labels" if config.labels == "plurality" else
+              f"averaged probabilities at T = {config.student.kwargs.temperature:g}")
+      results["epsilon"] = f"not private: the ensemble's {what}, without noise"
     data = students.with_labels(data, index, labels)
     fit = students.fit(student, data, key, checkpoint_dir=str(workdir / "checkpoints"),
                        **fit_kwargs)

@@ -130,6 +130,6 @@ def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir):
   c.runs = ",".join(runs)
   out = plot_students.run(c, str(tmp_path / "plots"))
   labels = sorted(p["label"] for p in out["points"])
-  assert labels == ["supervised", "supervised (not private)"]
+  assert labels == ["supervised", "supervised, plurality labels (not private)"]
   assert out["points"][0]["epsilon"] > 0 and out["points"][1]["epsilon"] is None
   assert (tmp_path / "plots" / "students.png").stat().st_size > 0
