@@ -37,6 +37,25 @@ from pate_jax import rng
 from pate_jax import votes as votes_lib
 
 
+def make_aggregator(config: Any) -> tuple[ledger_lib.PrivateAggregator, Any, dict, Any]:
+  """The configured ledger, its mechanism, the mechanism's parameters and RDP orders.
+
+  The noise key is the run's ``aggregation`` stream (pate_jax.rng).
+  """
+  key = rng.stream(rng.root_key(config.seed), "aggregation")
+  mechanism = mechanisms.get(config.mechanism, "config.mechanism")
+  params = {name: config[name] for name in mechanism.param_names}
+  # Moments-accountant mechanisms (LNMax) use moments 1..max_moment, not config.orders.
+  rdp_orders = config.orders is not None and mechanism.accountant == "rdp"
+  orders = np.asarray(config.orders, np.float64) if rdp_orders else None
+  aggregator = ledger_lib.PrivateAggregator(
+      key, mechanism.name, epsilon_max=config.epsilon_max, delta=config.delta, orders=orders,
+      max_moment=int(config.max_moment), data_dependent=config.data_dependent,
+      consistent=config.consistent, conversion=config.conversion,
+      chunk_size=int(config.chunk_size), capacity=int(config.capacity), **params)
+  return aggregator, mechanism, params, orders
+
+
 def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
   """Runs the stage: reads votes, labels the queries, writes labels.npz and results.json."""
   t0 = time.perf_counter()
@@ -48,17 +67,7 @@ def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
   votes = np.asarray(data["votes"][:n])
   true_labels = np.asarray(data["labels"][:n])
 
-  key = rng.stream(rng.root_key(config.seed), "aggregation")  # the run's root seed
-  mechanism = mechanisms.get(config.mechanism, "config.mechanism")
-  params = {name: config[name] for name in mechanism.param_names}
-  # Moments-accountant mechanisms (LNMax) use moments 1..max_moment, not config.orders.
-  rdp_orders = config.orders is not None and mechanism.accountant == "rdp"
-  orders = np.asarray(config.orders, np.float64) if rdp_orders else None
-  aggregator = ledger_lib.PrivateAggregator(
-      key, mechanism.name, epsilon_max=config.epsilon_max, delta=config.delta, orders=orders,
-      max_moment=int(config.max_moment), data_dependent=config.data_dependent,
-      consistent=config.consistent, conversion=config.conversion,
-      chunk_size=int(config.chunk_size), capacity=int(config.capacity), **params)
+  aggregator, mechanism, params, orders = make_aggregator(config)
   kwargs = {"query_ids": np.asarray(data["index"][:n], np.uint32)} if config.consistent else {}
   out = aggregator.answer(votes, **kwargs)
   status, labels = out.status, out.labels

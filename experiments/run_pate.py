@@ -9,12 +9,10 @@ a summary ``results.json`` with the headline numbers of every stage.
 
 from __future__ import annotations
 
-import json
 import pathlib
 import time
 
 
-import aggregate  # experiments/aggregate.py (sibling script)
 import train_student  # experiments/train_student.py
 import train_teachers  # experiments/train_teachers.py
 from pate_jax import experiment
@@ -26,17 +24,11 @@ def run(config, workdir: str) -> dict:
   with config.unlocked():  # one root seed for every stage (pate_jax.rng streams)
     for stage in (config.teachers, config.aggregate, config.student):
       stage.seed = config.seed
-    config.aggregate.votes_dir = str(root / "teachers")
     config.student.votes_dir = str(root / "teachers")
     config.student.labels_dir = str(root / "aggregate")
     config.student.aggregate = config.aggregate
   teachers = train_teachers.run(config.teachers, str(root / "teachers"))
-  labels_file = root / "aggregate" / "labels.npz"
-  if labels_file.exists():  # the labels were paid for: never query again
-    print(f"reusing the labels (and their ledger) in {labels_file.parent}")
-    labels = json.loads((labels_file.parent / "results.json").read_text())["results"]
-  else:
-    labels = aggregate.run(config.aggregate, str(root / "aggregate"))
+  _, labels = train_student.noisy_labels(config.student, root / "aggregate")  # or reused
   student = train_student.run(config.student, str(root / "student"))
   summary = {
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},

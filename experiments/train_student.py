@@ -25,37 +25,22 @@ import numpy as np
 import aggregate  # experiments/aggregate.py (sibling script)
 from pate_jax import experiment, mechanisms, rng, students
 from pate_jax import labels as labels_lib
-from pate_jax import ledger as ledger_lib
 from pate_jax import votes as votes_lib
 
 
-def _labels(config, votes_dir: str, workdir: pathlib.Path) -> tuple[dict, dict]:
-  """labels.npz and the aggregate stage's results: reused if present, else computed."""
-  out = pathlib.Path(config.get("labels_dir") or workdir / "labels")
+def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
+  """labels.npz and the aggregate stage's results in ``out``: reused if present (the
+  labels were paid for), else computed by experiments/aggregate.py with the run's seed."""
+  out = pathlib.Path(out)
   if (out / "labels.npz").exists() and (out / "results.json").exists():
     print(f"reusing the labels (and their ledger) in {out}")
   else:
     with config.aggregate.unlocked():
-      config.aggregate.votes_dir = votes_dir
+      config.aggregate.votes_dir = config.votes_dir
       config.aggregate.seed = config.seed
     aggregate.run(config.aggregate, out)
   return (labels_lib.load_labels(out),
           json.loads((out / "results.json").read_text())["results"])
-
-
-def _params(a) -> dict:
-  return {"lnmax": {"gamma": a.gamma}, "gnmax": {"sigma": a.sigma},
-          "confident_gnmax": {"threshold": a.threshold, "sigma_threshold": a.sigma_threshold,
-                              "sigma": a.sigma}}[a.mechanism]
-
-
-def _aggregator(config, root) -> ledger_lib.PrivateAggregator:
-  a = config.aggregate
-  params = _params(a)
-  return ledger_lib.PrivateAggregator(
-      rng.stream(root, "aggregation"), a.mechanism, epsilon_max=a.epsilon_max, delta=a.delta,
-      max_moment=int(a.max_moment), data_dependent=a.data_dependent, **params,
-      **({} if a.mechanism == "lnmax" else {"conversion": a.conversion}))
 
 
 def run(config, workdir: str) -> dict:
@@ -71,42 +56,46 @@ def run(config, workdir: str) -> dict:
   fit_kwargs = {"num_steps": int(config.num_steps), "batch_size": int(config.batch_size),
                 "segment_steps": int(config.segment_steps)}
   key = rng.stream(root, "student_train")
-  results: dict = {"student": config.student.name, "labels": config.labels, "dataset": votes["dataset"],
-                   "num_teachers": votes["num_teachers"], "pool_size": int(pool.shape[0]),
+  results: dict = {"student": config.student.name, "labels": config.labels,
+                   "dataset": votes["dataset"], "num_teachers": votes["num_teachers"], "pool_size": int(pool.shape[0]),
                    "num_eval": int(eval_x.shape[0])}
-  empty = np.zeros((0,), np.int64)
-  data = students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes)
   if config.labels not in ("noisy", "plurality", "probabilities"):
     raise ValueError(f"config.labels must be 'noisy', 'plurality' or 'probabilities', got "
                      f"{config.labels!r}")
   if config.get("active") and config.active.round_sizes:
-    aggregator = _aggregator(config, root)
+    with config.aggregate.unlocked():
+      config.aggregate.seed = config.seed
+    aggregator, mechanism, params, orders = aggregate.make_aggregator(config.aggregate)
+    empty = np.zeros((0,), np.int64)
     out = students.active_learning(
-        student, data, aggregator, votes["votes"][:votes["num_pool"]], key,
+        student, students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes),
+        aggregator, votes["votes"][:votes["num_pool"]], key,
         round_sizes=config.active.round_sizes, fit_kwargs=fit_kwargs,
         checkpoint_dir=str(workdir / "checkpoints"))
     fit, index, labels = out.fit, out.labelled_index, out.labels
+    every = np.ones(index.size, bool)
     results.update({"active_rounds": out.rounds, "stopped_by_budget": out.stopped_by_budget,
                     "num_queries": int(sum(r["asked"] for r in out.rounds)),
                     "ledger_epsilon": aggregator.epsilon,
                     "epsilon": mechanisms.epsilon_report(
-                        mechanisms.get(config.aggregate.mechanism), _params(config.aggregate),
-                        votes["votes"][index], np.ones(index.size, bool),
-                        np.ones(index.size, bool), delta=config.aggregate.delta,
+                        mechanism, params, votes["votes"][index], every, every,
+                        delta=config.aggregate.delta, orders=orders,
                         max_moment=int(config.aggregate.max_moment))})
   else:
     if config.labels == "noisy":
-      label_file, agg = _labels(config, config.votes_dir, workdir)
+      label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
       index, labels = students.answered_labels(label_file)
       results.update({k: agg.get(k) for k in ("mechanism", "noise", "num_queries",
                                                 "num_answered", "epsilon", "ledger")})
     else:  # non-private comparison points
       index, labels = _clean_labels(config, votes)
       results["num_queries"] = int(index.size)
+      if config.labels == "probabilities":
+        results["temperature"] = float(config.student.kwargs.temperature)
       what = ("plurality labels" if config.labels == "plurality" else
               f"averaged probabilities at T = {config.student.kwargs.temperature:g}")
       results["epsilon"] = f"not private: the ensemble's {what}, without noise"
-    data = students.with_labels(data, index, labels)
+    data = students.make_student_data(pool, index, labels, eval_x, eval_y, num_classes)
     fit = students.fit(student, data, key, checkpoint_dir=str(workdir / "checkpoints"),
                        **fit_kwargs)
   true = np.asarray(votes["labels"])[index]

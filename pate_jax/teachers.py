@@ -504,25 +504,26 @@ def mean_probabilities(fns: TeacherFns, params: PyTree, images: jax.Array,
   if not temperatures or min(temperatures) <= 0:
     raise ValueError(f"temperatures must be positive, got {temperatures}")
   params = jax.tree.map(lambda a: a[:num_teachers], params)
-  temps = jnp.asarray(temperatures, jnp.float32)[:, None, None]
   images = jnp.asarray(images)
-  q = images.shape[0]
   padded, _ = pad_leading(images, query_chunk)
   chunks = padded.reshape(-1, query_chunk, *images.shape[1:])
+  return _mean_probabilities(fns, tuple(float(t) for t in temperatures), params,
+                             chunks)[:, :images.shape[0]]
 
-  @jax.jit
-  def run(params, chunks):
-    def teacher(total, p):
-      logits = jax.lax.map(lambda x: fns.model.apply(p, x), chunks)  # [n, chunk, C]
-      logits = logits.reshape(-1, logits.shape[-1])
-      return total + jax.nn.softmax(logits[None] / temps, axis=-1), None
-    c = jax.eval_shape(lambda x: fns.model.apply(jax.tree.map(lambda a: a[0], params), x),
-                       chunks[0]).shape[-1]
-    total = jnp.zeros((temps.shape[0], chunks.shape[0] * query_chunk, c), jnp.float32)
-    total, _ = jax.lax.scan(teacher, total, params)
-    return total / num_teachers
 
-  return run(params, chunks)[:, :q]
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _mean_probabilities(fns: TeacherFns, temperatures: tuple[float, ...], params: PyTree,
+                        chunks: jax.Array) -> jax.Array:
+  temps = jnp.asarray(temperatures, jnp.float32)[:, None, None]
+
+  def probs(p):
+    logits = jax.lax.map(lambda x: fns.model.apply(p, x), chunks)  # [n, chunk, C]
+    return jax.nn.softmax(logits.reshape(-1, logits.shape[-1])[None] / temps, axis=-1)
+
+  first = jax.tree.map(lambda a: a[0], params)
+  total, _ = jax.lax.scan(lambda acc, p: (acc + probs(p), None),
+                          jnp.zeros(jax.eval_shape(probs, first).shape, jnp.float32), params)
+  return total / jax.tree.leaves(params)[0].shape[0]
 
 
 @jax.jit

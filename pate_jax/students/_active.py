@@ -23,10 +23,9 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import numpy as np
 
+from pate_jax.ledger import Status
 from pate_jax.students._data import StudentData, with_labels
 from pate_jax.students._loop import FitResult, Student, fit, probabilities
-
-ANSWERED = 0  # pate_jax.ledger.Status.ANSWERED
 
 
 class ActiveResult(NamedTuple):
@@ -84,7 +83,7 @@ def active_learning(student: Student, data: StudentData, aggregator: Any,
       rows = least_confident(probs, np.flatnonzero(~asked), size)
     out = aggregator.answer(np.asarray(pool_votes[rows]))
     asked[rows] = True
-    ok = np.asarray(out.status) == ANSWERED
+    ok = np.asarray(out.status) == Status.ANSWERED
     index.append(rows[ok])
     labels.append(np.asarray(out.labels)[ok])
     stopped = not ok.all()

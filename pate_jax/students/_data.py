@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pate_jax import data as data_lib
+
 
 class StudentData(NamedTuple):
   """Arrays a student trains and is evaluated on (host numpy arrays).
@@ -136,7 +138,6 @@ def load_public_data(votes: dict, data_dir: str | None = None) -> tuple[np.ndarr
     ``[:num_pool]`` and ``[num_pool:]`` of the votes (float32 in [0, 1]) and the
     true labels of the held-out rows.
   """
-  from pate_jax import data as data_lib  # pylint: disable=g-import-not-at-top
   ds = data_lib.load_image_dataset(votes["dataset"], data_dir or None)
   images = data_lib.to_float(ds.test_images[np.asarray(votes["index"])])
   n = votes["num_pool"]

@@ -82,20 +82,6 @@ def _segment(student: Student, batch_size: int, num_steps: int, state: PyTree,
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _predict(student: Student, state: PyTree, images: jax.Array) -> jax.Array:
-  return jnp.argmax(student.logits(state, images), axis=-1)
-
-
-def predict(student: Student, state: PyTree, images: Any, batch_size: int = 1000
-            ) -> np.ndarray:
-  """Predicted classes of ``images`` (host array), in batches."""
-  images = np.asarray(images, np.float32)
-  out = [np.asarray(_predict(student, state, jnp.asarray(images[i:i + batch_size])))
-         for i in range(0, images.shape[0], batch_size)]
-  return np.concatenate(out) if out else np.zeros((0,), np.int32)
-
-
-@functools.partial(jax.jit, static_argnums=0)
 def _probabilities(student: Student, state: PyTree, images: jax.Array) -> jax.Array:
   return jax.nn.softmax(student.logits(state, images), axis=-1)
 
@@ -107,6 +93,12 @@ def probabilities(student: Student, state: PyTree, images: Any, batch_size: int 
   return np.concatenate([np.asarray(_probabilities(student, state,
                                                    jnp.asarray(images[i:i + batch_size])))
                          for i in range(0, images.shape[0], batch_size)])
+
+
+def predict(student: Student, state: PyTree, images: Any, batch_size: int = 1000
+            ) -> np.ndarray:
+  """Predicted classes of ``images`` (host array), in batches."""
+  return probabilities(student, state, images, batch_size).argmax(axis=1)
 
 
 def accuracy(student: Student, state: PyTree, images: Any, labels: Any) -> float:
@@ -171,5 +163,6 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
   seconds = time.perf_counter() - t0
   if ckpt is not None:
     ckpt.close()
-  acc = accuracy(student, state, data.eval_images, data.eval_labels)
+  acc = (history[-1]["eval_accuracy"] if history else  # nothing left to train: restored
+         accuracy(student, state, data.eval_images, data.eval_labels))
   return FitResult(state, acc, history, resumed_from, seconds)

@@ -23,15 +23,13 @@ to forget its start).
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import optax
 
 from pate_jax.models import GanDiscriminator, GanGenerator
 from pate_jax.students._loop import Student
-from pate_jax.students._supervised import class_loss, ema_update
+from pate_jax.students._supervised import class_loss, ema_update, hard_labels
 
 
 def discriminator_losses(logits_lab: jax.Array, labels: jax.Array, logits_unl: jax.Array,
@@ -94,7 +92,7 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
       logits_fake, _ = d_apply(state, params, fake, k[3])
       loss_lab, loss_unl = discriminator_losses(logits_lab, batch["y_lab"], logits_unl,
                                                 logits_fake)
-      err = jnp.mean(jnp.argmax(logits_lab, -1) != _hard(batch["y_lab"]))
+      err = jnp.mean(jnp.argmax(logits_lab, -1) != hard_labels(batch["y_lab"]))
       return loss_lab + unlabelled_weight * loss_unl, (loss_lab, loss_unl, err)
 
     grads, (loss_lab, loss_unl, err) = jax.grad(d_loss, has_aux=True)(state["d_params"])
@@ -123,19 +121,3 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
     return out
 
   return Student(init, step, logits)
-
-
-def _hard(labels: jax.Array) -> jax.Array:
-  return labels if labels.ndim == 1 else jnp.argmax(labels, axis=-1)
-
-
-def generator_samples(student_state: Any, num: int, key: jax.Array, *,
-                      image_shape: tuple[int, ...] = (28, 28, 1), noise_dim: int = 100,
-                      generator_hidden: tuple[int, ...] = (500, 500)) -> jax.Array:
-  """``num`` images from a trained PATE-G state's generator (for plots)."""
-  gen = GanGenerator(tuple(image_shape), tuple(generator_hidden), noise_dim)
-  z = jax.random.uniform(key, (num, noise_dim))
-  out, _ = gen.apply({"params": student_state["g_params"],
-                      "batch_stats": student_state["batch_stats"]}, z, train=True,
-                     mutable=["batch_stats"])
-  return out

@@ -39,6 +39,11 @@ def class_loss(logits: jax.Array, labels: jax.Array, temperature: float = 1.0) -
                                                                    labels))
 
 
+def hard_labels(labels: jax.Array) -> jax.Array:
+  """Classes ``[B]`` of class or probability targets."""
+  return labels if labels.ndim == 1 else jnp.argmax(labels, axis=-1)
+
+
 def ema_update(average: Any, params: Any, decay: float, step: jax.Array) -> Any:
   """Exponential moving average with the warm-up ``min(decay, (1 + t) / (10 + t))``."""
   d = jnp.minimum(decay, (1.0 + step) / (10.0 + step))
@@ -100,8 +105,7 @@ def supervised(net: Classifier, *, learning_rate: float = 3e-3, b1: float = 0.5,
   def step(state, key, batch, step_index):
     def loss_fn(params):
       logits = net.logits({"params": params, **state["fixed"]}, batch["x_lab"], True, key)
-      hard = batch["y_lab"] if batch["y_lab"].ndim == 1 else jnp.argmax(batch["y_lab"], -1)
-      err = jnp.mean(jnp.argmax(logits, -1) != hard)
+      err = jnp.mean(jnp.argmax(logits, -1) != hard_labels(batch["y_lab"]))
       return class_loss(logits, batch["y_lab"], temperature), err
 
     (loss, err), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])

@@ -40,9 +40,11 @@ def kl_divergence(logits_p: jax.Array, logits_q: jax.Array) -> jax.Array:
 
 def virtual_adversarial_perturbation(logits_fn, x: jax.Array, key: jax.Array, *,
                                      epsilon: float, xi: float = 1e-6,
-                                     power_iterations: int = 1) -> jax.Array:
-  """``r_adv`` of the module docstring for ``logits_fn: x -> logits`` at ``x``."""
-  clean = jax.lax.stop_gradient(logits_fn(x))
+                                     power_iterations: int = 1,
+                                     clean_logits: jax.Array | None = None) -> jax.Array:
+  """``r_adv`` of the module docstring for ``logits_fn: x -> logits`` at ``x``
+  (``clean_logits``: ``logits_fn(x)`` if the caller has it already)."""
+  clean = jax.lax.stop_gradient(logits_fn(x) if clean_logits is None else clean_logits)
   d = jax.random.normal(key, x.shape, x.dtype)
 
   def kl_at(r):
@@ -68,9 +70,10 @@ def vat(net: Classifier, *, epsilon: float = 2.0, xi: float = 1e-6, alpha: float
       logits_lab = net.logits(variables, batch["x_lab"], True, k_lab)
       loss_lab = class_loss(logits_lab, batch["y_lab"])
       x = batch["x_unl"]
-      r_adv = virtual_adversarial_perturbation(clean_fn, x, k_adv, epsilon=epsilon, xi=xi,
-                                               power_iterations=power_iterations)
       logits_unl = clean_fn(x)
+      r_adv = virtual_adversarial_perturbation(clean_fn, x, k_adv, epsilon=epsilon, xi=xi,
+                                               power_iterations=power_iterations,
+                                               clean_logits=logits_unl)
       loss_vat = kl_divergence(jax.lax.stop_gradient(logits_unl), clean_fn(x + r_adv))
       logp = jax.nn.log_softmax(logits_unl)
       entropy = -jnp.mean(jnp.sum(jnp.exp(logp) * logp, axis=-1))

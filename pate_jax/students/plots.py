@@ -22,8 +22,10 @@ def point(results: dict[str, Any], run: str) -> dict[str, Any]:
   label = results["student"]
   if results.get("active_rounds"):
     label = "active learning"
-  elif isinstance(eps, str):  # "not private: the ensemble's <what>, without noise"
-    label += ", " + eps.split("the ensemble's ")[-1].split(",")[0] + " (not private)"
+  elif results.get("labels") == "plurality":
+    label += ", plurality labels (not private)"
+  elif results.get("labels") == "probabilities":
+    label += f", T = {results['temperature']:g} probabilities (not private)"
   return {"label": label, "run": run, "queries": int(results["num_queries"]),
           "accuracy": float(results["eval_accuracy"]), "epsilon": value,
           "epochs": results.get("epochs")}
