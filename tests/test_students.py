@@ -170,6 +170,33 @@ def test_fit_resumes_bit_identically(tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+def test_init_sample_and_initialisation_use_unrelated_keys(monkeypatch):
+  # Which pool rows the data-dependent initialisation sees must not share a key with
+  # the initialisation itself (split(k, 2) is a prefix of split(k, 4): one key used
+  # for both would reuse randomness).
+  seen = {}
+  real = jax.random.permutation
+
+  def spy(key, *args, **kwargs):
+    seen["rows"] = key
+    return real(key, *args, **kwargs)
+
+  def init(key, sample):
+    seen["init"] = key
+    return {"n": sample.shape[0]}
+
+  monkeypatch.setattr(jax.random, "permutation", spy)
+  state = students.init_state(students.Student(init, None, None), jnp.zeros((20, 3)),
+                              jax.random.key(0), init_examples=5)
+  assert state == {"n": 5}
+
+  def family(key):
+    keys = [key, *jax.random.split(key, 8), *jax.random.split(key, 2)]
+    return {tuple(np.asarray(jax.random.key_data(k)).tolist()) for k in keys}
+
+  assert not family(seen["rows"]) & family(seen["init"])
+
+
 @pytest.mark.parametrize("index, labels, match", [
     (np.arange(3), np.array([0, 1, 3]), "label 3 at position 2 is outside"),
     (np.arange(3), np.array([0, -1, 2]), "label -1"),

@@ -37,7 +37,7 @@ PyTree = Any
 Batch = dict[str, jax.Array]
 
 # Sub-streams of a student's key.
-_INIT, _STEP, _LABELLED, _POOL, _POOL2 = range(5)
+_INIT, _STEP, _LABELLED, _POOL, _POOL2, _INIT_SAMPLE = range(6)
 
 
 class Student(NamedTuple):
@@ -105,6 +105,17 @@ def accuracy(student: Student, state: PyTree, images: Any, labels: Any) -> float
   return float(np.mean(predict(student, state, images) == np.asarray(labels)))
 
 
+def init_state(student: Student, pool: jax.Array, key: jax.Array,
+               init_examples: int = 500) -> PyTree:
+  """``student.init`` on ``init_examples`` random pool rows (data-dependent initialisation).
+
+  The rows and the initialisation draw from distinct sub-streams of ``key``.
+  """
+  rows = jax.random.permutation(jax.random.fold_in(key, _INIT_SAMPLE), pool.shape[0])
+  return student.init(jax.random.fold_in(key, _INIT), pool[rows[:min(init_examples,
+                                                                      pool.shape[0])]])
+
+
 def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
         init_examples: int = 500, log: Callable[[str], None] | None = print) -> FitResult:
@@ -135,9 +146,7 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
   pool = jnp.asarray(data.pool)
   index = jnp.asarray(data.labelled_index, jnp.int32)
   labels = jnp.asarray(data.labels)
-  rows = jax.random.permutation(jax.random.fold_in(key, _INIT), pool.shape[0])
-  sample = pool[rows[:min(init_examples, pool.shape[0])]]
-  state = student.init(jax.random.fold_in(key, _INIT), sample)
+  state = init_state(student, pool, key, init_examples)
   ckpt = Checkpointer(checkpoint_dir) if checkpoint_dir else None
   step = 0
   if ckpt is not None:
