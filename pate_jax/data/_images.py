@@ -88,9 +88,58 @@ def _check_split(name: str, split: str, images: np.ndarray, labels: np.ndarray,
   if len(labels) != len(images):
     raise ValueError(f"{name} {split} from {where}: {len(images)} images but "
                      f"{len(labels)} labels")
-  if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-    raise ValueError(f"{name} {split} labels from {where} outside [0, {num_classes})")
-  return images, labels.astype(np.int32)
+  return images, class_labels(labels, num_classes, f"{where}: 'label'")
+
+
+def class_labels(labels: np.ndarray, num_classes: int, name: str) -> np.ndarray:
+  """``labels`` as int32 class ids in ``[0, num_classes)``.
+
+  Integer arrays, and float arrays holding whole numbers (``3.0``), are accepted; NaN,
+  infinities, fractions (``3.7``), booleans and strings are not (casting would turn
+  NaN into -2**31 and truncate 3.7 to 3).
+
+  Raises:
+    ValueError: naming ``name``, the first bad value and its index.
+  """
+  labels = np.asarray(labels)
+  kind = labels.dtype.kind
+  if kind not in "iuf":
+    raise ValueError(f"{name} must hold integer class ids; got dtype {labels.dtype}")
+  if kind == "f":
+    whole = np.isfinite(labels) & (labels == np.round(labels))
+    if not whole.all():
+      i = int(np.flatnonzero(~whole)[0])
+      raise ValueError(f"{name} must hold whole-number class ids; found {labels[i]} at "
+                       f"index {i}")
+  out_of_range = (labels < 0) | (labels >= num_classes)
+  if out_of_range.any():
+    i = int(np.flatnonzero(out_of_range)[0])
+    raise ValueError(f"{name} must lie in [0, {num_classes}); found {labels[i]} at index {i}")
+  return labels.astype(np.int32)
+
+
+def _read_npz(path: pathlib.Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+  """The arrays ``keys`` of an .npz file; a damaged file or a missing key is a
+  ``ValueError`` naming the file (and the key)."""
+  import zipfile  # pylint: disable=g-import-not-at-top
+  import zlib  # pylint: disable=g-import-not-at-top
+  try:
+    with np.load(path, allow_pickle=False) as f:
+      missing = [k for k in keys if k not in f.files]
+      if missing:
+        raise ValueError(f"{path}: missing key(s) {missing} (has {f.files}); the file must "
+                         f"hold arrays {list(keys)}")
+      out = {k: f[k] for k in keys}
+  except (OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as e:
+    raise ValueError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
+  except ValueError as e:
+    if str(e).startswith(str(path)):
+      raise
+    raise ValueError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
+  for k, v in out.items():
+    if not isinstance(v, np.ndarray):  # numpy hands back a damaged member's raw bytes
+      raise ValueError(f"{path}: key {k!r} is not a .npy array (damaged file?)")
+  return out
 
 
 def _read_idx(path: pathlib.Path) -> np.ndarray:
@@ -118,10 +167,8 @@ def _load_local(name: str, directory: pathlib.Path) -> dict[str, tuple] | None:
     for split in ("train", "test", "extra"):
       path = directory / f"{split}.npz"
       if path.exists():
-        with np.load(path, allow_pickle=False) as f:
-          if "image" not in f.files or "label" not in f.files:
-            raise ValueError(f"{path} must hold arrays 'image' and 'label', has {f.files}")
-          out[split] = _check_split(name, split, f["image"], f["label"], str(path))
+        arrays = _read_npz(path, ("image", "label"))
+        out[split] = _check_split(name, split, arrays["image"], arrays["label"], str(path))
     return out
   if all(_find(directory, stem) for names in _IDX_NAMES.values() for stem in names):
     out = {}

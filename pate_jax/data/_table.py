@@ -71,6 +71,24 @@ def _is_numeric(values: np.ndarray) -> bool:
   return True
 
 
+def _numbers(values: np.ndarray, name: str, source: str | None,
+             what: str = "must hold finite numbers") -> np.ndarray:
+  """A numeric column as finite float64; anything else is an error naming the column."""
+  where = f"{source}: " if source else ""
+  values = np.asarray(values).astype(np.str_)
+  try:
+    numbers = values.astype(np.float64)
+  except ValueError:
+    bad = np.array([not _is_numeric(np.asarray([v])) for v in values])
+  else:
+    bad = ~np.isfinite(numbers)
+  if bad.any():
+    i = int(np.flatnonzero(bad)[0])
+    raise ValueError(f"{where}column {name!r} {what}; found "
+                     f"{str(values[i])!r} at row {i} ({int(bad.sum())} bad value(s))")
+  return numbers
+
+
 @dataclasses.dataclass(frozen=True)
 class Encoder:
   """A frozen feature coding: column order, and a vocabulary per categorical column.
@@ -90,30 +108,41 @@ class Encoder:
 
 
 def fit_encoder(columns: Mapping[str, np.ndarray], feature_names: Sequence[str], *,
-                categorical: Iterable[str] = ()) -> Encoder:
+                categorical: Iterable[str] = (), numeric: Iterable[str] = (),
+                source: str | None = None) -> Encoder:
   """Learns the coding of ``feature_names`` from (training) ``columns``.
 
-  A column is categorical if it is listed in ``categorical`` or if any of its
-  values does not parse as a number; its vocabulary is its sorted set of values.
+  A column is categorical if it is listed in ``categorical`` or, unless it is listed
+  in ``numeric``, if any of its values does not parse as a number; its vocabulary is
+  its sorted set of values. A numeric column must hold finite numbers only (a "?"
+  in a column declared ``numeric`` is an error, not a switch to categorical).
 
   Raises:
-    ValueError: if a feature name is not a column.
+    ValueError: if a feature name is not a column, a column is declared both
+      categorical and numeric, or a numeric column holds a non-finite value or text
+      (naming ``source``, the column, the value and its row).
   """
+  where = f"{source}: " if source else ""
   missing = [n for n in feature_names if n not in columns]
   if missing:
-    raise ValueError(f"feature_names: columns {missing} not in the table "
+    raise ValueError(f"{where}feature_names: columns {missing} not in the table "
                      f"(columns: {list(columns)})")
-  forced = set(categorical)
+  forced, numbers = set(categorical), set(numeric)
+  if forced & numbers:
+    raise ValueError(f"columns {sorted(forced & numbers)} are declared both categorical "
+                     "and numeric")
   vocab = {}
   for name in feature_names:
     values = np.asarray(columns[name])
-    if name in forced or not _is_numeric(values):
+    if name in forced or (name not in numbers and not _is_numeric(values)):
       vocab[name] = tuple(str(v) for v in np.unique(values))
+    else:
+      _numbers(values, name, source)  # "?" is not a number, and "nan" / "inf" are no data
   return Encoder(tuple(feature_names), vocab)
 
 
 def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
-           on_unknown: str = "warn") -> np.ndarray:
+           on_unknown: str = "warn", source: str | None = None) -> np.ndarray:
   """Codes ``columns`` into a feature matrix ``float32 [N, F]``.
 
   Categorical values are replaced by their index in ``encoder.vocab``; a value
@@ -126,19 +155,23 @@ def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
     columns: ``{name: str array [N]}``; must contain every feature column.
     on_unknown: ``"warn"`` (a ``UserWarning`` naming the column and the unseen
       values), ``"ignore"``, or ``"raise"`` (``ValueError``).
+    source: where the columns come from (a file), named in errors.
 
   Raises:
-    ValueError: for a missing feature column, ragged columns, a non-numeric value
-      in a numeric column, or (``on_unknown="raise"``) an unseen category.
+    ValueError: for a missing feature column, ragged columns, a non-numeric or
+      non-finite value in a numeric column, or (``on_unknown="raise"``) an unseen
+      category.
   """
+  where = f"{source}: " if source else ""
   if on_unknown not in ("warn", "ignore", "raise"):
     raise ValueError(f"on_unknown must be 'warn', 'ignore' or 'raise', got {on_unknown!r}")
   missing = [n for n in encoder.feature_names if n not in columns]
   if missing:
-    raise ValueError(f"columns: feature columns {missing} are missing (have {list(columns)})")
+    raise ValueError(f"{where}columns: feature columns {missing} are missing (have "
+                     f"{list(columns)})")
   lengths = {len(columns[n]) for n in encoder.feature_names}
   if len(lengths) > 1:
-    raise ValueError(f"columns: feature columns differ in length: {sorted(lengths)}")
+    raise ValueError(f"{where}columns: feature columns differ in length: {sorted(lengths)}")
   n_rows = lengths.pop() if lengths else 0
   out = np.empty((n_rows, len(encoder.feature_names)), np.float32)
   for j, name in enumerate(encoder.feature_names):
@@ -151,7 +184,7 @@ def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
           np.zeros(n_rows, bool)
       if not known.all():
         unseen = sorted(set(values[~known].tolist()))
-        msg = (f"column {name!r}: {int((~known).sum())} value(s) not in the training "
+        msg = (f"{where}column {name!r}: {int((~known).sum())} value(s) not in the training "
                f"vocabulary, coded {UNKNOWN_CODE}: {unseen[:10]}"
                + (" ..." if len(unseen) > 10 else ""))
         if on_unknown == "raise":
@@ -159,13 +192,9 @@ def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
         if on_unknown == "warn":
           warnings.warn(msg, UserWarning, stacklevel=2)
       out[:, j] = np.where(known, pos_c, UNKNOWN_CODE)
-    else:
-      try:
-        out[:, j] = values.astype(np.float64)
-      except ValueError:
-        bad = [v for v in values if not _is_numeric(np.asarray([v]))]
-        raise ValueError(f"column {name!r} is numeric in the training split but holds "
-                         f"non-numeric values {sorted(set(bad))[:10]}") from None
+    else:  # numeric in the training split
+      out[:, j] = _numbers(values, name, source,
+                           "is numeric in the training split and must hold finite numbers")
   return out
 
 

@@ -38,6 +38,10 @@ ADULT_SPLITS = ("train", "test", "attack")
 ADULT_CATEGORICAL = ("workclass", "education", "marital_status", "relationship", "occupation",
                      "race", "gender")
 ADULT_NUMERIC = ("age", "capital_gain", "capital_loss", "hours_per_week")
+# The feature columns of the coarsened files, in file order.
+ADULT_COLUMNS = ("age", "workclass", "education", "marital_status", "relationship",
+                 "occupation", "race", "gender", "capital_gain", "capital_loss",
+                 "hours_per_week")
 ADULT_DOCTORATE = "Doctorate"  # The education value of PhD holders.
 
 # Income spellings: the coarsened files use 0/1, the original UCI files
@@ -78,27 +82,41 @@ def read_adult_csv(path: str | os.PathLike, *, require_label: bool = True
   """The raw string columns of an Adult CSV.
 
   Raises:
-    ValueError: if ``require_label`` and the header has no ``income`` column.
+    ValueError: if ``require_label`` and the header has no ``income`` column, or if
+      the header lacks a column of :data:`ADULT_COLUMNS` or has another one (schema
+      drift would silently change the features).
   """
   columns = read_csv(path)
   if require_label and ADULT_LABEL not in columns:
     raise ValueError(f"{path}: no label column {ADULT_LABEL!r} in the header "
                      f"{list(columns)}; an Adult CSV must have an income column "
                      "(1 / >50K or 0 / <=50K)")
+  missing = [c for c in ADULT_COLUMNS if c not in columns]
+  unexpected = [c for c in columns if c not in ADULT_COLUMNS and c != ADULT_LABEL]
+  if missing or unexpected:
+    raise ValueError(
+        f"{path}: " + "; ".join(
+            ([f"missing column(s) {', '.join(map(repr, missing))}"] if missing else [])
+            + ([f"unexpected column(s) {', '.join(map(repr, unexpected))}"]
+               if unexpected else []))
+        + f"; an Adult CSV has the columns {list(ADULT_COLUMNS) + [ADULT_LABEL]}")
   return columns
 
 
 def adult_encoder(train_columns: Mapping[str, np.ndarray],
-                  drop_columns: Iterable[str] = ()) -> Encoder:
+                  drop_columns: Iterable[str] = (), *,
+                  source: str = "the training split") -> Encoder:
   """The integer coding learned from Adult's training columns.
 
   Features are the header's columns in file order minus the label and
-  ``drop_columns``. Categorical vocabularies are the sorted training values.
+  ``drop_columns``. Categorical vocabularies are the sorted training values;
+  :data:`ADULT_NUMERIC` columns must hold finite numbers.
   """
   header = list(train_columns)
-  drop = check_drop_columns(drop_columns, header, ADULT_LABEL, "the training split")
+  drop = check_drop_columns(drop_columns, header, ADULT_LABEL, source)
   names = [c for c in header if c != ADULT_LABEL and c not in drop]
-  return fit_encoder(train_columns, names, categorical=ADULT_CATEGORICAL)
+  return fit_encoder(train_columns, names, categorical=ADULT_CATEGORICAL,
+                     numeric=[c for c in ADULT_NUMERIC if c in names], source=source)
 
 
 def encode_adult(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
@@ -108,7 +126,7 @@ def encode_adult(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
   Unseen categories are coded ``UNKNOWN_CODE`` (see :func:`pate_jax.data.encode`).
   Rows without an ``income`` column get labels ``-1``.
   """
-  features = encode(encoder, columns, on_unknown=on_unknown)
+  features = encode(encoder, columns, on_unknown=on_unknown, source=source)
   if ADULT_LABEL in columns:
     labels = parse_income(columns[ADULT_LABEL], source=source)
   else:
@@ -137,15 +155,17 @@ def load_adult(data_dir: str | os.PathLike | None = None, *,
 
   Raises:
     FileNotFoundError: if the data directory or a file is missing.
-    ValueError: for an unknown split, a CSV without the ``income`` column, or a
-      ``drop_columns`` entry that is not a column.
+    ValueError: for an unknown split, a CSV without the ``income`` column or with
+      other columns than :data:`ADULT_COLUMNS`, a non-finite or non-numeric value in
+      an :data:`ADULT_NUMERIC` column, or a ``drop_columns`` entry that is not a
+      column (each naming the file and the column).
   """
   for s in splits:
     if s not in ADULT_SPLITS:
       raise ValueError(f"splits: unknown split {s!r}; expected a subset of {ADULT_SPLITS}")
   train_path = adult_path("train", data_dir)
   train_columns = read_adult_csv(train_path)
-  encoder = adult_encoder(train_columns, drop_columns)
+  encoder = adult_encoder(train_columns, drop_columns, source=str(train_path))
   out = {}
   for s in splits:
     path = adult_path(s, data_dir)
