@@ -44,7 +44,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from pate_jax import distributed, memory
+from pate_jax import _checks, distributed, memory
 from pate_jax import votes as votes_lib
 
 STRATEGIES = ("vmap", "chunked", "loop")
@@ -60,10 +60,17 @@ def default_strategy(backend: str | None = None) -> str:
 
 
 def random_shift(key: jax.Array, images: jax.Array, max_shift: int) -> jax.Array:
-  """Translates each image ``[B, H, W, C]`` by up to ``max_shift`` pixels (zero fill)."""
+  """Translates each image ``[B, H, W, C]`` by up to ``max_shift`` pixels (zero fill).
+
+  Raises:
+    ValueError: ``max_shift`` is negative or not smaller than the images.
+  """
+  _checks.positive_int(max_shift, "max_shift", minimum=0)
   if max_shift == 0:
     return images
   _, h, w, _ = images.shape
+  if max_shift >= min(h, w):
+    raise ValueError(f"max_shift must be smaller than the images ({h}×{w}); got {max_shift}")
   padded = jnp.pad(images, ((0, 0), (max_shift, max_shift), (max_shift, max_shift), (0, 0)))
   offsets = jax.random.randint(key, (images.shape[0], 2), 0, 2 * max_shift + 1)
 
@@ -80,6 +87,11 @@ class TeacherFns:
   tx: optax.GradientTransformation
   batch_size: int | None  # None: full batch (the whole shard every step).
   max_shift: int = 0       # random-translation augmentation, pixels.
+
+  def __post_init__(self):
+    if self.batch_size is not None:
+      _checks.positive_int(self.batch_size, "batch_size")
+    _checks.positive_int(self.max_shift, "max_shift", minimum=0)
 
   def init(self, key: jax.Array, sample: jax.Array) -> PyTree:
     params = self.model.init(key, sample[:1])
@@ -383,6 +395,9 @@ class Ensemble:
       The new stacked state and the per-teacher mean loss (padded length for the
       sharded strategies).
     """
+    _checks.positive_int(num_steps, "num_steps")
+    if not _checks.is_traced(start) and int(start) < 0:
+      raise ValueError(f"start must be >= 0; got {start}")
     start = jnp.asarray(start, jnp.int32)
     if self.strategy == "loop":
       outs = [self._segment_one(jax.tree.map(lambda a: a[t], state), keys[t], images[t],
@@ -411,6 +426,8 @@ class Ensemble:
     ``resident_bytes``: per-device memory that stays allocated meanwhile besides
     ``params`` and ``images`` (e.g. the optimizer state of a just-trained ensemble).
     """
+    if query_chunk is not None:
+      _checks.positive_int(query_chunk, "query_chunk")
     return self._cached_plan(("predict", query_chunk, resident_bytes), (params, images),
                              lambda: self._plan_predict(params, images, query_chunk,
                                                         resident_bytes))
@@ -465,6 +482,8 @@ class Ensemble:
     ``query_chunk=None`` and no ``plan`` plan the chunks from the memory budget
     (:meth:`plan_predict`).
     """
+    if query_chunk is not None:
+      _checks.positive_int(query_chunk, "query_chunk")
     t = jax.tree.leaves(params)[0].shape[0]
     if self.strategy == "loop":
       qc = query_chunk or 2_000
@@ -503,6 +522,7 @@ def mean_probabilities(fns: TeacherFns, params: PyTree, images: jax.Array,
   """
   if not temperatures or min(temperatures) <= 0:
     raise ValueError(f"temperatures must be positive, got {temperatures}")
+  _checks.positive_int(query_chunk, "query_chunk")
   params = jax.tree.map(lambda a: a[:num_teachers], params)
   images = jnp.asarray(images)
   padded, _ = pad_leading(images, query_chunk)

@@ -87,6 +87,36 @@ def test_random_shift():
   assert jnp.array_equal(teachers.random_shift(jax.random.key(0), img, 0), img)
 
 
+@pytest.mark.parametrize("batch_size,max_shift,match", [
+    (-2, 1, "batch_size"), (0, 1, "batch_size"), (None, -1, "max_shift"), (None, 1.5, "max_shift"),
+])
+def test_teacher_fns_reject_bad_arguments(batch_size, max_shift, match):
+  with pytest.raises(ValueError, match=match):
+    _fns(batch_size, max_shift)
+
+
+def test_shift_larger_than_the_image_is_rejected():
+  with pytest.raises(ValueError, match=r"max_shift must be smaller than the images \(5×5\)"):
+    teachers.random_shift(jax.random.key(0), jnp.zeros((3, 5, 5, 1)), 5)
+
+
+def test_train_and_predict_reject_bad_sizes(shards):
+  x, y, _ = shards
+  ens = teachers.Ensemble(_fns(), "loop")
+  keys = jax.random.split(jax.random.key(1), T)
+  state = ens.init(jax.random.split(jax.random.key(2), T), x[0])
+  for steps in (0, -3):
+    with pytest.raises(ValueError, match="num_steps"):
+      ens.train(state, keys, x, y, 0, steps)
+  with pytest.raises(ValueError, match="start"):
+    ens.train(state, keys, x, y, -1, 1)
+  for chunk in (0, -1):
+    with pytest.raises(ValueError, match="query_chunk"):
+      ens.predict(state["params"], x[0], query_chunk=chunk)
+  with pytest.raises(ValueError, match="query_chunk"):
+    teachers.mean_probabilities(ens.fns, state["params"], x[0], (1.0,), T, query_chunk=0)
+
+
 def test_unknown_strategy():
   with pytest.raises(ValueError, match="strategy"):
     teachers.Ensemble(_fns(), "pmap")
