@@ -42,6 +42,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.memory_fraction = 0.6      # share of each device's memory the chunk planner may use.
   c.checkpoint_every = 500     # steps; saves are asynchronous (results.json: their cost).
   c.crash_after_step = -1      # >0: exit abruptly after that checkpoint (resume tests).
+  c.restart = False            # True: discard the workdir's checkpoints and start over
+                               # (a rerun with other training fields is refused otherwise).
   c.gap_plot = True
   c.distill_temperatures = (1.0, 5.0)  # votes.npz also keeps the averaged teacher
                                        # probabilities at these T (distillation students)

@@ -7,6 +7,8 @@ points never reads configs or writes files through this module.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -14,7 +16,7 @@ import pathlib
 import platform
 import subprocess
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -108,6 +110,43 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
   tmp.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n")
   tmp.replace(out)
   return out
+
+
+def config_fields(config: Any, fields: Iterable[str]) -> dict[str, Any]:
+  """``{field: value}`` of dotted ``fields`` of a ConfigDict (``"model.kwargs"``); a field
+  the config lacks is ``None``. The input of a checkpoint fingerprint
+  (:class:`pate_jax.checkpoint.Checkpointer`)."""
+  out = {}
+  for name in fields:
+    value = config
+    for part in name.split("."):
+      value = value.get(part) if hasattr(value, "get") else None
+    out[name] = value
+  return out
+
+
+def data_digest(*arrays: Any) -> str:
+  """SHA-256 of arrays' dtypes, shapes and bytes: which data a run trained on."""
+  h = hashlib.sha256()
+  for a in arrays:
+    a = np.ascontiguousarray(a)
+    h.update(f"{a.dtype.str}|{a.shape}|".encode())
+    h.update(memoryview(a).cast("B"))
+  return h.hexdigest()
+
+
+@contextlib.contextmanager
+def locked_workdir(workdir: str | os.PathLike, *, enabled: bool = True) -> Iterator[pathlib.Path]:
+  """Holds ``<workdir>/.lock`` for a run: a second run on the same workdir fails at once
+  with :class:`pate_jax.checkpoint.LockedError` naming this process; the lock of a
+  killed run is taken over. ``enabled=False`` (other processes of a multi-process run)
+  takes no lock."""
+  from pate_jax.checkpoint import DirectoryLock  # pylint: disable=g-import-not-at-top
+  if not enabled:
+    yield pathlib.Path(workdir)
+    return
+  with DirectoryLock(workdir) as lock:
+    yield lock.directory
 
 
 def progress(iterable=None, **kwargs):

@@ -1,0 +1,311 @@
+"""Resume integrity (issue 16, points 9-11): a resume continues the same run or is refused;
+a corrupted checkpoint falls back to an intact one; nothing hangs; one run per workdir.
+
+The unit tests use a tiny pytree; the script tests share one finished two-teacher run
+(``finished``), copied per test, so that each adds one short run at most. Anything that
+hung before the fix runs in a subprocess bounded by ``TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pate_jax import checkpoint, experiment
+from pate_jax import votes as votes_lib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+TEACHERS = REPO / "experiments" / "train_teachers.py"
+RUN_PATE = REPO / "experiments" / "run_pate.py"
+TIMEOUT_S = 90  # a failure is expected within seconds; the old code hung forever
+TINY = {"dataset": "digits", "num_teachers": 2, "num_steps": 4, "checkpoint_every": 2,
+        "gap_plot": False, "distill_temperatures": ()}
+TINY_FLAGS = [f"--config.{k}={v}" for k, v in TINY.items() if k != "distill_temperatures"]
+
+
+def _state(value: float) -> dict:
+  return {"w": jnp.full((3, 2), value, jnp.float32), "b": jnp.arange(4, dtype=jnp.int32)}
+
+
+def _saved(directory, steps=(1, 2, 3), **kwargs) -> None:
+  ckpt = checkpoint.Checkpointer(directory, max_to_keep=len(steps), **kwargs)
+  for s in steps:
+    ckpt.save(s, _state(float(s)))
+  ckpt.close()
+
+
+def _config(**overrides):
+  config = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
+  config.update({**TINY, **overrides})
+  config.model.kwargs.hidden = (16,)
+  return config
+
+
+@pytest.fixture(scope="module")
+def script():
+  return experiment.load_script(TEACHERS)
+
+
+@pytest.fixture(scope="module")
+def finished(script, tmp_path_factory):
+  """A finished tiny run: checkpoints at steps 2 and 4, votes.npz."""
+  workdir = tmp_path_factory.mktemp("finished")
+  script.run(_config(), str(workdir))
+  return workdir
+
+
+def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+  shutil.copytree(src, dst)
+  (dst / "checkpoints" / checkpoint.LOCK_FILE).unlink(missing_ok=True)
+  return dst
+
+
+def _cli(script_path, workdir, *flags, config="configs/mnist_250.py:cpu"):
+  return subprocess.run(
+      [sys.executable, str(script_path), f"--config={REPO / config}", f"--workdir={workdir}",
+       *flags], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
+      env=dict(os.environ, PATE_JAX_NO_PROGRESS="1"), check=False)
+
+
+# ----------------------------------------------------------------------- 9: fingerprints
+
+
+def test_mismatched_fingerprint_is_refused_naming_fields(tmp_path):
+  _saved(tmp_path, fingerprint={"seed": 0, "learning_rate": 1e-3, "max_shift": 2})
+  with pytest.raises(checkpoint.ResumeMismatchError) as err:
+    checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 1, "learning_rate": 1e-3,
+                                                   "max_shift": 3})
+  message = str(err.value)
+  assert "seed" in message and "max_shift" in message and "learning_rate" not in message
+  assert "restart" in message  # says how to start over
+  # The same fingerprint resumes.
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0, "learning_rate": 1e-3,
+                                                      "max_shift": 2}) as ckpt:
+    state, step = ckpt.restore_or(_state(0.0))
+  assert step == 3
+  chex.assert_trees_all_equal(state, _state(3.0))
+
+
+def test_restart_discards_mismatched_checkpoints(tmp_path):
+  _saved(tmp_path, fingerprint={"seed": 0})
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 1}, restart=True) as ckpt:
+    state, step = ckpt.restore_or(_state(0.0))
+    assert step == 0 and ckpt.latest_step() is None
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 1}) as ckpt:
+    assert ckpt.restore_or(_state(0.0))[1] == 0  # the new fingerprint is the one stored
+
+
+def test_checkpoints_without_fingerprint_are_refused(tmp_path):
+  _saved(tmp_path)  # written with no fingerprint (e.g. by an older version)
+  with pytest.raises(checkpoint.ResumeMismatchError, match="no fingerprint"):
+    checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0})
+
+
+def test_train_teachers_refuses_a_changed_config(script, finished, tmp_path):
+  workdir = _copy(finished, tmp_path / "run")
+  before = (workdir / "results.json").read_bytes()
+  changed = _config(seed=1, learning_rate=3e-3, train_subset=1000, max_shift=1)
+  with pytest.raises(ValueError) as err:
+    script.run(changed, str(workdir))
+  for field in ("seed", "learning_rate", "train_subset", "max_shift"):
+    assert field in str(err.value)
+  assert (workdir / "results.json").read_bytes() == before  # nothing recorded
+  with changed.unlocked():
+    changed.restart = True
+  results = script.run(changed, str(workdir))
+  assert results["resumed_from_step"] == 0
+
+
+# ------------------------------------------------------------------ 10: corrupted latest
+
+
+def _truncate(step_dir: pathlib.Path) -> None:
+  for f in sorted(p for p in step_dir.rglob("*") if p.is_file() and p.stat().st_size > 8):
+    f.write_bytes(f.read_bytes()[:len(f.read_bytes()) // 2])
+
+
+def _garbage(step_dir: pathlib.Path) -> None:
+  for f in (p for p in step_dir.rglob("*") if p.is_file()):
+    f.write_bytes(b"\x00garbage" * 7)
+
+
+def _no_metadata(step_dir: pathlib.Path) -> None:
+  for f in list(step_dir.rglob("*")):
+    if f.is_file() and (f.name.endswith("METADATA") or f.name == "manifest.ocdbt"):
+      f.unlink()
+
+
+def _no_step_metadata(step_dir: pathlib.Path) -> None:
+  (step_dir / "_CHECKPOINT_METADATA").unlink()  # the arrays are intact: this restores
+
+
+def test_checkpoint_without_step_metadata_still_restores(tmp_path):
+  _saved(tmp_path, fingerprint={"seed": 0})
+  _no_step_metadata(tmp_path / "3")
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}) as ckpt:
+    state, step = ckpt.restore_or(_state(0.0))
+    assert ckpt.bad_steps == ()
+  assert step == 3
+  chex.assert_trees_all_equal(state, _state(3.0))
+
+
+@pytest.mark.parametrize("corrupt", [_truncate, _garbage, _no_metadata])
+def test_corrupted_latest_falls_back_to_previous(tmp_path, corrupt, capfd, caplog):
+  _saved(tmp_path / "ckpt", fingerprint={"seed": 0})
+  corrupt(tmp_path / "ckpt" / "3")
+  capfd.readouterr()
+  with checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint={"seed": 0}) as ckpt:
+    state, step = ckpt.restore_or(_state(0.0))
+    assert ckpt.bad_steps == (3,)
+    ckpt.save(3, _state(3.0))  # the bad step is out of the way: it can be written again
+  assert step == 2
+  chex.assert_trees_all_equal(state, _state(2.0))
+  out = capfd.readouterr()
+  logged = caplog.text + out.out + out.err
+  assert "step 3" in logged and str(tmp_path / "ckpt" / "3") in logged
+  assert len(logged.splitlines()) < 20  # a warning, not pages of tracebacks
+
+
+def test_empty_step_directory_does_not_block_resume(tmp_path):
+  _saved(tmp_path, fingerprint={"seed": 0})
+  (tmp_path / "99").mkdir()
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}) as ckpt:
+    state, step = ckpt.restore_or(_state(0.0))
+    assert ckpt.bad_steps == (99,)
+  assert step == 3
+  chex.assert_trees_all_equal(state, _state(3.0))
+
+
+def test_nothing_restores_starts_over(tmp_path):
+  _saved(tmp_path, steps=(1,), fingerprint={"seed": 0})
+  _garbage(tmp_path / "1")
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}) as ckpt:
+    state, step = ckpt.restore_or(_state(0.0))
+  assert step == 0
+  chex.assert_trees_all_equal(state, _state(0.0))
+
+
+def test_train_teachers_falls_back_and_ends_bit_identical(script, finished, tmp_path):
+  workdir = _copy(finished, tmp_path / "run")
+  _garbage(workdir / "checkpoints" / "4")
+  results = script.run(_config(), str(workdir))
+  assert results["resumed_from_step"] == 2
+  np.testing.assert_array_equal(votes_lib.load_votes(workdir)["votes"],
+                                votes_lib.load_votes(finished)["votes"])
+
+
+# ----------------------------------------------------------------------- 11: no hangs
+
+
+def test_checkpoints_path_is_a_file_fails_fast(tmp_path):
+  (tmp_path / "checkpoints").write_text("not a directory")
+  proc = _cli(TEACHERS, tmp_path, *TINY_FLAGS)
+  assert proc.returncode != 0
+  assert "not a directory" in proc.stderr and str(tmp_path / "checkpoints") in proc.stderr
+
+
+def test_run_pate_checkpoints_path_is_a_file_fails_fast(tmp_path):
+  (tmp_path / "teachers").mkdir()
+  (tmp_path / "teachers" / "checkpoints").write_text("not a directory")
+  proc = _cli(RUN_PATE, tmp_path, *[f.replace("--config.", "--config.teachers.")
+                                    for f in TINY_FLAGS], config="configs/pate_mnist.py:cpu")
+  assert proc.returncode != 0
+  assert "not a directory" in proc.stderr
+
+
+def test_zero_checkpoint_every_is_rejected(tmp_path):
+  proc = _cli(TEACHERS, tmp_path, *TINY_FLAGS, "--config.checkpoint_every=0")
+  assert proc.returncode != 0 and "checkpoint_every" in proc.stderr
+
+
+def test_checkpointer_rejects_a_file_and_bad_max_to_keep(tmp_path):
+  (tmp_path / "file").write_text("")
+  with pytest.raises(NotADirectoryError, match="not a directory"):
+    checkpoint.Checkpointer(tmp_path / "file")
+  with pytest.raises(ValueError, match="max_to_keep"):
+    checkpoint.Checkpointer(tmp_path / "d", max_to_keep=0)
+  with pytest.raises(ValueError, match="restart must be a boolean"):
+    checkpoint.Checkpointer(tmp_path / "d", restart="False")
+
+
+_HOLD = textwrap.dedent("""
+    import sys, time
+    from pate_jax import checkpoint
+    lock = checkpoint.DirectoryLock(sys.argv[1])
+    lock.acquire()
+    print("locked", flush=True)
+    time.sleep(120)
+""")
+
+
+def test_second_run_on_a_locked_workdir_fails_fast(script, tmp_path):
+  holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+  try:
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(checkpoint.LockedError, match=str(holder.pid)):
+      script.run(_config(), str(tmp_path))
+    with pytest.raises(checkpoint.LockedError, match=str(holder.pid)):
+      checkpoint.DirectoryLock(tmp_path).acquire()
+  finally:
+    holder.kill()
+    holder.wait()
+  with checkpoint.DirectoryLock(tmp_path):  # the holder died: its lock is taken over
+    assert str(os.getpid()) in (tmp_path / checkpoint.LOCK_FILE).read_text()
+
+
+def test_stale_lock_of_a_dead_pid_is_taken_over(tmp_path, caplog):
+  dead = subprocess.Popen([sys.executable, "-c", "pass"])
+  dead.wait()
+  (tmp_path / checkpoint.LOCK_FILE).write_text(f"{dead.pid}\n")
+  with checkpoint.DirectoryLock(tmp_path):
+    assert (tmp_path / checkpoint.LOCK_FILE).read_text().split()[0] == str(os.getpid())
+  assert str(dead.pid) in caplog.text
+
+
+def test_two_checkpointers_on_one_directory_conflict(tmp_path):
+  with checkpoint.Checkpointer(tmp_path):
+    with pytest.raises(checkpoint.LockedError, match="this process"):
+      checkpoint.Checkpointer(tmp_path)
+  with checkpoint.Checkpointer(tmp_path):  # released on exit
+    pass
+
+
+# ----------------------------------------------------------------- 12: config values
+
+
+@pytest.mark.parametrize("field,value", [
+    ("num_steps", 0), ("num_steps", -3), ("learning_rate", float("nan")),
+    ("train_subset", -1), ("max_shift", 8), ("batch_size", -2), ("query_chunk", -1),
+    ("weight_decay", float("inf")), ("checkpoint_every", -5),
+])
+def test_bad_config_values_fail_early_naming_the_field(script, tmp_path, field, value):
+  with pytest.raises(ValueError, match=field):
+    script.run(_config(**{field: value}), str(tmp_path))
+  assert not (tmp_path / "checkpoints").exists()  # failed before anything was written
+
+
+def test_checkpoint_past_num_steps_is_refused(script, finished, tmp_path):
+  workdir = _copy(finished, tmp_path / "run")
+  with pytest.raises(ValueError, match="num_steps"):
+    script.run(_config(num_steps=3), str(workdir))
+
+
+def test_fingerprint_is_flat_and_json_stable():
+  fp = checkpoint.fingerprint({"seed": 0, "model": {"name": "mlp", "kwargs": {"hidden": (16,)}},
+                               "lr": np.float32(0.5)})
+  assert fp == {"seed": 0, "model.name": "mlp", "model.kwargs.hidden": [16], "lr": 0.5}
+  assert json.loads(json.dumps(fp)) == fp
+  assert checkpoint.fingerprint_diff(fp, {**fp, "seed": 2}) == ["seed: 0 (checkpoint) -> 2 (now)"]
