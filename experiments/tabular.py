@@ -33,9 +33,13 @@ from pate_jax import tabular
 from pate_jax import votes as votes_lib
 
 def run(config, workdir: str | os.PathLike) -> dict:
-  """The whole experiment; writes into ``workdir`` and returns the results dict."""
-  workdir = pathlib.Path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
+  """The whole experiment; writes into ``workdir`` (locked meanwhile: a second run there
+  fails at once) and returns the results dict."""
+  with experiment.locked_workdir(workdir):
+    return _run(config, pathlib.Path(workdir))
+
+
+def _run(config, workdir: pathlib.Path) -> dict:
   root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
   timings = {}
   t_start = time.perf_counter()

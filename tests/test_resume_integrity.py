@@ -266,6 +266,15 @@ def test_second_run_on_a_locked_workdir_fails_fast(script, tmp_path):
     assert str(os.getpid()) in (tmp_path / checkpoint.LOCK_FILE).read_text()
 
 
+def test_tabular_run_on_a_locked_workdir_fails_fast(tmp_path):
+  tabular = experiment.load_script(REPO / "experiments" / "tabular.py")
+  config = experiment.load_script(REPO / "configs" / "adult_rf.py").get_config("cpu")
+  config.data_dir = str(tmp_path / "no_data")  # were the lock ignored: FileNotFoundError
+  with checkpoint.DirectoryLock(tmp_path / "work"):
+    with pytest.raises(checkpoint.LockedError, match=str(os.getpid())):
+      tabular.run(config, tmp_path / "work")
+
+
 def test_stale_lock_of_a_dead_pid_is_taken_over(tmp_path, caplog):
   dead = subprocess.Popen([sys.executable, "-c", "pass"])
   dead.wait()
