@@ -197,7 +197,8 @@ class DirectoryLock:
     self.release()
 
   def __del__(self):
-    self.release()
+    with contextlib.suppress(Exception):  # at interpreter exit modules may be gone
+      self.release()
 
 
 # ----------------------------------------------------------------------------- checkpoints
