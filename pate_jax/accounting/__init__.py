@@ -12,6 +12,11 @@ Public API (per-query costs are arrays ``[Q, ...]``; compose by summing over que
 * Sampled Gaussian mechanism (Mironov, Talwar, Zhang 2019): :func:`sampled_gaussian_rdp`.
 * RDP to ``(ε, δ)``: :func:`rdp_to_epsilon` (classic or improved conversion).
 * :func:`calibrate_noise`: noise scale that spends a target ε.
+* Releasing data-dependent ε privately (Papernot et al. 2018, Sec. 4, Apps. B-C):
+  :func:`gnmax_local_sensitivity`, :func:`threshold_local_sensitivity`,
+  :func:`smooth_sensitivity`, :func:`gnss_rdp` (Thm 23),
+  :func:`smooth_sensitivity_release` (a :class:`Release`), :func:`release_epsilon`
+  (the publishable noisy ε) and :func:`release_record` (a results.json entry).
 * :class:`Accountant` (a pytree), :func:`rdp_accountant`, :func:`moments_accountant`,
   :func:`make_accountant`, :func:`compose`, :func:`epsilon`: compose per-query costs
   and answer ε, always in float64.
@@ -59,12 +64,23 @@ from pate_jax.accounting._lnmax import (
     strong_composition_epsilon,
 )
 from pate_jax.accounting._sampled_gaussian import sampled_gaussian_rdp
+from pate_jax.accounting._smooth_sensitivity import (
+    Release,
+    gnmax_local_sensitivity,
+    gnss_rdp,
+    release_epsilon,
+    release_record,
+    smooth_sensitivity,
+    smooth_sensitivity_release,
+    threshold_local_sensitivity,
+)
 
 __all__ = [
     "ACCOUNTANT_KINDS",
     "Accountant",
     "CONVERSIONS",
     "DEFAULT_ORDERS",
+    "Release",
     "calibrate_noise",
     "compose",
     "confident_gnmax_rdp",
@@ -72,8 +88,10 @@ __all__ = [
     "confident_threshold_rdp",
     "epsilon",
     "gaussian_rdp_from_log_q",
+    "gnmax_local_sensitivity",
     "gnmax_log_q",
     "gnmax_rdp",
+    "gnss_rdp",
     "lnmax_log_moments",
     "lnmax_log_q",
     "lnmax_moments_epsilon",
@@ -82,6 +100,11 @@ __all__ = [
     "moments_to_epsilon",
     "rdp_accountant",
     "rdp_to_epsilon",
+    "release_epsilon",
+    "release_record",
     "sampled_gaussian_rdp",
+    "smooth_sensitivity",
+    "smooth_sensitivity_release",
     "strong_composition_epsilon",
+    "threshold_local_sensitivity",
 ]

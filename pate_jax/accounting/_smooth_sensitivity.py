@@ -1,0 +1,820 @@
+"""Releasing data-dependent ε privately: smooth sensitivity of PATE's RDP (GNSS).
+
+Reference: Papernot, Song, Mironov, Raghunathan, Talwar, Erlingsson, "Scalable
+Private Learning with PATE", ICLR 2018 (arXiv 1802.08908), Section 4 and
+Appendices B-C: Algorithms 3-5 and Proposition 13 (local sensitivity of GNMax's
+data-dependent RDP at distance d), Theorem 23 (Gaussian noise scaled by smooth
+sensitivity, "GNSS"). The maths follows tf-privacy ``research/pate_2018``
+(``smooth_sensitivity.py``, ``ICLR2018/smooth_sensitivity_table.py``); this is an
+independent vectorised implementation.
+
+A data-dependent RDP value ``rdp(D)`` at order λ is a function of the private votes:
+publishing it (or stopping on it) leaks. The GNSS mechanism releases
+``rdp(D) + SS_β(D) · N(0, σ_ss²)`` where ``SS_β(D) = max_d e^{-βd} A(d)``, ``A(d)``
+an upper bound on the local sensitivity of ``rdp`` at every dataset at distance
+``d`` (teachers changed) from ``D``. It is ``(λ, ε_ss)``-RDP for ``1 < λ < 1/(2β)``,
+
+  ε_ss(β, σ_ss, λ) = λ e^{2β} / σ_ss² + (βλ - ½ log(1 - 2λβ)) / (λ - 1),
+
+and its cost is added to the total: the publishable ε is
+``rdp(D) + ε_ss + noise + log(1/δ)/(λ-1)`` (classic conversion; the noise is the only
+data-dependent part that leaves).
+
+GNMax (Algorithm 3, Proposition 13). Let ``β(q)`` be Theorem 6's bound at
+``log q`` below ``log q0`` and ``λ/σ²`` above, where ``q0(σ, λ)`` is the point at
+which the two meet (bisection; data-independent). One teacher changes every gap
+by at most 2, so ``q`` of a neighbour lies in ``[bl(q), bu(q)]`` with
+
+  bl(q) = (C-1) Φ̄(s + √2/σ),  bu(q) = min(1, (C-1) Φ̄(s - √2/σ)),  Φ̄(s) = q/(C-1),
+
+and ``LS(q) = max(β(bu(q)) - β(q), β(q) - β(bl(q)))``, with ``q`` moved to ``q1 =
+bl(q0)`` inside ``[q1, q0]`` (the plateau, where LS is largest). At distance ``d``
+(Algorithms 4-5) the votes walk towards the plateau: if ``q > q0``, one vote per
+step moves from the largest other class to the top ("left"); if ``q < q1``, one
+vote moves from the top to the largest other class ("right"); ``A(d) = LS(q_d)`` while
+the walk lasts (including the step that ends it), the plateau value after. Here the
+walk is in closed form -- after ``d`` left steps the other classes are levelled from
+the top (the ``k`` largest share ``S_k - d`` votes as evenly as possible) -- so
+every query × distance × order is one elementwise expression, with no loop.
+
+Threshold (Confident-GNMax's first step). Its data-dependent RDP depends only on
+``m = max_j n_j``: with ``r(v)`` the cost at ``m = v`` and ``ls(v) = max_{v'=v±1}
+|r(v') - r(v)|``, ``A(d) = max(ls(m+d), ls(m-d))`` over the valid ``0 <= v <= T``.
+
+Release (tf-privacy ``smooth_sensitivity_table.py``): the per-query costs and local
+sensitivities are summed over the answered set (the GNMax part weighted by the
+probability that the query is answered, or by the realised answers), ``SS_β`` of
+the sum is taken over a grid of β, ``σ_ss = (λ e^{2β} / SS)^{1/3}`` minimises
+``λe^{2β}/σ² + 2·SS·σ``, and β is the grid point minimising ``rdp + ε_ss + 2·SS·σ_ss``
+(the upper end of the released value's 2-std interval). A step whose
+data-dependent bound equals the data-independent one at the extreme vote histograms
+is accounted data-independently, with sensitivity 0.
+
+Deviations from tf-privacy, on purpose:
+
+* the threshold's ``A(d)`` also covers the last reachable distance ``d = max(m, T-m)``
+  (tf-privacy stops one short and leaves it 0, an under-estimate);
+* its ``compute_smooth_sensitivity_gnmax`` passes ``(counts, sigma, order,
+  num_teachers)`` to a function taking ``(votes, num_teachers, sigma, order)``; here
+  every argument is passed by keyword at the boundary;
+* with several orders, (λ, β) are chosen jointly by the same cost (tf-privacy fixes λ
+  first, at the smallest data-dependent ε); one order reproduces it exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pate_jax import _checks as v
+from pate_jax.accounting import _gnmax
+from pate_jax.accounting import _numerics as nm
+from pate_jax.accounting._conversion import CONVERSIONS, DEFAULT_ORDERS
+
+# β grid of the release, in units of 1/λ: 0.30/λ, 0.31/λ, ..., 0.49/λ (tf-privacy's
+# ``np.arange(.3/λ, .495/λ, .01/λ)``), all inside Theorem 23's 1 < λ < 1/(2β).
+BETA_GRID = tuple(0.30 + 0.01 * i for i in range(20))
+
+_BRACKET_STEPS = 48      # q0's lower bracket: 2·log(ub)·1.5^k, k < 48 (down to ~-1e8·|ub|)
+_BISECTION_STEPS = 128   # float64 bisection of log q0 (the bracket shrinks by 2^-128)
+_NEWTON_STEPS = 2        # Newton polish of the inverse normal tail
+_LOG_2PI = math.log(2.0 * math.pi)
+_SQRT_PI_OVER_2 = math.sqrt(math.pi / 2.0)
+_LOG_Q_FLOOR = -1e300    # log q below this is treated as this (the bound is 0 there)
+
+
+# ----------------------------------------------------------------------------- GNMax pieces
+
+
+def _theorem6(log_q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax.Array:
+  """Theorem 6's bound with Proposition 10's orders, without its validity checks or the
+  data-independent minimum (callers only pass ``log q <= log q0``, where it holds)."""
+  var = sigma**2
+  mu2 = sigma * jnp.sqrt(-log_q)
+  mu1 = mu2 + 1.0
+  eps1 = mu1 / var
+  eps2 = mu2 / var
+  log1q = nm.log1mexp(log_q)
+  log_a = log1q - nm.log1mexp((log_q + eps2) * (1.0 - 1.0 / mu2))
+  log_b = eps1 - log_q / (mu1 - 1.0)
+  lam1 = orders - 1.0
+  return nm.logaddexp(log1q + lam1 * log_a, log_q + lam1 * log_b) / lam1
+
+
+def _rdp_gnmax(log_q, log_q0, sigma, orders):
+  """``β(q)``: Theorem 6 below ``log q0``, ``λ/σ²`` from there on (tf-privacy's rule)."""
+  dependent = log_q < log_q0
+  safe = jnp.clip(log_q, _LOG_Q_FLOOR, log_q0)  # Theorem 6 holds on (-inf, log q0].
+  return jnp.where(dependent, _theorem6(safe, sigma, orders), orders / sigma**2)
+
+
+def _log_q0(sigma: jax.Array, orders: jax.Array) -> jax.Array:
+  """``log q0(σ, λ)`` ``[K]``: where Theorem 6's bound meets ``λ/σ²`` (NaN if not found).
+
+  Bracketed as in tf-privacy (upper end ``min(-(1+1/σ)², -((λ-.99)/σ)², -1/σ²)``, lower
+  end ``2·upper·1.5^k``), then bisected. The result is ``x - f(x)/f'(x)`` with ``x`` and
+  ``f'(x)`` held constant: the same value, and the implicit-function derivative
+  ``-∂_θ f / ∂_x f`` with respect to ``σ`` and the orders.
+  """
+  var = sigma**2
+  f = lambda lq: _theorem6(lq, sigma, orders) - orders / var
+  upper = jnp.minimum(jnp.minimum(-(1.0 + 1.0 / sigma)**2, -((orders - 0.99) / sigma)**2),
+                      -1.0 / var)
+  f_upper = f(upper)
+  steps = 1.5**jnp.arange(_BRACKET_STEPS, dtype=jnp.float64)[:, None]
+  candidates = 2.0 * upper * steps                                     # [S, K], decreasing
+  below = jax.lax.stop_gradient(f(candidates) <= 0.0)
+  first = jnp.argmax(below, axis=0)
+  found = jnp.any(below, axis=0)
+  lo = jnp.take_along_axis(candidates, first[None], axis=0)[0]
+  hi = jnp.where(first == 0, upper,
+                 jnp.take_along_axis(candidates, jnp.maximum(first - 1, 0)[None], axis=0)[0])
+  lo, hi = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi)
+  f_const = lambda lq: jax.lax.stop_gradient(f(lq))
+
+  def bisect(_, bounds):
+    lo, hi = bounds
+    mid = 0.5 * (lo + hi)
+    neg = f_const(mid) <= 0.0
+    return jnp.where(neg, mid, lo), jnp.where(neg, hi, mid)
+
+  lo, hi = jax.lax.fori_loop(0, _BISECTION_STEPS, bisect, (lo, hi))
+  x = jax.lax.stop_gradient(0.5 * (lo + hi))
+  slope = jax.lax.stop_gradient(jax.jvp(f, (x,), (jnp.ones_like(x),))[1])
+  root = x - f(x) / slope
+  return jnp.where(f_upper < 0.0, upper, jnp.where(found, root, jnp.nan))
+
+
+def _log_sf(y: jax.Array) -> jax.Array:
+  """``log Φ̄(y)`` for ``y >= 0``: ``log ½ + log erfcx(y/√2) - y²/2``, exact at any depth."""
+  return nm.LOG_HALF + jnp.log(nm.erfcx(y / nm.SQRT2)) - 0.5 * y * y
+
+
+def _normal_tail_inverse(log_p: jax.Array) -> jax.Array:
+  """``s >= 0`` with ``log Φ̄(s) = log_p``, for ``log_p <= log ½`` at any depth.
+
+  Start: ``ndtri`` where ``p`` is a normal float, the tail asymptote ``s² ≈ t - log t -
+  log 2π`` (``t = -2 log p``) below; then Newton steps on ``log Φ̄``, whose slope is
+  ``-φ/Φ̄ = -√(2/π) / erfcx(s/√2)``.
+  """
+  deep = log_p < -700.0
+  p = jnp.exp(jnp.where(deep, -1.0, log_p))
+  t = -2.0 * jnp.where(deep, log_p, -701.0)
+  s = jnp.where(deep, jnp.sqrt(t - jnp.log(t) - _LOG_2PI), -jax.scipy.special.ndtri(p))
+
+  def newton(_, s):
+    s = jnp.maximum(s, 0.0)
+    scaled = nm.erfcx(s / nm.SQRT2)
+    log_sf = nm.LOG_HALF + jnp.log(scaled) - 0.5 * s * s
+    return s + (log_sf - log_p) * scaled * _SQRT_PI_OVER_2
+
+  # A loop, not unrolled: one copy of erfcx's series in the compiled program.
+  return jnp.maximum(jax.lax.fori_loop(0, _NEWTON_STEPS, newton, s), 0.0)
+
+
+def _log_bl_bu(log_q, sigma, num_classes):
+  """``(log bl(q), log bu(q))``: the range of ``log q`` one teacher away (Prop. 13)."""
+  log_other = math.log(num_classes - 1)
+  s = _normal_tail_inverse(log_q - log_other)
+  shift = nm.SQRT2 / sigma
+  y = s - shift
+  tails = _log_sf(jnp.stack([s + shift, jnp.abs(y)]))   # one series for both ends
+  log_bl = log_other + tails[0]
+  log_bu = jnp.minimum(log_other + jnp.where(y >= 0.0, tails[1], nm.log1mexp(tails[1])), 0.0)
+  return log_bl, log_bu
+
+
+def _ls_at_log_q(log_q, log_q0, log_q1, sigma, orders, num_classes):
+  """Algorithm 3: the local sensitivity bound at ``log q`` (the plateau inside [q1, q0])."""
+  log_q = jnp.where((log_q >= log_q1) & (log_q <= log_q0), log_q1, log_q)
+  log_bl, log_bu = _log_bl_bu(log_q, sigma, num_classes)
+  b, b_up, b_low = _rdp_gnmax(jnp.stack(jnp.broadcast_arrays(log_q, log_bu, log_bl)),
+                              log_q0, sigma, orders)  # one copy of Theorem 6 for all three
+  return jnp.maximum(b_up - b, b - b_low)
+
+
+def _log_tail_table(sigma: jax.Array, size: int) -> jax.Array:
+  """``log Φ̄(g/(√2σ))`` for the integer gaps ``g = 0..size-1`` (the union-bound terms)."""
+  g = jnp.arange(size, dtype=jnp.float64)
+  return nm.log_ndtr(-g / (nm.SQRT2 * sigma))
+
+
+def _log_q_of_gaps(gaps: jax.Array, table: jax.Array, num_classes: int) -> jax.Array:
+  """``log q`` from integer gaps ``[..., C-1]`` of the other classes, the smallest first:
+  ``min(log Σ_j Φ̄(g_j/(√2σ)), log(1 - 1/C))`` through the table (exact in log space)."""
+  terms = table[jnp.clip(gaps, 0, table.shape[0] - 1).astype(jnp.int32)]
+  first = terms[..., :1]
+  log_q = first[..., 0] + jnp.log(jnp.sum(jnp.exp(terms - first), axis=-1))
+  return jnp.minimum(log_q, math.log1p(-1.0 / num_classes))
+
+
+def _walk_gaps(votes: jax.Array, num_teachers: int):
+  """Gaps to the top along both walks of Algorithms 4-5, in closed form.
+
+  Left, after ``d`` steps the top holds ``n_0 + d`` and the others (sorted, ``m_1 >=
+  m_2 >= ...``) have lost ``d`` votes from the largest down: with ``A = max_k (S_k -
+  d)/k`` (``S_k = m_1 + ... + m_k``; the maximiser is the number of levelled classes),
+  ``L = floor(A)`` and ``rem = S - d - Σ_j min(m_j, L)``, class ``j`` holds
+  ``min(m_j, L + [j < rem])``. Right: ``(n_0 - d, m_1 + d, m_2, ...)``.
+
+  Args:
+    votes: float64 ``[Q, C]`` integer counts.
+    num_teachers: ``T``; steps ``d = 0..T-1``.
+
+  Returns:
+    ``(left[Q, T, C-1], right[Q, T, C-1], others[Q])``: the gaps of the other classes
+    (the smallest first) after ``d`` steps each way, and the number of votes outside
+    the top class (the left walk's length limit).
+  """
+  num_classes = votes.shape[-1]
+  ordered = -jnp.sort(-votes, axis=-1)
+  top = ordered[:, :1, None]                                       # [Q, 1, 1]
+  others = ordered[:, 1:]                                          # [Q, C-1]
+  m = others[:, None, :]                                           # [Q, 1, C-1]
+  d = jnp.arange(num_teachers, dtype=jnp.float64)[None, :, None]   # [1, T, 1]
+  j = jnp.arange(num_classes - 1, dtype=jnp.float64)               # [C-1]
+  right = top - d - m - jnp.where(j == 0, d, 0.0)
+  cum = jnp.cumsum(others, axis=-1)[:, None, :]                    # S_k
+  level = jnp.floor(jnp.max((cum - d) / (j + 1.0), axis=-1, keepdims=True))  # [Q, T, 1]
+  rem = cum[..., -1:] - d - jnp.sum(jnp.minimum(m, level), axis=-1, keepdims=True)
+  left = top + d - jnp.minimum(m, level + (j < rem))
+  return left, right, cum[:, 0, -1]
+
+
+def _previous(x: jax.Array, fill: float) -> jax.Array:
+  """``x`` shifted one step along the last axis (``fill`` at ``d = 0``)."""
+  return jnp.concatenate([jnp.full_like(x[..., :1], fill), x[..., :-1]], axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes",))
+def gnmax_constants(sigma: jax.Array, orders: jax.Array,
+                    num_classes: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """``(log q0, log q1, plateau)``, each ``[K]``: the data-independent part of Algorithm 3.
+
+  Compiled apart from the per-query work (it depends on σ, the orders and C only).
+  """
+  log_q0 = _log_q0(sigma, orders)
+  log_q1 = _log_bl_bu(log_q0, sigma, num_classes)[0]
+  plateau = _ls_at_log_q(log_q1, log_q0, log_q1, sigma, orders, num_classes)
+  return log_q0, log_q1, plateau
+
+
+def gnmax_local_sensitivity_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array,
+                                 num_teachers: int) -> jax.Array:
+  """``A(d)`` of GNMax's data-dependent RDP: ``[Q, C], [K] -> [Q, K, T]`` (no validation)."""
+  constants = gnmax_constants(sigma, orders, num_classes=votes.shape[-1])
+  return gnmax_walk_core(votes, sigma, orders, *constants, num_teachers=num_teachers)
+
+
+@functools.partial(jax.jit, static_argnames=("num_teachers",))
+def gnmax_walk_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array, log_q0: jax.Array,
+                    log_q1: jax.Array, plateau: jax.Array, num_teachers: int) -> jax.Array:
+  """``A(d)`` ``[Q, K, T]`` given :func:`gnmax_constants` (the walks and Algorithm 3)."""
+  votes = jnp.round(nm.as_float64(votes))
+  num_classes = votes.shape[-1]
+  table = _log_tail_table(sigma, 2 * num_teachers + 1)
+  log_q_of = lambda gaps: _log_q_of_gaps(gaps, table, num_classes)
+  left_gaps, right_gaps, others = _walk_gaps(votes, num_teachers)
+  start = log_q_of(left_gaps[:, 0])[:, None]                        # [Q, 1]: the votes' log q
+  go_left = start > log_q0                                          # [Q, K]
+  go_right = start < log_q1
+  if orders.shape[0] == 1:  # One walk per query: choose it before the table look-ups.
+    log_q = log_q_of(jnp.where(go_left[:, :, None], left_gaps, right_gaps))[:, None, :]
+    prev_left = prev_right = _previous(log_q, 0.0)
+  else:
+    left, right = log_q_of(left_gaps)[:, None, :], log_q_of(right_gaps)[:, None, :]
+    log_q = jnp.where(go_left[..., None], left, right)              # [Q, K, T]
+    prev_left, prev_right = _previous(left, 0.0), _previous(right, 0.0)
+  row = lambda a: a[None, :, None]                                 # [K] -> [1, K, 1]
+  # Step d is taken while step d-1 is still outside the plateau (and, left, votes remain).
+  d = jnp.arange(num_teachers, dtype=jnp.float64)
+  walk_left = (go_left[..., None] & (prev_left > row(log_q0))
+               & (d <= others[:, None, None]))
+  walk_right = go_right[..., None] & (prev_right < row(log_q1))
+  walking = walk_left | walk_right | (d == 0.0)
+  ls = _ls_at_log_q(log_q, row(log_q0), row(log_q1), sigma, row(orders), num_classes)
+  return jnp.where(walking, ls, row(plateau))
+
+
+# ----------------------------------------------------------------------------- threshold
+
+
+def _threshold_rdp_table(threshold, sigma_threshold, orders, num_teachers):
+  """``r(v)``: data-dependent threshold RDP at ``max_j n_j = v``, ``v = 0..T``: ``[T+1, K]``."""
+  v_max = jnp.arange(num_teachers + 1, dtype=jnp.float64)
+  lower, upper = nm.log_ndtr_pair((v_max - threshold) / sigma_threshold)
+  return _gnmax.rdp_from_log_q(jnp.minimum(lower, upper), nm.SQRT2 * sigma_threshold, orders)
+
+
+@functools.partial(jax.jit, static_argnames=("num_teachers",))
+def threshold_local_sensitivity_core(votes: jax.Array, threshold: jax.Array,
+                                     sigma_threshold: jax.Array, orders: jax.Array,
+                                     num_teachers: int) -> jax.Array:
+  """``A(d)`` of the threshold step's RDP: ``[Q, C], [K] -> [Q, K, T]`` (no validation).
+
+  The top count is rounded to the nearest integer (half to even), as in tf-privacy.
+  """
+  votes = nm.as_float64(votes)
+  r = _threshold_rdp_table(threshold, sigma_threshold, orders, num_teachers)  # [T+1, K]
+  step = jnp.abs(r[1:] - r[:-1])                                   # [T, K]
+  none = jnp.full_like(step[:1], -jnp.inf)
+  ls_at = jnp.maximum(jnp.concatenate([none, step]), jnp.concatenate([step, none]))
+  top = jnp.round(nm.max_and_argmax(votes, axis=-1)[0])[:, None]    # [Q, 1]
+  d = jnp.arange(num_teachers, dtype=jnp.float64)
+  up, down = top + d, top - d                                      # [Q, T]
+
+  def at(v_max):
+    ok = (v_max >= 0) & (v_max <= num_teachers)
+    idx = jnp.clip(v_max, 0, num_teachers).astype(jnp.int32)
+    return jnp.where(ok[:, None, :], jnp.moveaxis(ls_at[idx], -1, 1), -jnp.inf)
+
+  ls = jnp.maximum(at(up), at(down))                                # [Q, K, T]
+  return jnp.where(jnp.isfinite(ls), ls, 0.0)
+
+
+# ----------------------------------------------------------------------------- SS_β, GNSS, release
+
+
+def smooth_sensitivity_core(local_sensitivities: jax.Array, beta: jax.Array) -> jax.Array:
+  """``max_d e^{-βd} A(d)`` over the last axis, ``β`` broadcast against ``A[..., 0]``."""
+  d = jnp.arange(local_sensitivities.shape[-1], dtype=local_sensitivities.dtype)
+  beta = jnp.asarray(beta)[..., None]
+  return nm.max_and_argmax(local_sensitivities * jnp.exp(-beta * d), axis=-1)[0]
+
+
+def gnss_rdp_core(beta, sigma, order):
+  """Theorem 23: ``λe^{2β}/σ² + (βλ - ½ log(1 - 2λβ))/(λ - 1)`` (no validation)."""
+  return (order * jnp.exp(2.0 * beta) / sigma**2
+          + (beta * order - 0.5 * jnp.log1p(-2.0 * order * beta)) / (order - 1.0))
+
+
+def _isclose(a, b):
+  """numpy's ``isclose`` (rtol 1e-5, atol 1e-8), tf-privacy's test of a data-independent step."""
+  return jnp.abs(a - b) <= 1e-8 + 1e-5 * jnp.abs(b)
+
+
+class Release(NamedTuple):
+  """Smooth-sensitivity release of one answered set's data-dependent ε (a pytree).
+
+  Every field is float64. Only the noisy ε drawn by :func:`release_epsilon` may be
+  published; ``epsilon_before``, ``epsilon``, ``rdp`` and ``smooth_sensitivity`` are
+  functions of the private votes, and so are ``order``, ``beta`` and ``sigma_ss`` when
+  they were chosen by minimising the cost below on these votes.
+
+  Attributes:
+    order: the Rényi order λ of the release.
+    beta: the smoothing β (0 when both steps are data-independent).
+    smooth_sensitivity: ``SS_β`` of the summed per-query RDP.
+    sigma_ss: the GNSS noise multiplier σ_ss (``inf`` when nothing is data-dependent).
+    noise_std: ``SS_β · σ_ss``, the standard deviation of the released noise.
+    rdp: the data-dependent RDP of the answers at λ.
+    rdp_release: ``ε_ss``, the GNSS mechanism's own RDP at λ (Theorem 23).
+    epsilon_before: ε from ``rdp`` alone (the un-noised data-dependent ε).
+    epsilon: ε from ``rdp + rdp_release`` (the expectation of the released ε).
+    cost: ``rdp + rdp_release + 2·noise_std``, the quantity minimised.
+    answered: the (expected or realised) number of answered queries.
+    data_independent_threshold: the threshold step was accounted data-independently.
+    data_independent_answer: the GNMax step was accounted data-independently.
+  """
+  order: jax.Array
+  beta: jax.Array
+  smooth_sensitivity: jax.Array
+  sigma_ss: jax.Array
+  noise_std: jax.Array
+  rdp: jax.Array
+  rdp_release: jax.Array
+  epsilon_before: jax.Array
+  epsilon: jax.Array
+  cost: jax.Array
+  answered: jax.Array
+  data_independent_threshold: jax.Array
+  data_independent_answer: jax.Array
+
+
+def _delta_term(orders, delta, conversion):
+  """``ε - rdp`` of the RDP -> (ε, δ) conversion at each order (classic or improved)."""
+  if conversion == "classic":
+    return -jnp.log(delta) / (orders - 1.0)
+  return jnp.log1p(-1.0 / orders) - (jnp.log(delta) + jnp.log(orders)) / (orders - 1.0)
+
+
+def _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised):
+  """GNMax-step weights ``[Q]``: the realised answers; else ``Pr[answered] = Φ((round(max_j
+  n_j) - T)/σ_T)`` (tf-privacy's rounding) for Confident-GNMax, 1 for GNMax."""
+  top = jnp.round(nm.max_and_argmax(votes, axis=-1)[0])
+  expected = jnp.where(confident, jnp.exp(nm.log_ndtr((top - threshold) / sigma_threshold)),
+                       1.0)
+  return jnp.where(realised, jnp.asarray(weights, jnp.float64), expected)
+
+
+@functools.partial(jax.jit, static_argnames=("num_teachers", "conversion"))
+def release_core(votes, weights, threshold, sigma_threshold, sigma, orders, betas, delta,
+                 sigma_ss, constants, confident, realised, fixed_sigma_ss, *,
+                 num_teachers: int, conversion: str) -> Release:
+  """Smooth-sensitivity release over ``orders[K]`` × ``betas[K, B]`` (no validation).
+
+  ``confident``, ``realised``, ``fixed_sigma_ss``: boolean scalars (traced, so one
+  compiled program serves every variant). ``weights[Q]``: the realised answers (used
+  where ``realised``). ``sigma_ss``: used where ``fixed_sigma_ss``. ``constants``:
+  :func:`gnmax_constants` of ``(sigma, orders)``.
+  """
+  votes = nm.as_float64(votes)
+  num_queries, num_classes = votes.shape
+  zeros = lambda: jnp.zeros((num_queries, orders.shape[0], num_teachers))
+  ind_answer = orders / sigma**2
+  unanimous = jnp.zeros((1, num_classes)).at[0, 0].set(num_teachers)
+  data_ind_answer = _isclose(
+      _gnmax.gnmax_rdp_core(unanimous, sigma, orders)[0], ind_answer)             # [K]
+  rdp_answer = jnp.where(data_ind_answer, ind_answer,
+                         _gnmax.gnmax_rdp_core(votes, sigma, orders))             # [Q, K]
+  ls_answer = jax.lax.cond(
+      jnp.all(data_ind_answer), zeros,
+      lambda: jnp.where(data_ind_answer[:, None], 0.0, gnmax_walk_core(
+          votes, sigma, orders, *constants, num_teachers=num_teachers)))         # [Q, K, T]
+  ind_threshold = orders / (2.0 * sigma_threshold**2)
+  table = _threshold_rdp_table(threshold, sigma_threshold, orders, num_teachers)
+  data_ind_threshold = (_isclose(table[0], ind_threshold) & _isclose(table[-1], ind_threshold)
+                        | ~confident)
+  rdp_threshold = jnp.where(confident, jnp.where(
+      data_ind_threshold, ind_threshold,
+      _gnmax.confident_threshold_rdp_core(votes, threshold, sigma_threshold, orders)), 0.0)
+  ls_threshold = jax.lax.cond(
+      jnp.all(data_ind_threshold), zeros,
+      lambda: jnp.where(data_ind_threshold[:, None], 0.0, threshold_local_sensitivity_core(
+          votes, threshold, sigma_threshold, orders, num_teachers=num_teachers)))
+  weights = _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised)
+  rdp = jnp.sum(rdp_threshold + weights[:, None] * rdp_answer, axis=0)           # [K]
+  ls = jnp.sum(ls_threshold + weights[:, None, None] * ls_answer, axis=0)        # [K, T]
+  ss = smooth_sensitivity_core(ls[:, None, :], betas)                            # [K, B]
+  col = lambda a: a[:, None]
+  # σ_ss = argmin_σ λe^{2β}/σ² + 2·SS·σ, unless fixed.
+  optimal = (col(orders) * jnp.exp(2.0 * betas) / jnp.where(ss > 0, ss, 1.0))**(1.0 / 3.0)
+  sig = jnp.where(fixed_sigma_ss, sigma_ss, optimal)
+  rdp_ss = gnss_rdp_core(betas, sig, col(orders))
+  cost = col(rdp) + rdp_ss + 2.0 * ss * sig
+  nothing = jnp.all(ls == 0.0, axis=-1)                           # [K]: no data-dependence
+  rdp_ss = jnp.where(col(nothing), 0.0, rdp_ss)
+  cost = jnp.where(col(nothing), col(rdp), cost)
+  # (λ, β) minimise the cost plus the conversion's δ term (a constant for one order).
+  delta_term = _delta_term(orders, delta, conversion)
+  total = cost + col(delta_term)
+  flat = jnp.argmin(total.reshape(-1))
+  ki, bi = flat // cost.shape[1], flat % cost.shape[1]
+  none_k = nothing[ki]
+  beta = jnp.where(none_k, 0.0, betas[ki, bi])
+  ss_k = jnp.where(none_k, 0.0, ss[ki, bi])
+  sig_k = jnp.where(none_k, jnp.inf, sig[ki, bi])
+  return Release(
+      order=orders[ki], beta=beta, smooth_sensitivity=ss_k, sigma_ss=sig_k,
+      noise_std=jnp.where(none_k, 0.0, ss_k * sig[ki, bi]), rdp=rdp[ki],
+      rdp_release=rdp_ss[ki, bi], epsilon_before=rdp[ki] + delta_term[ki],
+      epsilon=rdp[ki] + rdp_ss[ki, bi] + delta_term[ki], cost=cost[ki, bi],
+      answered=jnp.sum(weights), data_independent_threshold=data_ind_threshold[ki],
+      data_independent_answer=data_ind_answer[ki])
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def _votes_and_teachers(votes, num_teachers, *, equal_totals: bool = False):
+  """Validated ``[Q, C]`` votes (a ``[C]`` histogram becomes ``[1, C]``), ``T`` and
+  whether the input was a single histogram. Concrete rows must not sum above ``T``."""
+  single = np.ndim(votes) == 1
+  if single:
+    votes = votes[None] if v.is_traced(votes) else np.asarray(votes)[None]
+  votes = v.votes(votes, equal_totals=equal_totals)
+  num_teachers = v.positive_int(num_teachers, "num_teachers")
+  if not v.is_traced(votes):
+    totals = np.asarray(votes).astype(np.float64).sum(axis=-1)
+    if totals.max() > num_teachers:
+      i = int(np.argmax(totals))
+      raise ValueError(f"num_teachers must be at least every row's total of votes; got "
+                       f"{num_teachers}, but row {i} of votes sums to {totals[i]:g}")
+  return votes, num_teachers, single
+
+
+def _orders(order):
+  """``(orders[K], scalar)`` from one order or a 1-D array of orders (each > 1)."""
+  return v.orders(order, "order"), np.ndim(order) == 0
+
+
+def _shape_out(ls, single, scalar_order):
+  """``[Q, K, T]`` -> ``[T]``, ``[K, T]``, ``[Q, T]`` or ``[Q, K, T]``."""
+  if scalar_order:
+    ls = ls[:, 0]
+  return ls[0] if single else ls
+
+
+@nm.with_x64
+def gnmax_local_sensitivity(votes, num_teachers, sigma, order) -> jax.Array:
+  """Upper bounds ``A(d)`` on the local sensitivity of GNMax's data-dependent RDP at
+  distance ``d = 0..T-1`` (Papernot et al. 2018, Algorithms 3-5, Proposition 13).
+
+  ``A(d)`` bounds ``|β(D') - β(D'')|`` over neighbours ``D'' ~ D'`` with ``D'`` at most
+  ``d`` teachers from the votes ``D``, ``β`` the per-query RDP of
+  :func:`pate_jax.accounting.gnmax_rdp` below ``q0`` and ``λ/σ²`` above (module
+  docstring). All queries, distances and orders are one compiled expression.
+
+  Args:
+    votes: ``[C]`` or ``[Q, C]`` non-negative integer vote counts (reals under
+      tracing); no row may hold more than ``num_teachers`` votes.
+    num_teachers: ``T``, the number of teachers (static: the output length).
+    sigma: GNMax noise ``σ > 0``.
+    order: a Rényi order ``λ > 1``, or ``[K]`` orders.
+
+  Returns:
+    float64 ``[..., T]`` with the leading axes of ``votes`` (``Q``) and ``order``
+    (``K``), in that order.
+  """
+  votes, num_teachers, single = _votes_and_teachers(votes, num_teachers)
+  orders, scalar = _orders(order)
+  ls = gnmax_local_sensitivity_core(votes, v.positive(sigma, "sigma"), orders,
+                                    num_teachers=num_teachers)
+  return _shape_out(ls, single, scalar)
+
+
+@nm.with_x64
+def threshold_local_sensitivity(votes, num_teachers, threshold, sigma, order) -> jax.Array:
+  """``A(d)``, ``d = 0..T-1``, for the data-dependent RDP of Confident-GNMax's threshold
+  step (noise ``σ`` = σ_T); see the module docstring.
+
+  Args:
+    votes: ``[C]`` or ``[Q, C]`` non-negative integer vote counts, rows summing to at
+      most ``num_teachers``.
+    num_teachers: ``T`` (static).
+    threshold: the threshold (in votes).
+    sigma: the threshold noise ``σ_T > 0``.
+    order: a Rényi order ``λ > 1``, or ``[K]`` orders.
+
+  Returns:
+    float64 ``[..., T]`` as :func:`gnmax_local_sensitivity`.
+  """
+  votes, num_teachers, single = _votes_and_teachers(votes, num_teachers)
+  orders, scalar = _orders(order)
+  ls = threshold_local_sensitivity_core(votes, v.scalar(threshold, "threshold"),
+                                        v.positive(sigma, "sigma"), orders,
+                                        num_teachers=num_teachers)
+  return _shape_out(ls, single, scalar)
+
+
+def _beta(beta, name="beta"):
+  """Concrete β values must all be finite and > 0 (float64; tracers as they are)."""
+  if v.is_traced(beta):
+    return jnp.asarray(beta, jnp.float64)
+  arr = np.asarray(beta, np.float64)
+  bad = ~(np.isfinite(arr) & (arr > 0))
+  if bad.any():
+    raise ValueError(f"{name} must be finite and > 0; got {arr[bad].reshape(-1)[0]}")
+  return arr
+
+
+@nm.with_x64
+def smooth_sensitivity(local_sensitivities, beta) -> jax.Array:
+  """β-smooth sensitivity ``SS_β = max_d e^{-βd} A(d)`` (Nissim, Raskhodnikova, Smith 2007).
+
+  Args:
+    local_sensitivities: ``[..., T]`` bounds ``A(d)`` at distances ``d = 0..T-1``, ``>= 0``.
+    beta: ``β > 0``, broadcast against ``local_sensitivities[..., 0]``.
+
+  Returns:
+    float64 ``[...]`` (the broadcast shape).
+  """
+  ls = v.float64_array(local_sensitivities)
+  if ls.ndim == 0:
+    raise ValueError("local_sensitivities must have a distance axis [..., T]; got a scalar")
+  if not v.is_traced(ls):
+    arr = np.asarray(ls)
+    if not (np.isfinite(arr) & (arr >= 0)).all():
+      raise ValueError("local_sensitivities must be finite and >= 0; got "
+                       f"{arr[~(np.isfinite(arr) & (arr >= 0))].reshape(-1)[0]}")
+  return smooth_sensitivity_core(ls, _beta(beta))
+
+
+@nm.with_x64
+def gnss_rdp(beta, sigma, order) -> jax.Array:
+  """RDP of the Gaussian-noise-with-smooth-sensitivity release (2018, Theorem 23).
+
+  Releasing ``f(D) + SS_β(D) · N(0, σ²)`` is ``(λ, ε)``-RDP with
+  ``ε = λe^{2β}/σ² + (βλ - ½ log(1 - 2λβ))/(λ - 1)`` for ``1 < λ < 1/(2β)``.
+
+  Args:
+    beta: smoothing ``β > 0``.
+    sigma: noise multiplier ``σ > 0``.
+    order: Rényi order(s) ``λ``, each in ``(1, 1/(2β))``.
+
+  Returns:
+    float64, the broadcast shape of the arguments.
+
+  Raises:
+    ValueError: ``β <= 0``, ``σ <= 0``, or an order outside ``(1, 1/(2β))``.
+  """
+  beta = _beta(beta)
+  sigma = _beta(sigma, "sigma")
+  orders = order if v.is_traced(order) else np.asarray(order, np.float64)
+  if not v.is_traced(orders) and not v.is_traced(beta):
+    limit = 1.0 / (2.0 * np.broadcast_to(beta, np.broadcast_shapes(beta.shape, orders.shape)))
+    o = np.broadcast_to(orders, limit.shape)
+    bad = ~((o > 1.0) & (o < limit))
+    if bad.any():
+      i = np.argwhere(bad)[0] if bad.ndim else ()
+      raise ValueError(f"order must lie in (1, 1/(2·beta)) (Theorem 23); got order "
+                       f"{o[tuple(i)]} with beta {np.broadcast_to(beta, o.shape)[tuple(i)]} "
+                       f"(1/(2·beta) = {limit[tuple(i)]:g})")
+  return gnss_rdp_core(beta, sigma, jnp.asarray(orders, jnp.float64))
+
+
+@functools.partial(jax.jit, static_argnames=("conversion",))
+def _best_order_core(votes, weights, threshold, sigma_threshold, sigma, orders, delta,
+                     confident, realised, *, conversion: str) -> jax.Array:
+  """tf-privacy's order: the one with the smallest data-dependent ε before the release."""
+  votes = nm.as_float64(votes)
+  weights = _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised)
+  rdp = (jnp.where(confident, _gnmax.confident_threshold_rdp_core(
+      votes, threshold, sigma_threshold, orders), 0.0)
+         + weights[:, None] * _gnmax.gnmax_rdp_core(votes, sigma, orders))
+  eps = jnp.sum(rdp, axis=0) + _delta_term(orders, delta, conversion)
+  return orders[nm.min_and_argmin(eps)[1]]
+
+
+@nm.with_x64
+def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
+                               sigma_threshold=None, sigma, order=None, delta, betas=None,
+                               answered=None, sigma_ss=None,
+                               conversion: str = "classic") -> Release:
+  """Parameters of the smooth-sensitivity release of an answered set's data-dependent ε.
+
+  Confident-GNMax (``threshold`` and ``sigma_threshold`` given) or plain GNMax
+  (both ``None``). Per query, the data-dependent RDP at λ and its ``A(d)`` are the
+  threshold step's plus the GNMax step's weighted by ``Pr[answered]`` (tf-privacy's
+  expected cost; GNMax: 1) or by the realised ``answered``; summed over the queries
+  they give ``rdp`` and ``SS_β``; ``σ_ss = (λe^{2β}/SS_β)^{1/3}`` and β (and λ, if
+  several orders are given) minimise ``rdp + ε_ss(β, σ_ss, λ) + 2·SS_β·σ_ss`` plus the
+  conversion's δ term (module docstring). A step whose data-dependent bound equals
+  ``λ/σ²`` (or ``λ/(2σ_T²)``) at the extreme histograms is accounted
+  data-independently, with sensitivity 0; if both are, nothing is released
+  (``beta = 0``, ``sigma_ss = inf``, ``epsilon = epsilon_before``).
+
+  Args:
+    votes: ``[Q, C]`` non-negative integer votes of the queries asked (for
+      Confident-GNMax every row sums to the number of teachers).
+    num_teachers: ``T`` (default: the largest row total).
+    threshold: Confident-GNMax's threshold (votes), or ``None`` for GNMax.
+    sigma_threshold: the threshold noise ``σ_T > 0`` (with ``threshold``).
+    sigma: the GNMax noise ``σ > 0``.
+    order: ``None``: the order of :data:`pate_jax.accounting.DEFAULT_ORDERS` with the
+      smallest data-dependent ε before the release (tf-privacy's choice); a scalar
+      ``λ > 1``; or ``[K]`` orders, chosen jointly with β by the cost.
+    delta: ``δ`` in (0, 1) of the reported ``(ε, δ)``.
+    betas: ``[B]`` smoothing parameters, each ``< 1/(2λ)`` for every order; default
+      ``0.30/λ, 0.31/λ, ..., 0.49/λ`` (tf-privacy's grid).
+    answered: optional bool ``[Q]``: the realised answers (a ledger's accounting);
+      ``None`` weighs GNMax by ``Pr[answered]``.
+    sigma_ss: optional fixed noise multiplier ``> 0`` (else the optimum per β).
+    conversion: RDP -> (ε, δ): ``"classic"`` (the paper, tf-privacy) or ``"improved"``.
+
+  Returns:
+    A :class:`Release` of float64 scalars.
+
+  Raises:
+    ValueError: naming the argument: bad votes (negative, fractional), ``num_teachers``
+      below a row total, a β outside ``(0, 1/(2λ))``, an order ``<= 1``, a missing
+      or lone threshold parameter, a bad ``answered`` shape, ...
+  """
+  confident = threshold is not None or sigma_threshold is not None
+  if confident and (threshold is None or sigma_threshold is None):
+    raise ValueError("threshold and sigma_threshold must be given together (Confident-GNMax)"
+                     f" or both be None (GNMax); got threshold={threshold!r}, "
+                     f"sigma_threshold={sigma_threshold!r}")
+  if np.ndim(votes) != 2:
+    raise ValueError(f"votes must have shape [Q, C] (queries, classes); got shape "
+                     f"{np.shape(votes)}")
+  if num_teachers is None:
+    if v.is_traced(votes):
+      raise ValueError("num_teachers must be given when votes are traced")
+    num_teachers = int(np.asarray(v.votes(votes)).astype(np.float64).sum(axis=-1).max())
+  votes, num_teachers, _ = _votes_and_teachers(votes, num_teachers, equal_totals=confident)
+  conversion = v.choice(conversion, "conversion", CONVERSIONS)
+  sigma = v.positive(sigma, "sigma")
+  delta = v.delta(delta)
+  thr = v.scalar(threshold, "threshold") if confident else np.float64(0.0)
+  sig_thr = v.positive(sigma_threshold, "sigma_threshold") if confident else np.float64(1.0)
+  realised = answered is not None
+  if realised:
+    if np.shape(answered) != (votes.shape[0],):
+      raise ValueError(f"answered must have shape [{votes.shape[0]}] (one flag per query); "
+                       f"got shape {np.shape(answered)}")
+    weights = (jnp.asarray(answered, jnp.float64) if v.is_traced(answered)
+               else np.asarray(answered, np.float64))
+  else:
+    weights = np.zeros((votes.shape[0],), np.float64)
+  if order is None:
+    orders = _best_order_core(votes, weights, thr, sig_thr, sigma, DEFAULT_ORDERS, delta,
+                              np.bool_(confident), np.bool_(realised),
+                              conversion=conversion)[None]
+  else:
+    orders = v.orders(order, "order")
+  if betas is None:
+    grid = jnp.asarray(BETA_GRID, jnp.float64)
+    beta_grid = grid[None, :] / jnp.asarray(orders)[:, None]
+  else:
+    betas = _beta(betas, "betas")
+    if np.ndim(betas) != 1 or np.shape(betas)[0] == 0:
+      raise ValueError(f"betas must be a non-empty 1-D array; got shape {np.shape(betas)}")
+    if not v.is_traced(betas) and not v.is_traced(orders):
+      o = np.asarray(orders)
+      if (o.max() * betas.max()) >= 0.5:
+        raise ValueError(f"betas must be < 1/(2·order) for every order (Theorem 23); got "
+                         f"beta {betas.max():g} with order {o.max():g}")
+    beta_grid = jnp.broadcast_to(jnp.asarray(betas)[None, :], (orders.shape[0], betas.shape[0]))
+  fixed = sigma_ss is not None
+  sig_ss = v.positive(sigma_ss, "sigma_ss") if fixed else np.float64(1.0)
+  constants = gnmax_constants(sigma, orders, num_classes=votes.shape[-1])
+  return release_core(votes, weights, thr, sig_thr, sigma, orders, beta_grid, delta, sig_ss,
+                      constants, np.bool_(confident), np.bool_(realised), np.bool_(fixed),
+                      num_teachers=num_teachers, conversion=conversion)
+
+
+@nm.with_x64
+def release_epsilon(key: jax.Array, release: Release) -> jax.Array:
+  """The publishable ε: ``release.epsilon + release.noise_std · N(0, 1)`` (GNSS).
+
+  The noise is added to the data-dependent RDP; the GNSS cost and the conversion's
+  δ term are data-independent constants. Where nothing was data-dependent
+  (``noise_std = 0``) the result is ``release.epsilon`` itself.
+
+  Args:
+    key: a PRNG key (use a stream of its own, e.g. ``rng.stream(root, ...)``).
+    release: from :func:`smooth_sensitivity_release`.
+
+  Returns:
+    float64 scalar.
+  """
+  noise = jax.random.normal(key, (), jnp.float64)
+  return jnp.asarray(release.epsilon, jnp.float64) + jnp.asarray(release.noise_std,
+                                                                 jnp.float64) * noise
+
+
+_PUBLIC_FIELDS = ("order", "beta", "sigma_ss")
+
+
+def release_record(key: jax.Array, votes: Any, *, mechanism: str, params: dict[str, Any],
+                   delta: float, answered: Any = None, order: Any = None,
+                   conversion: str = "classic") -> dict[str, Any]:
+  """A results.json entry: the released (noisy) ε of a labelling next to its private ε.
+
+  Pure function of its arguments; ``mechanism`` and ``params`` as in
+  :mod:`pate_jax.mechanisms` (``"gnmax"``: ``sigma``; ``"confident_gnmax"``:
+  ``threshold``, ``sigma_threshold``, ``sigma``).
+
+  Args:
+    key: PRNG key of the release noise.
+    votes: ``[N, C]`` votes of the charged queries (Confident-GNMax: every query that
+      went through the threshold check).
+    mechanism: ``"gnmax"`` or ``"confident_gnmax"`` (no smooth-sensitivity analysis
+      exists for LNMax).
+    params: the mechanism's parameters.
+    delta: δ.
+    answered: optional bool ``[N]``: the realised answers (the ledger's accounting);
+      ``None``: tf-privacy's expectation over the threshold.
+    order: as in :func:`smooth_sensitivity_release`.
+    conversion: RDP -> (ε, δ) conversion.
+
+  Returns:
+    JSON-ready ``{"epsilon_released", "delta", "order", "beta", "sigma_ss",
+    "conversion", "weights", "private": {...}}``: ``epsilon_released`` may be published;
+    everything under ``private`` (the un-noised data-dependent ε, ε with the release's
+    RDP, the smooth sensitivity, the noise std, the data-dependent RDP) may not. λ, β
+    and σ_ss were chosen on the private votes (as in tf-privacy) unless fixed by the
+    caller.
+  """
+  v.choice(mechanism, "mechanism", ("gnmax", "confident_gnmax"))
+  kwargs = {"sigma": params["sigma"]}
+  if mechanism == "confident_gnmax":
+    kwargs.update(threshold=params["threshold"], sigma_threshold=params["sigma_threshold"])
+  release = smooth_sensitivity_release(votes, **kwargs, order=order, delta=delta,
+                                       answered=answered, conversion=conversion)
+  released = release_epsilon(key, release)
+  f = lambda x: float(np.asarray(x))
+  return {
+      "epsilon_released": f(released),
+      "delta": float(delta),
+      **{name: f(getattr(release, name)) for name in _PUBLIC_FIELDS},
+      "conversion": conversion,
+      "weights": "realised" if answered is not None else "expected",
+      "private": {
+          "epsilon_data_dependent": f(release.epsilon_before),
+          "epsilon_with_release_cost": f(release.epsilon),
+          "rdp_data_dependent": f(release.rdp),
+          "rdp_release": f(release.rdp_release),
+          "smooth_sensitivity": f(release.smooth_sensitivity),
+          "noise_std": f(release.noise_std),
+          "answered": f(release.answered),
+          "data_independent_threshold": bool(release.data_independent_threshold),
+          "data_independent_answer": bool(release.data_independent_answer),
+      },
+  }

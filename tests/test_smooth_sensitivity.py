@@ -1,0 +1,350 @@
+"""Smooth-sensitivity release of data-dependent ε (Papernot et al. 2018, Sec. 4, Apps. B-C):
+tf-privacy's published test arrays, hand-derived cases, a per-query/per-distance loop of the
+same maths (experiments/bench_smooth_sensitivity.py), vmap = loop, gradients, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.special
+from jax.test_util import check_grads
+
+from pate_jax import accounting as acc
+from pate_jax import experiment
+from pate_jax.accounting import _smooth_sensitivity as ss
+from pate_jax.accounting.reference import synthetic_votes
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+BENCH = experiment.load_script(REPO / "experiments" / "bench_smooth_sensitivity.py")
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+  with jax.enable_x64(True):
+    yield
+
+
+# ------------------------------------------------------------------ tf-privacy's published values
+# research/pate_2018/smooth_sensitivity_test.py (arrays of expected outputs).
+
+def test_gnmax_local_sensitivity_published_going_right():
+  expected = np.array([3.13503646e-17, 1.60178280e-08, 5.90681786e-03] + [5.99981308e+00] * 7)
+  out = acc.gnmax_local_sensitivity(np.array([10, 0, 0]), 10, 0.5, 1.5)
+  assert out.shape == (10,) and out.dtype == jnp.float64
+  np.testing.assert_allclose(out, expected, rtol=1e-8, atol=0)
+
+
+def test_gnmax_local_sensitivity_published_going_left():
+  expected = np.array([0.0] * 298 + [2.77693450548e-7, 2.10853979548e-6]
+                      + [2.73113623988e-6] * 1700)
+  out = acc.gnmax_local_sensitivity(np.array([1000, 500, 300, 200, 0]), 2000, 250.0, 10.0)
+  np.testing.assert_allclose(out, expected, rtol=1e-8, atol=1e-20)
+
+
+_THRESHOLD_PUBLISHED = {
+    16: [0] * 3 + [
+        1.48454129e-04, 1.47826870e-02, 3.94153241e-02, 6.45775697e-02, 9.01543247e-02,
+        1.16054002e-01, 1.42180452e-01, 1.42180452e-01, 1.48454129e-04, 1.47826870e-02,
+        3.94153241e-02, 6.45775697e-02, 9.01543266e-02, 1.16054000e-01, 1.42180452e-01,
+        1.68302106e-01, 1.93127860e-01] + [0] * 10,
+    2: [1.60212079e-01, 2.07021132e-01, 2.07021132e-01, 1.93127860e-01, 1.68302106e-01,
+        1.42180452e-01, 1.16054002e-01, 9.01543247e-02, 6.45775697e-02, 3.94153241e-02,
+        1.47826870e-02, 1.48454129e-04] + [0] * 18,
+    50: [1.35750725752e-19, 1.88990500499e-17, 2.05403154065e-15, 1.74298153642e-13,
+         1.15489723995e-11, 5.97584949325e-10, 2.41486826748e-08, 7.62150641922e-07,
+         1.87846248741e-05, 0.000360973025976, 0.000360973025976, 2.76377015215e-50,
+         1.00904975276e-53, 2.87254164748e-57, 6.37583360761e-61, 1.10331620211e-64,
+         1.48844393335e-68, 1.56535552444e-72, 1.28328011060e-76, 8.20047697109e-81]
+        + [0] * 10,
+}
+
+
+@pytest.mark.parametrize("threshold", [16, 2, 50])
+def test_threshold_local_sensitivity_published(threshold):
+  """Equal to tf-privacy's arrays except at d = max(m, T - m) = 20 (top count m = 20 of
+  T = 30), which tf-privacy never fills (its loop stops one short): there the top count
+  can be 0, and our bound is that histogram's local sensitivity."""
+  expected = np.array(_THRESHOLD_PUBLISHED[threshold], np.float64)
+  counts = np.array([20, 10, 0])
+  out = np.asarray(acc.threshold_local_sensitivity(counts, 30, threshold, 2.0, 10.0))
+  rest = np.arange(30) != 20
+  # The published arrays hold 9 digits (entries 7 and 15 of t=16 differ by 2e-8 where
+  # they should be equal): 5e-8 relative.
+  np.testing.assert_allclose(out[rest], expected[rest], rtol=5e-8, atol=0)
+  loop = BENCH.loop_threshold_ls(counts, 30, threshold, 2.0, 10.0)
+  np.testing.assert_allclose(out[20], loop[20], rtol=1e-12)
+  if threshold == 16:
+    assert out[20] > 0.1  # what tf-privacy leaves at 0: an under-estimate
+
+
+def test_threshold_local_sensitivity_published_fractional_counts():
+  """tf-privacy's interactive-GNMax case (fractional, negative scores; the top count is
+  rounded half to even): the public API refuses such votes, the core reproduces it."""
+  expected = np.array([0.0620410301, 0.0875807131, 0.113451958, 0.139561671, 0.1657074530,
+                       0.1908244840, 0.2070270720, 0.207027072, 0.169718100, 0.0575152142,
+                       0.00678695871] + [0] * 6 + [0.000536304908, 0.0172181073, 0.041909870]
+                      + [0] * 10)
+  out = np.asarray(ss.threshold_local_sensitivity_core(
+      np.array([[19.5, -5.1, 0.0]]), 10.1, 2.0, np.array([10.0]), num_teachers=30))[0, 0]
+  rest = np.arange(30) != 20
+  np.testing.assert_allclose(out[rest], expected[rest], rtol=5e-8, atol=0)
+  with pytest.raises(ValueError, match="votes"):
+    acc.threshold_local_sensitivity(np.array([19.5, -5.1, 0.0]), 30, 10.1, 2.0, 10.0)
+
+
+# ------------------------------------------------------------------ hand-derived cases
+
+def test_gnss_rdp_closed_form():
+  beta, sigma, order = 0.1, 2.0, 3.0
+  hand = order * math.exp(2 * beta) / sigma**2 + (beta * order - 0.5 * math.log(
+      1 - 2 * order * beta)) / (order - 1)
+  np.testing.assert_allclose(acc.gnss_rdp(beta, sigma, order), hand, rtol=1e-15)
+  grid = acc.gnss_rdp(np.array([0.01, 0.05]), 3.0, np.array([[2.0], [4.0]]))
+  assert grid.shape == (2, 2)
+
+
+def test_smooth_sensitivity_hand():
+  ls = np.array([1.0, 3.0, 2.0])
+  np.testing.assert_allclose(acc.smooth_sensitivity(ls, math.log(2.0)), 1.5, rtol=1e-15)
+  np.testing.assert_allclose(acc.smooth_sensitivity(ls, 10.0), 1.0, rtol=1e-15)
+  batched = acc.smooth_sensitivity(np.stack([ls, ls[::-1]]), math.log(2.0))
+  np.testing.assert_allclose(batched, [1.5, 2.0], rtol=1e-15)
+
+
+def test_left_walk_levels_the_other_classes_from_the_top():
+  """Votes (5, 4, 4, 1): each left step moves one vote from the largest other class to
+  the top; the other classes after d steps, by hand."""
+  others_by_hand = [[4, 4, 1], [4, 3, 1], [3, 3, 1], [3, 2, 1], [2, 2, 1], [2, 1, 1],
+                    [1, 1, 1], [1, 1, 0], [1, 0, 0], [0, 0, 0]]
+  left, right, rest = ss._walk_gaps(jnp.array([[5.0, 4.0, 4.0, 1.0]]), 14)
+  for d, others in enumerate(others_by_hand):
+    np.testing.assert_array_equal(left[0, d], 5 + d - np.array(others))
+  np.testing.assert_array_equal(right[0, 2], [5 - 2 - 4 - 2, 5 - 2 - 4, 5 - 2 - 1])
+  assert float(rest[0]) == 9.0
+
+
+def test_q0_is_where_theorem6_meets_the_data_independent_bound():
+  sigma, orders = 40.0, np.array([2.0, 8.0, 20.0, 50.0])
+  log_q0, log_q1, _ = ss.gnmax_constants(sigma, jnp.asarray(orders), num_classes=2)
+  for lq, lam in zip(np.asarray(log_q0), orders):
+    np.testing.assert_allclose(BENCH._theorem6(lq, sigma, lam), lam / sigma**2, rtol=1e-12)
+    np.testing.assert_allclose(lq, BENCH.loop_log_q0(sigma, lam), rtol=1e-10)
+  # bl and bu: the union bound of a two-class histogram moved by one teacher (gap ± 2).
+  gap = 30.0
+  log_q = scipy.special.log_ndtr(-gap / (math.sqrt(2.0) * sigma))
+  bl, bu = jax.jit(ss._log_bl_bu, static_argnums=2)(jnp.float64(log_q), jnp.float64(sigma), 2)
+  np.testing.assert_allclose(log_q1, jax.jit(ss._log_bl_bu, static_argnums=2)(
+      log_q0, jnp.float64(sigma), 2)[0], rtol=1e-15)
+  np.testing.assert_allclose(bl, scipy.special.log_ndtr(-(gap + 2) / (math.sqrt(2) * sigma)),
+                             rtol=1e-13)
+  np.testing.assert_allclose(bu, scipy.special.log_ndtr(-(gap - 2) / (math.sqrt(2) * sigma)),
+                             rtol=1e-13)
+
+
+def test_plateau_everywhere_inside_q1_q0():
+  """A histogram whose q lies in [q1, q0] does not walk: A(d) is the plateau for all d."""
+  sigma, order, t = 40.0, 20.0, 250
+  log_q0, log_q1, _ = (float(x[0]) for x in ss.gnmax_constants(sigma, jnp.array([order]),
+                                                                  num_classes=2))
+  gaps = np.arange(0, 251, 2)
+  log_qs = scipy.special.log_ndtr(-gaps / (math.sqrt(2.0) * sigma))
+  inside = gaps[(log_qs >= log_q1) & (log_qs <= log_q0)]
+  assert inside.size
+  n0 = (t + inside[0]) // 2
+  out = np.asarray(acc.gnmax_local_sensitivity(np.array([n0, t - n0]), t, sigma, order))
+  np.testing.assert_allclose(out, out[0], rtol=0)
+  assert out[0] > 0
+
+
+# ------------------------------------------------------------------ the loop of the same maths
+
+def test_local_sensitivities_equal_the_per_distance_loop():
+  votes = synthetic_votes(3, 6, 60, 5)
+  for sigma, order in ((3.0, 6.0), (10.0, 20.0)):
+    loop = np.stack([BENCH.loop_gnmax_ls(c, 60, sigma, order) for c in votes])
+    np.testing.assert_allclose(acc.gnmax_local_sensitivity(votes, 60, sigma, order), loop,
+                               rtol=1e-9, atol=1e-300)
+  loop = np.stack([BENCH.loop_threshold_ls(c, 60, 40.0, 4.0, 8.0) for c in votes])
+  np.testing.assert_allclose(acc.threshold_local_sensitivity(votes, 60, 40.0, 4.0, 8.0),
+                             loop, rtol=1e-9, atol=1e-300)
+
+
+def test_release_equals_the_loop():
+  """Both steps data-dependent (small teacher count and noise) and the paper's MNIST noise."""
+  for t, c, thr, s1, s2, order in ((60, 5, 40.0, 5.0, 3.0, 8.0),
+                                   (250, 10, 200.0, 150.0, 40.0, 20.0)):
+    votes = synthetic_votes(4, 6 if t == 60 else 40, t, c)
+    loop = BENCH.loop_release(votes, t, thr, s1, s2, order, 1e-5)
+    out = acc.smooth_sensitivity_release(votes, num_teachers=t, threshold=thr,
+                                         sigma_threshold=s1, sigma=s2, order=order, delta=1e-5)
+    for name in ("rdp", "smooth_sensitivity", "sigma_ss", "rdp_release", "epsilon_before",
+                 "epsilon", "beta", "cost"):
+      np.testing.assert_allclose(getattr(out, name), loop[name], rtol=1e-9, err_msg=name)
+  assert not bool(out.data_independent_answer) and bool(out.data_independent_threshold)
+
+
+# ------------------------------------------------------------------ batching
+
+def test_vmap_equals_loop_and_leading_axis():
+  votes = synthetic_votes(5, 6, 60, 5)   # the shapes of the loop test (compiled once)
+  single = lambda row: acc.gnmax_local_sensitivity(row, 60, 4.0, 8.0)
+  batched = acc.gnmax_local_sensitivity(votes, 60, 4.0, 8.0)
+  mapped = jax.vmap(single)(jnp.asarray(votes))
+  looped = np.stack([single(row) for row in votes])
+  np.testing.assert_allclose(mapped, looped, rtol=1e-13, atol=1e-300)
+  np.testing.assert_allclose(batched, looped, rtol=1e-13, atol=1e-300)
+  thr = lambda row: acc.threshold_local_sensitivity(row, 60, 25.0, 3.0, 8.0)
+  np.testing.assert_allclose(jax.vmap(thr)(jnp.asarray(votes)),
+                             np.stack([thr(row) for row in votes]), rtol=1e-13, atol=1e-300)
+
+
+def test_orders_axis_equals_one_order_at_a_time():
+  votes = synthetic_votes(6, 6, 60, 5)
+  orders = np.array([3.0, 8.0, 30.0])
+  many = acc.gnmax_local_sensitivity(votes, 60, 4.0, orders)
+  assert many.shape == (6, 3, 60)
+  for k, lam in enumerate(orders):
+    np.testing.assert_allclose(many[:, k], acc.gnmax_local_sensitivity(votes, 60, 4.0, lam),
+                               rtol=1e-13, atol=1e-300)
+  thr = acc.threshold_local_sensitivity(votes, 60, 25.0, 3.0, orders)
+  np.testing.assert_allclose(thr[:, 1], acc.threshold_local_sensitivity(votes, 60, 25.0, 3.0,
+                                                                        8.0), rtol=1e-13)
+
+
+# ------------------------------------------------------------------ gradients
+
+def test_gradients_of_gnss_and_smooth_sensitivity():
+  check_grads(lambda b, s: acc.gnss_rdp(b, s, 4.0), (0.05, 3.0), order=1, modes=["rev"])
+  ls = jnp.array([1.0, 3.0, 2.0])
+  check_grads(lambda a, b: acc.smooth_sensitivity(a, b), (ls, 0.3), order=1, modes=["rev"])
+
+
+def _central_difference(f, x, eps=1e-6):
+  return (float(f(x + eps)) - float(f(x - eps))) / (2 * eps)
+
+
+def test_gradient_of_local_sensitivity_in_sigma():
+  """Through q0 (implicit-function derivative of the bisection) and the walk, away from
+  the walk's switching points: forward mode (one scalar input) against central differences."""
+  votes = synthetic_votes(3, 6, 60, 5)
+  f = lambda s: jnp.sum(acc.gnmax_local_sensitivity(votes, 60, s, 6.0))
+  np.testing.assert_allclose(jax.jacfwd(f)(3.0), _central_difference(f, 3.0), rtol=1e-5)
+  q0 = jax.jit(lambda s: ss.gnmax_constants(s, jnp.array([8.0, 20.0]), num_classes=5)[0][1])
+  np.testing.assert_allclose(jax.jacfwd(q0)(5.0), _central_difference(q0, 5.0), rtol=1e-6)
+  t = lambda s: jnp.sum(acc.threshold_local_sensitivity(votes, 60, 40.0, s, 8.0))
+  np.testing.assert_allclose(jax.jacfwd(t)(4.0), _central_difference(t, 4.0), rtol=1e-5)
+
+
+# ------------------------------------------------------------------ release
+
+def test_release_data_independent_and_noise():
+  votes = synthetic_votes(7, 40, 250, 10)
+  # σ = 150: GNMax's data-dependent bound never helps at λ = 2 -> nothing to release.
+  flat = acc.smooth_sensitivity_release(votes, threshold=200.0, sigma_threshold=150.0,
+                                        sigma=150.0, order=2.0, delta=1e-5)
+  assert bool(flat.data_independent_answer) and bool(flat.data_independent_threshold)
+  assert float(flat.beta) == 0.0 and float(flat.noise_std) == 0.0
+  assert float(flat.sigma_ss) == np.inf
+  assert float(flat.epsilon) == float(flat.epsilon_before)
+  assert float(acc.release_epsilon(jax.random.key(0), flat)) == float(flat.epsilon)
+  out = acc.smooth_sensitivity_release(votes, threshold=200.0, sigma_threshold=150.0,
+                                       sigma=40.0, order=20.0, delta=1e-5)
+  keys = jax.random.split(jax.random.key(1), 4000)
+  draws = np.asarray(jax.vmap(lambda k: acc.release_epsilon(k, out))(keys))
+  assert abs(draws.mean() - float(out.epsilon)) < 4 * float(out.noise_std) / math.sqrt(4000)
+  np.testing.assert_allclose(draws.std(), float(out.noise_std), rtol=0.1)
+  np.testing.assert_allclose(float(out.noise_std),
+                             float(out.smooth_sensitivity) * float(out.sigma_ss), rtol=1e-14)
+  assert float(acc.release_epsilon(jax.random.key(2), out)) == float(
+      acc.release_epsilon(jax.random.key(2), out))
+
+
+def test_release_choices():
+  votes = synthetic_votes(8, 40, 250, 10)
+  kw = dict(threshold=200.0, sigma_threshold=150.0, sigma=40.0, delta=1e-5)
+  # order=None: the order of DEFAULT_ORDERS with the smallest data-dependent ε (classic).
+  chosen = acc.smooth_sensitivity_release(votes, **kw)
+  rdp = acc.rdp_accountant(acc.DEFAULT_ORDERS, conversion="classic").compose(
+      acc.confident_gnmax_rdp(votes, 200.0, 150.0, 40.0, acc.DEFAULT_ORDERS))
+  assert float(chosen.order) == float(rdp.epsilon(1e-5)[1])
+  # Several orders: (λ, β) jointly, never worse than any single order.
+  orders = np.array([8.0, 14.0, 20.0])
+  joint = acc.smooth_sensitivity_release(votes, order=orders, **kw)
+  singles = [acc.smooth_sensitivity_release(votes, order=lam, **kw) for lam in orders]
+  best = min(singles, key=lambda r: float(r.cost) - math.log(1e-5) / (float(r.order) - 1))
+  assert float(joint.order) == float(best.order)
+  np.testing.assert_allclose(joint.epsilon, best.epsilon, rtol=1e-13)
+  # Realised answers: all answered equals plain GNMax; fixed σ_ss and β are used as given.
+  gn = acc.smooth_sensitivity_release(votes, sigma=40.0, order=20.0, delta=1e-5)
+  real = acc.smooth_sensitivity_release(votes, sigma=40.0, order=20.0, delta=1e-5,
+                                        answered=np.ones(40, bool))
+  np.testing.assert_allclose(real.epsilon, gn.epsilon, rtol=1e-14)
+  betas = np.linspace(0.001, 0.02, 20)  # (20 values: the default grid's compiled shape)
+  fixed = acc.smooth_sensitivity_release(votes, sigma=40.0, order=20.0, delta=1e-5,
+                                         betas=betas, sigma_ss=10.0)
+  assert float(fixed.beta) in betas and float(fixed.sigma_ss) == 10.0
+  np.testing.assert_allclose(fixed.rdp_release, acc.gnss_rdp(fixed.beta, 10.0, 20.0),
+                             rtol=1e-14)
+
+
+def test_release_record_is_json_ready():
+  votes = synthetic_votes(9, 40, 250, 10)
+  answered = np.arange(40) % 2 == 0
+  rec = acc.release_record(jax.random.key(0), votes, mechanism="confident_gnmax",
+                           params={"threshold": 200.0, "sigma_threshold": 150.0,
+                                   "sigma": 40.0}, delta=1e-5, answered=answered, order=20.0)
+  json.dumps(rec)
+  assert rec["weights"] == "realised" and rec["order"] == 20.0
+  assert rec["private"]["answered"] == 20.0
+  assert set(rec) >= {"epsilon_released", "delta", "beta", "sigma_ss", "private"}
+  with pytest.raises(ValueError, match="mechanism"):
+    acc.release_record(jax.random.key(0), votes, mechanism="lnmax", params={"gamma": 0.05},
+                       delta=1e-5)
+
+
+# ------------------------------------------------------------------ bad input
+
+def _bad_cases():
+  votes = np.array([[8, 1, 1], [5, 3, 2]])
+  rel = dict(threshold=5.0, sigma_threshold=2.0, sigma=1.0, order=4.0, delta=1e-5)
+  return [
+      ("beta", lambda: acc.smooth_sensitivity(np.ones(3), 0.0)),
+      ("beta", lambda: acc.smooth_sensitivity(np.ones(3), -0.1)),
+      ("beta", lambda: acc.gnss_rdp(0.0, 1.0, 2.0)),
+      ("order", lambda: acc.gnss_rdp(0.1, 1.0, 5.0)),     # 1/(2β) = 5
+      ("order", lambda: acc.gnss_rdp(0.1, 1.0, 1.0)),
+      ("order", lambda: acc.gnss_rdp(0.1, 1.0, np.array([2.0, 6.0]))),
+      ("sigma", lambda: acc.gnss_rdp(0.1, 0.0, 2.0)),
+      ("order", lambda: acc.gnmax_local_sensitivity(votes, 10, 1.0, 1.0)),
+      ("order", lambda: acc.threshold_local_sensitivity(votes, 10, 5.0, 1.0, 0.5)),
+      ("num_teachers", lambda: acc.gnmax_local_sensitivity(votes, 9, 1.0, 2.0)),
+      ("num_teachers", lambda: acc.threshold_local_sensitivity(votes, 5, 5.0, 1.0, 2.0)),
+      ("num_teachers", lambda: acc.smooth_sensitivity_release(votes, num_teachers=8, **rel)),
+      ("votes", lambda: acc.gnmax_local_sensitivity(np.array([[8, -1, 3]]), 10, 1.0, 2.0)),
+      ("votes", lambda: acc.threshold_local_sensitivity(np.array([8, -1, 3]), 10, 5.0, 1.0,
+                                                        2.0)),
+      ("votes", lambda: acc.gnmax_local_sensitivity(np.array([[8.5, 1, 0]]), 10, 1.0, 2.0)),
+      ("votes", lambda: acc.smooth_sensitivity_release(np.array([[8, 1, 1], [5, 3, 1]]),
+                                                       **rel)),
+      ("sigma", lambda: acc.gnmax_local_sensitivity(votes, 10, 0.0, 2.0)),
+      ("betas", lambda: acc.smooth_sensitivity_release(votes, betas=[0.2], **rel)),
+      ("betas", lambda: acc.smooth_sensitivity_release(votes, betas=[0.0], **rel)),
+      ("sigma_threshold", lambda: acc.smooth_sensitivity_release(
+          votes, threshold=5.0, sigma=1.0, order=4.0, delta=1e-5)),
+      ("answered", lambda: acc.smooth_sensitivity_release(votes, answered=[True], **rel)),
+      ("delta", lambda: acc.smooth_sensitivity_release(votes, **{**rel, "delta": 0.0})),
+      ("conversion", lambda: acc.smooth_sensitivity_release(votes, conversion="x", **rel)),
+      ("sigma_ss", lambda: acc.smooth_sensitivity_release(votes, sigma_ss=-1.0, **rel)),
+  ]
+
+
+@pytest.mark.parametrize("name,call", _bad_cases())
+def test_bad_input_names_the_argument(name, call):
+  with pytest.raises(ValueError, match=name):
+    call()
