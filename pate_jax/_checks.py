@@ -19,6 +19,9 @@ accountants do). Votes come back in their own dtype (cast inside the cores).
 from __future__ import annotations
 
 import functools
+import os
+import zipfile
+import zlib
 from typing import Any
 
 import jax
@@ -30,6 +33,15 @@ import numpy as np
 _DEVICE_PUT_BYTES = 1 << 20
 
 _UINT32_MAX = int(np.iinfo(np.uint32).max)
+
+INT32_MAX_TOTAL = int(np.iinfo(np.int32).max)
+"""Largest row total (number of teachers) of any vote histogram: the jitted cores count in
+int32 (64-bit mode is off by default), so larger counts would wrap around."""
+
+MAX_NOISY_TOTAL = 2**24
+"""Largest row total of the votes given to a noisy mechanism: its noise is added in
+float32, where integers above 2**24 are rounded, so a count could move by more than
+the one vote the privacy analysis assumes (its sensitivity)."""
 
 
 def is_traced(x: Any) -> bool:
@@ -59,7 +71,8 @@ def _real_dtype(arr: Any, name: str, what: str) -> np.dtype:
 # ----------------------------------------------------------------------------- vote histograms
 
 
-def votes(x: Any, name: str = "votes", *, equal_totals: bool = False) -> jax.Array | np.ndarray:
+def votes(x: Any, name: str = "votes", *, equal_totals: bool = False,
+          max_total: int = INT32_MAX_TOTAL) -> jax.Array | np.ndarray:
   """Checks a ``[Q, C]`` vote histogram; returns it in its own dtype.
 
   The value checks run where the votes are (:func:`_votes_flags`: one fused pass,
@@ -72,11 +85,13 @@ def votes(x: Any, name: str = "votes", *, equal_totals: bool = False) -> jax.Arr
     x: per-class teacher counts, ``Q >= 1`` queries, ``C >= 2`` classes.
     name: argument name used in error messages.
     equal_totals: also require every row to sum to the same number of teachers.
+    max_total: largest row total (:data:`INT32_MAX_TOTAL`, or :data:`MAX_NOISY_TOTAL`
+      for the votes of a noisy mechanism).
 
   Raises:
     ValueError: wrong rank, 0 queries, fewer than 2 classes; (concrete input)
-      non-numeric or boolean dtype, NaN/inf, negative or non-integer counts; unequal
-      row totals when ``equal_totals``.
+      non-numeric or boolean dtype, NaN/inf, negative or non-integer counts, a row
+      total above ``max_total``; unequal row totals when ``equal_totals``.
   """
   shape = np.shape(x)
   if len(shape) != 2:
@@ -92,13 +107,21 @@ def votes(x: Any, name: str = "votes", *, equal_totals: bool = False) -> jax.Arr
   _real_dtype(x, name, "integer vote counts")
   arr = _private_device_copy(x) if isinstance(x, np.ndarray) else x
   with jax.enable_x64(True):  # Exact 64-bit row totals.
-    flagged = bool(_votes_flags(arr, equal_totals=equal_totals))
+    flagged = bool(_votes_flags(arr, equal_totals=equal_totals, max_total=int(max_total)))
   if flagged:
     host = np.asarray(arr).astype(np.float64)  # The host pass names the entry; it raises.
     _raise_first(host, ~np.isfinite(host), name, "be finite vote counts")
     _raise_first(host, host < 0, name, "be non-negative vote counts")
     _raise_first(host, host != np.round(host), name, "hold integer vote counts")
-    check_equal_totals(host, name)
+    totals = host.sum(axis=1)  # float64: exact far beyond max_total, never wraps.
+    if np.any(totals > max_total):
+      i = int(np.argmax(totals > max_total))
+      why = ("counts are exact in the float32 noise only up to 2**24"
+             if max_total == MAX_NOISY_TOTAL else "counts are int32 in the compiled cores")
+      raise ValueError(f"{name} must sum to at most {max_total} teachers per row ({why}); "
+                       f"row {i} sums to {totals[i]}")
+    if equal_totals:
+      check_equal_totals(host, name)
   return arr
 
 
@@ -123,10 +146,10 @@ def _private_device_copy(x: np.ndarray) -> jax.Array | np.ndarray:
   return copy if x.nbytes <= _DEVICE_PUT_BYTES else jax.device_put(copy)
 
 
-@functools.partial(jax.jit, static_argnames=("equal_totals",))
-def _votes_flags(x: jax.Array, equal_totals: bool) -> jax.Array:
-  """One boolean: some count is NaN/inf, negative or fractional, or (``equal_totals``)
-  some row total differs from row 0's. One fused pass over the votes."""
+@functools.partial(jax.jit, static_argnames=("equal_totals", "max_total"))
+def _votes_flags(x: jax.Array, equal_totals: bool, max_total: int) -> jax.Array:
+  """One boolean: some count is NaN/inf, negative or fractional, some row total exceeds
+  ``max_total``, or (``equal_totals``) differs from row 0's. One fused pass over the votes."""
   floating = jnp.issubdtype(x.dtype, jnp.floating)
   signed = jnp.issubdtype(x.dtype, jnp.signedinteger)
   if floating:
@@ -134,9 +157,13 @@ def _votes_flags(x: jax.Array, equal_totals: bool) -> jax.Array:
     bad = jnp.any(~((x >= 0) & (x - jnp.floor(x) == 0)))
   else:
     bad = jnp.any(x < 0) if signed else jnp.zeros((), bool)
-  if equal_totals:  # Integer rows are summed in the widest integers available: exact.
-    totals = jnp.sum(x, axis=1, dtype=(
-        jnp.float64 if floating else jnp.int64 if signed else jnp.uint64))
+  # Integer rows are summed in the widest integers available: exact.
+  totals = jnp.sum(x, axis=1, dtype=(
+      jnp.float64 if floating else jnp.int64 if signed else jnp.uint64))
+  bad = bad | jnp.any(totals > max_total)
+  if floating or jnp.iinfo(x.dtype).max > max_total:  # A count above it (a sum may wrap).
+    bad = bad | jnp.any(x > max_total)
+  if equal_totals:
     bad = bad | jnp.any(totals != totals[0])
   return bad
 
@@ -386,3 +413,25 @@ def batch_shape(name_shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
   except ValueError:
     desc = ", ".join(f"{k} {v}" for k, v in name_shapes.items())
     raise ValueError(f"batch shapes must broadcast; got {desc}") from None
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def npz_arrays(path: str | os.PathLike, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+  """All arrays of an ``.npz`` hand-over file, read eagerly.
+
+  Raises:
+    ValueError: the file is corrupted (not a zip, a truncated or garbled member, a
+      pickled object) or lacks one of ``keys``; the message names the file and the keys.
+  """
+  try:
+    with np.load(path, allow_pickle=False) as f:
+      out = {k: f[k] for k in f.files}
+  except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError) as e:
+    raise ValueError(f"{path} is corrupt or not an .npz file ({type(e).__name__}: {e}); "
+                     "rerun the stage that wrote it") from e
+  missing = [k for k in keys if k not in out]
+  if missing:
+    raise ValueError(f"{path} must hold the keys {keys}; missing {missing}")
+  return out

@@ -17,7 +17,10 @@ the same label, so repeated queries reveal nothing new.
 
 The public functions validate their inputs (``ValueError`` naming the argument
 and the bad value) when the inputs are concrete and then call a jitted core;
-under an outer ``jit``/``vmap`` only shapes are checked.
+under an outer ``jit``/``vmap`` only shapes are checked. Every row of ``votes`` must
+sum to the same number of teachers ``T`` (the privacy analysis moves one vote of a
+row of ``T``), at most ``2**24`` for the noisy aggregators (exact counts in their
+float32 noise) and ``2**31 - 1`` for :func:`plurality` (int32 counts).
 
 References:
   Papernot et al. 2017, "Semi-supervised Knowledge Transfer for Deep Learning
@@ -68,7 +71,7 @@ def _answer_checked(mechanism: str, key: jax.Array, votes: Any, params: dict[str
                     query_ids: Any) -> tuple[jax.Array, jax.Array]:
   """Validates the arguments of a registered mechanism and answers (one jitted call)."""
   m = mechanisms.get(mechanism)
-  votes = v.votes(votes, equal_totals=m.equal_totals)
+  votes = v.votes(votes, equal_totals=m.equal_totals, max_total=mechanisms.MAX_TEACHERS)
   mechanisms.check_params(m, params)  # The values go to the core as given (cast there).
   ids = v.query_ids(query_ids, votes.shape[0])
   return _answer(key, votes, ids, params, mechanism=mechanism)

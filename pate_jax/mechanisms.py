@@ -42,11 +42,15 @@ from pate_jax import accounting as acc
 __all__ = [
     "Param", "Mechanism", "REGISTRY", "LNMAX", "GNMAX", "CONFIDENT_GNMAX", "NOT_ANSWERED",
     "get", "names", "register", "check_params", "query_keys", "make_accountant",
-    "epsilon_report",
+    "epsilon_report", "MAX_TEACHERS",
 ]
 
 # Label of a query that was not answered (Confident-GNMax below its threshold).
 NOT_ANSWERED = -1
+
+# Largest number of teachers (row total) a mechanism answers: counts must be exact in
+# its float32 noise arithmetic (pate_jax._checks.MAX_NOISY_TOTAL).
+MAX_TEACHERS = v.MAX_NOISY_TOTAL
 
 # Noise is always drawn in float32 so that answers are bit-identical whether or not
 # the caller has 64-bit mode enabled (the ledger runs under local x64).
@@ -67,7 +71,10 @@ class Mechanism(NamedTuple):
   accountant: str  # Kind of accountant its costs compose in: "rdp" or "moments".
   answer: Callable[..., tuple[jax.Array, jax.Array]]
   cost: Callable[..., jax.Array]
-  equal_totals: bool = False  # Votes rows must sum to the same number of teachers.
+  # Votes rows must sum to the same number of teachers T. Every built-in mechanism needs
+  # it: its cost assumes that one teacher moves one vote between two classes of a row
+  # of T votes (a row with a larger total would be charged as if its gap were real).
+  equal_totals: bool = True
   noise_params: Callable[[Any], dict[str, Any]] | None = None
   baselines: Callable[[int, dict[str, Any], float], dict[str, float]] | None = None
 
@@ -194,8 +201,7 @@ CONFIDENT_GNMAX = Mechanism(
     params=(Param("threshold", "real", "threshold T on the noisy top count (in votes)"),
             Param("sigma_threshold", "positive", "std σ_T of the threshold noise"),
             Param("sigma", "positive", "std σ of the answer noise")),
-    accountant="rdp", answer=_confident_gnmax_answer, cost=_confident_gnmax_cost,
-    equal_totals=True)
+    accountant="rdp", answer=_confident_gnmax_answer, cost=_confident_gnmax_cost)
 
 
 # ----------------------------------------------------------------------------- registry

@@ -218,7 +218,8 @@ def gnmax_rdp(votes, sigma, orders, data_dependent: bool = True) -> jax.Array:
     float64 ``rdp[Q, K]``.
   """
   return gnmax_rdp_core(v.votes(votes), v.positive(sigma, "sigma"),
-                        v.orders(orders), data_dependent=bool(data_dependent))
+                        v.orders(orders),
+                        data_dependent=v.boolean(data_dependent, "data_dependent"))
 
 
 @nm.with_x64

@@ -34,6 +34,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from pate_jax.accounting import _numerics as nm
 from pate_jax import _checks as v
@@ -159,7 +160,8 @@ def lnmax_log_moments(votes, gamma, moments, data_dependent: bool = True) -> jax
     float64 ``[Q, L]``.
   """
   return lnmax_log_moments_core(v.votes(votes), v.positive(gamma, "gamma"),
-                                v.moments(moments), data_dependent=bool(data_dependent))
+                                v.moments(moments),
+                                data_dependent=v.boolean(data_dependent, "data_dependent"))
 
 
 @nm.with_x64
@@ -167,7 +169,9 @@ def moments_to_epsilon(total_log_moments, moments, delta) -> tuple[jax.Array, ja
   """Moments-accountant tail bound ``ε = min_l (α(l) + log(1/δ)) / l`` (2017, Thm 2.2).
 
   Args:
-    total_log_moments: ``[L]`` log-moments already summed over queries.
+    total_log_moments: ``[L]`` log-moments already summed over queries; each is
+      ``≥ 0`` (``α(l) = log E[exp(l c)] ≥ l E[c] ≥ 0`` for a privacy loss ``c``), so a
+      negative or NaN value is refused rather than turned into a negative ε.
     moments: ``[L]`` the moment orders ``l``.
     delta: target ``δ`` in (0, 1).
 
@@ -179,6 +183,9 @@ def moments_to_epsilon(total_log_moments, moments, delta) -> tuple[jax.Array, ja
   if total.shape[-1:] != moments.shape:
     raise ValueError(f"total_log_moments must end in the moments axis {moments.shape}; got "
                      f"shape {total.shape}")
+  if not v.is_traced(total) and v.any_nan(-total, positive_is_bad=True):
+    raise ValueError(f"total_log_moments must be non-negative log-moments (not NaN); got "
+                     f"{np.asarray(total)}")
   return moments_to_epsilon_core(total, moments, v.delta(delta))
 
 
@@ -202,7 +209,8 @@ def lnmax_moments_epsilon(votes, gamma, delta, data_dependent: bool = True,
   """
   max_moment = v.positive_int(max_moment, "max_moment")
   return lnmax_moments_epsilon_core(v.votes(votes), v.positive(gamma, "gamma"),
-                                    v.delta(delta), data_dependent=bool(data_dependent),
+                                    v.delta(delta),
+                                    data_dependent=v.boolean(data_dependent, "data_dependent"),
                                     max_moment=max_moment)
 
 
