@@ -68,45 +68,85 @@ def normalized_gap(votes: jax.Array) -> jax.Array:
 def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any | None = None,
                num_pool: int | None = None, dataset: str = "", probabilities: Any = None,
                temperatures: Any = None) -> pathlib.Path:
-  """Writes ``votes.npz`` (see module docstring) atomically."""
+  """Writes ``votes.npz`` (see module docstring) atomically, after :func:`check_votes`."""
   votes = np.asarray(votes)
   labels = np.asarray(labels)
   if votes.ndim != 2 or votes.shape[0] != labels.shape[0]:
     raise ValueError(f"votes must be [Q, C] with Q == len(labels); got votes {votes.shape}, "
                      f"labels {labels.shape}")
-  _checks.check_equal_totals(votes)
-  totals = votes.sum(axis=1)
   q = votes.shape[0]
-  index = np.arange(q) if index is None else np.asarray(index)
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  extra = {}
+  arrays = {"votes": votes, "labels": labels,
+            "index": np.arange(q) if index is None else np.asarray(index),
+            "num_pool": np.int64(q if num_pool is None else num_pool),
+            "num_teachers": np.int64(votes.sum(axis=1)[0] if q else 0),
+            "dataset": np.str_(dataset)}
   if probabilities is not None:
-    probabilities = np.asarray(probabilities, np.float32)
-    temperatures = np.asarray(temperatures, np.float32).reshape(-1)
-    if probabilities.shape != (temperatures.size, *votes.shape):
-      raise ValueError(f"probabilities must be [K={temperatures.size}, Q, C] = "
-                       f"{(temperatures.size, *votes.shape)}, got {probabilities.shape}")
-    extra = {"probabilities": probabilities, "temperatures": temperatures}
+    arrays["probabilities"] = np.asarray(probabilities, np.float32)
+    arrays["temperatures"] = np.asarray(temperatures, np.float32).reshape(-1)
+  path = pathlib.Path(path)
+  arrays = check_votes(arrays, str(path))
+  path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp.npz")
-  np.savez_compressed(
-      tmp, **extra, votes=votes.astype(np.int32), labels=labels.astype(np.int32),
-      index=index.astype(np.int64), num_pool=np.int64(q if num_pool is None else num_pool),
-      num_teachers=np.int64(totals[0] if q else 0), dataset=np.str_(dataset))
+  np.savez_compressed(tmp, **arrays)
   tmp.replace(path)
   return path
 
 
-def load_votes(path: str | os.PathLike) -> dict[str, np.ndarray]:
-  """Reads a ``votes.npz`` written by :func:`save_votes` into a dict of arrays."""
+KEYS = ("votes", "labels", "index", "num_pool", "num_teachers", "dataset")
+
+
+def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
+  """Validates the arrays of ``votes.npz`` (``ValueError`` naming ``where`` and the field).
+
+  ``votes`` is a ``[Q, C]`` histogram whose rows all sum to ``num_teachers`` (int32
+  counts); ``labels`` are ``Q`` integers in ``[0, C)``; ``index`` is ``Q`` non-negative
+  integers; ``0 <= num_pool <= Q``; optional ``probabilities [K, Q, C]`` with
+  ``temperatures [K]``. Returns the arrays in the file's dtypes.
+  """
+  votes = np.asarray(_checks.votes(arrays["votes"], f"{where}: votes", equal_totals=True))
+  q, c = votes.shape
+  labels = np.asarray(arrays["labels"])
+  if labels.dtype.kind == "f" and labels.shape == (q,) and np.all(labels == np.round(labels)):
+    labels = labels.astype(np.int64)  # Integral floats (3.0) are labels; 3.7 is refused.
+  labels = _checks.labels(labels, q, c, f"{where}: labels")
+  index = np.asarray(arrays["index"])
+  if index.shape != (q,) or index.dtype.kind not in "iu" or np.any(index < 0):
+    raise ValueError(f"{where}: index must be [{q}] non-negative integers (rows of the dataset "
+                     f"split); got {index.dtype} {index.shape}, min {index.min(initial=0)}")
+  num_pool, num_teachers = (np.asarray(arrays[k]) for k in ("num_pool", "num_teachers"))
+  if num_pool.shape != () or num_pool.dtype.kind not in "iu" or not 0 <= num_pool <= q:
+    raise ValueError(f"{where}: num_pool must be an integer in [0, Q={q}] (the pool rows "
+                     f"of votes); got {num_pool!r}")
+  if num_teachers.shape != () or int(num_teachers) != int(votes[0].sum()):
+    raise ValueError(f"{where}: num_teachers must be the row total of votes "
+                     f"({int(votes[0].sum())}); got {num_teachers!r}")
+  out = {"votes": votes.astype(np.int32), "labels": labels, "index": index.astype(np.int64),
+         "num_pool": np.int64(num_pool), "num_teachers": np.int64(num_teachers),
+         "dataset": np.str_(arrays["dataset"])}
+  if "probabilities" in arrays:
+    probabilities = np.asarray(arrays["probabilities"], np.float32)
+    temperatures = np.asarray(arrays.get("temperatures"), np.float32).reshape(-1)
+    if probabilities.shape != (temperatures.size, q, c):
+      raise ValueError(f"{where}: probabilities must be [K={temperatures.size}, Q, C] = "
+                       f"{(temperatures.size, q, c)}, got {probabilities.shape}")
+    out.update(probabilities=probabilities, temperatures=temperatures)
+  return out
+
+
+def load_votes(path: str | os.PathLike) -> dict[str, Any]:
+  """Reads and validates (:func:`check_votes`) a ``votes.npz`` into a dict of arrays.
+
+  Raises:
+    FileNotFoundError: no file.
+    ValueError: a corrupted file, a missing key or bad contents (names the file).
+  """
   path = pathlib.Path(path)
   if path.is_dir():
     path = path / "votes.npz"
   if not path.exists():
     raise FileNotFoundError(f"no votes file at {path}; run experiments/train_teachers.py "
                             "(or experiments/tabular.py) with this workdir first")
-  with np.load(path, allow_pickle=False) as f:
-    out = {k: f[k] for k in f.files}
+  out = check_votes(_checks.npz_arrays(path, KEYS), str(path))
   out["dataset"] = str(out["dataset"])
   for k in ("num_pool", "num_teachers"):
     out[k] = int(out[k])
