@@ -197,8 +197,10 @@ class DirectoryLock:
     self.release()
 
   def __del__(self):
-    with contextlib.suppress(Exception):  # at interpreter exit modules may be gone
+    try:
       self.release()
+    except Exception:  # pylint: disable=broad-except  # at interpreter exit modules are gone
+      pass
 
 
 # ----------------------------------------------------------------------------- checkpoints
