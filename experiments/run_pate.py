@@ -3,8 +3,10 @@
   python experiments/run_pate.py --config configs/pate_mnist.py:cpu --workdir runs/pate_mnist_cpu
 
 Runs each stage's ``run(config, workdir)`` in its own sub-directory of
-``--workdir`` (a rerun resumes the teachers from their checkpoint) and writes
-a summary ``results.json`` with the headline numbers of every stage.
+``--workdir`` (a rerun resumes the teachers from their checkpoint, and the privacy
+ledger saved with ``aggregate/labels.npz``: labels already paid for are reused, never
+bought again) and writes a summary ``results.json`` with the headline numbers of every
+stage.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@
 
 Reads the teachers' ``votes.npz`` (``--config.votes_dir``), labels the first
 ``aggregate.num_queries`` pool rows with the private aggregator (written to
-``<workdir>/labels/``, see experiments/aggregate.py; a rerun reuses those labels
-and their ledger rather than querying again), trains the student with orbax
+``<workdir>/labels/``, see experiments/aggregate.py; a rerun resumes that ledger
+and reuses the labels rather than paying for them again), trains the student with orbax
 checkpoints (a killed run resumes) and writes ``results.json``: held-out accuracy
 on the evaluation rows (never queried), queries, ε under each accountant, δ,
 label accuracy, epochs and wall time. The active learner
@@ -15,7 +15,6 @@ label accuracy, epochs and wall time. The active learner
 
 from __future__ import annotations
 
-import json
 import pathlib
 import time
 
@@ -29,18 +28,19 @@ from pate_jax import votes as votes_lib
 
 
 def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
-  """labels.npz and the aggregate stage's results in ``out``: reused if present (the
-  labels were paid for), else computed by experiments/aggregate.py with the run's seed."""
+  """labels.npz and the aggregate stage's results in ``out``, from experiments/aggregate.py
+  with the run's seed. A rerun resumes the ledger saved with the labels: rows already
+  labelled are reused as they are (they were paid for) and labels.npz is left untouched
+  unless ``aggregate.num_queries`` asks for new rows; settings that differ from the
+  recorded ledger's are refused (pate_jax.ledger)."""
   out = pathlib.Path(out)
-  if (out / "labels.npz").exists() and (out / "results.json").exists():
-    print(f"reusing the labels (and their ledger) in {out}")
-  else:
-    with config.aggregate.unlocked():
-      config.aggregate.votes_dir = config.votes_dir
-      config.aggregate.seed = config.seed
-    aggregate.run(config.aggregate, out)
-  return (labels_lib.load_labels(out),
-          json.loads((out / "results.json").read_text())["results"])
+  if (out / labels_lib.FILENAME).exists():
+    print(f"resuming the labels and their ledger in {out}")
+  with config.aggregate.unlocked():
+    config.aggregate.votes_dir = config.votes_dir
+    config.aggregate.seed = config.seed
+  results = aggregate.run(config.aggregate, out)
+  return labels_lib.load_labels(out), results
 
 
 def run(config, workdir: str) -> dict:

@@ -3,6 +3,10 @@
 The aggregation stage answers the student's queries (rows of ``votes.npz``, see
 :mod:`pate_jax.votes`) through a :class:`pate_jax.ledger.PrivateAggregator` and writes
 ``labels.npz`` with :func:`save_labels`; the student reads it with :func:`load_labels`.
+The file keeps the whole ledger (:func:`pate_jax.ledger.ledger_record`), so that a
+rerun resumes the budget the labels were paid from instead of starting a new one
+(``PrivateAggregator(..., ledger=load_labels(workdir))``): the budget belongs to the
+private data, not to a process.
 
 ``labels.npz`` layout (all arrays, ``N`` queries asked):
   query_index    int64   [N]  row of each query in votes.npz
@@ -11,11 +15,10 @@ The aggregation stage answers the student's queries (rows of ``votes.npz``, see
   answered       bool    [N]  a label was released (status == ANSWERED)
   status         int32   [N]  :class:`pate_jax.ledger.Status` of each query
   true_labels    int32   [N]  true labels (for evaluation only)
-  ledger_cost    float64 [K]  composed cost of the ledger (RDP, or log-moments)
-  ledger_orders  float64 [K]  its orders (Rényi orders, or moment orders)
-  ledger_epsilon float64 []   ε of the ledger at ledger_delta
-  ledger_delta   float64 []   δ
-  mechanism      str     []   name in :data:`pate_jax.mechanisms.REGISTRY`
+  mechanism, ledger_*         the ledger (:data:`pate_jax.ledger.RECORD_KEYS`): composed
+                              cost and orders, ε and δ, ε_max, the mechanism's
+                              parameters, mode flags, counters, number of teachers,
+                              next fresh id and (consistent mode) the answer record.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from pate_jax import _checks as v
+from pate_jax import ledger as ledger_lib
+
 FILENAME = "labels.npz"
 
-_ANSWERED = 0  # pate_jax.ledger.Status.ANSWERED (not imported: this module stays light).
-
-KEYS = ("query_index", "dataset_index", "labels", "answered", "status", "true_labels",
-        "ledger_cost", "ledger_orders", "ledger_epsilon", "ledger_delta", "mechanism")
+_ANSWERED = int(ledger_lib.Status.ANSWERED)
+_COLUMNS = ("query_index", "dataset_index", "labels", "answered", "status", "true_labels")
+KEYS = _COLUMNS + ledger_lib.RECORD_KEYS
 
 
 def _path(path_or_dir: str | os.PathLike) -> pathlib.Path:
@@ -40,9 +45,8 @@ def _path(path_or_dir: str | os.PathLike) -> pathlib.Path:
 
 
 def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, true_labels: Any,
-                dataset_index: Any, ledger_cost: Any, ledger_orders: Any, ledger_epsilon: float,
-                ledger_delta: float, mechanism: str,
-                query_index: Any | None = None) -> pathlib.Path:
+                dataset_index: Any, query_index: Any | None = None,
+                **ledger: Any) -> pathlib.Path:
   """Writes ``labels.npz`` (module docstring) atomically; returns its path.
 
   Args:
@@ -51,9 +55,9 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
     status: int ``[N]`` :class:`pate_jax.ledger.Status`; ``answered`` is derived.
     true_labels: int ``[N]`` true labels.
     dataset_index: int ``[N]`` row of each query input in its dataset split.
-    ledger_cost, ledger_orders, ledger_epsilon, ledger_delta, mechanism: the ledger
-      (:meth:`pate_jax.ledger.PrivateAggregator.ledger_record` gives them).
     query_index: int ``[N]`` rows of votes.npz (default ``arange(N)``).
+    **ledger: exactly the :data:`pate_jax.ledger.RECORD_KEYS`
+      (:meth:`pate_jax.ledger.PrivateAggregator.ledger_record` gives them).
   """
   labels = np.asarray(labels)
   n = labels.shape[0] if labels.ndim == 1 else -1
@@ -65,10 +69,12 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
     if col.shape != (n,):
       raise ValueError(f"{name} must have shape [N] like labels ({labels.shape}); got shape "
                        f"{col.shape}")
-  cost, orders = np.asarray(ledger_cost, np.float64), np.asarray(ledger_orders, np.float64)
-  if cost.ndim != 1 or cost.shape != orders.shape:
-    raise ValueError(f"ledger_cost must have one value per order {orders.shape}; got shape "
-                     f"{cost.shape}")
+  _check_outcomes(labels, columns["status"], columns["status"] == _ANSWERED, "labels")
+  if set(ledger) != set(ledger_lib.RECORD_KEYS):
+    raise ValueError(f"the ledger must be given as the keys {ledger_lib.RECORD_KEYS}; missing "
+                     f"{sorted(set(ledger_lib.RECORD_KEYS) - set(ledger))}, unknown "
+                     f"{sorted(set(ledger) - set(ledger_lib.RECORD_KEYS))}")
+  ledger_lib.restore_ledger(ledger)  # Refuses a record that does not describe a ledger.
   path = _path(path_or_dir)
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp.npz")
@@ -77,32 +83,46 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
       dataset_index=columns["dataset_index"].astype(np.int64),
       labels=labels.astype(np.int32), answered=columns["status"] == _ANSWERED,
       status=columns["status"].astype(np.int32),
-      true_labels=columns["true_labels"].astype(np.int32), ledger_cost=cost,
-      ledger_orders=orders, ledger_epsilon=np.float64(ledger_epsilon),
-      ledger_delta=np.float64(ledger_delta), mechanism=np.str_(mechanism))
+      true_labels=columns["true_labels"].astype(np.int32), **ledger)
   tmp.replace(path)
   return path
+
+
+def _check_outcomes(labels: np.ndarray, status: np.ndarray, answered: np.ndarray,
+                    where: str) -> None:
+  """A label ``>= 0`` exactly where the status is ANSWERED (and ``answered`` says so)."""
+  if np.any((status == _ANSWERED) != answered) or np.any((labels < 0) == answered):
+    raise ValueError(f"{where}: labels, answered and status must agree (a label >= 0 exactly "
+                     "where status is ANSWERED)")
 
 
 def load_labels(path_or_dir: str | os.PathLike) -> dict[str, Any]:
   """Reads a ``labels.npz`` written by :func:`save_labels` into a dict.
 
   Arrays stay numpy; ``ledger_epsilon``/``ledger_delta`` become floats and
-  ``mechanism`` a str.
+  ``mechanism`` a str; the other ``ledger_*`` entries stay numpy (a record for
+  :func:`pate_jax.ledger.restore_ledger`).
 
   Raises:
     FileNotFoundError: no file (run ``experiments/aggregate.py`` first).
-    ValueError: a key of the layout is missing (names the file and the key).
+    ValueError: a corrupted file, a missing key, columns of different lengths, labels
+      or status that do not agree, or a ledger that is not valid (names the file).
   """
   path = _path(path_or_dir)
   if not path.exists():
     raise FileNotFoundError(f"no labels file at {path}; run experiments/aggregate.py with "
                             "this workdir first")
-  with np.load(path, allow_pickle=False) as f:
-    out = {k: f[k] for k in f.files}
-  missing = [k for k in KEYS if k not in out]
-  if missing:
-    raise ValueError(f"{path} must hold the keys {KEYS}; missing {missing}")
+  out = v.npz_arrays(path, KEYS)
+  n = out["labels"].shape[0] if out["labels"].ndim == 1 else -1
+  for k in _COLUMNS:
+    if out[k].shape != (n,) or out[k].dtype.kind not in ("b" if k == "answered" else "iu"):
+      raise ValueError(f"{path}: {k} must be an integer column [N] like labels "
+                       f"({out['labels'].shape}); got {out[k].dtype} {out[k].shape}")
+  _check_outcomes(out["labels"], out["status"], out["answered"], str(path))
+  try:
+    ledger_lib.restore_ledger(out)
+  except ValueError as e:
+    raise ValueError(f"{path}: {e}") from e
   for k in ("ledger_epsilon", "ledger_delta"):
     out[k] = float(out[k])
   out["mechanism"] = str(out["mechanism"])

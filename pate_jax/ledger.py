@@ -48,6 +48,31 @@ is data-independent (costs λ/σ², λ/(2σ_T²), or the 2017 bound with q = 1);
 Confident-GNMax then still depends on the data only through its released
 answered/not-answered outcomes.
 
+Budget integrity. The budget belongs to the private data, not to a process or an
+object, so every way of spending it twice is closed:
+
+* the state records everything its accounting depends on: the mechanism and its
+  parameters, δ, ε_max, the mode flags, the orders and conversion (in its accountant),
+  the number of teachers ``T`` (set by the first batch: every row of every later
+  batch must sum to it) and, without consistent answers, the next fresh noise id.
+  :func:`answer_batch` takes its settings from the state; an argument that disagrees
+  with the state is refused (``ValueError`` naming it), as is a state whose cost is
+  negative or not finite. Query ids without consistency must be fresh (strictly
+  increasing, above every id used before): one noise draw is never used twice.
+* :class:`PrivateAggregator` serialises ``answer`` with a lock (threads share one
+  budget), refuses ``copy``, ``deepcopy`` and ``pickle`` (a copy would duplicate the
+  unspent budget: share the object instead, or persist it), and its ``state`` is
+  read-only.
+* :func:`ledger_record` / :func:`restore_ledger` turn the state into plain arrays
+  and back (validated: a record whose ε does not match its cost is refused), and
+  ``PrivateAggregator(..., ledger=record)`` resumes a persisted ledger, refusing one
+  whose settings differ from the arguments. ``experiments/aggregate.py`` keeps the
+  record in ``labels.npz`` beside the labels it paid for and resumes it on a rerun.
+
+The functional API cannot stop a caller from keeping an old state and answering from
+it again (a pure function has no memory); the guarantee holds for a chain of states
+each returned by :func:`answer_batch`. :class:`PrivateAggregator` holds that chain.
+
 Consistent answers (``consistent=True``). The noise of a query comes from
 ``fold_in(key, query_id)``, with ``query_id`` a stable hash of its input
 (:func:`pate_jax.aggregation.hash_query_ids`). A query whose id was already
@@ -61,6 +86,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import threading
 from typing import Any, NamedTuple
 
 import jax
@@ -75,7 +101,8 @@ from pate_jax._compile import light_jit
 
 __all__ = [
     "Status", "AnswerCache", "LedgerState", "BatchResult", "init_ledger", "answer_batch",
-    "ledger_epsilon", "PrivateAggregator", "DEFAULT_ORDERS",
+    "ledger_epsilon", "ledger_record", "restore_ledger", "RECORD_KEYS", "PrivateAggregator",
+    "DEFAULT_ORDERS",
 ]
 
 # Rényi orders used when none are given: the accountants' default grid.
@@ -108,25 +135,46 @@ class AnswerCache(NamedTuple):
   size: jax.Array
 
 
-class LedgerState(NamedTuple):
-  """Pytree state of the ledger.
+@dataclasses.dataclass(frozen=True)
+class LedgerState:
+  """Pytree state of the ledger: the spent budget and every setting it depends on.
 
   Attributes:
     accountant: the composed cost (:class:`pate_jax.accounting.Accountant`: float64
-      ``cost[K]`` at ``orders[K]``; LNMax: summed log-moments at the moment orders).
-    epsilon: float64 ``[]`` ε of the accountant at the ledger's δ (as checked against
+      ``cost[K]`` at ``orders[K]``, with its conversion; LNMax: summed log-moments at
+      the moment orders).
+    epsilon: float64 ``[]`` ε of the accountant at ``delta`` (as checked against
       ε_max).
     best_order: float64 ``[]`` the order (moment) attaining ``epsilon``.
     num_charged: int32 ``[]`` distinct queries processed (answered or not confident).
     num_answered: int32 ``[]`` distinct queries answered with a label.
-    cache: the consistent-answer cache.
+    cache: the consistent-answer cache (capacity 0 without consistent answers).
+    delta: float64 ``[]`` δ of the guarantee.
+    epsilon_max: float64 ``[]`` the budget ε_max (``inf``: none).
+    params: the mechanism's parameters, float64 ``[]`` each.
+    num_teachers: int32 ``[]`` the row total ``T`` of every batch (0 before the first).
+    next_id: uint64 ``[]`` without consistent answers, the smallest id not used yet.
+    mechanism: name in :data:`pate_jax.mechanisms.REGISTRY` (static).
+    data_dependent: data-dependent per-query costs (static).
+    consistent: consistent answers (static).
   """
   accountant: acc.Accountant
-  epsilon: jax.Array
-  best_order: jax.Array
-  num_charged: jax.Array
-  num_answered: jax.Array
+  epsilon: Any
+  best_order: Any
+  num_charged: Any
+  num_answered: Any
   cache: AnswerCache
+  delta: Any
+  epsilon_max: Any
+  params: dict[str, Any]
+  num_teachers: Any
+  next_id: Any
+  mechanism: str = "gnmax"
+  data_dependent: bool = True
+  consistent: bool = False
+
+  def _replace(self, **changes) -> "LedgerState":
+    return dataclasses.replace(self, **changes)
 
   @property
   def cost(self) -> jax.Array:
@@ -142,6 +190,13 @@ class LedgerState(NamedTuple):
     return self.cache.size
 
 
+jax.tree_util.register_dataclass(
+    LedgerState,
+    data_fields=["accountant", "epsilon", "best_order", "num_charged", "num_answered", "cache",
+                 "delta", "epsilon_max", "params", "num_teachers", "next_id"],
+    meta_fields=["mechanism", "data_dependent", "consistent"])
+
+
 class BatchResult(NamedTuple):
   """Answers to one batch: ``labels[B]`` (int32, -1 unless ANSWERED), ``status[B]``
   (int32 :class:`Status`), ``repeated[B]`` (bool: answered from the record, free)."""
@@ -150,55 +205,191 @@ class BatchResult(NamedTuple):
   repeated: Any
 
 
-def _id_keys(ids):
-  """uint32 ``[B]`` or ``[B, W<=2]`` ids -> uint64 ``[B]`` (big-endian word order)."""
+def _id_keys(ids, xp: Any = jnp):
+  """uint32 ``[B]`` or ``[B, W<=2]`` ids -> uint64 ``[B]`` (big-endian word order); ``xp``
+  is ``jnp`` (in the compiled step) or ``np`` (host checks)."""
   ids = ids if ids.ndim == 2 else ids[:, None]
-  out = jnp.zeros(ids.shape[:1], jnp.uint64)
+  out = xp.zeros(ids.shape[:1], xp.uint64)
   for w in range(ids.shape[1]):
-    out = (out << jnp.uint64(32)) | ids[:, w].astype(jnp.uint64)
+    out = (out << xp.uint64(32)) | ids[:, w].astype(xp.uint64)
   return out
 
 
 def _empty_cache(capacity: int) -> AnswerCache:
-  return AnswerCache(ids=jnp.full((capacity,), _ID_SENTINEL, jnp.uint64),
-                     labels=jnp.full((capacity,), mechanisms.NOT_ANSWERED, jnp.int32),
-                     status=jnp.full((capacity,), int(Status.REFUSED_BUDGET), jnp.int32),
-                     size=jnp.zeros((), jnp.int32))
+  """An empty cache of numpy arrays (host leaves: no device op per ledger)."""
+  return AnswerCache(ids=np.full((capacity,), _ID_SENTINEL, np.uint64),
+                     labels=np.full((capacity,), mechanisms.NOT_ANSWERED, np.int32),
+                     status=np.full((capacity,), int(Status.REFUSED_BUDGET), np.int32),
+                     size=np.int32(0))
 
 
 # ---------------------------------------------------------------------------
 # Functional core.
 
 
-def init_ledger(cost: Any, *, orders: Any, delta: float, mechanism: str,
-                conversion: str = "improved", capacity: int = 0) -> LedgerState:
-  """An empty ledger (or one starting from a composed ``cost[K]``).
+def init_ledger(cost: Any = None, *, orders: Any, delta: float, mechanism: str,
+                params: dict[str, Any], epsilon_max: float, data_dependent: bool = True,
+                consistent: bool = False, conversion: str = "improved",
+                capacity: int = 0) -> LedgerState:
+  """An empty ledger (or one starting from a composed ``cost[K]``) and its settings.
 
   Args:
-    cost: ``[K]`` composed cost to start from (zeros for a fresh ledger).
+    cost: ``[K]`` composed cost to start from (``None``: zeros, a fresh ledger).
     orders: ``[K]`` RDP orders (LNMax: moment orders ``l``).
     delta: δ in (0, 1).
     mechanism: a name in :data:`pate_jax.mechanisms.REGISTRY` (selects the accountant).
+    params: the mechanism's parameters, e.g. ``{"sigma": 40.0}``.
+    epsilon_max: the budget ε_max > 0 (``inf`` for none).
+    data_dependent: data-dependent per-query costs (module docstring).
+    consistent: consistent answers (needs ``capacity >= 1``).
     conversion: RDP → (ε, δ) conversion, ``"improved"`` or ``"classic"``.
-    capacity: size ``N`` of the consistent-answer cache (0: none, and
-      :func:`answer_batch` then only works with ``consistent=False``).
+    capacity: size ``N`` of the consistent-answer cache (0 without consistent answers).
   """
   m = mechanisms.get(mechanism)
-  accountant = acc.make_accountant(m.accountant, orders, conversion, cost)
+  params = mechanisms.check_params(m, params)
   delta = v.delta(delta)
-  capacity = v.positive_int(capacity, "capacity", minimum=0)
-  with jax.enable_x64(True):
-    accountant = dataclasses.replace(accountant, cost=jnp.asarray(accountant.cost),
-                                     orders=jnp.asarray(accountant.orders))
-    eps, best = accountant.epsilon(delta)
-    return LedgerState(accountant=accountant, epsilon=eps, best_order=best,
-                       num_charged=jnp.zeros((), jnp.int32),
-                       num_answered=jnp.zeros((), jnp.int32), cache=_empty_cache(capacity))
+  epsilon_max = v.budget(epsilon_max)
+  data_dependent = v.boolean(data_dependent, "data_dependent")
+  consistent = v.boolean(consistent, "consistent")
+  capacity = v.positive_int(capacity, "capacity", minimum=1 if consistent else 0)
+  accountant = acc.make_accountant(m.accountant, orders, conversion, cost)
+  accountant = dataclasses.replace(accountant, cost=np.asarray(accountant.cost, np.float64),
+                                   orders=np.asarray(accountant.orders, np.float64))
+  eps, best = accountant.epsilon(delta)
+  # Host (numpy) leaves: float64 and uint64 stay exact outside 64-bit mode.
+  return LedgerState(
+      accountant=accountant, epsilon=eps, best_order=best, num_charged=np.int32(0),
+      num_answered=np.int32(0), cache=_empty_cache(capacity if consistent else 0),
+      delta=np.float64(delta), epsilon_max=np.float64(epsilon_max),
+      params={k: np.float64(p) for k, p in params.items()}, num_teachers=np.int32(0),
+      next_id=np.uint64(0), mechanism=m.name, data_dependent=data_dependent,
+      consistent=consistent)
 
 
 def ledger_epsilon(state: LedgerState) -> tuple[float, float]:
   """``(ε, best order)`` recorded in ``state``."""
   return float(state.epsilon), float(state.best_order)
+
+
+# ---------------------------------------------------------------------------
+# Persistence: the state as plain arrays (the ledger_* entries of labels.npz).
+
+RECORD_KEYS = (
+    "mechanism", "ledger_param_names", "ledger_params", "ledger_cost", "ledger_orders",
+    "ledger_conversion", "ledger_epsilon", "ledger_best_order", "ledger_delta",
+    "ledger_epsilon_max", "ledger_data_dependent", "ledger_consistent", "ledger_num_charged",
+    "ledger_num_answered", "ledger_num_teachers", "ledger_next_id", "ledger_cache_ids",
+    "ledger_cache_labels", "ledger_cache_status")
+"""Keys of :func:`ledger_record` (and of the ledger part of ``labels.npz``)."""
+
+
+def ledger_record(state: LedgerState) -> dict[str, np.ndarray]:
+  """The state as numpy arrays keyed by :data:`RECORD_KEYS` (:func:`restore_ledger` inverts).
+
+  The cache is stored without its padding (its ``size`` recorded entries).
+  """
+  s = jax.device_get(state)
+  size = int(s.cache.size)
+  names = mechanisms.get(s.mechanism).param_names
+  return {
+      "mechanism": np.str_(s.mechanism),
+      "ledger_param_names": np.array(names, dtype=np.str_),
+      "ledger_params": np.array([s.params[k] for k in names], np.float64),
+      "ledger_cost": np.asarray(s.accountant.cost, np.float64),
+      "ledger_orders": np.asarray(s.accountant.orders, np.float64),
+      "ledger_conversion": np.str_(s.accountant.conversion or ""),
+      "ledger_epsilon": np.float64(s.epsilon), "ledger_best_order": np.float64(s.best_order),
+      "ledger_delta": np.float64(s.delta), "ledger_epsilon_max": np.float64(s.epsilon_max),
+      "ledger_data_dependent": np.bool_(s.data_dependent),
+      "ledger_consistent": np.bool_(s.consistent),
+      "ledger_num_charged": np.int64(s.num_charged),
+      "ledger_num_answered": np.int64(s.num_answered),
+      "ledger_num_teachers": np.int64(s.num_teachers),
+      "ledger_next_id": np.uint64(s.next_id),
+      "ledger_cache_ids": np.asarray(s.cache.ids[:size], np.uint64),
+      "ledger_cache_labels": np.asarray(s.cache.labels[:size], np.int32),
+      "ledger_cache_status": np.asarray(s.cache.status[:size], np.int32),
+  }
+
+
+def _record_scalar(record, key, kind):
+  value = np.asarray(record[key])
+  if value.shape != () or value.dtype.kind not in kind:
+    raise ValueError(f"{key} must be a scalar of kind {kind!r}; got {value!r}")
+  return value.item()
+
+
+def restore_ledger(record: Any, capacity: int = 0) -> LedgerState:
+  """The :class:`LedgerState` of a :func:`ledger_record` (e.g. read from ``labels.npz``).
+
+  Every entry is validated (``ValueError`` naming the key): a missing key, a
+  negative or non-finite cost, inconsistent counters or cache, or a recorded ε that
+  is not the ε of the recorded cost (a tampered or corrupted record) is refused.
+
+  Args:
+    record: mapping with the :data:`RECORD_KEYS`.
+    capacity: smallest capacity of the restored cache (consistent mode; at least its
+      recorded size).
+  """
+  missing = [k for k in RECORD_KEYS if k not in record]
+  if missing:
+    raise ValueError(f"the ledger record must hold the keys {RECORD_KEYS}; missing {missing}")
+  names = [str(n) for n in np.asarray(record["ledger_param_names"]).reshape(-1)]
+  values = np.asarray(record["ledger_params"], np.float64).reshape(-1)
+  if len(names) != len(values):
+    raise ValueError(f"ledger_params must have one value per name {names}; got {values}")
+  conversion = str(record["ledger_conversion"]) or "improved"
+  consistent = _record_scalar(record, "ledger_consistent", "b")
+  ids = np.asarray(record["ledger_cache_ids"])
+  size = ids.shape[0] if ids.ndim == 1 else -1
+  capacity = max(v.positive_int(capacity, "capacity", minimum=0), size, 1 if consistent else 0)
+  cost = np.asarray(record["ledger_cost"], np.float64)
+  if cost.shape != np.shape(record["ledger_orders"]) or cost.ndim != 1:
+    raise ValueError(f"ledger_cost must have one value per order of ledger_orders "
+                     f"{np.shape(record['ledger_orders'])}; got shape {cost.shape}")
+  if not np.all(np.isfinite(cost) & (cost >= 0)):
+    raise ValueError(f"ledger_cost must be finite and non-negative; got {cost}")
+  state = init_ledger(
+      cost, orders=record["ledger_orders"], delta=_record_scalar(record, "ledger_delta", "f"),
+      mechanism=str(record["mechanism"]), params=dict(zip(names, values)),
+      epsilon_max=_record_scalar(record, "ledger_epsilon_max", "f"),
+      data_dependent=_record_scalar(record, "ledger_data_dependent", "b"),
+      consistent=consistent, conversion=conversion, capacity=capacity)
+  counts = {k: _record_scalar(record, f"ledger_{k}", "iu")
+            for k in ("num_charged", "num_answered", "num_teachers", "next_id")}
+  if not 0 <= counts["num_answered"] <= counts["num_charged"] < 2**31:
+    raise ValueError("ledger_num_answered and ledger_num_charged must satisfy 0 <= answered "
+                     f"<= charged < 2**31; got {counts}")
+  if not 0 <= counts["num_teachers"] <= v.MAX_NOISY_TOTAL or not 0 <= counts["next_id"] < 2**64:
+    raise ValueError(f"ledger_num_teachers and ledger_next_id must be in range; got {counts}")
+  if not np.isclose(float(state.epsilon), _record_scalar(record, "ledger_epsilon", "f"),
+                    rtol=1e-9, atol=0.0):
+    raise ValueError(f"ledger_epsilon {float(record['ledger_epsilon'])} is not the ε of "
+                     f"ledger_cost ({float(state.epsilon)}): the record is corrupted")
+  labels = np.asarray(record["ledger_cache_labels"])
+  status = np.asarray(record["ledger_cache_status"])
+  if (ids.ndim != 1 or ids.dtype.kind not in "iu" or labels.shape != ids.shape
+      or status.shape != ids.shape or np.any(np.diff(ids.astype(np.uint64)) <= 0)
+      or (consistent and size != counts["num_charged"]) or (not consistent and size)
+      or not np.all(np.isin(status, [int(Status.ANSWERED), int(Status.NOT_CONFIDENT)]))
+      or np.any((labels < 0) != (status != int(Status.ANSWERED)))):
+    raise ValueError("ledger_cache_ids, ledger_cache_labels and ledger_cache_status must be "
+                     "one sorted record of the charged ids (consistent mode) with their "
+                     f"outcomes; got ids {ids}, labels {labels}, status {status}")
+  pad = state.cache.ids.shape[0] - size
+  cache = AnswerCache(
+      ids=np.concatenate([ids.astype(np.uint64), np.full(pad, _ID_SENTINEL)]),
+      labels=np.concatenate([labels, np.full(pad, mechanisms.NOT_ANSWERED)]).astype(np.int32),
+      status=np.concatenate([status, np.full(pad, int(Status.REFUSED_BUDGET))]).astype(np.int32),
+      size=np.int32(size))
+  return state._replace(cache=cache, num_charged=np.int32(counts["num_charged"]),
+                        num_answered=np.int32(counts["num_answered"]),
+                        num_teachers=np.int32(counts["num_teachers"]),
+                        next_id=np.uint64(counts["next_id"]))
+
+
+# ---------------------------------------------------------------------------
+# The compiled step.
 
 
 def _lookup(cache, ids, valid):
@@ -224,9 +415,12 @@ def _record(cache, ids, record, labels, status):
                      size=cache.size + record.sum(dtype=jnp.int32))
 
 
-def _answer_core_impl(state, key, votes, ids, valid, params, delta, epsilon_max, *,
-                      mechanism, data_dependent, consistent):
-  m = mechanisms.get(mechanism)
+def _answer_core_impl(state, key, votes, ids, valid, num_teachers):
+  """One padded batch (see :func:`answer_batch`); the settings come from ``state`` (its
+  mechanism and mode flags are pytree metadata: static)."""
+  m = mechanisms.get(state.mechanism)
+  params, delta, epsilon_max = state.params, state.delta, state.epsilon_max
+  data_dependent, consistent = state.data_dependent, state.consistent
   b = votes.shape[0]
   arange = jnp.arange(b)
   labels, answered = m.answer(key, votes, ids, params)
@@ -265,7 +459,13 @@ def _answer_core_impl(state, key, votes, ids, valid, params, delta, epsilon_max,
       epsilon=jnp.where(any_charged, eps_after[last], state.epsilon),
       best_order=jnp.where(any_charged, best_after[last], state.best_order),
       num_charged=state.num_charged + charged.sum(dtype=jnp.int32),
-      num_answered=state.num_answered + (charged & answered).sum(dtype=jnp.int32))
+      num_answered=state.num_answered + (charged & answered).sum(dtype=jnp.int32),
+      num_teachers=jnp.where(valid.any() & (state.num_teachers == 0), num_teachers,
+                             state.num_teachers).astype(jnp.int32))
+  if not consistent:  # Ids are fresh and increasing (checked): the next one is above the last.
+    last = jnp.max(jnp.where(valid, _id_keys(ids), jnp.uint64(0)))
+    new_state = new_state._replace(
+        next_id=jnp.where(valid.any(), last + jnp.uint64(1), state.next_id))
 
   fresh_status = jnp.where(answered, int(Status.ANSWERED),
                            int(Status.NOT_CONFIDENT)).astype(jnp.int32)
@@ -288,98 +488,141 @@ def _answer_core_impl(state, key, votes, ids, valid, params, delta, epsilon_max,
   return new_state, BatchResult(out_labels.astype(jnp.int32), out_status, repeated)
 
 
-_answer_core = light_jit(_answer_core_impl, level=0,
-                         static_argnames=("mechanism", "data_dependent", "consistent"))
+_answer_core = light_jit(_answer_core_impl, level=0)
 
 
-class _Step(NamedTuple):
-  """Checked arguments of the compiled step: dynamic values and static modes."""
-  params: dict[str, np.float64]
-  delta: np.float64
-  epsilon_max: np.float64
-  mechanism: str
-  data_dependent: bool
-  consistent: bool
-
-
-def _step_args(m: mechanisms.Mechanism, params, delta, epsilon_max, data_dependent,
-               consistent) -> _Step:
-  return _Step(mechanisms.check_params(m, params), np.float64(v.delta(delta)),
-               v.budget(epsilon_max), m.name, v.boolean(data_dependent, "data_dependent"),
-               v.boolean(consistent, "consistent"))
-
-
-def _step(state, key, votes, ids, valid, args: _Step):
+def _step(state, key, votes, ids, valid, num_teachers):
   with jax.enable_x64(True):
-    return _answer_core(state, key, votes, ids, valid, args.params, args.delta,
-                        args.epsilon_max, mechanism=args.mechanism,
-                        data_dependent=args.data_dependent, consistent=args.consistent)
+    return _answer_core(state, key, votes, ids, valid, np.int32(num_teachers))
 
 
-def _int32_votes(m: mechanisms.Mechanism, votes: Any, valid: Any = None) -> np.ndarray:
-  """Validated int32 host counts; the real rows (``valid``) of an equal-totals mechanism
-  must sum to one number of teachers."""
-  votes = np.asarray(v.votes(votes)).astype(np.int32)
-  if m.equal_totals:
-    v.check_equal_totals(votes if valid is None else votes[valid])
-  return votes
+def _checked_votes(state: LedgerState, votes: Any, valid: Any = None) -> tuple[np.ndarray, int]:
+  """Validated int32 host counts of a batch and their row total ``T``.
+
+  Every real row (``valid``) sums to one ``T`` (at most :data:`pate_jax._checks.
+  MAX_NOISY_TOTAL`, so that counts are exact in the float32 noise arithmetic), and
+  ``T`` is the ledger's number of teachers once the ledger has one.
+  """
+  votes = v.votes(votes, max_total=v.MAX_NOISY_TOTAL)
+  votes = np.asarray(votes).astype(np.int32)  # Exact: the totals fit (checked above).
+  real = votes if valid is None else votes[valid]
+  v.check_equal_totals(real)
+  total = int(real[0].sum()) if real.shape[0] else 0
+  recorded = int(state.num_teachers)
+  if real.shape[0] and recorded and total != recorded:
+    raise ValueError(f"votes: every row must sum to the ledger's number of teachers "
+                     f"{recorded}; got rows summing to {total}")
+  return votes, total
+
+
+def _check_fresh_ids(state: LedgerState, ids: np.ndarray, valid: np.ndarray) -> None:
+  """Without consistent answers, ids must be strictly increasing and unused: one noise
+  draw (``fold_in(key, id)``) is never used for two queries."""
+  keys = _id_keys(ids, np)[valid]
+  nxt = int(np.asarray(state.next_id))
+  if keys.size and (int(keys[0]) < nxt or np.any(np.diff(keys) <= 0)
+                    or keys[-1] == _ID_SENTINEL):  # (The largest id would wrap next_id.)
+    raise ValueError("query_ids must be fresh without consistent answers (strictly increasing "
+                     f"and >= the ledger's next id {nxt}: a reused id reuses its noise); got "
+                     f"{ids[valid].tolist()}")
+
+
+def _check_state(state: Any) -> LedgerState:
+  """A :class:`LedgerState` whose spent budget is a valid cost (not negative, not NaN)."""
+  if not isinstance(state, LedgerState):
+    raise ValueError(f"state must be a LedgerState (from init_ledger or answer_batch); got "
+                     f"{type(state).__name__}")
+  cost = np.asarray(state.cost, np.float64)
+  if not np.all(np.isfinite(cost) & (cost >= 0)):
+    raise ValueError(f"state: the accountant's cost must be finite and non-negative; got {cost}")
+  if int(state.num_charged) < 0 or int(state.num_answered) < 0 or int(state.num_teachers) < 0:
+    raise ValueError("state: counters must be non-negative; got num_charged "
+                     f"{int(state.num_charged)}, num_answered {int(state.num_answered)}, "
+                     f"num_teachers {int(state.num_teachers)}")
+  return state
+
+
+def _settings(state: LedgerState) -> dict[str, Any]:
+  """The settings a state's budget was spent under, as plain Python values."""
+  return {"mechanism": state.mechanism,
+          "params": {k: float(p) for k, p in state.params.items()},
+          "delta": float(state.delta), "epsilon_max": float(state.epsilon_max),
+          "data_dependent": state.data_dependent, "consistent": state.consistent,
+          "conversion": state.accountant.conversion,
+          "orders": tuple(np.asarray(state.accountant.orders).tolist())}
+
+
+def _check_settings(state: LedgerState, given: dict[str, Any]) -> None:
+  """Each given setting (not ``None``) must be the state's (``ValueError`` naming it)."""
+  m = mechanisms.get(state.mechanism)
+  recorded = _settings(state)
+  for name, value in given.items():
+    if value is None or (name == "conversion" and m.accountant != "rdp"):
+      continue
+    if name == "orders":
+      value = tuple(np.asarray(value, np.float64).reshape(-1).tolist())
+    elif name in ("data_dependent", "consistent"):
+      value = v.boolean(value, name)
+    elif name == "params":
+      other = mechanisms.get(given.get("mechanism") or state.mechanism)
+      value = {k: float(p) for k, p in mechanisms.check_params(other, value).items()}
+    elif name in ("delta", "epsilon_max"):
+      value = float(v.delta(value) if name == "delta" else v.budget(value))
+    elif name == "mechanism":
+      if mechanisms.get(value).accountant != m.accountant:
+        raise ValueError(f"mechanism {value!r} composes in a "
+                         f"{mechanisms.get(value).accountant!r} accountant; got a ledger with a "
+                         f"{m.accountant!r} one")
+    if value != recorded[name]:
+      raise ValueError(f"{name} must be the ledger's {recorded[name]!r}; got {value!r} (the "
+                       "state records the settings its budget was spent under)")
 
 
 def answer_batch(state: LedgerState, key: jax.Array, votes: Any, query_ids: Any,
-                 valid: Any = None, *, mechanism: str, params: dict[str, Any], orders: Any,
-                 delta: float, epsilon_max: float, data_dependent: bool = True,
-                 consistent: bool = False, conversion: str | None = None,
-                 ) -> tuple[LedgerState, BatchResult]:
+                 valid: Any = None, *, mechanism: str | None = None,
+                 params: dict[str, Any] | None = None, orders: Any = None,
+                 delta: float | None = None, epsilon_max: float | None = None,
+                 data_dependent: bool | None = None, consistent: bool | None = None,
+                 conversion: str | None = None) -> tuple[LedgerState, BatchResult]:
   """Answers the longest prefix of a batch that keeps ε ≤ ε_max (see module docstring).
+
+  The mechanism, its parameters, δ, ε_max, the orders, the conversion and the mode
+  flags are the state's (:func:`init_ledger`); the keyword arguments are optional
+  checks: each one given must equal the state's, else ``ValueError`` naming it.
 
   Args:
     state: the ledger (from :func:`init_ledger` or a previous call).
     key: PRNG key of the aggregator; query ``i`` uses ``fold_in(key, query_ids[i])``.
-    votes: int ``[B, C]`` vote histograms.
+    votes: int ``[B, C]`` vote histograms; every real row sums to the ledger's number
+      of teachers ``T`` (set by the first batch), ``T <= 2**24``.
     query_ids: uint32 ``[B]`` or ``[B, W]`` (``W <= 2``) query ids; keep one width
-      per ledger (the record keys ``[id]`` and ``[0, id]`` alike).
+      per ledger (the record keys ``[id]`` and ``[0, id]`` alike). Without consistent
+      answers the ids of the real rows must be fresh: strictly increasing and at least
+      the state's ``next_id`` (a reused id would reuse its noise draw).
     valid: bool ``[B]``, False for padding rows (which must come last).
-    mechanism: a name in :data:`pate_jax.mechanisms.REGISTRY`.
-    params: the mechanism's parameters, e.g. ``{"sigma": 40.0}``.
-    orders: ``[K]`` RDP orders (LNMax: moment orders), those of ``state``.
-    delta: δ of the (ε, δ) guarantee.
-    epsilon_max: the budget ε_max (``inf`` for none).
-    data_dependent: use the data-dependent per-query costs.
-    consistent: look ids up in the cache (repeats are free and return the recorded
-      answer) and record new ones; needs cache capacity for the new ids, else the
-      queries beyond it get ``REFUSED_CAPACITY``. With ``consistent=False`` the cache
-      is neither read nor written.
-    conversion: RDP → (ε, δ) conversion; ``None`` or that of ``state``.
+    mechanism, params, orders, delta, epsilon_max, data_dependent, consistent,
+      conversion: optional; each must be the state's.
 
   Returns:
-    ``(new_state, BatchResult)``.
+    ``(new_state, BatchResult)``. In consistent mode, queries beyond the cache
+    capacity get ``REFUSED_CAPACITY``.
   """
-  m = mechanisms.get(mechanism)
-  if m.accountant != state.accountant.kind:
-    raise ValueError(f"mechanism {mechanism!r} composes in a {m.accountant!r} accountant; got "
-                     f"a ledger with a {state.accountant.kind!r} one")
+  state = _check_state(state)
+  _check_settings(state, {"mechanism": mechanism, "params": params, "orders": orders,
+                          "delta": delta, "epsilon_max": epsilon_max,
+                          "data_dependent": data_dependent, "consistent": consistent,
+                          "conversion": conversion})
   b = np.shape(votes)[0] if np.ndim(votes) else 0
   valid = np.ones(b, bool) if valid is None else np.asarray(valid, bool)
   if valid.shape != (b,):
     raise ValueError(f"valid must have shape [{b}]; got shape {valid.shape}")
   if np.any(valid[1:] & ~valid[:-1]):
     raise ValueError(f"valid must be a prefix mask (padding rows last); got {valid.tolist()}")
-  votes = _int32_votes(m, votes, valid)
+  votes, total = _checked_votes(state, votes, valid)
   ids = v.query_ids(query_ids, votes.shape[0], max_words=2)
-  orders = acc.make_accountant(m.accountant, orders, conversion or "improved").orders
-  if orders.shape != state.accountant.orders.shape or not np.array_equal(
-      orders, np.asarray(state.accountant.orders)):
-    raise ValueError(f"orders must be the ledger's {np.asarray(state.accountant.orders)}; got "
-                     f"{orders}")
-  if conversion is not None and m.accountant == "rdp" and (
-      conversion != state.accountant.conversion):
-    raise ValueError(f"conversion must be the ledger's {state.accountant.conversion!r}; got "
-                     f"{conversion!r}")
-  if consistent and state.cache.ids.shape[0] == 0:
-    raise ValueError("consistent=True needs a ledger with an answer cache; got capacity 0 "
-                     "(use init_ledger(..., capacity=N))")
-  args = _step_args(m, params, delta, epsilon_max, data_dependent, consistent)
-  return _step(state, key, votes, ids, valid, args)
+  if not state.consistent:
+    _check_fresh_ids(state, ids, valid)
+  return _step(state, key, votes, ids, valid, total)
 
 
 # ---------------------------------------------------------------------------
@@ -401,6 +644,12 @@ class PrivateAggregator:
   cache capacity). Once a query is refused, every later query of the batch is
   refused too (the answered set is always a prefix of what was asked).
 
+  One budget, one object. ``answer`` holds a lock, so threads sharing an aggregator
+  spend one budget. The aggregator cannot be copied or pickled (``TypeError``): a
+  copy would duplicate the unspent budget; share the object, or persist its ledger
+  with :meth:`ledger_record` (``labels.npz``) and resume it with ``ledger=``. Its
+  ``state`` is read-only.
+
   Args:
     key: PRNG key; query ``i`` is answered with noise from ``fold_in(key, id_i)``.
     mechanism: a name in :data:`pate_jax.mechanisms.REGISTRY`: ``"lnmax"`` (needs
@@ -415,6 +664,11 @@ class PrivateAggregator:
     conversion: RDP → (ε, δ) conversion, ``"improved"`` or ``"classic"``.
     chunk_size: padded batch size of the compiled step.
     capacity: initial size of the answer cache (consistent mode; doubles as needed).
+    ledger: a persisted ledger to resume (:meth:`ledger_record`, or the ``ledger_*``
+      entries of ``labels.npz``): its spent budget, counters, number of teachers, next
+      id and answer record carry over. Its settings (mechanism, parameters, δ, ε_max,
+      orders, conversion, mode flags) must equal the other arguments, else
+      ``ValueError`` naming the differing ones.
     **params: the mechanism's parameters (``gamma``, ``sigma``, ``threshold``,
       ``sigma_threshold``).
   """
@@ -422,7 +676,8 @@ class PrivateAggregator:
   def __init__(self, key: jax.Array, mechanism: str, *, epsilon_max: float, delta: float,
                orders: Any = None, max_moment: int = 8, data_dependent: bool = True,
                consistent: bool = False, conversion: str = "improved",
-               chunk_size: int = 256, capacity: int = 1024, **params: float | None):
+               chunk_size: int = 256, capacity: int = 1024, ledger: Any = None,
+               **params: float | None):
     m = mechanisms.get(mechanism)
     params = {k: p for k, p in params.items() if p is not None}
     for name in m.param_names:
@@ -438,80 +693,97 @@ class PrivateAggregator:
       orders = np.arange(1, v.positive_int(max_moment, "max_moment") + 1, dtype=np.float64)
     elif orders is None:
       orders = DEFAULT_ORDERS
-    chunk_size = v.positive_int(chunk_size, "chunk_size")
+    self.chunk_size = v.positive_int(chunk_size, "chunk_size")
     capacity = v.positive_int(capacity, "capacity")
-    self._args = _step_args(m, params, delta, epsilon_max, data_dependent, consistent)
-    self.params = {name: float(params[name]) for name in m.param_names}
-    self.key = key
-    self.mechanism = mechanism
+    state = init_ledger(orders=orders, delta=delta, mechanism=mechanism, params=params,
+                        epsilon_max=epsilon_max, data_dependent=data_dependent,
+                        consistent=consistent, conversion=conversion, capacity=capacity)
+    if ledger is not None:
+      state = _resume(state, ledger, capacity)
+    self._lock = threading.RLock()
+    self._state = state
     self._mechanism = m
-    self.epsilon_max = float(epsilon_max)
-    self.delta = float(delta)
-    self.data_dependent = bool(data_dependent)
-    self.consistent = bool(consistent)
-    self.conversion = conversion
-    self.chunk_size = chunk_size
     self._id_words: int | None = None
-    self._next_id = 0
-    self.state = init_ledger(np.zeros(np.shape(orders)), orders=orders, delta=delta,
-                             mechanism=mechanism, conversion=conversion,
-                             capacity=capacity if consistent else 0)
-    self.orders = np.asarray(self.state.accountant.orders)
+    self.key = key
+    self.mechanism = m.name
+    self.params = {name: float(state.params[name]) for name in m.param_names}
+    self.epsilon_max = float(state.epsilon_max)
+    self.delta = float(state.delta)
+    self.data_dependent = state.data_dependent
+    self.consistent = state.consistent
+    self.conversion = conversion
+    self.orders = np.asarray(state.accountant.orders)
+
+  # -- one budget, one object
+  def __copy__(self):
+    raise TypeError("a PrivateAggregator cannot be copied: a copy would duplicate the privacy "
+                    "budget; share the object (answer() is thread-safe) or persist "
+                    "ledger_record() and resume it with ledger=")
+
+  def __deepcopy__(self, memo):
+    self.__copy__()
+
+  def __reduce_ex__(self, protocol):  # pickle
+    self.__copy__()
+
+  @property
+  def state(self) -> LedgerState:
+    """The ledger's current state (read-only)."""
+    return self._state
 
   # -- read-outs
   @property
   def epsilon(self) -> float:
     """ε spent so far (at δ), as recorded by the ledger."""
-    return float(self.state.epsilon)
+    return float(self._state.epsilon)
 
   @property
   def best_order(self) -> float:
-    return float(self.state.best_order)
+    return float(self._state.best_order)
 
   @property
   def num_answered(self) -> int:
-    return int(self.state.num_answered)
+    return int(self._state.num_answered)
 
   @property
   def num_charged(self) -> int:
-    return int(self.state.num_charged)
+    return int(self._state.num_charged)
 
   @property
   def accounting(self) -> str:
     """The accounting in words, e.g. ``"RDP (improved conversion), data-dependent"``."""
-    kind = ("2017 moments" if self.state.accountant.kind == "moments"
-            else f"RDP ({self.state.accountant.conversion} conversion)")
+    kind = ("2017 moments" if self._state.accountant.kind == "moments"
+            else f"RDP ({self._state.accountant.conversion} conversion)")
     return kind + (", data-dependent" if self.data_dependent else ", data-independent")
 
   def ledger_record(self) -> dict[str, Any]:
-    """The ledger as plain arrays (the ``ledger_*`` entries of ``labels.npz``)."""
-    return {"ledger_cost": np.asarray(self.state.cost, np.float64),
-            "ledger_orders": self.orders, "ledger_epsilon": np.float64(self.epsilon),
-            "ledger_delta": np.float64(self.delta), "mechanism": self.mechanism}
+    """The ledger as plain arrays (:func:`ledger_record`; the ledger of ``labels.npz``)."""
+    with self._lock:
+      return ledger_record(self._state)
 
   # -- answering
   def _ensure_capacity(self, needed: int) -> None:
-    cap = self.state.cache.ids.shape[0]
+    cap = self._state.cache.ids.shape[0]
     if needed <= cap:
       return
     with jax.enable_x64(True):
       pad = _empty_cache(max(needed, 2 * cap) - cap)
-      c = self.state.cache
-      self.state = self.state._replace(cache=c._replace(
+      c = self._state.cache
+      self._state = self._state._replace(cache=c._replace(
           ids=jnp.concatenate([c.ids, pad.ids]), labels=jnp.concatenate([c.labels, pad.labels]),
           status=jnp.concatenate([c.status, pad.status])))
 
   def _query_ids(self, b: int, inputs: Any, query_ids: Any) -> np.ndarray:
     """Ids of the next ``b`` queries: hashed inputs or given ids (consistent mode), else
-    sequence numbers."""
+    the next fresh sequence numbers."""
     if not self.consistent:
       if inputs is not None or query_ids is not None:
         raise ValueError("inputs/query_ids are only used with consistent=True; got one "
                          "without it")
-      if self._next_id + b > np.iinfo(np.uint32).max:
-        raise ValueError(f"too many queries for 32-bit sequence ids: {self._next_id + b}")
-      self._next_id += b
-      return np.arange(self._next_id - b, self._next_id, dtype=np.uint32)
+      start = int(np.asarray(self._state.next_id))
+      if start + b > np.iinfo(np.uint32).max:
+        raise ValueError(f"too many queries for 32-bit sequence ids: {start + b}")
+      return np.arange(start, start + b, dtype=np.uint32)
     if (inputs is None) == (query_ids is None):
       raise ValueError("consistent mode needs exactly one of inputs or query_ids; got "
                        f"inputs={'None' if inputs is None else 'array'}, "
@@ -531,10 +803,11 @@ class PrivateAggregator:
     return ids
 
   def answer(self, votes: Any, *, inputs: Any = None, query_ids: Any = None) -> BatchResult:
-    """Answers a batch of queries (in order) within the budget.
+    """Answers a batch of queries (in order) within the budget; thread-safe.
 
     Args:
-      votes: int ``[B, C]`` teacher vote histograms of the queries.
+      votes: int ``[B, C]`` teacher vote histograms of the queries; every row sums to
+        the same number of teachers in every call.
       inputs: consistent mode: the query inputs ``[B, ...]``, hashed with
         :func:`pate_jax.aggregation.hash_query_ids` to give the query ids.
       query_ids: consistent mode: ids ``[B]`` or ``[B, 2]`` instead of ``inputs``.
@@ -543,29 +816,44 @@ class PrivateAggregator:
       :class:`BatchResult` of numpy arrays ``labels[B]``, ``status[B]``,
       ``repeated[B]``.
     """
-    votes = _int32_votes(self._mechanism, votes)
-    b = votes.shape[0]
-    ids = self._query_ids(b, inputs, query_ids)
-    labels = np.full(b, mechanisms.NOT_ANSWERED, np.int32)
-    status = np.full(b, int(Status.REFUSED_BUDGET), np.int32)
-    repeated = np.zeros(b, bool)
-    n = self.chunk_size
-    for start in range(0, b, n):
-      stop = min(start + n, b)
-      m = stop - start
-      chunk = np.zeros((n, votes.shape[1]), np.int32)  # One dtype and shape: one compile.
-      chunk[:m] = votes[start:stop]
-      chunk_ids = np.zeros((n,) + ids.shape[1:], np.uint32)
-      chunk_ids[:m] = ids[start:stop]
-      valid = np.arange(n) < m
-      if self.consistent:
-        self._ensure_capacity(int(self.state.cache.size) + n)
-      # Inputs were validated above for the whole batch.
-      self.state, out = _step(self.state, self.key, chunk, chunk_ids, valid, self._args)
-      out = jax.device_get(out)
-      labels[start:stop] = out.labels[:m]
-      status[start:stop] = out.status[:m]
-      repeated[start:stop] = out.repeated[:m]
-      if np.any(status[start:stop] >= int(Status.REFUSED_BUDGET)):
-        break  # The rest of the batch stays refused.
-    return BatchResult(labels, status, repeated)
+    with self._lock:  # Read, answer and write the state as one step.
+      votes, total = _checked_votes(self._state, votes)
+      b = votes.shape[0]
+      ids = self._query_ids(b, inputs, query_ids)
+      labels = np.full(b, mechanisms.NOT_ANSWERED, np.int32)
+      status = np.full(b, int(Status.REFUSED_BUDGET), np.int32)
+      repeated = np.zeros(b, bool)
+      n = self.chunk_size
+      for start in range(0, b, n):
+        stop = min(start + n, b)
+        m = stop - start
+        chunk = np.zeros((n, votes.shape[1]), np.int32)  # One dtype and shape: one compile.
+        chunk[:m] = votes[start:stop]
+        chunk_ids = np.zeros((n,) + ids.shape[1:], np.uint32)
+        chunk_ids[:m] = ids[start:stop]
+        valid = np.arange(n) < m
+        if self.consistent:
+          self._ensure_capacity(int(self._state.cache.size) + n)
+        # Inputs were validated above for the whole batch.
+        self._state, out = _step(self._state, self.key, chunk, chunk_ids, valid, total)
+        out = jax.device_get(out)
+        labels[start:stop] = out.labels[:m]
+        status[start:stop] = out.status[:m]
+        repeated[start:stop] = out.repeated[:m]
+        if np.any(status[start:stop] >= int(Status.REFUSED_BUDGET)):
+          break  # The rest of the batch stays refused.
+      return BatchResult(labels, status, repeated)
+
+
+def _resume(fresh: LedgerState, record: Any, capacity: int) -> LedgerState:
+  """The restored ``record`` if its settings are those of ``fresh`` (else ``ValueError``
+  naming every differing setting)."""
+  restored = restore_ledger(record, capacity)
+  asked, recorded = _settings(fresh), _settings(restored)
+  differ = {k: (asked[k], recorded[k]) for k in asked if asked[k] != recorded[k]}
+  if differ:
+    what = "; ".join(f"{k}: {new!r} asked, {old!r} recorded" for k, (new, old) in differ.items())
+    raise ValueError(f"ledger: the persisted budget was spent under other settings ({what}); "
+                     "resume with the recorded settings, or start a new budget on purpose "
+                     "(e.g. a new work directory)")
+  return restored

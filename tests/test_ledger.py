@@ -177,9 +177,9 @@ def test_consistent_duplicates_in_one_new_batch_are_charged_once():
 
 
 def test_functional_api_refuses_when_the_record_is_full():
-  with jax.enable_x64(True):
-    state = L.init_ledger(np.zeros(len(ORDERS)), orders=ORDERS, delta=1e-5, mechanism="gnmax",
-                          capacity=CAP)
+  settings = dict(orders=ORDERS, delta=1e-5, mechanism="gnmax", params={"sigma": 20.0},
+                  epsilon_max=np.inf)
+  state = L.init_ledger(consistent=True, capacity=CAP, **settings)
   votes = _votes(np.random.default_rng(7), CHUNK, 20)
   kw = dict(mechanism="gnmax", params={"sigma": 20.0}, orders=ORDERS, delta=1e-5,
             epsilon_max=np.inf, consistent=True)
@@ -197,9 +197,9 @@ def test_functional_api_refuses_when_the_record_is_full():
   state, out = L.answer_batch(state, KEY, votes, np.full(CHUNK, 205), **kw)
   assert np.all(out.status == ANSWERED) and np.all(out.repeated)
   with pytest.raises(ValueError, match="capacity"):
-    with jax.enable_x64(True):
-      empty = L.init_ledger(np.zeros(len(ORDERS)), orders=ORDERS, delta=1e-5,
-                            mechanism="gnmax")
+    L.init_ledger(consistent=True, **settings)
+  empty = L.init_ledger(**settings)
+  with pytest.raises(ValueError, match="consistent must be the ledger's False"):
     L.answer_batch(empty, KEY, votes, np.arange(CHUNK), **kw)
 
 
@@ -506,12 +506,14 @@ def test_aggregate_experiment_on_synthetic_votes(tmp_path):
   empty = L.PrivateAggregator(KEY, "gnmax", sigma=1.0, epsilon_max=1.0, delta=delta,
                               orders=ORDERS).epsilon
   config.epsilon_max = 0.5 * (empty + full["ledger"]["epsilon"])
-  res = experiment.run(config, tmp_path / "confident")
+  with pytest.raises(ValueError, match="epsilon_max"):  # Not the recorded budget's.
+    experiment.run(config, tmp_path / "confident")
+  res = experiment.run(config, tmp_path / "budget")
   assert 0 < res["num_refused_budget"] < POOL
   assert res["ledger"]["epsilon"] <= config.epsilon_max
   np.testing.assert_allclose(res["ledger"]["epsilon"],
                              res["epsilon"]["rdp_data_dependent_improved"]["epsilon"], rtol=1e-9)
-  with np.load(tmp_path / "confident" / "labels.npz") as f:
+  with np.load(tmp_path / "budget" / "labels.npz") as f:
     assert f["answered"].sum() == res["num_answered"] < POOL
     np.testing.assert_array_equal(f["labels"][~f["answered"]], -1)
 

@@ -165,7 +165,8 @@ def test_epsilon_report_uses_the_registry():
 
 def test_ledger_state_splits_accountant_and_cache():
   state = L.init_ledger(np.zeros(len(ORDERS)), orders=ORDERS, delta=1e-5, mechanism="gnmax",
-                        conversion="classic", capacity=4)
+                        params={"sigma": 1.0}, epsilon_max=1.0, conversion="classic",
+                        consistent=True, capacity=4)
   assert isinstance(state.accountant, acc.Accountant)
   assert state.accountant.conversion == "classic" and state.cache.ids.shape == (4,)
   assert state.cost is state.accountant.cost and state.size is state.cache.size
