@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pate_jax import ledger as ledger_lib
+from pate_jax.checkpoint import ResumeMismatchError
 from pate_jax import models, students
 from pate_jax.students import _pate_g
 
@@ -127,6 +128,21 @@ def test_vat_step_trains():
   assert res.eval_accuracy > 0.8
 
 
+@pytest.mark.parametrize("make", [
+    lambda net: students.supervised(net),
+    lambda net: students.vat(net, epsilon=0.3, entropy_weight=0.0, learning_rate=3e-3)],
+    ids=["supervised", "vat"])
+def test_batch_norm_students_train_their_statistics_and_learn(make):
+  data, _ = _toy_data()
+  st = make(students.classifier("bn_mlp", C, hidden=(16,)))
+  key = jax.random.key(0)
+  start = students.init_state(st, jnp.asarray(data.pool), key)
+  res = students.fit(st, data, key, num_steps=60, batch_size=8, segment_steps=60, log=None)
+  # The running statistics that evaluation uses are trained, not left at their init.
+  assert _changed(start["fixed"]["batch_stats"], res.state["fixed"]["batch_stats"])
+  assert res.eval_accuracy > 0.8
+
+
 def test_supervised_and_pate_g_learn_a_separable_problem():
   data, _ = _toy_data()
   sup = students.supervised(students.classifier("gan_discriminator", C, hidden=(16, 8)))
@@ -168,6 +184,25 @@ def test_fit_resumes_bit_identically(tmp_path):
   assert resumed.resumed_from == 10
   for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state)):
     np.testing.assert_array_equal(a, b)
+
+
+def test_fit_refuses_to_resume_another_run(tmp_path):
+  data, pool_y = _toy_data()
+  st = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
+  kw = {"batch_size": 8, "segment_steps": 5, "log": None,
+        "checkpoint_dir": str(tmp_path / "ckpt")}
+  students.fit(st, data, jax.random.key(0), num_steps=5, fingerprint={"lr": 1}, **kw)
+  other_labels = students.with_labels(data, np.arange(13), pool_y[:13])
+  for args, field in [((data, jax.random.key(1)), "key"),
+                      ((other_labels, jax.random.key(0)), "data_sha256")]:
+    with pytest.raises(ResumeMismatchError, match=field):
+      students.fit(st, *args, num_steps=10, fingerprint={"lr": 1}, **kw)
+  with pytest.raises(ResumeMismatchError, match="lr"):
+    students.fit(st, data, jax.random.key(0), num_steps=10, fingerprint={"lr": 2}, **kw)
+  with pytest.raises(ValueError, match="num_steps"):
+    students.fit(st, data, jax.random.key(0), num_steps=3, fingerprint={"lr": 1}, **kw)
+  res = students.fit(st, data, jax.random.key(1), num_steps=10, restart=True, **kw)
+  assert res.resumed_from == 0 and res.history[-1]["step"] == 10
 
 
 def test_init_sample_and_initialisation_use_unrelated_keys(monkeypatch):

@@ -62,7 +62,33 @@ class MLP(nn.Module):
     return nn.Dense(self.num_classes, dtype=self.dtype)(x).astype(jnp.float32)
 
 
-_MODELS: dict[str, type[nn.Module]] = {"mnist_cnn": MnistCNN, "svhn_cnn": SvhnCNN, "mlp": MLP}
+class BatchNormMLP(nn.Module):
+  """A ReLU MLP with batch normalisation after every dense layer: VAT's MNIST network
+  (Miyato et al. 2018: 784-1200-1200-10, with a batch norm on the logits, "top BN").
+
+  ``train=True`` normalises with the batch's statistics and (run with
+  ``mutable=["batch_stats"]``) updates their running averages, which ``train=False``
+  uses.
+  """
+  num_classes: int = 10
+  hidden: Sequence[int] = (1200, 1200)
+  top_bn: bool = True
+  momentum: float = 0.99
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray, train: bool = False) -> jnp.ndarray:
+    x = x.reshape(x.shape[0], -1).astype(jnp.float32)
+    def norm(h):
+      return nn.BatchNorm(use_running_average=not train, momentum=self.momentum)(h)
+
+    for h in self.hidden:
+      x = nn.relu(norm(nn.Dense(h, use_bias=False)(x)))  # the norm's bias replaces it
+    x = nn.Dense(self.num_classes, use_bias=not self.top_bn)(x)
+    return norm(x) if self.top_bn else x
+
+
+_MODELS: dict[str, type[nn.Module]] = {"mnist_cnn": MnistCNN, "svhn_cnn": SvhnCNN, "mlp": MLP,
+                                       "bn_mlp": BatchNormMLP}
 
 
 COMPUTE_DTYPES = {"float32": None, "bfloat16": jnp.bfloat16, "float16": jnp.float16}

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from pate_jax.checkpoint import Checkpointer
+from pate_jax.experiment import data_digest
 from pate_jax.students._data import StudentData, epoch_batch
 
 PyTree = Any
@@ -118,7 +119,8 @@ def init_state(student: Student, pool: jax.Array, key: jax.Array,
 
 def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
-        init_examples: int = 500, log: Callable[[str], None] | None = print) -> FitResult:
+        init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
+        restart: bool = False, log: Callable[[str], None] | None = print) -> FitResult:
   """Trains ``student`` on ``data`` for ``num_steps`` steps (resuming if checkpointed).
 
   Args:
@@ -131,6 +133,11 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
     checkpoint_dir: where to save after every segment and resume from; None: no
       checkpoints.
     init_examples: random pool rows given to ``student.init``.
+    fingerprint: what else determines the run (e.g. the student's hyperparameters),
+      stored with the checkpoints next to the key, the data's digest, the batch size
+      and ``init_examples``: resuming checkpoints written with other values is
+      refused (:class:`pate_jax.checkpoint.ResumeMismatchError`), naming the fields.
+    restart: discard the checkpoints in ``checkpoint_dir`` and start over.
     log: prints one line per segment (None: silent).
 
   Returns:
@@ -143,14 +150,33 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
       raise ValueError(f"{name} must be >= 1, got {value}")
   if data.num_labelled == 0:
     raise ValueError("data: the student has no labelled examples")
+  state = init_state(student, jnp.asarray(data.pool), key, init_examples)
+  ckpt = None
+  if checkpoint_dir:
+    ckpt = Checkpointer(checkpoint_dir, restart=restart, fingerprint={
+        "key": np.asarray(jax.random.key_data(key)).tolist(), "batch_size": batch_size,
+        "init_examples": init_examples,
+        "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
+        **(fingerprint or {})})
+  try:
+    return _train(student, data, key, state, ckpt, num_steps, batch_size, segment_steps, log)
+  finally:
+    if ckpt is not None:
+      ckpt.close()
+
+
+def _train(student, data, key, state, ckpt, num_steps, batch_size, segment_steps, log
+           ) -> FitResult:
+  """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``)."""
   pool = jnp.asarray(data.pool)
   index = jnp.asarray(data.labelled_index, jnp.int32)
   labels = jnp.asarray(data.labels)
-  state = init_state(student, pool, key, init_examples)
-  ckpt = Checkpointer(checkpoint_dir) if checkpoint_dir else None
   step = 0
   if ckpt is not None:
     state, step = ckpt.restore_or(state)
+    if step > num_steps:
+      raise ValueError(f"num_steps: {num_steps} is below the checkpoint's step {step}; "
+                       "give at least that many, or restart")
     if step and log:
       log(f"resumed from checkpoint at step {step}")
   resumed_from, history, t0 = step, [], time.perf_counter()
@@ -170,8 +196,6 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
                    for k, v in entry.items()))
   jax.block_until_ready(state)
   seconds = time.perf_counter() - t0
-  if ckpt is not None:
-    ckpt.close()
   acc = (history[-1]["eval_accuracy"] if history else  # nothing left to train: restored
          accuracy(student, state, data.eval_images, data.eval_labels))
   return FitResult(state, acc, history, resumed_from, seconds)

@@ -4,7 +4,9 @@ The classifier is any registered model (``pate_jax.models.get_model``); the
 default is PATE-G's discriminator network without the GAN, so that the
 supervised and semi-supervised students differ only in what they learn from.
 Networks with weight-normalised layers get their data-dependent initialisation
-on a pool sample; networks called with ``train=`` get their training noise.
+on a pool sample; networks called with ``train=`` get their training noise, and
+their batch norms train on the batch's statistics (whose running averages,
+evaluation's statistics, live with the fixed collections).
 
 Distillation (Papernot et al. 2017, Appendix B.1; Hinton et al. 2015) is the
 same student trained on probability vectors: the ensemble's averaged teacher
@@ -67,11 +69,21 @@ class Classifier:
                                       mutable=["params", "weight_scale"], **kwargs)
     return dict(variables)
 
+  def apply(self, variables: dict, x: jax.Array, train: bool,
+            key: jax.Array | None = None) -> tuple[jax.Array, dict]:
+    """``(logits, updated collections)``. In training mode a network's training noise
+    is drawn from ``key`` and its batch norms use, and update, the batch's statistics
+    (the updated ``batch_stats`` are returned; ``{}`` otherwise)."""
+    kwargs = {"train": train} if self._takes_train else {}
+    mutable = ["batch_stats"] if train and "batch_stats" in variables else False
+    out = self.model.apply(variables, x, rngs={"noise": key} if train else {},
+                           mutable=mutable, **kwargs)
+    out, updates = out if mutable else (out, {})
+    return (out[0] if isinstance(out, tuple) else out), dict(updates)
+
   def logits(self, variables: dict, x: jax.Array, train: bool,
              key: jax.Array | None = None) -> jax.Array:
-    kwargs = {"train": train} if self._takes_train else {}
-    out = self.model.apply(variables, x, rngs={"noise": key} if train else {}, **kwargs)
-    return out[0] if isinstance(out, tuple) else out
+    return self.apply(variables, x, train, key)[0]
 
 
 def classifier(model: str, num_classes: int, **kwargs) -> Classifier:
@@ -104,14 +116,14 @@ def supervised(net: Classifier, *, learning_rate: float = 3e-3, b1: float = 0.5,
 
   def step(state, key, batch, step_index):
     def loss_fn(params):
-      logits = net.logits({"params": params, **state["fixed"]}, batch["x_lab"], True, key)
+      logits, stats = net.apply({"params": params, **state["fixed"]}, batch["x_lab"], True, key)
       err = jnp.mean(jnp.argmax(logits, -1) != hard_labels(batch["y_lab"]))
-      return class_loss(logits, batch["y_lab"], temperature), err
+      return class_loss(logits, batch["y_lab"], temperature), (err, stats)
 
-    (loss, err), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+    (loss, (err, stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
     updates, opt = tx.update(grads, state["opt"], state["params"])
     params = optax.apply_updates(state["params"], updates)
-    return ({**state, "params": params, "opt": opt,
+    return ({**state, "params": params, "opt": opt, "fixed": {**state["fixed"], **stats},
              "ema": ema_update(state["ema"], params, ema_decay, step_index)},
             {"loss_lab": loss, "train_err": err})
 

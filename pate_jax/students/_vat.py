@@ -8,8 +8,10 @@ on the pool minibatch ``x``, where ``p(·|x)`` in the KL is held constant and
 ``r_adv`` approximates the direction of steepest KL increase by power iteration:
 ``d ~ N(0, I)``, repeated ``power_iterations`` times
 ``d ← ∇_d KL(p(·|x) ‖ p(·|x + ξ d/‖d‖))``, then ``r_adv = ε d/‖d‖`` (per-example
-L2 norms). ``β`` > 0 adds entropy minimisation ("VAT + EntMin"). The network runs
-without its training noise in the VAT terms so that the KL measures the
+L2 norms). ``β`` > 0 adds entropy minimisation ("VAT + EntMin"). Every pass runs
+in training mode, as in Miyato et al.'s code: batch norms normalise with the
+batch's statistics (updated by the clean passes only), and a noisy network's
+perturbed passes reuse the clean pass's noise draw, so that the KL measures the
 perturbation only.
 """
 
@@ -62,28 +64,33 @@ def vat(net: Classifier, *, epsilon: float = 2.0, xi: float = 1e-6, alpha: float
   tx = optax.adam(learning_rate, b1=b1)
 
   def step(state, key, batch, step_index):
-    k_lab, k_adv = jax.random.split(key)
+    k_lab, k_unl, k_adv = jax.random.split(key, 3)
 
     def loss_fn(params):
       variables = {"params": params, **state["fixed"]}
-      clean_fn = lambda x: net.logits(variables, x, False)  # pylint: disable=unnecessary-lambda-assignment
-      logits_lab = net.logits(variables, batch["x_lab"], True, k_lab)
+      logits_lab, stats = net.apply(variables, batch["x_lab"], True, k_lab)
       loss_lab = class_loss(logits_lab, batch["y_lab"])
+      variables = {**variables, **stats}
       x = batch["x_unl"]
-      logits_unl = clean_fn(x)
-      r_adv = virtual_adversarial_perturbation(clean_fn, x, k_adv, epsilon=epsilon, xi=xi,
+      logits_unl, stats = net.apply(variables, x, True, k_unl)
+      # The perturbed passes: the clean pass's noise draw, statistics not updated.
+      def perturbed_fn(x):
+        return net.apply(variables, x, True, k_unl)[0]
+
+      r_adv = virtual_adversarial_perturbation(perturbed_fn, x, k_adv, epsilon=epsilon, xi=xi,
                                                power_iterations=power_iterations,
                                                clean_logits=logits_unl)
-      loss_vat = kl_divergence(jax.lax.stop_gradient(logits_unl), clean_fn(x + r_adv))
+      loss_vat = kl_divergence(jax.lax.stop_gradient(logits_unl), perturbed_fn(x + r_adv))
       logp = jax.nn.log_softmax(logits_unl)
       entropy = -jnp.mean(jnp.sum(jnp.exp(logp) * logp, axis=-1))
       return (loss_lab + alpha * loss_vat + entropy_weight * entropy,
-              (loss_lab, loss_vat, entropy))
+              (loss_lab, loss_vat, entropy, stats))
 
-    grads, (loss_lab, loss_vat, entropy) = jax.grad(loss_fn, has_aux=True)(state["params"])
+    grads, (loss_lab, loss_vat, entropy, stats) = jax.grad(loss_fn, has_aux=True)(
+        state["params"])
     updates, opt = tx.update(grads, state["opt"], state["params"])
     params = optax.apply_updates(state["params"], updates)
-    return ({**state, "params": params, "opt": opt,
+    return ({**state, "params": params, "opt": opt, "fixed": {**state["fixed"], **stats},
              "ema": ema_update(state["ema"], params, ema_decay, step_index)},
             {"loss_lab": loss_lab, "loss_vat": loss_vat, "entropy": entropy})
 
