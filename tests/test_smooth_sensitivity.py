@@ -348,3 +348,24 @@ def _bad_cases():
 def test_bad_input_names_the_argument(name, call):
   with pytest.raises(ValueError, match=name):
     call()
+
+
+# ------------------------------------------------------------------ the MNIST-row script
+
+def test_release_epsilon_script(tmp_path):
+  votes = synthetic_votes(10, 40, 250, 10)
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  votes_lib.save_votes(tmp_path / "votes.npz", votes, np.argmax(votes, axis=1),
+                       dataset="synthetic")
+  script = experiment.load_script(REPO / "experiments" / "release_epsilon.py")
+  config = experiment.load_script(REPO / "configs" / "release_epsilon.py").get_config()
+  config.num_queries, config.orders, config.joint_orders, config.draws = 40, "default", False, 8
+  out = script.run(config, tmp_path)
+  record = json.loads((tmp_path / "results.json").read_text())["results"]
+  assert record["realised"]["weights"] == "realised"
+  release = out["expected"]["release"]
+  direct = acc.smooth_sensitivity_release(votes, threshold=200.0, sigma_threshold=150.0,
+                                          sigma=40.0, order=release["order"], delta=1e-5)
+  np.testing.assert_allclose(release["epsilon"], direct.epsilon, rtol=1e-14)
+  assert out["realised"]["epsilon_data_independent"] > out["realised"]["private"][
+      "epsilon_data_dependent"]

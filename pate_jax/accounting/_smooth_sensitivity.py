@@ -503,6 +503,18 @@ def _orders(order):
   return v.orders(order, "order"), np.ndim(order) == 0
 
 
+def _checked_constants(sigma, orders, num_classes):
+  """:func:`gnmax_constants`, refusing (concrete) orders for which no q0 was found."""
+  constants = gnmax_constants(sigma, orders, num_classes=num_classes)
+  if not (v.is_traced(constants[0]) or v.is_traced(orders)):
+    bad = ~np.isfinite(np.asarray(constants[0]))
+    if bad.any():
+      raise ValueError(f"order {np.asarray(orders)[bad][0]:g} with sigma "
+                       f"{float(np.asarray(sigma)):g}: no q0 found (Theorem 6's bound does not "
+                       "meet λ/σ² in the bracket); use another order")
+  return constants
+
+
 def _shape_out(ls, single, scalar_order):
   """``[Q, K, T]`` -> ``[T]``, ``[K, T]``, ``[Q, T]`` or ``[Q, K, T]``."""
   if scalar_order:
@@ -533,8 +545,9 @@ def gnmax_local_sensitivity(votes, num_teachers, sigma, order) -> jax.Array:
   """
   votes, num_teachers, single = _votes_and_teachers(votes, num_teachers)
   orders, scalar = _orders(order)
-  ls = gnmax_local_sensitivity_core(votes, v.positive(sigma, "sigma"), orders,
-                                    num_teachers=num_teachers)
+  sigma = v.positive(sigma, "sigma")
+  constants = _checked_constants(sigma, orders, votes.shape[-1])
+  ls = gnmax_walk_core(votes, sigma, orders, *constants, num_teachers=num_teachers)
   return _shape_out(ls, single, scalar)
 
 
@@ -733,7 +746,7 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
     beta_grid = jnp.broadcast_to(jnp.asarray(betas)[None, :], (orders.shape[0], betas.shape[0]))
   fixed = sigma_ss is not None
   sig_ss = v.positive(sigma_ss, "sigma_ss") if fixed else np.float64(1.0)
-  constants = gnmax_constants(sigma, orders, num_classes=votes.shape[-1])
+  constants = _checked_constants(sigma, orders, votes.shape[-1])
   return release_core(votes, weights, thr, sig_thr, sigma, orders, beta_grid, delta, sig_ss,
                       constants, np.bool_(confident), np.bool_(realised), np.bool_(fixed),
                       num_teachers=num_teachers, conversion=conversion)

@@ -1,0 +1,31 @@
+"""Privately released ε of a Confident-GNMax labelling (experiments/release_epsilon.py).
+
+  python experiments/release_epsilon.py --config configs/release_epsilon.py \\
+      --workdir runs/release_mnist --config.votes_dir=runs/mnist_250
+
+Default: the MNIST row of Papernot et al. 2018 (Table 2; tf-privacy
+``ICLR2018/generate_table.sh``): the first 640 queries of 250 teachers' votes,
+Confident-GNMax with T = 200, σ_1 = 150, σ_2 = 40, δ = 1e-5, classic RDP conversion,
+the order chosen by tf-privacy's rule (smallest data-dependent ε before the release) on
+its list of orders (2, 2.5, ..., 100 and 100 log-spaced orders up to 500).
+"""
+
+import ml_collections
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0                  # root seed: the realised answers and the release noise
+  c.votes_dir = ""            # directory (or file) with votes.npz; "" = --workdir
+  c.num_queries = 640         # first N rows of the public pool (paper's MNIST: 640)
+  c.threshold = 200.0         # Confident-GNMax threshold T
+  c.sigma_threshold = 150.0   # threshold noise σ_1
+  c.sigma = 40.0              # GNMax noise σ_2
+  c.delta = 1e-5
+  c.conversion = "classic"    # RDP -> (ε, δ) as in the paper; or "improved"
+  c.orders = "tf_privacy"     # "tf_privacy" (its table script's list) or "default"
+  c.joint_orders = True       # also release with (λ, β) chosen jointly over DEFAULT_ORDERS
+  c.draws = 1000              # noisy releases drawn to report their spread
+  if arg not in (None, ""):
+    raise ValueError(f"configs/release_epsilon.py: unknown variant {arg!r}; use ''")
+  return c
