@@ -214,13 +214,15 @@ def test_ensemble_summary_hand_computed():
 def test_task_name_and_load_task(tmp_path):
   assert tabular.task_name("adult", ["education"], "attack") == "adult-noeducation-attack"
   assert tabular.task_name("diabetes") == "diabetes"
-  header = ["age", "workclass", "education", "hours_per_week", "income"]
+  header = ["age", "workclass", "education", "marital_status", "relationship", "occupation",
+            "race", "gender", "capital_gain", "capital_loss", "hours_per_week", "income"]
   for split, n in (("train", 8), ("test", 5)):
     path = tmp_path / "adult" / f"{split}.csv"
     path.parent.mkdir(exist_ok=True)
     with open(path, "w", newline="") as f:
-      csv.writer(f).writerows([header] + [[20 + i, "Private", "HS", 40, ">50K" if i % 2 else
-                                           "<=50K"] for i in range(n)])
+      csv.writer(f).writerows([header] + [
+          [20 + i, "Private", "HS", "Married", "Husband", "Sales", "White", "Male", 0, 0, 40,
+           ">50K" if i % 2 else "<=50K"] for i in range(n)])
   train, queries, name = tabular.load_task(jax.random.key(0), "adult", tmp_path,
                                            drop_columns=["education"])
   assert (len(train), len(queries), name) == (8, 5, "adult-noeducation")
