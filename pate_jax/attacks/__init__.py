@@ -18,12 +18,19 @@ Public API::
   sample_confident_answers(key, histograms, threshold, sigma_threshold, sigma,
                            num_queries) -> (q̄, num_answered)              # answered only
   answer_counts(...) -> (counts, num_answered)
-  reconstruct(q̄[..., C], sigma, num_teachers, method="paper"|"optax",
+  reconstruct(q̄[..., C], sigma, num_teachers, method="paper"|"optax"|"mle",
               project=False, stop_on_negative=False) -> Ĥ[..., C]          # Steps 2-3
+  reconstruct(q̄[..., C+1], σ, N, method="mle", threshold=T, sigma_threshold=σ_T)
+                                           # Confident-GNMax, ⊥ last (mle_frequencies)
+  fisher_information(histograms, sigma, threshold=None, ...) -> I[..., C, C]  # per query
+  cramer_rao(histograms, sigma, num_queries) -> CramerRao(error, std, near_boundary,
+                                                          queries_for_error)
+  cramer_rao_l1(histograms, sigma, num_queries) -> [...]  # Gaussian approximation
   reconstruct_details(...) -> Reconstruction(histogram, loss, num_steps, status)
   normalized_l1_error(H, Ĥ) -> Σ|H - Ĥ| / (2 Σ|H|)
   per_query_rdp, queries_epsilon, max_queries_within_budget                # privacy cost
   table1_histograms(dataset=None) -> (int32 [B, 10], names)                # Appendix C
+  dirichlet_histograms(key, alphas, num_per_alpha) -> (int32 [B, 10], names)  # fresh
   consensus, classify_low_consensus, group_rates                           # Section 2
 
 Evaluation (experiments/attack.py)::
@@ -36,6 +43,7 @@ Evaluation (experiments/attack.py)::
   repeated_query_epsilon, budget_queries                                   # Figures 4-7
   replay_until_refused, replay_consistency                                 # ledger replays
   fixed_queries, budget_limited, edge_sigmas, consistent_answers           # one per setting
+  fresh_histograms, query_sweep                    # beyond the paper: MLE and the bound
   searched_forest, balanced_rows, consensus_inference, end_to_end          # Adult, S2, App. D-E
   plot_* (PNG figures of those results)
 
@@ -74,12 +82,22 @@ from pate_jax.attacks._experiments import (
     consistent_answers,
     edge_sigmas,
     fixed_queries,
+    fresh_histograms,
+    query_sweep,
 )
 from pate_jax.attacks._histograms import (
     NUM_TEACHERS as TABLE1_NUM_TEACHERS,
+    dirichlet_histograms,
     table1_histogram,
     table1_histograms,
     table1_labels,
+)
+from pate_jax.attacks._likelihood import (
+    CramerRao,
+    cramer_rao,
+    cramer_rao_l1,
+    fisher_information,
+    mle_frequencies,
 )
 from pate_jax.attacks._monte_carlo import (
     answer_counts,
@@ -92,6 +110,7 @@ from pate_jax.attacks._plots import (
     plot_consensus_groups,
     plot_defense,
     plot_edge,
+    plot_error_vs_queries,
     plot_fixed_queries,
 )
 from pate_jax.attacks._privacy import (
@@ -105,7 +124,6 @@ from pate_jax.attacks._privacy import (
 )
 from pate_jax.attacks._reconstruct import (
     Reconstruction,
-    Stop,
     default_optimizer,
     normalized_l1_error,
     objective,
@@ -113,12 +131,14 @@ from pate_jax.attacks._reconstruct import (
     reconstruct,
     reconstruct_details,
 )
+from pate_jax.attacks._stop import Stop
 from pate_jax.attacks._replay import BudgetReplay, replay_consistency, replay_until_refused
 
 __all__ = [
     "ATTACK_ORDERS",
     "BudgetQueries",
     "BudgetReplay",
+    "CramerRao",
     "Evaluation",
     "RF_SEARCH_SPACE",
     "Reconstruction",
@@ -135,17 +155,23 @@ __all__ = [
     "consensus",
     "consensus_inference",
     "consistent_answers",
+    "cramer_rao",
+    "cramer_rao_l1",
     "default_optimizer",
+    "dirichlet_histograms",
     "edge_sigmas",
     "end_to_end",
     "evaluate",
     "evaluate_runs",
     "evaluate_variants",
+    "fisher_information",
     "fixed_queries",
+    "fresh_histograms",
     "group_rates",
     "low_high_rows",
     "max_queries_within_budget",
     "mean_by",
+    "mle_frequencies",
     "normalized_l1_error",
     "objective",
     "output_distribution",
@@ -155,9 +181,11 @@ __all__ = [
     "plot_consensus_groups",
     "plot_defense",
     "plot_edge",
+    "plot_error_vs_queries",
     "plot_fixed_queries",
     "project_to_simplex",
     "queries_epsilon",
+    "query_sweep",
     "reconstruct",
     "reconstruct_details",
     "repeated_query_epsilon",

@@ -12,6 +12,15 @@ histograms and returns a JSON-ready ``dict`` of numpy arrays and numbers (the
 * :func:`edge_sigmas` -- one histogram, σ from nearly 0 to 400 (Appendix F, Figure 9).
 * :func:`consistent_answers` -- fresh noise vs consistent answers (Section 5).
 
+Beyond the paper (issue 12): a variant with ``"method": "mle"`` is the
+maximum-likelihood reconstruction (with Confident-GNMax it reads the ``⊥``
+outcomes too), and every setting reports the Cramér–Rao bound of
+:func:`pate_jax.attacks.cramer_rao` next to the errors, with the queries it says
+an attacker needs for the errors :data:`TARGETS`:
+
+* :func:`fresh_histograms` -- fresh Dirichlet histograms (issue 12's acceptance set).
+* :func:`query_sweep` -- error against the number of queries, with the bound.
+
 Reconstruction variants are ``{name: options of reconstruct_details}``, the
 headline variant first. Monte Carlo repetition ``r`` uses ``keys[r]``; the
 errors of the ``R`` repetitions are kept in float64, so their means and standard
@@ -27,11 +36,58 @@ import numpy as np
 
 from pate_jax.attacks import _evaluation as ev
 from pate_jax.attacks import _histograms
+from pate_jax.attacks import _likelihood as lk
 from pate_jax.attacks import _output_distribution as od
 from pate_jax.attacks import _privacy
 from pate_jax.attacks import _replay
 
 Variants = Mapping[str, Mapping[str, Any]]
+
+TARGETS = (0.05, 0.10)   # errors for which the bound's query counts are reported
+
+
+def _is_mle(options: Mapping[str, Any]) -> bool:
+  return options.get("method") == "mle"
+
+
+def _bound(histograms, sigma, num_queries, **thresholds) -> dict[str, Any]:
+  """Cramér–Rao columns (numpy) for histograms ``[..., C]``: error, flag, queries needed."""
+  cr = lk.cramer_rao(histograms, sigma, num_queries, targets=TARGETS, **thresholds)
+  return {"error": np.asarray(cr.error), "near_boundary": np.asarray(cr.near_boundary),
+          "queries_for_error": np.asarray(cr.queries_for_error),
+          "error_known_zeros": np.asarray(cr.error_known_zeros),
+          "queries_for_error_known_zeros": np.asarray(cr.queries_for_error_known_zeros)}
+
+
+def _group_means(x: np.ndarray, groups: np.ndarray) -> dict[str, np.ndarray]:
+  """``{group: nanmean(x[..., groups == g], -1)}`` (NaN where a group is all NaN)."""
+  out = {}
+  for g in groups[np.sort(np.unique(groups, return_index=True)[1])]:
+    sel = x[..., groups == g]
+    n = np.sum(np.isfinite(sel), -1)
+    out[str(g)] = np.where(n > 0, np.nansum(sel, -1) / np.maximum(n, 1), np.nan)
+  return out
+
+
+def _bound_summary(bound: Mapping[str, np.ndarray], axis=None) -> dict[str, Any]:
+  err, flag = bound["error"], bound["near_boundary"]
+  interior = np.where(flag, np.nan, err)
+  return {"mean_error": np.mean(err, axis=axis),
+          "mean_error_interior": (np.nanmean(interior, axis=axis) if np.any(~flag)
+                                  else float("nan")),
+          "near_boundary_fraction": np.mean(flag, axis=axis),
+          "mean_error_known_zeros": np.mean(bound["error_known_zeros"], axis=axis)}
+
+
+def _targets(queries: np.ndarray, suffix: str = "") -> dict[str, Any]:
+  """``{"0.05": queries[..., 0], "0.1": queries[..., 1]}`` (keys + ``suffix``)."""
+  return {f"{t:g}{suffix}": queries[..., i] for i, t in enumerate(TARGETS)}
+
+
+def _target_columns(bound: Mapping[str, np.ndarray], index) -> dict[str, Any]:
+  """Queries needed for :data:`TARGETS`, plain bound and with the zero classes known."""
+  return {**_targets(bound["queries_for_error"][index]),
+          **_targets(bound["queries_for_error_known_zeros"][index], "_known_zeros")}
 
 
 def _labels(names):
@@ -73,6 +129,7 @@ def fixed_queries(keys: jax.Array, histograms: Any, names: list[str], *, sigmas:
                                                         conversion=conversion)[0]
   main = next(iter(variants))
   mean_err = err[main].mean(0)                                                   # [S, B]
+  bound = _bound(hists[None], sig[:, None], m)                                   # [S, B]
 
   def corr(eps):
     return {"per_histogram_and_sigma": ev.pearson(mean_err, eps),
@@ -88,7 +145,11 @@ def fixed_queries(keys: jax.Array, histograms: Any, names: list[str], *, sigmas:
           "num_queries": m, "error_mean": {v: e[:, :, b].mean(0) for v, e in err.items()},
           "error_std": {v: e[:, :, b].std(0) for v, e in err.items()},
           "epsilon_confident_gnmax": eps_conf[:, b], "best_order_confident": order_conf[:, b],
-          "epsilon_gnmax": eps_gnmax[:, b]} for b, name in enumerate(names)],
+          "epsilon_gnmax": eps_gnmax[:, b], "cramer_rao_error": bound["error"][:, b],
+          "near_boundary": bound["near_boundary"][:, b],
+          "cramer_rao_error_known_zeros": bound["error_known_zeros"][:, b],
+          "queries_for_error": _target_columns(bound, (slice(None), b))}
+                     for b, name in enumerate(names)],
       "summary": {v: {
           "mean_error": float(err[v].mean()), "mean_error_by_sigma": err[v].mean((0, 2)),
           "mean_error_by_dataset": ev.mean_by(err[v], datasets),
@@ -96,6 +157,9 @@ def fixed_queries(keys: jax.Array, histograms: Any, names: list[str], *, sigmas:
           "stop_status": ev.status_counts(e.status),
           "max_steps": int(e.num_steps.max())} for v, e in evals.items()},
       "correlation": {"confident_gnmax": corr(eps_conf), "gnmax": corr(eps_gnmax)},
+      "cramer_rao": {**_bound_summary(bound),
+                     "mean_error_by_sigma": bound["error"].mean(1),
+                     "mean_error_by_dataset": ev.mean_by(bound["error"], datasets)},
       "epsilon_range_confident_gnmax": [float(eps_conf.min()), float(eps_conf.max())],
       "epsilon_range_gnmax": [float(eps_gnmax.min()), float(eps_gnmax.max())],
   }
@@ -127,15 +191,20 @@ def budget_limited(keys: jax.Array, ledger_keys: jax.Array | None, histograms: A
     ledger_batch: repeats per ledger call.
     progress: optional wrapper of the ledger loop (e.g. a progress bar).
 
+  An ``"mle"`` variant on the ``"confident"`` sampler reconstructs from all the
+  queries sent, the ``⊥`` ones included (:func:`pate_jax.attacks.mle_frequencies`);
+  the Cramér–Rao bound is that of the queries sent (with ``⊥`` for ``"confident"``).
+
   Returns:
-    ``{"summary": ..., "histograms": [rows]}``; errors keyed ``f"{sampler}/{variant}"``.
+    ``{"summary": ..., "histograms": [rows]}``; errors keyed ``f"{sampler}/{variant}"``,
+    bounds and the queries they say are needed for :data:`TARGETS` keyed by sampler.
   """
   h, p = np.asarray(histograms), params
   _, groups, _ = _labels(names)
   bq = _privacy.budget_queries(h, budget=p["budget"], sigma=p["sigma"],
                                threshold=p["threshold"], sigma_threshold=p["sigma_threshold"],
                                delta=p["delta"], conversion=conversion, max_queries=max_queries)
-  err, status, answered = {}, {}, None
+  err, status, answered, bound = {}, {}, None, {}
   for smp in samplers:
     conf = smp == "confident"
     counts, n_ans = ev.sample_counts(
@@ -143,7 +212,15 @@ def budget_limited(keys: jax.Array, ledger_keys: jax.Array | None, histograms: A
         sigma_threshold=p["sigma_threshold"] if conf else None)
     answered = np.asarray(n_ans) if conf else answered
     q_bar = ev.answer_frequencies(counts, n_ans)
-    for v, e in ev.evaluate_variants(q_bar, h, p["sigma"], num_teachers, variants).items():
+    thresholds = ({"threshold": p["threshold"], "sigma_threshold": p["sigma_threshold"]}
+                  if conf else {})
+    bound[smp] = _bound(h, p["sigma"], bq.allowed, **thresholds)
+    for v, options in variants.items():
+      if _is_mle(options) and conf:   # The MLE reads the ⊥ outcomes too.
+        e = ev.evaluate_runs(lk.mle_frequencies(counts, n_ans, bq.allowed), h, p["sigma"],
+                             num_teachers, **options, **thresholds)
+      else:
+        e = ev.evaluate_runs(q_bar, h, p["sigma"], num_teachers, **options)
       err[f"{smp}/{v}"], status[f"{smp}/{v}"] = e.error.astype(np.float64), e.status
   ledger = []
   rows = range(len(h)) if ledger_keys is not None else ()
@@ -161,7 +238,8 @@ def budget_limited(keys: jax.Array, ledger_keys: jax.Array | None, histograms: A
       "mean_error_by_group": {k: ev.mean_by(e, groups) for k, e in err.items()},
       "stop_status": {k: ev.status_counts(s) for k, s in status.items()},
       "queries_allowed": bq.allowed, "queries_allowed_classic_conversion": bq.allowed_classic,
-      "mean_queries_allowed": float(bq.allowed.mean())}
+      "mean_queries_allowed": float(bq.allowed.mean()),
+      "cramer_rao": {smp: _bound_summary(b) for smp, b in bound.items()}}
   if ledger:
     summary["ledger_mean_error"] = float(np.mean([r["error"] for r in ledger]))
   rows = [{
@@ -172,6 +250,11 @@ def budget_limited(keys: jax.Array, ledger_keys: jax.Array | None, histograms: A
       "mean_answered": None if answered is None else float(answered[:, j].mean()),
       "error_mean": {k: float(e[:, j].mean()) for k, e in err.items()},
       "error_std": {k: float(e[:, j].std()) for k, e in err.items()},
+      "cramer_rao_error": {smp: float(b["error"][j]) for smp, b in bound.items()},
+      "near_boundary": {smp: bool(b["near_boundary"][j]) for smp, b in bound.items()},
+      "cramer_rao_error_known_zeros": {smp: float(b["error_known_zeros"][j])
+                                       for smp, b in bound.items()},
+      "queries_for_error": {smp: _target_columns(b, j) for smp, b in bound.items()},
       **({"ledger": ledger[j]} if ledger else {})} for j in range(len(h))]
   return {"summary": summary, "histograms": rows}
 
@@ -208,7 +291,10 @@ def consistent_answers(keys: jax.Array, histograms: Any, names: list[str], *, si
   With consistent answers every repeat gets the same answer, so ``q̄`` is one-hot;
   the errors are compared with what the top class alone reveals: the same solver
   on a one-hot ``q̄`` on the true top class, and the guess "all ``N`` votes on the
-  top class".
+  top class" (which is what the MLE returns from a one-hot ``q̄``: it maximises
+  ``Q_k``). The Cramér–Rao bound is reported for ``n = M`` fresh answers and for the
+  defense, whose ``M`` cached answers are one draw: information ``I(H)``, the
+  bound at ``n = 1``, whatever ``M``.
   """
   hists, sig, m = np.asarray(histograms), np.asarray(sigmas, np.float64), num_queries
   datasets, _, _ = _labels(names)
@@ -225,6 +311,10 @@ def consistent_answers(keys: jax.Array, histograms: Any, names: list[str], *, si
   err_top = {v: ev.evaluate(q_top, hists[None], sig[:, None], num_teachers, **o).error
              for v, o in variants.items()}                                        # [S, B]
   uniform, unanimous = ev.baseline_errors(hists, num_teachers)
+  # Fresh noise: n i.i.d. answers carry n·I(H). Consistent answers: the n repeats
+  # are one draw, so the information stays I(H) whatever n -- the bound at n = 1.
+  bound = {"fresh_noise": _bound(hists[None], sig[:, None], m),
+           "consistent": _bound(hists[None], sig[:, None], 1)}
   summary = {k: {"mean_error": float(e.mean()), "mean_error_by_sigma": e.mean((0, 2)),
                  "mean_error_by_dataset": ev.mean_by(e, datasets)} for k, e in err.items()}
   for v, e in err_top.items():
@@ -235,11 +325,122 @@ def consistent_answers(keys: jax.Array, histograms: Any, names: list[str], *, si
                                              "mean_error_by_dataset": ev.mean_by(unanimous,
                                                                                  datasets)}
   summary["guess_uniform"] = {"mean_error": float(uniform.mean())}
+  for mode, b in bound.items():
+    summary[f"cramer_rao/{mode}"] = {**_bound_summary(b), "mean_error_by_sigma":
+                                     b["error"].mean(1)}
   summary["consistent_answer_is_true_top_fraction"] = float(top_hit.mean())
   rows = [{"name": name, "votes": hists[b],
            **{f"error_{k}": e[:, :, b].mean(0) for k, e in err.items()},
            **{f"error_top_class_only/{v}": e[:, b] for v, e in err_top.items()},
-           "error_guess_all_votes_on_top_class": float(unanimous[b])}
+           "error_guess_all_votes_on_top_class": float(unanimous[b]),
+           **{f"cramer_rao_error_{k}": x["error"][:, b] for k, x in bound.items()}}
           for b, name in enumerate(names)]
   return {"num_queries": m, "sigmas": sig, "variants": list(variants), "histograms": rows,
           "summary": summary}
+
+
+def query_sweep(keys: jax.Array, histograms: Any, groups: Any, *, sigma: float,
+                query_counts: Any, variants: Variants,
+                num_teachers: float = _histograms.NUM_TEACHERS) -> dict[str, Any]:
+  """Error against the number of GNMax queries ``M``, each variant and the bound.
+
+  All ``(M, histogram)`` pairs are sampled in one call (``num_queries[:, None]``)
+  and reconstructed in one call per run.
+
+  Args:
+    keys: ``[R]`` Monte Carlo keys.
+    histograms: ``[B, C]``; groups: ``[B]`` labels (e.g. consensus group, ``α``).
+    sigma: GNMax σ; query_counts: ``[K]`` values of ``M``.
+
+  Returns:
+    ``error_mean[variant]`` ``[K]`` and ``error_mean_by_group[variant][group]`` ``[K]``
+    (means over runs and histograms), the bound's ``cramer_rao_error`` ``[K]``
+    (all histograms, and ``_interior``: those not near the boundary), per group.
+  """
+  h, m = np.asarray(histograms), np.asarray(query_counts, np.int64)
+  groups = np.asarray(groups)
+  q_bar = ev.sample_frequencies(keys, h[None], sigma, m[:, None])              # [R, K, B, C]
+  err = {v: e.error.astype(np.float64).mean(0)                                  # [K, B]
+         for v, e in ev.evaluate_variants(q_bar, h[None], sigma, num_teachers,
+                                          variants).items()}
+  bound = _bound(h[None], sigma, m[:, None].astype(np.float64))               # [K, B]
+  by_group = lambda x: _group_means(x, groups)
+  interior = np.where(bound["near_boundary"], np.nan, bound["error"])
+  return {"sigma": float(sigma), "num_queries": m, "variants": list(variants),
+          "error_mean": {v: e.mean(1) for v, e in err.items()},
+          "error_mean_by_group": {v: by_group(e) for v, e in err.items()},
+          "cramer_rao_error": bound["error"].mean(1),
+          "cramer_rao_error_by_group": by_group(bound["error"]),
+          "cramer_rao_error_interior_by_group": by_group(interior),
+          "cramer_rao_error_known_zeros_by_group": by_group(bound["error_known_zeros"]),
+          "near_boundary_fraction": bound["near_boundary"].mean(1)}
+
+
+def fresh_histograms(keys: jax.Array, histograms: Any, names: list[str], *, sigma: float,
+                     num_queries: int, variants: Variants,
+                     budget: Mapping[str, Any] | None = None, conversion: str = "improved",
+                     num_teachers: float = _histograms.NUM_TEACHERS) -> dict[str, Any]:
+  """Fresh histograms (e.g. :func:`pate_jax.attacks.dirichlet_histograms`), ``M`` GNMax
+  queries each: every variant's error next to the Cramér–Rao bound (issue 12).
+
+  Args:
+    keys: ``[R]`` Monte Carlo keys.
+    histograms: ``[B, C]``; names: ``"group/index"`` (the group is the part before "/").
+    sigma, num_queries: GNMax σ and ``M``.
+    variants: reconstruction variants, headline first.
+    budget: optional Confident-GNMax parameters ``{"threshold", "sigma_threshold",
+      "sigma", "delta", "budget"}``: the queries it allows each histogram, next to
+      the queries the bound says are needed (with ``⊥``, queries sent).
+
+  Returns:
+    ``{"summary": {variant: {...}, "cramer_rao": {...}}, "histograms": [rows]}``.
+  """
+  h, m = np.asarray(histograms), int(num_queries)
+  groups = np.array([n.split("/")[0] for n in names])
+  q_bar = ev.sample_frequencies(keys, h, sigma, m)                               # [R, B, C]
+  evals = ev.evaluate_variants(q_bar, h, sigma, num_teachers, variants)
+  err = {v: e.error.astype(np.float64) for v, e in evals.items()}                 # [R, B]
+  bound = _bound(h, sigma, m)
+  allowed = needed_conf = None
+  if budget is not None:
+    b = budget
+    allowed = _privacy.budget_queries(
+        h, budget=b["budget"], sigma=b["sigma"], threshold=b["threshold"],
+        sigma_threshold=b["sigma_threshold"], delta=b["delta"], conversion=conversion).allowed
+    needed_conf = _bound(h, b["sigma"], 1, threshold=b["threshold"],
+                         sigma_threshold=b["sigma_threshold"])
+  summary = {v: {"mean_error": float(e.mean()), "mean_error_by_group": ev.mean_by(e, groups),
+                 "stop_status": ev.status_counts(evals[v].status),
+                 "max_steps": int(evals[v].num_steps.max())} for v, e in err.items()}
+  summary["cramer_rao"] = {**_bound_summary(bound),
+                           "mean_error_by_group": ev.mean_by(bound["error"], groups),
+                           "near_boundary_fraction_by_group": ev.mean_by(
+                               bound["near_boundary"].astype(np.float64), groups)}
+  summary["cramer_rao"]["mean_error_known_zeros_by_group"] = ev.mean_by(
+      bound["error_known_zeros"], groups)
+  for key in ("queries_for_error", "queries_for_error_known_zeros"):
+    for i, t in enumerate(TARGETS):
+      need = bound[key][:, i]
+      summary["cramer_rao"][f"median_{key}_{t:g}_by_group"] = {
+          str(g): float(np.median(need[groups == g])) for g in np.unique(groups)}
+  if allowed is not None:
+    summary["budget"] = {
+        "params": dict(budget), "median_queries_allowed": float(np.median(allowed)),
+        "median_queries_allowed_by_group": {str(g): float(np.median(allowed[groups == g]))
+                                            for g in np.unique(groups)},
+        **{f"fraction_affordable_{key}": {
+            f"{t:g}": float(np.mean(needed_conf[key][:, i] <= allowed))
+            for i, t in enumerate(TARGETS)}
+           for key in ("queries_for_error", "queries_for_error_known_zeros")}}
+  rows = [{"name": name, "group": groups[j], "votes": h[j],
+           "error_mean": {v: float(e[:, j].mean()) for v, e in err.items()},
+           "error_std": {v: float(e[:, j].std()) for v, e in err.items()},
+           "cramer_rao_error": float(bound["error"][j]),
+           "near_boundary": bool(bound["near_boundary"][j]),
+           "cramer_rao_error_known_zeros": float(bound["error_known_zeros"][j]),
+           "queries_for_error": _target_columns(bound, j),
+           **({"queries_allowed": int(allowed[j]),
+               "queries_for_error_confident": _target_columns(needed_conf, j)}
+              if allowed is not None else {})} for j, name in enumerate(names)]
+  return {"num_queries": m, "sigma": float(sigma), "variants": list(variants),
+          "headline_variant": next(iter(variants)), "summary": summary, "histograms": rows}

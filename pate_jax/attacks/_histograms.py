@@ -11,6 +11,8 @@ paper writes "median" -- and high consensus), where consensus is the top count.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 NUM_TEACHERS = 250
@@ -106,3 +108,47 @@ def table1_labels(names: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     raise ValueError(f"names must look like 'mnist/M3', got {names!r}")
   return (np.array([p[0] for p in parts]), np.array([by_letter[p[1][0]] for p in parts]),
           [p[1] for p in parts])
+
+
+def dirichlet_histograms(key, alphas, num_per_alpha: int, *, num_teachers: int = NUM_TEACHERS,
+                         num_classes: int = NUM_CLASSES) -> tuple[np.ndarray, list[str]]:
+  """Fresh histograms drawn like Table 1's: ``p ~ Dirichlet(α·1)``, ``H ~ Multinomial(N, p)``.
+
+  Small ``α`` gives near-unanimous histograms (most classes 0, like SVHN's high
+  consensus rows), ``α = 1`` spread ones (issue 12's acceptance set: α in
+  {0.05, 0.3, 1}, 250 votes, 10 classes).
+
+  Args:
+    key: PRNG key; concentration ``a`` (index ``i``) uses ``fold_in(key, i)``.
+    alphas: concentrations ``α > 0``.
+    num_per_alpha: histograms per ``α``.
+    num_teachers, num_classes: ``N`` and ``C``.
+
+  Returns:
+    ``(int32 [len(alphas) · num_per_alpha, C] rows summing to N, names like
+    "dirichlet0.3/7")``, grouped by ``α`` in the given order.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  alphas = np.asarray(alphas, np.float64).reshape(-1)
+  if alphas.size == 0 or np.any(~np.isfinite(alphas) | (alphas <= 0)):
+    raise ValueError(f"alphas must be finite concentrations > 0, got {alphas.tolist()!r}")
+  for name, val in (("num_per_alpha", num_per_alpha), ("num_teachers", num_teachers),
+                    ("num_classes", num_classes)):
+    if not (isinstance(val, (int, np.integer)) and val >= (2 if name == "num_classes" else 1)):
+      raise ValueError(f"{name} must be an integer >= {2 if name == 'num_classes' else 1}, "
+                       f"got {val!r}")
+  @functools.partial(jax.jit, static_argnums=(2, 3, 4))
+  def draw(k, a, b, n, c):
+    k_p, k_h = jax.random.split(k)
+    p = jax.random.dirichlet(k_p, jnp.full((c,), a), (b,))
+    # Multinomial(N, p): N categorical votes per histogram, counted.
+    votes = jax.random.categorical(k_h, jnp.log(p)[:, None, :], axis=-1, shape=(b, n))
+    return jax.nn.one_hot(votes, c, dtype=jnp.int32).sum(1)
+
+  rows, names = [], []
+  for i, a in enumerate(alphas):
+    rows.append(np.asarray(draw(jax.random.fold_in(key, i), jnp.float32(a), int(num_per_alpha),
+                                int(num_teachers), int(num_classes)), np.int32))
+    names += [f"dirichlet{a:g}/{j}" for j in range(num_per_alpha)]
+  return np.concatenate(rows), names

@@ -174,3 +174,32 @@ def plot_consensus_groups(path, true_rates: Mapping[str, Any], attack_rates: Map
   axes[2].set_xlabel("consensus (top votes / teachers)")
   axes[2].legend(fontsize=8)
   return _save(fig, path)
+
+
+def plot_error_vs_queries(path, sweep: Mapping[str, Any], title: str) -> str:
+  """Error against the number of queries (log-log), one panel per group, from
+  :func:`pate_jax.attacks.query_sweep`: each variant's mean error and the Cramér–Rao
+  bound (dashed: all histograms; dotted: those not near the boundary; dash-dot:
+  the bound for an attacker who knows the zero-vote classes)."""
+  groups = list(sweep["cramer_rao_error_by_group"])
+  m = np.asarray(sweep["num_queries"])
+  fig, axes = _subplots(1, len(groups), figsize=(4.6 * len(groups), 4), squeeze=False)
+  for ax, g in zip(axes[0], groups):
+    for v in sweep["variants"]:
+      ax.plot(m, sweep["error_mean_by_group"][v][g], marker="o", label=f"{v} estimator")
+    ax.plot(m, sweep["cramer_rao_error_by_group"][g], "k--", label="Cramér–Rao (Gaussian)")
+    interior = np.asarray(sweep["cramer_rao_error_interior_by_group"][g], np.float64)
+    if np.any(np.isfinite(interior)):
+      ax.plot(m, interior, "k:", label="Cramér–Rao, interior histograms only")
+    ax.plot(m, sweep["cramer_rao_error_known_zeros_by_group"][g], color="gray",
+            linestyle="-.", label="Cramér–Rao, zero classes known")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of queries M")
+    ax.set_ylabel("mean normalised L1 error")
+    ax.set_title(f"{g} (σ = {sweep['sigma']:g})", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+  fig.suptitle(title, fontsize=10)
+  fig.tight_layout()
+  return _save(fig, path)

@@ -30,11 +30,16 @@ Methods (all ``jit``-compiled, ``vmap``-ped over histograms and σ):
 
 ``normalize=True`` uses the objective of the paper's released code,
 ``‖Q/‖Q‖ - q̄/‖q̄‖‖₂``, instead of the paper's ``‖Q - q̄‖₂``.
+
+* ``"mle"`` (beyond the paper, issue 12): the maximum-likelihood estimate
+  ``argmax Σ_k q̄_k log π_k(H)`` over ``{H ≥ 0, Σ H = N}`` by a damped Newton method
+  in the softmax chart (:mod:`pate_jax.attacks._likelihood`); with
+  ``threshold``/``sigma_threshold`` the answers are Confident-GNMax's and ``q̄`` has
+  ``C + 1`` entries, the last the fraction of queries not answered (``⊥``).
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 from typing import Any, NamedTuple
 
@@ -43,19 +48,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from pate_jax.attacks import _likelihood as lk
+from pate_jax.attacks._stop import Stop
 from pate_jax.attacks import _output_distribution as od
 from pate_jax import _checks as v
 
-METHODS = ("paper", "optax")
-
-
-class Stop(enum.IntEnum):
-  """Why a reconstruction stopped."""
-  CONVERGED = 0      # J < tol.
-  NO_DECREASE = 1    # The smallest step (1 vote, or min_step) did not lower J.
-  NEGATIVE = 2       # The next 1-vote step would make an estimate negative.
-  MAX_ITER = 3       # max_iter trial steps.
-  ZERO_GRADIENT = 4  # ∇J = 0 (e.g. σ so small that Q is flat at Ĥ).
+METHODS = ("paper", "optax", "mle")
 
 
 _RUNNING = -1
@@ -233,13 +231,15 @@ def reconstruct_core(q_bar, sigma, total, init, tol, *, method: str, project: bo
 
 def reconstruct_details(q_bar: Any, sigma: Any, num_teachers: Any, *, method: str = "paper",
                         project: bool = False, stop_on_negative: bool = False,
-                        tol: float = 0.01, max_iter: int | None = None,
+                        tol: float | None = None, max_iter: int | None = None,
                         big_step: float = 10.0, small_step: float = 1.0,
                         min_step: float | None = None,
                         optimizer: optax.GradientTransformation | None = None,
                         normalize: bool = False, num_classes: int | None = None,
                         init: Any = None, noise: str = "gaussian", width: float | None = None,
-                        num_points: int | None = None) -> Reconstruction:
+                        num_points: int | None = None, threshold: Any = None,
+                        sigma_threshold: Any = None, damping: float = 1e-6,
+                        max_step: float = 4.0) -> Reconstruction:
   """Reconstructs vote histograms from answer frequencies (see module docstring).
 
   Args:
@@ -248,12 +248,17 @@ def reconstruct_details(q_bar: Any, sigma: Any, num_teachers: Any, *, method: st
     sigma: the aggregator's noise scale ``σ > 0`` (known to the attacker),
       broadcastable with ``q_bar.shape[:-1]``.
     num_teachers: ``N > 0`` (broadcastable likewise); the result sums to ``N``.
-    method: ``"paper"`` (adaptive normalised steps) or ``"optax"``.
+    method: ``"paper"`` (adaptive normalised steps), ``"optax"`` or ``"mle"``
+      (maximum likelihood; ``project``, ``stop_on_negative``, ``normalize``,
+      ``optimizer`` and the step lengths do not apply to it).
     project: keep ``Ĥ`` in ``{Ĥ ≥ 0, Σ Ĥ = N}`` by projection after each step.
     stop_on_negative: (``"paper"``) stop before an estimate turns negative (the
       paper's rule for the budget-limited attacker).
-    tol: stop once ``J < tol`` (paper: 0.01).
-    max_iter: trial-step cap (default 1000 for ``"paper"``, 400 for ``"optax"``).
+    tol: stop once ``J < tol`` (default 0.01, the paper's); ``"mle"``: once the
+      Newton decrement per query is below ``tol`` (default 1e-10; in float32
+      it usually stops first where the decrement is below -ℓ's rounding).
+    max_iter: trial-step cap (default 1000 for ``"paper"``, 400 for ``"optax"``,
+      100 Newton steps for ``"mle"``).
     big_step, small_step: the paper's step lengths in votes (10 and 1).
     min_step: (``"paper"``) an extension: after a failed ``small_step`` step,
       halve the step down to ``min_step`` votes before stopping (default
@@ -267,9 +272,15 @@ def reconstruct_details(q_bar: Any, sigma: Any, num_teachers: Any, *, method: st
     init: ``[..., C]`` starting histograms (default ``N/C`` everywhere).
     noise, width, num_points: the model of the aggregator's noise and the
       trapezoid rule (see :func:`pate_jax.attacks.output_distribution`).
+    threshold, sigma_threshold: (``"mle"``) Confident-GNMax's ``T`` and ``σ_T``
+      (both or none, broadcastable with the batch); then ``q_bar`` has ``C + 1``
+      entries, ``⊥`` last (:func:`pate_jax.attacks.mle_frequencies`).
+    damping, max_step: (``"mle"``) eigenvalue floor relative to the largest, and
+      the largest Newton step in the softmax chart.
 
   Returns:
-    :class:`Reconstruction` with batch shape ``broadcast(q_bar[:-1], σ, N)``.
+    :class:`Reconstruction` with batch shape ``broadcast(q_bar[:-1], σ, N)``;
+    for ``"mle"``, ``loss`` is ``KL(q̄ ‖ π(Ĥ))`` and ``num_steps`` counts Newton steps.
 
   Raises:
     ValueError: frequencies that are NaN, negative, > 1 or do not sum to 1; a
@@ -280,6 +291,23 @@ def reconstruct_details(q_bar: Any, sigma: Any, num_teachers: Any, *, method: st
   v.choice(noise, "noise", od.NOISES)
   if num_classes is not None:
     v.positive_int(num_classes, "num_classes")
+  if method == "mle":
+    for name, val, default in (("project", project, False),
+                               ("stop_on_negative", stop_on_negative, False),
+                               ("normalize", normalize, False), ("optimizer", optimizer, None),
+                               ("noise", noise, "gaussian")):
+      if val != default:
+        raise ValueError(f"{name} must be {default!r} with method='mle' (it does not apply to "
+                         f"the maximum-likelihood solver); got {val!r}")
+    return _reconstruct_mle(q_bar, sigma, num_teachers, tol=tol, max_iter=max_iter,
+                            num_classes=num_classes, init=init, width=width,
+                            num_points=num_points, threshold=threshold,
+                            sigma_threshold=sigma_threshold, damping=damping,
+                            max_step=max_step)
+  if threshold is not None or sigma_threshold is not None:
+    raise ValueError("threshold and sigma_threshold are only used with method='mle'; got "
+                     f"method={method!r}")
+  tol = 0.01 if tol is None else tol
   q = v.frequencies(q_bar, num_classes=num_classes)
   s = v.positive_array(sigma, "sigma")
   n = v.positive_array(num_teachers, "num_teachers")
@@ -323,6 +351,58 @@ def reconstruct_details(q_bar: Any, sigma: Any, num_teachers: Any, *, method: st
       width=None if width is None else float(width), num_points=num_points)
   return Reconstruction(h.reshape(batch + (c,)), j.reshape(batch), it.reshape(batch),
                         status.reshape(batch))
+
+
+def _scalar_option(val, name, *, positive=True):
+  if not (np.isscalar(val) and np.isfinite(val) and (val > 0 if positive else val >= 0)):
+    raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got "
+                     f"{val!r}")
+  return float(val)
+
+
+def _reconstruct_mle(q_bar, sigma, num_teachers, *, tol, max_iter, num_classes, init, width,
+                     num_points, threshold, sigma_threshold, damping, max_step):
+  """``reconstruct_details(method="mle")`` (arguments there)."""
+  confident, thr = lk._thresholds(threshold, sigma_threshold)
+  dtype = jnp.result_type(float)
+  if tol is None:
+    tol = 1e-10
+  tol = _scalar_option(tol, "tol", positive=False)
+  max_iter = v.positive_int(100 if max_iter is None else max_iter, "max_iter")
+  damping = _scalar_option(damping, "damping")
+  max_step = _scalar_option(max_step, "max_step")
+  k = None if num_classes is None else num_classes + int(confident)
+  q = v.frequencies(q_bar, num_classes=k)
+  c = np.shape(q)[-1] - int(confident)
+  if c < 2:
+    raise ValueError(f"q_bar must have C >= 2 class frequencies{' and ⊥' if confident else ''}"
+                     f"; got shape {np.shape(q)}")
+  s = v.positive_array(sigma, "sigma")
+  n = v.positive_array(num_teachers, "num_teachers")
+  shapes = {"q_bar[:-1]": np.shape(q)[:-1], "sigma": np.shape(s), "num_teachers": np.shape(n)}
+  shapes.update({key: np.shape(x) for key, x in thr.items()})
+  if init is not None:
+    init = v.histograms(init, "init", num_classes=c)
+    shapes["init[:-1]"] = np.shape(init)[:-1]
+  batch = v.batch_shape(shapes)
+
+  flat = lambda x, trailing=(): lk._flat(x, batch, dtype, trailing)
+  nb = flat(n)
+  zeros = jnp.zeros_like(nb)
+  if init is None:
+    theta0 = jnp.zeros(nb.shape + (c,), dtype)
+  else:
+    x0 = flat(init, (c,))
+    theta0 = jnp.log(jnp.maximum(x0, 1e-3 * nb[:, None] / c))
+    theta0 = theta0 - theta0.mean(-1, keepdims=True)
+  args = lk.pad_rows(
+      flat(q, (c + int(confident),)), flat(s), flat(thr["threshold"]) if confident else zeros,
+      flat(thr["sigma_threshold"]) if confident else zeros + 1, nb, theta0)
+  out = lk.mle_core(*args, confident=confident, tol=tol, max_iter=max_iter, damping=damping,
+                    max_step=max_step, width=None if width is None else float(width),
+                    num_points=num_points)
+  b = nb.shape[0]
+  return Reconstruction(*(x[:b].reshape(batch + x.shape[1:]) for x in out))
 
 
 def reconstruct(q_bar: Any, sigma: Any, num_teachers: Any, **kwargs: Any) -> jax.Array:

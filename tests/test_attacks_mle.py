@@ -1,0 +1,231 @@
+"""Maximum-likelihood reconstruction, Fisher information and the Cramér–Rao bound (issue 12)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pate_jax import aggregation as agg
+from pate_jax import attacks as A
+from pate_jax.attacks import _likelihood as lk
+
+KEY = jax.random.key(0)
+TABLE, NAMES = A.table1_histograms()
+SMALL = np.array([12, 3, 30, 7])          # 52 votes, 4 classes
+CONF = {"threshold": 25.0, "sigma_threshold": 10.0}
+
+
+def _exact_frequencies(h, sigma, confident=False, **thr):
+  """π(H) of the model itself (trapezoid Q), float64: the n → ∞ limit of q̄."""
+  t, st = thr.get("threshold", 0.0), thr.get("sigma_threshold", 1.0)
+  f = jax.jit(jax.vmap(lambda x: jnp.exp(lk.log_answer_probabilities(x, sigma, t, st,
+                                                                    confident=confident))))
+  p = np.asarray(f(jnp.asarray(h, jnp.float64)))
+  return p / p.sum(-1, keepdims=True)
+
+
+def test_mle_recovers_h_from_exact_frequencies():
+  hists = np.stack([TABLE[NAMES.index("mnist/M2")], TABLE[NAMES.index("svhn/L5")],
+                    [0, 0, 3, 0, 0, 240, 0, 7, 0, 0], [20, 25, 30, 15, 40, 35, 25, 20, 30, 10]])
+  with jax.enable_x64(True):
+    q = _exact_frequencies(hists, 40.0)
+    rec = A.reconstruct_details(q, 40.0, 250, method="mle", tol=0.0, max_iter=60)
+    err = np.asarray(A.normalized_l1_error(hists, rec.histogram))
+    assert np.all(err < 1e-5), err
+    assert np.all(np.asarray(rec.loss) < 1e-12)         # KL(q̄ ‖ π(Ĥ))
+    # Confident-GNMax: the ⊥ fraction is one more category.
+    q = _exact_frequencies(hists[:2], 40.0, confident=True, threshold=200.0,
+                           sigma_threshold=150.0)
+    rec = A.reconstruct_details(q, 40.0, 250, method="mle", tol=0.0, max_iter=60,
+                                threshold=200.0, sigma_threshold=150.0)
+    assert np.all(np.asarray(A.normalized_l1_error(hists[:2], rec.histogram)) < 1e-5)
+    q = _exact_frequencies(hists, 40.0)
+  # Default float32 and tolerance: the same to a fraction of a vote.
+  rec = A.reconstruct_details(q.astype(np.float32), 40.0, 250, method="mle")
+  np.testing.assert_allclose(rec.histogram, hists, atol=0.2)
+  assert set(np.asarray(rec.status).tolist()) == {A.Stop.CONVERGED}
+
+
+def _fd_jacobian(h, sigma, eps=1e-3):
+  """Central differences of the accurate Q (an oracle independent of the trapezoid)."""
+  cols = []
+  for i in range(h.size):
+    e = np.zeros(h.size)
+    e[i] = eps
+    cols.append((np.asarray(A.output_distribution(h + e, sigma, "accurate"))
+                 - np.asarray(A.output_distribution(h - e, sigma, "accurate"))) / (2 * eps))
+  return np.stack(cols, -1)
+
+
+def test_fisher_matches_finite_differences_and_the_score_covariance():
+  h, s, m = SMALL.astype(np.float64), 9.0, 40_000
+  fisher = np.asarray(A.fisher_information(h, s))
+  assert fisher.dtype == np.float64
+  j = _fd_jacobian(h, s)
+  q = np.asarray(A.output_distribution(h, s, "accurate"))
+  np.testing.assert_allclose(fisher, j.T @ np.diag(1 / q) @ j, rtol=1e-6, atol=1e-12)
+  np.testing.assert_allclose(fisher @ np.ones(4), 0.0, atol=1e-12)    # Theorem 2
+  with jax.enable_x64(True):
+    for thr in ({}, CONF):
+      confident = bool(thr)
+      f = np.asarray(A.fisher_information(h, s, **thr))
+      # Scores ∇ log π_x(H) of answers x of the real aggregator.
+      g = np.asarray(jax.jit(jax.jacfwd(lambda x: lk.log_answer_probabilities(
+          x, s, thr.get("threshold", 0.0), thr.get("sigma_threshold", 1.0),
+          confident=confident)))(jnp.asarray(h)))
+      votes = np.tile(SMALL, (m, 1))
+      if confident:
+        labels, answered = agg.confident_gnmax(KEY, votes, CONF["threshold"],
+                                               CONF["sigma_threshold"], s)
+        labels = np.where(np.asarray(answered), np.asarray(labels), 4)   # ⊥ is category C
+      else:
+        labels = np.asarray(agg.gnmax(KEY, votes, s))
+      scores = g[labels]
+      emp = scores.T @ scores / m
+      assert np.linalg.norm(emp - f) < 0.05 * np.linalg.norm(f), (emp, f)
+      np.testing.assert_allclose(scores.mean(0), 0.0, atol=4 * np.sqrt(np.diag(f) / m).max())
+  # ⊥ carries information about the absolute level: 1 is no longer a null direction.
+  assert np.linalg.norm(f @ np.ones(4)) > 1e-3 * np.linalg.norm(f)
+
+
+def test_mle_covariance_approaches_the_cramer_rao_bound():
+  h, s, n, runs = np.array([60.0, 50.0, 40.0]), 15.0, 2_000, 400
+  with jax.enable_x64(True):
+    p = _exact_frequencies(h[None], s)[0]
+    keys = jax.random.split(KEY, runs)
+    counts = np.asarray(jax.vmap(lambda k: jax.random.multinomial(k, n, p))(keys))
+    est = np.asarray(A.reconstruct(counts / n, s, h.sum(), method="mle"))
+    bound = np.asarray(lk.cramer_rao_covariance_single(A.fisher_information(h, s), n))
+    cr = A.cramer_rao(h, s, n)
+  assert not bool(cr.near_boundary)
+  emp = np.cov(est.T)
+  assert np.linalg.norm(emp - bound) < 0.2 * np.linalg.norm(bound), (emp, bound)
+  np.testing.assert_allclose(np.sqrt(np.diag(emp)), np.asarray(cr.std), rtol=0.12)
+  np.testing.assert_allclose(est.mean(0), h, atol=3 * np.sqrt(np.diag(bound) / runs).max())
+  err = np.asarray(A.normalized_l1_error(h, est)).mean()
+  np.testing.assert_allclose(err, float(cr.error), rtol=0.12)
+
+
+def test_cramer_rao_scaling_flags_and_queries_needed():
+  hists = TABLE[[5, 27]]                     # mnist/M1; svhn/M3 (mostly zeros)
+  sig = np.array([40.0, 80.0])[:, None]
+  cr = A.cramer_rao(hists[None], sig, 10_000)
+  one = A.cramer_rao(hists[None], sig, 1)
+  np.testing.assert_allclose(cr.error, np.asarray(one.error) / 100, rtol=1e-12)
+  np.testing.assert_allclose(cr.queries_for_error,
+                             np.ceil((np.asarray(one.error)[..., None] / [0.05, 0.1]) ** 2))
+  np.testing.assert_array_equal(A.cramer_rao_l1(hists[None], sig, 10_000), cr.error)
+  assert cr.std.shape == (2, 2, 10) and cr.queries_for_error.shape == (2, 2, 2)
+  assert bool(np.all(np.asarray(cr.near_boundary)[:, 1]))      # svhn/M3 has empty classes
+  # Knowing the empty classes can only lower the bound.
+  assert np.all(np.asarray(cr.error_known_zeros) <= np.asarray(cr.error) * (1 + 1e-9))
+  # Batched over σ equals a loop; the Fisher information is symmetric PSD.
+  for i, s in enumerate(sig[:, 0]):
+    np.testing.assert_allclose(cr.error[i], A.cramer_rao(hists, s, 10_000).error, rtol=1e-12)
+  f = np.asarray(A.fisher_information(hists[None], sig))
+  np.testing.assert_allclose(f, np.swapaxes(f, -1, -2), atol=1e-15)
+  assert np.all(np.linalg.eigvalsh(f) > -1e-12)
+
+
+def test_mle_batches_over_sigma_in_float32():
+  hists = TABLE[[0, 7, 18]]                   # mnist/L1, mnist/M3, svhn/L4
+  sig = np.array([40.0, 80.0])[:, None]
+  q = A.sample_answers(KEY, hists[None], sig, 10_000)
+  rec = A.reconstruct_details(q, sig, 250, method="mle")
+  assert rec.histogram.shape == (2, 3, 10) and rec.histogram.dtype == np.float32
+  np.testing.assert_allclose(np.asarray(rec.histogram).sum(-1), 250, rtol=1e-5)
+  assert np.all(np.asarray(rec.histogram) >= 0)
+  assert set(np.asarray(rec.status).ravel().tolist()) == {A.Stop.CONVERGED}
+  for i in range(2):   # Batched equals one call per σ (to float32 rounding, flat classes).
+    one = A.reconstruct(q[i], sig[i, 0], 250, method="mle")
+    np.testing.assert_allclose(rec.histogram[i], one, atol=0.2)
+  err = np.asarray(A.normalized_l1_error(hists[None], rec.histogram))
+  assert err.mean() < 0.05, err
+
+
+def test_mle_frequencies_and_validation():
+  full = A.mle_frequencies([[3, 1, 0]], [4], 10)
+  np.testing.assert_allclose(full, [[0.3, 0.1, 0.0, 0.6]])
+  with pytest.raises(ValueError, match="num_sent"):
+    A.mle_frequencies([[3, 1]], [4], 3)
+  q = [[0.5, 0.5]]
+  for kwargs, match in (({"project": True}, "project"),
+                        ({"stop_on_negative": True}, "stop_on_negative"),
+                        ({"normalize": True}, "normalize"),
+                        ({"noise": "laplace"}, "noise"),
+                        ({"damping": 0.0}, "damping"),
+                        ({"max_step": -1.0}, "max_step"),
+                        ({"threshold": 1.0}, "given together"),
+                        ({"threshold": 1.0, "sigma_threshold": 1.0, "num_classes": 2},
+                         "3 classes")):
+    with pytest.raises(ValueError, match=match):
+      A.reconstruct(q, 1.0, 10, method="mle", **kwargs)
+  with pytest.raises(ValueError, match="only used with method='mle'"):
+    A.reconstruct(q, 1.0, 10, threshold=1.0, sigma_threshold=1.0)
+  with pytest.raises(ValueError, match="targets"):
+    A.cramer_rao([[3.0, 1.0]], 1.0, 10, targets=[[0.1]])
+  with pytest.raises(ValueError, match="num_queries"):
+    A.cramer_rao([[3.0, 1.0]], 1.0, 0)
+  with pytest.raises(ValueError, match="at least one vote"):
+    A.cramer_rao([[0.0, 0.0]], 1.0, 10)
+
+
+def test_dirichlet_histograms():
+  h, names = A.dirichlet_histograms(KEY, (0.05, 1.0), 3)
+  assert h.shape == (6, 10) and h.dtype == np.int32
+  np.testing.assert_array_equal(h.sum(1), 250)
+  assert names[0] == "dirichlet0.05/0" and names[5] == "dirichlet1/2"
+  assert (h[:3] == 0).sum() > (h[3:] == 0).sum()          # small α: sparse histograms
+  np.testing.assert_array_equal(h, A.dirichlet_histograms(KEY, (0.05, 1.0), 3)[0])
+  with pytest.raises(ValueError, match="alphas"):
+    A.dirichlet_histograms(KEY, (0.0,), 3)
+  with pytest.raises(ValueError, match="num_per_alpha"):
+    A.dirichlet_histograms(KEY, (1.0,), 0)
+
+
+def test_fresh_histograms_query_sweep_and_figure(tmp_path):
+  h, names = A.dirichlet_histograms(KEY, (0.3, 1.0), 2)
+  variants = {"mle": {"method": "mle"}}
+  keys = A.seed_keys(KEY, 1)
+  budget = {"threshold": 200.0, "sigma_threshold": 150.0, "sigma": 40.0, "delta": 1e-5,
+            "budget": 1.97}
+  res = A.fresh_histograms(keys, h, names, sigma=40.0, num_queries=2_000, variants=variants,
+                           budget=budget)
+  assert res["headline_variant"] == "mle" and len(res["histograms"]) == 4
+  row = res["histograms"][0]
+  assert set(row["error_mean"]) == {"mle"} and row["error_mean"]["mle"] < 0.2
+  assert set(row["queries_for_error"]) == {"0.05", "0.1", "0.05_known_zeros",
+                                           "0.1_known_zeros"}
+  assert row["queries_allowed"] > 0
+  assert list(res["summary"]["cramer_rao"]["mean_error_by_group"]) == ["dirichlet0.3",
+                                                                       "dirichlet1"]
+  sweep = A.query_sweep(keys, h, [n.split("/")[0] for n in names], sigma=40.0,
+                        query_counts=(300, 3_000), variants=variants)
+  assert sweep["error_mean"]["mle"].shape == (2,)
+  assert sweep["cramer_rao_error"][1] < sweep["cramer_rao_error"][0]
+  path = A.plot_error_vs_queries(tmp_path / "sweep.png", sweep, "test")
+  assert (tmp_path / "sweep.png").stat().st_size > 0 and path.endswith("sweep.png")
+
+
+def test_log_output_distribution_is_the_trapezoid_q_in_log_space():
+  h = jnp.asarray(TABLE[:3], jnp.float32)
+  log_q = jax.jit(jax.vmap(lambda x: lk.log_output_distribution(x, 40.0)))(h)
+  np.testing.assert_allclose(np.exp(log_q), A.output_distribution(h, 40.0), rtol=2e-5,
+                             atol=1e-9)
+  # Far in the tail Q_k underflows, its logarithm does not.
+  tail = jax.jit(lk.log_output_distribution)(jnp.asarray([250.0, 0.0]), jnp.asarray(5.0))
+  assert np.isfinite(float(tail[1])) and float(tail[1]) < -100
+  assert float(A.output_distribution([250.0, 0.0], 5.0)[1]) == 0.0
+
+
+def test_mle_against_consistent_answers_puts_all_votes_on_the_answer():
+  # The defense: M cached answers are one draw, q̄ is one-hot; maximising Q_k(H) over
+  # the simplex gives H = N e_k, and the bound does not improve with M.
+  one_hot = np.eye(10, dtype=np.float32)[[5, 2, 7, 0]]
+  est = np.asarray(A.reconstruct(one_hot, 40.0, 250, method="mle"))
+  np.testing.assert_allclose(est, 250 * one_hot, atol=0.5)
+  h = TABLE[[5]]
+  fresh, cached = A.cramer_rao(h, 40.0, 10_000), A.cramer_rao(h, 40.0, 1)
+  np.testing.assert_allclose(cached.error, 100 * np.asarray(fresh.error), rtol=1e-12)
