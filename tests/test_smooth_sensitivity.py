@@ -148,18 +148,17 @@ def test_q0_is_where_theorem6_meets_the_data_independent_bound():
 
 
 def test_plateau_everywhere_inside_q1_q0():
-  """A histogram whose q lies in [q1, q0] does not walk: A(d) is the plateau for all d."""
-  sigma, order, t = 40.0, 20.0, 250
-  log_q0, log_q1, _ = (float(x[0]) for x in ss.gnmax_constants(sigma, jnp.array([order]),
-                                                                  num_classes=2))
-  gaps = np.arange(0, 251, 2)
-  log_qs = scipy.special.log_ndtr(-gaps / (math.sqrt(2.0) * sigma))
-  inside = gaps[(log_qs >= log_q1) & (log_qs <= log_q0)]
-  assert inside.size
-  n0 = (t + inside[0]) // 2
-  out = np.asarray(acc.gnmax_local_sensitivity(np.array([n0, t - n0]), t, sigma, order))
-  np.testing.assert_allclose(out, out[0], rtol=0)
-  assert out[0] > 0
+  """A histogram whose q lies in [q1, q0] does not walk: A(d) is the plateau for all d.
+  (Row 0; the shapes and noise of the loop test, so nothing new is compiled.)"""
+  sigma, order = 3.0, 6.0
+  votes = synthetic_votes(3, 6, 60, 5)
+  votes[0] = [30, 21, 9, 0, 0]
+  log_q0, log_q1, plateau = (float(x[0]) for x in ss.gnmax_constants(
+      sigma, jnp.array([order]), num_classes=5))
+  assert log_q1 <= float(acc.gnmax_log_q(votes, sigma)[0]) <= log_q0
+  out = np.asarray(acc.gnmax_local_sensitivity(votes, 60, sigma, order))[0]
+  np.testing.assert_allclose(out, plateau, rtol=0)
+  assert plateau > 0
 
 
 # ------------------------------------------------------------------ the loop of the same maths
@@ -199,9 +198,6 @@ def test_vmap_equals_loop_and_leading_axis():
   looped = np.stack([single(row) for row in votes])
   np.testing.assert_allclose(mapped, looped, rtol=1e-13, atol=1e-300)
   np.testing.assert_allclose(batched, looped, rtol=1e-13, atol=1e-300)
-  thr = lambda row: acc.threshold_local_sensitivity(row, 60, 25.0, 3.0, 8.0)
-  np.testing.assert_allclose(jax.vmap(thr)(jnp.asarray(votes)),
-                             np.stack([thr(row) for row in votes]), rtol=1e-13, atol=1e-300)
 
 
 def test_orders_axis_equals_one_order_at_a_time():
@@ -212,9 +208,6 @@ def test_orders_axis_equals_one_order_at_a_time():
   for k, lam in enumerate(orders):
     np.testing.assert_allclose(many[:, k], acc.gnmax_local_sensitivity(votes, 60, 4.0, lam),
                                rtol=1e-13, atol=1e-300)
-  thr = acc.threshold_local_sensitivity(votes, 60, 25.0, 3.0, orders)
-  np.testing.assert_allclose(thr[:, 1], acc.threshold_local_sensitivity(votes, 60, 25.0, 3.0,
-                                                                        8.0), rtol=1e-13)
 
 
 # ------------------------------------------------------------------ gradients
@@ -230,15 +223,12 @@ def _central_difference(f, x, eps=1e-6):
 
 
 def test_gradient_of_local_sensitivity_in_sigma():
-  """Through q0 (implicit-function derivative of the bisection) and the walk, away from
-  the walk's switching points: forward mode (one scalar input) against central differences."""
+  """Through q0, q1 and the plateau (the implicit-function derivative of the bisection),
+  Algorithm 3 and the walk, away from the walk's switching points: forward mode (one
+  scalar input) against central differences."""
   votes = synthetic_votes(3, 6, 60, 5)
   f = lambda s: jnp.sum(acc.gnmax_local_sensitivity(votes, 60, s, 6.0))
   np.testing.assert_allclose(jax.jacfwd(f)(3.0), _central_difference(f, 3.0), rtol=1e-5)
-  q0 = jax.jit(lambda s: ss.gnmax_constants(s, jnp.array([8.0, 20.0]), num_classes=5)[0][1])
-  np.testing.assert_allclose(jax.jacfwd(q0)(5.0), _central_difference(q0, 5.0), rtol=1e-6)
-  t = lambda s: jnp.sum(acc.threshold_local_sensitivity(votes, 60, 40.0, s, 8.0))
-  np.testing.assert_allclose(jax.jacfwd(t)(4.0), _central_difference(t, 4.0), rtol=1e-5)
 
 
 # ------------------------------------------------------------------ release
