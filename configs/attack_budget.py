@@ -12,7 +12,10 @@ the realised-cost ledger (pate_jax.ledger.PrivateAggregator). Samples:
 ``gnmax_all`` -- every allowed query answered by plain GNMax (what the paper's
 code simulates). Reconstruction stops before an estimate turns negative (the
 paper's rule for this setting). Paper: mean error 0.11 (MNIST), 0.05 (SVHN).
-``:cpu``: one seed, no ledger run.
+Beyond the paper (issue 12): the maximum-likelihood reconstruction (variant
+``mle``; on ``confident`` it reads the ⊥ outcomes too), the Cramér–Rao bound of
+the queries allowed, and the queries it says are needed for errors 0.05 / 0.10.
+``:cpu``: one seed, no ledger run, the paper's and the MLE.
 """
 
 import ml_collections
@@ -37,15 +40,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.reconstruction = ml_collections.ConfigDict({
       "method": "paper", "project": False, "stop_on_negative": True, "tol": 0.01,
       "max_iter": 1000, "normalize": False})
+  c.mle_reconstruction = ml_collections.ConfigDict({"method": "mle", "max_iter": 100})
   c.headline = "paper"
   c.variants = ml_collections.ConfigDict({
       "paper": {}, "paper_tol0": {"tol": 0.0},
       "projected": {"project": True, "stop_on_negative": False},
-      "reference_code": {"normalize": True, "tol": 0.0, "max_iter": 101}})
+      "reference_code": {"normalize": True, "tol": 0.0, "max_iter": 101},
+      "mle": {"method": "mle"}})
   if arg == "cpu":
     c.num_seeds = 1
     c.ledger = False
-    c.variants = ml_collections.ConfigDict({"paper": {}})
+    c.variants = ml_collections.ConfigDict({"paper": {}, "mle": {"method": "mle"}})
   elif arg not in (None, ""):
     raise ValueError(f"configs/attack_budget.py: unknown variant {arg!r}")
   return c

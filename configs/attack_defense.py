@@ -9,7 +9,9 @@ query input (pate_jax.aggregation's query ids; every repeat gets the same
 answer). Errors side by side, with what the top class alone reveals (the same
 solver on a one-hot q̄ on the true top class, and the guess "all N votes on the
 top class"); a replay against the consistent-mode ledger checks that the repeats
-are charged once.
+are charged once. Beyond the paper (issue 12): the maximum-likelihood
+reconstruction against both, and the Cramér–Rao bound: ``n`` fresh answers carry
+``n·I(H)``, the defense's cached answers one draw's ``I(H)`` whatever ``n``.
 """
 
 import ml_collections
@@ -27,8 +29,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.reconstruction = ml_collections.ConfigDict({
       "method": "paper", "project": False, "stop_on_negative": False, "tol": 0.01,
       "max_iter": 1000, "normalize": False})
+  c.mle_reconstruction = ml_collections.ConfigDict({"method": "mle", "max_iter": 100})
   c.headline = "paper"
-  c.variants = ml_collections.ConfigDict({"paper": {}, "projected": {"project": True}})
+  c.variants = ml_collections.ConfigDict({"paper": {}, "projected": {"project": True},
+                                          "mle": {"method": "mle"}})
   if arg == "cpu":
     c.num_seeds = 1
   elif arg not in (None, ""):

@@ -5,7 +5,9 @@
 
 ``config.setting`` selects the experiment (see each config's docstring):
 ``fixed`` (Figures 5-7), ``budget`` (Figure 4), ``edge`` (Figure 9), ``defense``
-(Section 5) and ``adult`` (Section 2, Figure 1, Appendix E, Figure 8). Every
+(Section 5), ``adult`` (Section 2, Figure 1, Appendix E, Figure 8) and, beyond the
+paper, ``dirichlet`` (fresh histograms: the maximum-likelihood reconstruction and
+the Cramér–Rao bound, issue 12). Every
 run writes ``results.json`` (per-histogram queries, ε and error) and PNG figures
 into ``--workdir``. The experiments themselves are in :mod:`pate_jax.attacks`.
 
@@ -29,14 +31,26 @@ _DATASETS = ("mnist", "svhn")
 
 
 def _variants(config) -> dict[str, dict]:
-  """``{variant: reconstruction options}``, ``config.headline`` first (ConfigDict keys sort)."""
+  """``{variant: reconstruction options}``, ``config.headline`` first (ConfigDict keys sort).
+
+  A variant overrides ``config.reconstruction``, or ``config.mle_reconstruction``
+  when it sets ``method="mle"`` (the paper's options do not apply to the MLE).
+  """
   names = list(config.variants.keys())
   head = config.get("headline", "paper")
   if head not in names:
     raise ValueError(f"config.headline {head!r} is not one of the variants {names}")
-  base = config.reconstruction.to_dict()
-  return {n: {**base, **config.variants[n].to_dict()}
-          for n in [head] + [n for n in names if n != head]}
+
+  def options(name):
+    override = config.variants[name].to_dict()
+    mle = override.get("method") == "mle"
+    base = config.get("mle_reconstruction") if mle else config.reconstruction
+    if base is None:
+      raise ValueError(f"config.variants.{name} is an MLE variant but the config has no "
+                       "mle_reconstruction")
+    return {**base.to_dict(), **override}
+
+  return {n: options(n) for n in [head] + [n for n in names if n != head]}
 
 
 def _mc_keys(config, key) -> jax.Array:
@@ -55,10 +69,50 @@ def run_fixed(config, key, workdir) -> dict:
       num_queries=config.num_queries, variants=_variants(config),
       privacy=config.datasets.to_dict(), conversion=config.conversion)
   results["figures"] = attacks.plot_fixed_queries(workdir, results, config.num_seeds)
+  if config.get("query_counts"):
+    datasets, groups, _ = attacks.table1_labels(names)
+    labels = [f"{d} {g}" for d, g in zip(datasets, groups)]
+    results["query_sweep"] = _query_sweep(config, key, hists, labels, workdir,
+                                          "Table 1 histograms")
+    results["figures"].append(results["query_sweep"]["figure"])
   _print_summary(results)
   for k, c in results["correlation"].items():
     print(f"Pearson r(error, ε_{k}) = {c['per_histogram_and_sigma']['r']:.3f} (120 points), "
           f"{c['per_histogram_sigma_averaged']['r']:.3f} (30 σ-averaged)")
+  return results
+
+
+def _query_sweep(config, key, hists, groups, workdir, what) -> dict:
+  variants = _variants(config)
+  sweep = attacks.query_sweep(
+      jax.vmap(jax.random.fold_in, (0, None))(_mc_keys(config, key), 1_000_000), hists,
+      groups, sigma=config.sweep_sigma, query_counts=config.query_counts,
+      variants={v: variants[v] for v in config.sweep_variants})
+  sweep["figure"] = attacks.plot_error_vs_queries(
+      pathlib.Path(workdir) / "error_vs_queries.png", sweep,
+      f"{what}: mean error vs queries, {config.num_seeds} runs")
+  for v, e in sweep["error_mean"].items():
+    print(f"[{v}] error by M: " + ", ".join(f"{m}: {x:.4f}" for m, x in
+                                              zip(sweep["num_queries"], e)))
+  print("Cramér–Rao by M: " + ", ".join(f"{m}: {x:.4f}" for m, x in
+                                        zip(sweep["num_queries"], sweep["cramer_rao_error"])))
+  return sweep
+
+
+def run_dirichlet(config, key, workdir) -> dict:
+  hists, names = attacks.dirichlet_histograms(
+      rng.stream(key, "attack_sample"), config.alphas, config.num_per_alpha,
+      num_teachers=config.num_teachers, num_classes=config.num_classes)
+  results = attacks.fresh_histograms(
+      _mc_keys(config, key), hists, names, sigma=config.sigma, num_queries=config.num_queries,
+      variants=_variants(config), budget=config.budget.to_dict() if config.budget else None,
+      conversion=config.conversion, num_teachers=config.num_teachers)
+  if config.get("query_counts"):
+    results["query_sweep"] = _query_sweep(
+        config, key, hists, [n.split("/")[0] for n in names], workdir,
+        f"Dirichlet(α·1) histograms, {config.num_teachers} votes")
+  results["figures"] = [results["query_sweep"]["figure"]] if "query_sweep" in results else []
+  _print_summary(results)
   return results
 
 
@@ -84,6 +138,7 @@ def run_budget(config, key, workdir) -> dict:
     results["histograms"].extend(out["histograms"])
     print(f"{ds}: mean error {out['summary']['mean_error']} (paper: "
           f"{0.11 if ds == 'mnist' else 0.05}); ledger {out['summary'].get('ledger_mean_error')}")
+    print(f"{ds}: Cramér–Rao {out['summary']['cramer_rao']}")
   results["figures"] = [attacks.plot_budget(
       pathlib.Path(workdir) / "fig4_budget_limited.png", results,
       {ds: config.datasets[ds].budget for ds in _DATASETS})]
@@ -183,7 +238,7 @@ def run(config, workdir: str) -> dict:
   key = rng.root_key(config.seed)
   pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
   runners = {"fixed": run_fixed, "budget": run_budget, "edge": run_edge,
-             "defense": run_defense, "adult": run_adult}
+             "defense": run_defense, "adult": run_adult, "dirichlet": run_dirichlet}
   if config.setting not in runners:
     raise ValueError(f"config.setting must be one of {sorted(runners)}, got "
                      f"{config.setting!r}")

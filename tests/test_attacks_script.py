@@ -43,6 +43,11 @@ def _config(setting, tmp_path):
     c.num_queries, c.sigmas = 200, (40.0, 80.0)
   if setting == "fixed":
     c.num_seeds = 2
+    c.query_counts = (100, 400)   # error_vs_queries.png: paper, MLE, bound
+  if setting == "defense":
+    del c.variants["mle"]         # the MLE against the defense: tests/test_attacks_mle.py
+  if setting == "dirichlet":
+    c.alphas, c.num_per_alpha, c.num_queries, c.query_counts = (0.3, 1.0), 2, 500, (200, 800)
   if setting == "budget":
     c.datasets.mnist.budget, c.datasets.svhn.budget = 0.3, 0.6
   if setting == "defense":
@@ -55,7 +60,7 @@ def _config(setting, tmp_path):
 
 
 @pytest.mark.parametrize("setting, figures", [
-    ("fixed", 3), ("budget", 1), ("edge", 1), ("defense", 1), ("adult", 1)])
+    ("fixed", 4), ("budget", 1), ("edge", 1), ("defense", 1), ("adult", 1), ("dirichlet", 1)])
 def test_attack_script_writes_results_and_figures(setting, figures, tmp_path):
   script = _load("experiments", "attack.py")
   config = _config(setting, tmp_path)
