@@ -21,14 +21,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.single_sigma = 40.0
   c.repeats = 10                 # timed end-to-end runs of the single histogram
   c.sweep_repeats = 3            # timed runs of the 30 × 4σ sweep
-  c.methods = ("paper", "projected", "optax")   # reconstructions timed on the sweep
+  c.methods = ("paper", "projected", "optax", "mle")   # reconstructions timed on the sweep
+  c.single_methods = ("paper", "mle")           # one fresh histogram end to end
+  c.fresh_alphas = (0.05, 0.3, 1.0)
+  c.gradient_sigmas = (5.0, 20.0, 40.0, 100.0, 400.0)
+  c.gradient_step = 1e-3                        # finite-difference step, in units of σ
   c.quadrature_points = (17, 25, 33, 49, 97)    # trapezoid node counts (Gaussian)
   c.quadrature_points_laplace = (201, 401, 801, 1601)
   c.quadrature_sigmas = (0.01, 1.0, 10.0, 40.0, 100.0, 400.0)
   if arg == "cpu":
     c.repeats = 3
     c.sweep_repeats = 1
-    c.methods = ("paper",)
+    c.methods = ("paper", "mle")
   elif arg not in (None, ""):
     raise ValueError(f"configs/attack_bench.py: unknown variant {arg!r}")
   return c

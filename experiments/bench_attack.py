@@ -11,7 +11,13 @@ Measures, after one warm-up (compiling) call with another key:
     stage, for each reconstruction method;
   * ``q_eval``: one trapezoid Q(H) and one accurate Q(H);
   * ``quadrature``: max |Q_trapezoid - Q_accurate| and max |Σ Q_trapezoid - 1| in
-    float64 over Table 1 × ``quadrature_sigmas`` for several node counts.
+    float64 over Table 1 × ``quadrature_sigmas`` for several node counts;
+  * ``gradients``: the autodiff Jacobian ∂Q/∂H of the trapezoid rule (what the
+    MLE's Newton steps and the Fisher information use) against central finite
+    differences of the accurate quadrature, and the Fisher information
+    ``Jᵀ diag(1/Q) J`` from both, float64, Table 1 × ``gradient_sigmas``;
+  * ``single_mle`` (with ``single_methods``): one histogram end to end with the
+    maximum-likelihood reconstruction, on the config's fresh Dirichlet histograms.
 Wall-clock and process CPU seconds are both recorded, with the 1/5/15-minute
 load averages before and after (the 2 cores are shared).
 """
@@ -27,7 +33,8 @@ import numpy as np
 from pate_jax import attacks, experiment, rng
 
 
-_METHOD_KWARGS = {"paper": {}, "projected": {"project": True}, "optax": {"method": "optax"}}
+_METHOD_KWARGS = {"paper": {}, "projected": {"project": True}, "optax": {"method": "optax"},
+                  "mle": {"method": "mle"}}
 
 
 def _timed(fn):
@@ -41,21 +48,22 @@ def _attack(key, hists, sigma, m, kwargs):
   return attacks.reconstruct_details(q_bar, sigma, attacks.TABLE1_NUM_TEACHERS, **kwargs)
 
 
-def bench_single(config, key, truth):
-  h = attacks.table1_histogram(config.single_histogram)
+def bench_single(config, key, truth, method="paper", hist=None):
+  h = attacks.table1_histogram(config.single_histogram) if hist is None else hist
   s, m = config.single_sigma, config.num_queries
-  _, first, _ = _timed(lambda: _attack(jax.random.fold_in(key, 10_000), h, s, m, {}))
+  kw = _METHOD_KWARGS[method]
+  _, first, _ = _timed(lambda: _attack(jax.random.fold_in(key, 10_000), h, s, m, kw))
   walls, cpus, errors, steps = [], [], [], []
-  for r in experiment.progress(range(config.repeats), desc="single"):
-    rec, wall, cpu = _timed(lambda r=r: _attack(jax.random.fold_in(key, r), h, s, m, {}))
+  for r in experiment.progress(range(config.repeats), desc=f"single {method}"):
+    rec, wall, cpu = _timed(lambda r=r: _attack(jax.random.fold_in(key, r), h, s, m, kw))
     walls.append(wall)
     cpus.append(cpu)
     errors.append(float(attacks.normalized_l1_error(h, rec.histogram)))
     steps.append(int(rec.num_steps))
   # Stage split (one more run).
   q_bar, t_mc, _ = _timed(lambda: attacks.sample_answers(jax.random.fold_in(key, 99), h, s, m))
-  _, t_rec, _ = _timed(lambda: attacks.reconstruct_details(q_bar, s, 250))
-  return {"histogram": config.single_histogram, "sigma": s, "num_queries": m,
+  _, t_rec, _ = _timed(lambda: attacks.reconstruct_details(q_bar, s, 250, **kw))
+  return {"histogram": np.asarray(h).tolist(), "method": method, "sigma": s, "num_queries": m,
           "first_call_seconds": first, "wall_seconds": walls, "cpu_seconds": cpus,
           "median_wall_seconds": float(np.median(walls)),
           "median_cpu_seconds": float(np.median(cpus)),
@@ -113,6 +121,50 @@ def quadrature(config, hists):
   return rows
 
 
+def gradients(config, hists):
+  """Autodiff ∂Q/∂H of the trapezoid rule vs central differences of the accurate Q."""
+  from pate_jax.attacks import _output_distribution as od  # pylint: disable=g-import-not-at-top
+  rows = []
+  with jax.enable_x64(True):
+    h = np.asarray(hists, np.float64)
+    for s in config.gradient_sigmas:
+      jac = np.asarray(jax.jit(jax.vmap(jax.jacfwd(lambda x, s=s: od.trapezoid_single(x, s))))(
+          h))
+      acc = jax.jit(jax.vmap(lambda x, s=s: od.accurate_single(x, s)))
+      eps = config.gradient_step * s
+      cols = []
+      for i in range(h.shape[1]):
+        e = np.zeros(h.shape[1])
+        e[i] = eps
+        cols.append((np.asarray(acc(h + e)) - np.asarray(acc(h - e))) / (2 * eps))
+      fd = np.stack(cols, -1)                                                  # [B, C, C]
+      err = np.abs(jac - fd).max((1, 2))
+      scale = np.abs(fd).max((1, 2))
+      q = np.asarray(acc(h))
+      f_fd = np.einsum("bkc,bk,bkd->bcd", fd, 1.0 / np.maximum(q, 1e-300), fd)
+      f_ad = np.asarray(attacks.fisher_information(h, s))
+      informative = scale > 1e-6       # rows whose Jacobian is not all ~0 (σ ≪ gaps)
+      f_norm = np.linalg.norm(f_fd, axis=(1, 2))
+      f_err = np.linalg.norm(f_ad - f_fd, axis=(1, 2)) / np.where(informative, f_norm, 1.0)
+      rel = err / np.where(informative, scale, 1.0)
+      rows.append({
+          "sigma": float(s), "max_abs_jacobian_error": float(err.max()),
+          "max_abs_jacobian": float(scale.max()),
+          "max_relative_jacobian_error": float(rel[informative].max())
+          if informative.any() else None,
+          "num_informative_histograms": int(informative.sum()),
+          "fisher_relative_error_max": float(f_err[informative].max())
+          if informative.any() else None,
+          "fisher_relative_error_median": float(np.median(f_err[informative]))
+          if informative.any() else None})
+      r = rows[-1]
+      print(f"σ={s:g}: max|J_AD - J_FD| = {r['max_abs_jacobian_error']:.1e} (max|J| "
+            f"{r['max_abs_jacobian']:.1e}); relative per histogram ≤ "
+            f"{r['max_relative_jacobian_error']}; Fisher relative error max "
+            f"{r['fisher_relative_error_max']}, median {r['fisher_relative_error_median']}")
+  return rows
+
+
 def run(config, workdir: str) -> dict:
   key = rng.stream(rng.root_key(config.seed), "attack_answers")
   hists, names = attacks.table1_histograms()
@@ -128,10 +180,22 @@ def run(config, workdir: str) -> dict:
     print(f"sweep 30x{len(config.sigmas)} [{method}]: median {r['median_wall_seconds']:.2f} s "
           f"wall ({r['wall_seconds_per_histogram'] * 1e3:.1f} ms/histogram); first call "
           f"{r['first_call_seconds']:.1f} s; mean error {np.mean(r['mean_errors']):.4f}")
+  if config.get("single_methods"):
+    fresh, _ = attacks.dirichlet_histograms(
+        rng.stream(rng.root_key(config.seed), "attack_sample"), config.fresh_alphas, 1)
+    results["single_fresh"] = {}
+    for method in config.single_methods:
+      out = [bench_single(config, jax.random.fold_in(key, 2), hists, method, h) for h in fresh]
+      results["single_fresh"][method] = out
+      print(f"single fresh histogram end to end [{method}] (α = {config.fresh_alphas}): "
+            "median " + ", ".join(f"{o['median_wall_seconds']:.3f}" for o in out) + " s wall; "
+            "first call " + ", ".join(f"{o['first_call_seconds']:.1f}" for o in out) + " s")
   results["q_eval"] = bench_q(config, hists)
   print("Q(H) one histogram:", {k: f"{v['median_seconds'] * 1e3:.2f} ms"
                                 for k, v in results["q_eval"].items()})
   results["quadrature"] = quadrature(config, hists)
+  if config.get("gradient_sigmas"):
+    results["gradients"] = gradients(config, hists)
   results["load_average_after"] = os.getloadavg()
   print("load average before/after:", results["load_average_before"],
         results["load_average_after"])
