@@ -35,6 +35,7 @@ from absl import logging
 import numpy as np
 
 from pate_jax import _checks as v
+from pate_jax import accounting as acc
 from pate_jax import aggregation
 from pate_jax import experiment
 from pate_jax import labels as labels_lib
@@ -80,6 +81,21 @@ def _previous(workdir: pathlib.Path, index: np.ndarray) -> dict[str, Any] | None
                      "than the current ones; keep its votes.npz, or start a new budget in a "
                      "new workdir")
   return prior
+
+
+def _release(config: Any, mechanism: Any, params: dict, votes: np.ndarray,
+             answered: np.ndarray) -> dict[str, Any] | str:
+  """The publishable ε: the data-dependent ε released with smooth sensitivity (Papernot
+  et al. 2018; :func:`pate_jax.accounting.release_record`), for GNMax and Confident-GNMax.
+  LNMax has no such analysis: its publishable ε is the data-independent one."""
+  if mechanism.name not in ("gnmax", "confident_gnmax"):
+    return (f"{mechanism.name}: no smooth-sensitivity analysis; publish the "
+            "data-independent ε")
+  if not votes.shape[0]:
+    return "nothing was charged"
+  return acc.release_record(rng.stream(rng.root_key(config.seed), "epsilon_release"), votes,
+                            mechanism=mechanism.name, params=params, delta=config.delta,
+                            answered=answered, conversion=config.conversion)
 
 
 def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
@@ -140,6 +156,8 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
       "epsilon": mechanisms.epsilon_report(
           mechanism, params, votes, answered, charged, delta=config.delta, orders=orders,
           max_moment=int(config.max_moment)),
+      "epsilon_release": _release(config, mechanism, params, votes[charged],
+                                  answered[charged]),
       "ledger": {"epsilon": aggregator.epsilon, "best_order": aggregator.best_order,
                  "epsilon_max": aggregator.epsilon_max, "accounting": aggregator.accounting,
                  "num_charged": aggregator.num_charged,

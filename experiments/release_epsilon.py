@@ -44,16 +44,9 @@ from pate_jax import votes as votes_lib
 TF_PRIVACY_ORDERS = np.concatenate([np.arange(2.0, 100.5, 0.5),
                                     np.logspace(np.log10(100.0), np.log10(500.0), 100)])
 
-# The stream of the release noise. pate_jax.rng has no such stream yet: until it is added
-# (as id 14), the same key is derived here by hand (stream(root, name) = fold_in(root,
-# STREAMS_BASE + id)), so the numbers do not change when it is.
-_RELEASE_STREAM, _RELEASE_STREAM_ID = "epsilon_release", 14
-
-
 def release_key(root: jax.Array) -> jax.Array:
-  if _RELEASE_STREAM in rng.STREAMS:
-    return rng.stream(root, _RELEASE_STREAM)
-  return jax.random.fold_in(root, rng.STREAMS_BASE + _RELEASE_STREAM_ID)
+  """The key of the release noise: the run's ``epsilon_release`` stream (pate_jax.rng)."""
+  return rng.stream(root, "epsilon_release")
 
 
 def _floats(release: acc.Release) -> dict[str, float]:

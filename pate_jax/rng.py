@@ -55,6 +55,7 @@ STREAMS: Mapping[str, int] = types.MappingProxyType({
     "attack_ledger": 11,  # the real PrivateAggregator the attacker queries
     "attack_sample": 12,  # which individuals / rows the attacker draws
     "bench_data": 13,     # synthetic inputs of the benchmarks
+    "epsilon_release": 14,  # noise of the smooth-sensitivity release of a data-dependent ε
 })
 """Stream name -> id (offset by :data:`STREAMS_BASE`). Append; never reuse an id."""
 

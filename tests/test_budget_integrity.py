@@ -454,3 +454,21 @@ def test_property_released_epsilon_never_exceeds_the_budget():
   # The sessions exercise every path, and the budget binds in many of them.
   assert min(stats.values()) > 200 and num_released > 5000 and num_binding > 200, (
       stats, num_released, num_binding)
+
+
+def test_the_aggregate_stage_reports_a_publishable_epsilon(tmp_path):
+  # GNMax: the data-dependent ε is released with smooth sensitivity (issue 11); the
+  # private part is kept apart. LNMax has no such analysis and says so.
+  script, config = _aggregate_setup(tmp_path)
+  config.epsilon_max, config.data_dependent = 20.0, True
+  r = script.run(config, tmp_path / "gnmax")
+  rel = r["epsilon_release"]
+  assert rel["weights"] == "realised" and np.isfinite(rel["epsilon_released"])
+  assert rel["sigma_ss"] > 0 and 0 < rel["beta"]
+  private = rel["private"]
+  assert private["answered"] == r["num_answered"]
+  # The release costs something on top of the data-dependent ε it publishes.
+  assert private["epsilon_with_release_cost"] >= private["epsilon_data_dependent"]
+  config.mechanism, config.gamma = "lnmax", 0.05
+  r = script.run(config, tmp_path / "lnmax")
+  assert "data-independent" in r["epsilon_release"]
