@@ -27,6 +27,9 @@ from pate_jax import labels as labels_lib
 from pate_jax import votes as votes_lib
 
 
+ACTIVE_LEDGER = "active_ledger.npz"  # the active learner's persisted ledger
+
+
 def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   """labels.npz and the aggregate stage's results in ``out``, from experiments/aggregate.py
   with the run's seed. A rerun resumes the ledger saved with the labels: rows already
@@ -54,7 +57,9 @@ def run(config, workdir: str) -> dict:
   student = students.build_student(config.student.name, num_classes, pool.shape[1:],
                                    **config.student.kwargs.to_dict())
   fit_kwargs = {"num_steps": int(config.num_steps), "batch_size": int(config.batch_size),
-                "segment_steps": int(config.segment_steps)}
+                "segment_steps": int(config.segment_steps),
+                "fingerprint": {"student": config.student.to_dict(), "labels": config.labels},
+                "restart": bool(config.get("restart", False))}
   key = rng.stream(root, "student_train")
   results: dict = {"student": config.student.name, "labels": config.labels,
                    "dataset": votes["dataset"], "num_teachers": votes["num_teachers"], "pool_size": int(pool.shape[0]),
@@ -65,13 +70,19 @@ def run(config, workdir: str) -> dict:
   if config.get("active") and config.active.round_sizes:
     with config.aggregate.unlocked():
       config.aggregate.seed = config.seed
-    aggregator, mechanism, params, orders = aggregate.make_aggregator(config.aggregate)
+    ledger_file = workdir / ACTIVE_LEDGER
+    prior = dict(np.load(ledger_file)) if ledger_file.exists() else None
+    if prior is not None:
+      print(f"resuming the active learner's ledger in {ledger_file}")
+    aggregator, mechanism, params, orders = aggregate.make_aggregator(config.aggregate,
+                                                                      ledger=prior)
     empty = np.zeros((0,), np.int64)
     out = students.active_learning(
         student, students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes),
         aggregator, votes["votes"][:votes["num_pool"]], key,
         round_sizes=config.active.round_sizes, fit_kwargs=fit_kwargs,
-        checkpoint_dir=str(workdir / "checkpoints"))
+        checkpoint_dir=str(workdir / "checkpoints"),
+        on_answer=lambda: _save_ledger(ledger_file, aggregator.ledger_record()))
     fit, index, labels = out.fit, out.labelled_index, out.labels
     every = np.ones(index.size, bool)
     results.update({"active_rounds": out.rounds, "stopped_by_budget": out.stopped_by_budget,
@@ -114,6 +125,14 @@ def run(config, workdir: str) -> dict:
   })
   experiment.write_results(workdir, results, config=config, seed=config.seed)
   return results
+
+
+def _save_ledger(path: pathlib.Path, record: dict) -> None:
+  """Writes the active learner's ledger atomically (a rerun resumes it)."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(path.name + ".tmp.npz")
+  np.savez(tmp, **record)
+  tmp.replace(path)
 
 
 def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -46,6 +46,7 @@ def least_confident(probs: np.ndarray, candidates: np.ndarray, num: int) -> np.n
 def active_learning(student: Student, data: StudentData, aggregator: Any,
                     pool_votes: np.ndarray, key: jax.Array, *, round_sizes: Sequence[int],
                     fit_kwargs: dict, checkpoint_dir: str | None = None,
+                    on_answer: Callable[[], None] | None = None,
                     log: Callable[[str], None] | None = print) -> ActiveResult:
   """Runs the rounds of the module docstring.
 
@@ -60,7 +61,13 @@ def active_learning(student: Student, data: StudentData, aggregator: Any,
     round_sizes: queries asked per round (round 0 first).
     fit_kwargs: passed to :func:`pate_jax.students.fit` (steps, batch size, ...).
     checkpoint_dir: round ``r`` checkpoints under ``<dir>/round_<r>``.
+    on_answer: called after every round's queries were answered (e.g. to persist
+      the aggregator's ledger before anything is trained on its answers).
     log: progress lines (None: silent).
+
+  A consistent aggregator (``aggregator.consistent``) is asked with the pool rows as
+  query ids: a rerun that resumes its ledger asks the same rows again (each round's
+  student resumes bit-identically) and gets the recorded answers, free.
   """
   sizes = [int(s) for s in round_sizes]
   if not sizes or min(sizes) < 1:
@@ -81,7 +88,10 @@ def active_learning(student: Student, data: StudentData, aggregator: Any,
     else:
       probs = probabilities(student, result.state, data.pool)
       rows = least_confident(probs, np.flatnonzero(~asked), size)
-    out = aggregator.answer(np.asarray(pool_votes[rows]))
+    ids = {"query_ids": rows} if getattr(aggregator, "consistent", False) else {}
+    out = aggregator.answer(np.asarray(pool_votes[rows]), **ids)
+    if on_answer is not None:
+      on_answer()
     asked[rows] = True
     ok = np.asarray(out.status) == Status.ANSWERED
     index.append(rows[ok])
