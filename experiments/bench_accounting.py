@@ -67,15 +67,6 @@ def public_api_accounting(votes, gamma, sigma, threshold, sigma_threshold, delta
   return eps_ln, moment, eps_conf, order
 
 
-def _timed(fn, repeats):
-  """Wall and CPU seconds of ``repeats`` calls of ``fn`` (each blocked until ready)."""
-  wall, cpu = [], []
-  for _ in range(repeats):
-    start, cpu_start = time.perf_counter(), time.process_time()
-    jax.block_until_ready(fn())
-    wall.append(time.perf_counter() - start)
-    cpu.append(time.process_time() - cpu_start)
-  return wall, cpu
 
 
 def run(config, workdir: str) -> dict:
@@ -99,7 +90,7 @@ def run(config, workdir: str) -> dict:
     start = time.perf_counter()
     out = jax.block_until_ready(account(votes_dev))
     compile_and_first_run = time.perf_counter() - start
-    runs, cpu_runs = _timed(lambda: account(votes_dev), repeats)
+    runs, cpu_runs = experiment.timed(lambda: account(votes_dev), repeats)
     eps_ln, moment, eps_conf, order, _ = (np.asarray(x) for x in out)
 
   # End to end through the validating public API, on the device-resident votes and on the
@@ -107,8 +98,8 @@ def run(config, workdir: str) -> dict:
   public_runs = {}
   for where, data in (("device", votes_dev), ("host", votes)):
     jax.block_until_ready(public_api_accounting(data, orders=orders, **params))
-    public_runs[where] = _timed(lambda: public_api_accounting(data, orders=orders, **params),
-                                repeats)[0]
+    public_runs[where] = experiment.timed(
+        lambda: public_api_accounting(data, orders=orders, **params), repeats)[0]
   public_device = statistics.median(public_runs["device"])
   public_host = statistics.median(public_runs["host"])
 

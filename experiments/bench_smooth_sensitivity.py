@@ -189,16 +189,6 @@ def loop_release(votes, num_teachers, threshold, sigma_threshold, sigma, order, 
 # ----------------------------------------------------------------------------- benchmark
 
 
-def _timed(fn, repeats):
-  wall, cpu = [], []
-  for _ in range(repeats):
-    start, cpu_start = time.perf_counter(), time.process_time()
-    jax.block_until_ready(fn())
-    wall.append(time.perf_counter() - start)
-    cpu.append(time.process_time() - cpu_start)
-  return wall, cpu
-
-
 def run(config, workdir: str) -> dict:
   q, t, c = int(config.num_queries), int(config.num_teachers), int(config.num_classes)
   params = {k: float(config[k]) for k in ("threshold", "sigma_threshold", "sigma", "delta")}
@@ -210,12 +200,12 @@ def run(config, workdir: str) -> dict:
   start = time.perf_counter()
   out = jax.block_until_ready(release())
   compile_and_first_run = time.perf_counter() - start
-  runs, cpu_runs = _timed(release, repeats)
+  runs, cpu_runs = experiment.timed(release, repeats)
   local = lambda: (acc.gnmax_local_sensitivity(votes, t, params["sigma"], order),
                    acc.threshold_local_sensitivity(votes, t, params["threshold"],
                                                    params["sigma_threshold"], order))
   jax.block_until_ready(local())
-  ls_runs, _ = _timed(local, repeats)
+  ls_runs, _ = experiment.timed(local, repeats)
 
   n_loop = min(int(config.loop_queries), q)
   start, cpu_start = time.perf_counter(), time.process_time()

@@ -238,3 +238,16 @@ def load_script(path: str | os.PathLike) -> Any:
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]]:
+  """Wall and CPU seconds of ``repeats`` calls of ``fn`` (each blocked until ready): the
+  benchmarks' timer."""
+  import jax  # pylint: disable=g-import-not-at-top
+  wall, cpu = [], []
+  for _ in range(repeats):
+    start, cpu_start = time.perf_counter(), time.process_time()
+    jax.block_until_ready(fn())
+    wall.append(time.perf_counter() - start)
+    cpu.append(time.process_time() - cpu_start)
+  return wall, cpu
