@@ -30,29 +30,6 @@ from pate_jax import attacks, experiment, rng
 _DATASETS = ("mnist", "svhn")
 
 
-def _variants(config) -> dict[str, dict]:
-  """``{variant: reconstruction options}``, ``config.headline`` first (ConfigDict keys sort).
-
-  A variant overrides ``config.reconstruction``, or ``config.mle_reconstruction``
-  when it sets ``method="mle"`` (the paper's options do not apply to the MLE).
-  """
-  names = list(config.variants.keys())
-  head = config.get("headline", "paper")
-  if head not in names:
-    raise ValueError(f"config.headline {head!r} is not one of the variants {names}")
-
-  def options(name):
-    override = config.variants[name].to_dict()
-    mle = override.get("method") == "mle"
-    base = config.get("mle_reconstruction") if mle else config.reconstruction
-    if base is None:
-      raise ValueError(f"config.variants.{name} is an MLE variant but the config has no "
-                       "mle_reconstruction")
-    return {**base.to_dict(), **override}
-
-  return {n: options(n) for n in [head] + [n for n in names if n != head]}
-
-
 def _mc_keys(config, key) -> jax.Array:
   return attacks.seed_keys(rng.stream(key, "attack_answers"), config.num_seeds)
 
@@ -66,7 +43,7 @@ def run_fixed(config, key, workdir) -> dict:
   hists, names = attacks.table1_histograms()
   results = attacks.fixed_queries(
       _mc_keys(config, key), hists, names, sigmas=config.sigmas,
-      num_queries=config.num_queries, variants=_variants(config),
+      num_queries=config.num_queries, variants=attacks.reconstruction_variants(config),
       privacy=config.datasets.to_dict(), conversion=config.conversion)
   results["figures"] = attacks.plot_fixed_queries(workdir, results, config.num_seeds)
   if config.get("query_counts"):
@@ -83,7 +60,7 @@ def run_fixed(config, key, workdir) -> dict:
 
 
 def _query_sweep(config, key, hists, groups, workdir, what) -> dict:
-  variants = _variants(config)
+  variants = attacks.reconstruction_variants(config)
   sweep = attacks.query_sweep(
       jax.vmap(jax.random.fold_in, (0, None))(_mc_keys(config, key), 1_000_000), hists,
       groups, sigma=config.sweep_sigma, query_counts=config.query_counts,
@@ -105,7 +82,8 @@ def run_dirichlet(config, key, workdir) -> dict:
       num_teachers=config.num_teachers, num_classes=config.num_classes)
   results = attacks.fresh_histograms(
       _mc_keys(config, key), hists, names, sigma=config.sigma, num_queries=config.num_queries,
-      variants=_variants(config), budget=config.budget.to_dict() if config.budget else None,
+      variants=attacks.reconstruction_variants(config),
+      budget=config.budget.to_dict() if config.budget else None,
       conversion=config.conversion, num_teachers=config.num_teachers)
   if config.get("query_counts"):
     results["query_sweep"] = _query_sweep(
@@ -119,7 +97,7 @@ def run_dirichlet(config, key, workdir) -> dict:
 def run_budget(config, key, workdir) -> dict:
   hists, names = attacks.table1_histograms()
   datasets, _, _ = attacks.table1_labels(names)
-  variants = _variants(config)
+  variants = attacks.reconstruction_variants(config)
   results = {"datasets": {}, "histograms": [], "variants": list(variants),
              "headline_variant": next(iter(variants)), "samplers": list(config.samplers)}
   ledger_stream = rng.stream(key, "attack_ledger")
@@ -149,7 +127,7 @@ def run_edge(config, key, workdir) -> dict:
   h = attacks.table1_histogram(config.histogram)
   results = {"histogram": config.histogram, **attacks.edge_sigmas(
       _mc_keys(config, key), h, sigmas=config.sigmas, num_queries=config.num_queries,
-      variants=_variants(config))}
+      variants=attacks.reconstruction_variants(config))}
   results["figures"] = [attacks.plot_edge(
       pathlib.Path(workdir) / "fig9_edge_sigma.png", results,
       f"{config.histogram} {h.tolist()}: {config.num_queries} queries")]
@@ -165,7 +143,7 @@ def run_defense(config, key, workdir) -> dict:
   hists, names = attacks.table1_histograms()
   results = attacks.consistent_answers(
       _mc_keys(config, key), hists, names, sigmas=config.sigmas,
-      num_queries=config.num_queries, variants=_variants(config))
+      num_queries=config.num_queries, variants=attacks.reconstruction_variants(config))
   if config.ledger:
     results["ledger_check"] = [attacks.replay_consistency(
         rng.stream(key, "attack_ledger"), attacks.table1_histogram("svhn/M3"),
@@ -219,7 +197,8 @@ def run_adult(config, key, workdir) -> dict:
       threshold=config.consensus_threshold, num_individuals=config.num_end_to_end,
       sigma=config.sigma, delta=config.delta, budget=config.budget,
       num_teachers=config.num_teachers, conversion=config.conversion,
-      max_queries=config.max_queries, **next(iter(_variants(config).values())))
+      max_queries=config.max_queries,
+      **next(iter(attacks.reconstruction_variants(config).values())))
   queries = [r["queries_allowed"] for r in e2e["individuals"]]
   print(f"Appendix E: agreement {e2e['agreement_with_true_consensus_class']:.2f}, mean error "
         f"{e2e['mean_error']:.4f}, queries {min(queries)}..{max(queries)}")

@@ -62,7 +62,8 @@ def run(config, workdir: str) -> dict:
                 "restart": bool(config.get("restart", False))}
   key = rng.stream(root, "student_train")
   results: dict = {"student": config.student.name, "labels": config.labels,
-                   "dataset": votes["dataset"], "num_teachers": votes["num_teachers"], "pool_size": int(pool.shape[0]),
+                   "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],
+                   "pool_size": int(pool.shape[0]),
                    "num_eval": int(eval_x.shape[0])}
   if config.labels not in ("noisy", "plurality", "probabilities"):
     raise ValueError(f"config.labels must be 'noisy', 'plurality' or 'probabilities', got "

@@ -6,7 +6,7 @@ Writes into ``--workdir``: ``checkpoints/`` (orbax; a restarted run resumes),
 ``votes.npz`` (see pate_jax.votes), ``results.json`` and ``gap.png``.
 
 A rerun resumes only the same run: the checkpoints carry a fingerprint of
-``FINGERPRINT_FIELDS`` and of the training data, and a rerun with other values is
+``teachers.FINGERPRINT_FIELDS`` and of the training data, and a rerun with other values is
 refused (``--config.restart=True`` discards the checkpoints and starts over). A
 checkpoint that does not restore is set aside for the newest one that does. The
 workdir is locked while a run uses it.
@@ -24,37 +24,9 @@ import ml_collections
 import numpy as np
 import optax
 
-from pate_jax import _checks, data, distributed, experiment, memory, models, rng, teachers
+from pate_jax import data, distributed, experiment, memory, models, rng, teachers
 from pate_jax import votes as votes_lib
 from pate_jax.checkpoint import Checkpointer
-
-# What determines the partition and the training (with the training data's digest);
-# not num_steps (a longer run continues the same one), nor how it is computed.
-FINGERPRINT_FIELDS = ("seed", "dataset", "train_subset", "use_extra", "num_teachers", "model",
-                      "learning_rate", "weight_decay", "batch_size", "max_shift",
-                      "compute_dtype")
-
-
-def check_config(config: ml_collections.ConfigDict) -> None:
-  """Rejects out-of-range values before anything is loaded or written (naming the field)."""
-  for name in ("num_steps", "checkpoint_every"):
-    _checks.positive_int(config[name], f"config.{name}")
-  for name in ("train_subset", "batch_size", "max_shift", "query_chunk", "chunk_size"):
-    _checks.positive_int(config.get(name, 0), f"config.{name}", minimum=0)  # 0: off / auto
-  _checks.positive(config.learning_rate, "config.learning_rate")
-  if not _checks.scalar(config.weight_decay, "config.weight_decay") >= 0:
-    raise ValueError(f"config.weight_decay must be >= 0; got {config.weight_decay}")
-  _checks.boolean(config.get("restart", False), "config.restart")
-
-
-def check_data(config: ml_collections.ConfigDict, images: np.ndarray) -> None:
-  """The config values that depend on the data (``images [N, H, W, C]``)."""
-  if config.max_shift >= min(images.shape[1:3]):
-    raise ValueError(f"config.max_shift must be smaller than the images "
-                     f"({images.shape[1]}×{images.shape[2]}); got {config.max_shift}")
-  if config.train_subset > len(images):
-    raise ValueError(f"config.train_subset must be <= the {len(images)} training examples; "
-                     f"got {config.train_subset}")
 
 def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
   ds = data.load_image_dataset(config.dataset, config.data_dir or None,
@@ -92,7 +64,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
   ensemble whose teachers are spread over every host's devices; process 0 writes
   the files.
   """
-  check_config(config)
+  teachers.check_config(config)
   distributed.initialize()  # no-op for one process; precedes any JAX computation
   with experiment.locked_workdir(workdir, enabled=distributed.is_main_process()):
     return _run(config, workdir)
@@ -105,7 +77,7 @@ def _run(config: ml_collections.ConfigDict, workdir: str) -> dict:
   if config.get("use_extra") and ds.extra_images is not None:  # SVHN: train + extra.
     train_x = np.concatenate([train_x, ds.extra_images])
     train_y = np.concatenate([train_y, ds.extra_labels])
-  check_data(config, train_x)
+  teachers.check_data(config, train_x)
   if config.train_subset:
     train_x, train_y = train_x[:config.train_subset], train_y[:config.train_subset]
   root = rng.root_key(config.seed)  # the run's root seed; stages draw named streams
@@ -113,7 +85,7 @@ def _run(config: ml_collections.ConfigDict, workdir: str) -> dict:
                                              train_x, train_y, config.num_teachers)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
-  fingerprint = {**experiment.config_fields(config, FINGERPRINT_FIELDS),
+  fingerprint = {**experiment.config_fields(config, teachers.FINGERPRINT_FIELDS),
                  "data_sha256": experiment.data_digest(train_x, train_y)}
   # Refuses a changed configuration before anything is compiled; closed (and its lock
   # released) whatever happens below.

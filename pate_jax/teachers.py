@@ -550,3 +550,34 @@ def _mean_probabilities(fns: TeacherFns, temperatures: tuple[float, ...], params
 def accuracy_of(predictions: jax.Array, labels: jax.Array) -> jax.Array:
   """Per-teacher accuracy ``[T']`` of ``predictions [T', Q]`` against ``labels [Q]``."""
   return (predictions == labels[None]).mean(axis=1)
+
+
+# ----------------------------------------------------------------- experiment configs
+
+# What determines the partition and the training (with the training data's digest);
+# not num_steps (a longer run continues the same one), nor how it is computed.
+FINGERPRINT_FIELDS = ("seed", "dataset", "train_subset", "use_extra", "num_teachers", "model",
+                      "learning_rate", "weight_decay", "batch_size", "max_shift",
+                      "compute_dtype")
+
+
+def check_config(config: Any) -> None:
+  """Rejects out-of-range values before anything is loaded or written (naming the field)."""
+  for name in ("num_steps", "checkpoint_every"):
+    _checks.positive_int(config[name], f"config.{name}")
+  for name in ("train_subset", "batch_size", "max_shift", "query_chunk", "chunk_size"):
+    _checks.positive_int(config.get(name, 0), f"config.{name}", minimum=0)  # 0: off / auto
+  _checks.positive(config.learning_rate, "config.learning_rate")
+  if not _checks.scalar(config.weight_decay, "config.weight_decay") >= 0:
+    raise ValueError(f"config.weight_decay must be >= 0; got {config.weight_decay}")
+  _checks.boolean(config.get("restart", False), "config.restart")
+
+
+def check_data(config: Any, images: np.ndarray) -> None:
+  """The config values that depend on the data (``images [N, H, W, C]``)."""
+  if config.max_shift >= min(images.shape[1:3]):
+    raise ValueError(f"config.max_shift must be smaller than the images "
+                     f"({images.shape[1]}×{images.shape[2]}); got {config.max_shift}")
+  if config.train_subset > len(images):
+    raise ValueError(f"config.train_subset must be <= the {len(images)} training examples; "
+                     f"got {config.train_subset}")

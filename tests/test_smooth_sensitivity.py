@@ -1,6 +1,7 @@
 """Smooth-sensitivity release of data-dependent ε (Papernot et al. 2018, Sec. 4, Apps. B-C):
 tf-privacy's published test arrays, hand-derived cases, a per-query/per-distance loop of the
-same maths (experiments/bench_smooth_sensitivity.py), vmap = loop, gradients, bad input."""
+same maths (pate_jax.accounting.reference, the benchmark's baseline), vmap = loop, gradients,
+bad input."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ from jax.test_util import check_grads
 from pate_jax import accounting as acc
 from pate_jax import experiment
 from pate_jax.accounting import _smooth_sensitivity as ss
+from pate_jax.accounting import reference
 from pate_jax.accounting.reference import synthetic_votes
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-BENCH = experiment.load_script(REPO / "experiments" / "bench_smooth_sensitivity.py")
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +78,7 @@ def test_threshold_local_sensitivity_published(threshold):
   # The published arrays hold 9 digits (entries 7 and 15 of t=16 differ by 2e-8 where
   # they should be equal): 5e-8 relative.
   np.testing.assert_allclose(out[rest], expected[rest], rtol=5e-8, atol=0)
-  loop = BENCH.loop_threshold_ls(counts, 30, threshold, 2.0, 10.0)
+  loop = reference.loop_threshold_ls(counts, 30, threshold, 2.0, 10.0)
   np.testing.assert_allclose(out[20], loop[20], rtol=1e-12)
   if threshold == 16:
     assert out[20] > 0.1  # what tf-privacy leaves at 0: an under-estimate
@@ -133,8 +134,8 @@ def test_q0_is_where_theorem6_meets_the_data_independent_bound():
   sigma, orders = 40.0, np.array([2.0, 8.0, 20.0, 50.0])
   log_q0, log_q1, _ = ss.gnmax_constants(sigma, jnp.asarray(orders), num_classes=2)
   for lq, lam in zip(np.asarray(log_q0), orders):
-    np.testing.assert_allclose(BENCH._theorem6(lq, sigma, lam), lam / sigma**2, rtol=1e-12)
-    np.testing.assert_allclose(lq, BENCH.loop_log_q0(sigma, lam), rtol=1e-10)
+    np.testing.assert_allclose(reference._theorem6(lq, sigma, lam), lam / sigma**2, rtol=1e-12)
+    np.testing.assert_allclose(lq, reference.loop_log_q0(sigma, lam), rtol=1e-10)
   # bl and bu: the union bound of a two-class histogram moved by one teacher (gap ± 2).
   gap = 30.0
   log_q = scipy.special.log_ndtr(-gap / (math.sqrt(2.0) * sigma))
@@ -166,10 +167,10 @@ def test_plateau_everywhere_inside_q1_q0():
 def test_local_sensitivities_equal_the_per_distance_loop():
   votes = synthetic_votes(3, 6, 60, 5)
   for sigma, order in ((3.0, 6.0), (10.0, 20.0)):
-    loop = np.stack([BENCH.loop_gnmax_ls(c, 60, sigma, order) for c in votes])
+    loop = np.stack([reference.loop_gnmax_ls(c, 60, sigma, order) for c in votes])
     np.testing.assert_allclose(acc.gnmax_local_sensitivity(votes, 60, sigma, order), loop,
                                rtol=1e-9, atol=1e-300)
-  loop = np.stack([BENCH.loop_threshold_ls(c, 60, 40.0, 4.0, 8.0) for c in votes])
+  loop = np.stack([reference.loop_threshold_ls(c, 60, 40.0, 4.0, 8.0) for c in votes])
   np.testing.assert_allclose(acc.threshold_local_sensitivity(votes, 60, 40.0, 4.0, 8.0),
                              loop, rtol=1e-9, atol=1e-300)
 
@@ -179,7 +180,7 @@ def test_release_equals_the_loop():
   for t, c, thr, s1, s2, order in ((60, 5, 40.0, 5.0, 3.0, 8.0),
                                    (250, 10, 200.0, 150.0, 40.0, 20.0)):
     votes = synthetic_votes(4, 6 if t == 60 else 40, t, c)
-    loop = BENCH.loop_release(votes, t, thr, s1, s2, order, 1e-5)
+    loop = reference.loop_release(votes, t, thr, s1, s2, order, 1e-5)
     out = acc.smooth_sensitivity_release(votes, num_teachers=t, threshold=thr,
                                          sigma_threshold=s1, sigma=s2, order=order, delta=1e-5)
     for name in ("rdp", "smooth_sensitivity", "sigma_ss", "rdp_release", "epsilon_before",

@@ -84,6 +84,7 @@ from pate_jax.attacks._experiments import (
     fixed_queries,
     fresh_histograms,
     query_sweep,
+    reconstruction_variants,
 )
 from pate_jax.attacks._histograms import (
     NUM_TEACHERS as TABLE1_NUM_TEACHERS,
@@ -186,6 +187,7 @@ __all__ = [
     "project_to_simplex",
     "queries_epsilon",
     "query_sweep",
+    "reconstruction_variants",
     "reconstruct",
     "reconstruct_details",
     "repeated_query_epsilon",

@@ -444,3 +444,26 @@ def fresh_histograms(keys: jax.Array, histograms: Any, names: list[str], *, sigm
               if allowed is not None else {})} for j, name in enumerate(names)]
   return {"num_queries": m, "sigma": float(sigma), "variants": list(variants),
           "headline_variant": next(iter(variants)), "summary": summary, "histograms": rows}
+
+
+def reconstruction_variants(config: Any) -> dict[str, dict]:
+  """``{variant: reconstruction options}``, ``config.headline`` first (ConfigDict keys sort).
+
+  A variant overrides ``config.reconstruction``, or ``config.mle_reconstruction``
+  when it sets ``method="mle"`` (the paper's options do not apply to the MLE).
+  """
+  names = list(config.variants.keys())
+  head = config.get("headline", "paper")
+  if head not in names:
+    raise ValueError(f"config.headline {head!r} is not one of the variants {names}")
+
+  def options(name):
+    override = config.variants[name].to_dict()
+    mle = override.get("method") == "mle"
+    base = config.get("mle_reconstruction") if mle else config.reconstruction
+    if base is None:
+      raise ValueError(f"config.variants.{name} is an MLE variant but the config has no "
+                       "mle_reconstruction")
+    return {**base.to_dict(), **override}
+
+  return {n: options(n) for n in [head] + [n for n in names if n != head]}

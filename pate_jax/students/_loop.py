@@ -150,7 +150,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
       raise ValueError(f"{name} must be >= 1, got {value}")
   if data.num_labelled == 0:
     raise ValueError("data: the student has no labelled examples")
-  state = init_state(student, jnp.asarray(data.pool), key, init_examples)
+  pool = jnp.asarray(data.pool)  # one host-to-device copy, for the init and the training
+  state = init_state(student, pool, key, init_examples)
   ckpt = None
   if checkpoint_dir:
     ckpt = Checkpointer(checkpoint_dir, restart=restart, fingerprint={
@@ -159,16 +160,17 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
         **(fingerprint or {})})
   try:
-    return _train(student, data, key, state, ckpt, num_steps, batch_size, segment_steps, log)
+    return _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps,
+                  log)
   finally:
     if ckpt is not None:
       ckpt.close()
 
 
-def _train(student, data, key, state, ckpt, num_steps, batch_size, segment_steps, log
+def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps, log
            ) -> FitResult:
-  """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``)."""
-  pool = jnp.asarray(data.pool)
+  """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``); ``pool`` is
+  ``data.pool`` on the device."""
   index = jnp.asarray(data.labelled_index, jnp.int32)
   labels = jnp.asarray(data.labels)
   step = 0
