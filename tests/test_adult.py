@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import csv
-import os
-import pathlib
 
 import jax
 import numpy as np
@@ -119,13 +117,11 @@ def test_missing_files_are_clear_errors(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- real data
 
-_REAL = os.environ.get("PATE_JAX_DATA_DIR")
-real = pytest.mark.skipif(
-    not (_REAL and (pathlib.Path(_REAL) / "adult" / "train.csv").is_file()),
-    reason="real UCI Adult needs PATE_JAX_DATA_DIR with adult/{train,test,attack}.csv")
+# The conftest's ``real_adult_dir`` looks where ``data_dir`` does ($PATE_JAX_DATA_DIR, else
+# ../shared/data) and skips (fails under PATE_JAX_REQUIRE_DATA=1) without the files.
 
 
-@real
+@pytest.mark.usefixtures("real_adult_dir")
 def test_real_adult_matches_readme_counts():
   d = adult.load_adult(splits=adult.ADULT_SPLITS, drop_columns=("education",),
                        on_unknown="raise")  # The training vocabulary covers every split.
@@ -140,7 +136,7 @@ def test_real_adult_matches_readme_counts():
     assert np.isfinite(split.features).all()
 
 
-@real
+@pytest.mark.usefixtures("real_adult_dir")
 def test_real_adult_small_forest_ensemble_beats_majority_class():
   d = adult.load_adult(splits=("train", "test"))
   train, test = d["train"], d["test"]
