@@ -191,42 +191,220 @@ def set_deterministic(deterministic: bool) -> bool:
   return True
 
 
+HELP_FLAGS = ("--help", "-h", "-?", "--helpshort")
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+  """Errors a script reports in one line (a missing input, a refused resume, a held lock):
+  their messages say what to do, and a traceback would bury it."""
+  from pate_jax.checkpoint import LockedError, ResumeMismatchError  # pylint: disable=g-import-not-at-top
+  return (FileNotFoundError, NotADirectoryError, LockedError, ResumeMismatchError)
+
+
+def _config_arg(argv: list[str]) -> str | None:
+  """The ``--config`` value on a command line (``--config=x`` or ``--config x``)."""
+  for i, a in enumerate(argv):
+    if a.startswith("--config="):
+      return a.split("=", 1)[1]
+    if a == "--config" and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def load_config(spec: str) -> Any:
+  """The ConfigDict of ``path[:variant]`` as ``--config`` would load it."""
+  path, _, arg = spec.partition(":")
+  module = load_script(path)
+  return module.get_config(arg) if arg else module.get_config()
+
+
+def config_items(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
+  """``(dotted name, value)`` of every field of a ConfigDict, nested ones included (a
+  sub-config is listed before its fields)."""
+  items = []
+  for key, value in config.items():
+    name = f"{prefix}{key}"
+    items.append((name, value))
+    if _is_node(value):
+      items.extend(config_items(value, name + "."))
+  return items
+
+
+def _is_node(value: Any) -> bool:
+  return hasattr(value, "items") and hasattr(value, "to_dict")
+
+
+def closest_fields(name: str, config: Any, n: int = 3) -> list[str]:
+  """The valid dotted names nearest to ``name``: nested fields ending in it first (for a
+  composed config such as ``run_pate.py``'s), then :func:`difflib.get_close_matches` over
+  the full and the last component of every name."""
+  import difflib  # pylint: disable=g-import-not-at-top
+  names = [k for k, _ in config_items(config)]
+  nested = [k for k in names if k.endswith("." + name)]
+  if nested:
+    return nested[:n]
+  out = difflib.get_close_matches(name, names, n=n, cutoff=0.6)
+  last = name.rsplit(".", 1)[-1]
+  out += [k for k in names if k.rsplit(".", 1)[-1] in
+          difflib.get_close_matches(last, [k.rsplit(".", 1)[-1] for k in names], n=n,
+                                    cutoff=0.75)]
+  return list(dict.fromkeys(out))[:n]
+
+
+def unknown_overrides(argv: list[str], config: Any) -> list[tuple[str, list[str]]]:
+  """``(field, closest valid names)`` for every ``--config.field=value`` on ``argv`` whose
+  field the config lacks."""
+  names = {k for k, _ in config_items(config)}
+  bad = []
+  for a in argv:
+    if a.startswith("--config.") and len(a) > len("--config."):
+      field = a[len("--config."):].split("=", 1)[0]
+      if field not in names:
+        bad.append((field, closest_fields(field, config)))
+  return bad
+
+
+def help_text(doc: str | None, config_spec: str | None, config: Any | None) -> str:
+  """``--help``: the script's docstring (its usage), the flags, and the config's fields
+  with their defaults."""
+  lines = [(doc or "").strip(), "", "flags:",
+           "  --config PATH[:VARIANT]  the experiment's config file (configs/*.py; "
+           "':cpu' is the small CPU variant)",
+           "  --workdir DIR            where results.json, plots and checkpoints go "
+           "(a rerun resumes)",
+           "  --config.FIELD=VALUE     override one config field (fields below)",
+           "  --helpfull               every absl flag"]
+  if config is not None:
+    lines += ["", f"config fields of {config_spec} (defaults):"]
+    for name, value in config_items(config):
+      if not _is_node(value):
+        lines.append(f"  --config.{name}={value!r}")
+  elif config_spec:
+    lines += ["", f"(could not load {config_spec} to list its fields)"]
+  return "\n".join(lines)
+
+
+def _default_config_spec(doc: str | None, script: str) -> str | None:
+  """The config named by the script's usage line in its docstring (``python
+  experiments/<script>.py ... --config configs/x.py[:variant]``)."""
+  import re  # pylint: disable=g-import-not-at-top
+  doc = doc or ""
+  at = doc.find(pathlib.Path(script).name)
+  m = re.search(r"--config[= ](\S+\.py(?::\w+)?)", doc[max(at, 0):])
+  return m.group(1) if m else None
+
+
+def quiet_backend_probe() -> None:
+  """Hides JAX's INFO line about backends it could not start ("Unable to initialize backend
+  'tpu' … libtpu.so"): expected on a machine without a TPU, alarming to a newcomer."""
+  import logging as std_logging  # pylint: disable=g-import-not-at-top
+  std_logging.getLogger("jax._src.xla_bridge").setLevel(std_logging.WARNING)
+
+
+def output_files(workdir: str | os.PathLike, since: float) -> tuple[list[pathlib.Path],
+                                                                     list[pathlib.Path]]:
+  """The JSON results and PNG figures written under ``workdir`` since ``since`` (absolute
+  paths; the top level's JSON first, checkpoints skipped)."""
+  root = pathlib.Path(workdir).resolve()
+  if not root.is_dir():
+    return [], []
+  def fresh(pattern):
+    return sorted((p for p in root.rglob(pattern) if "checkpoints" not in p.parts
+                   and p.is_file() and p.stat().st_mtime >= since - 1.0),
+                  key=lambda p: (len(p.relative_to(root).parts), str(p)))
+  jsons = fresh("*.json")
+  top = [p for p in jsons if p.parent == root]
+  return (top or jsons), fresh("*.png")
+
+
+def print_outputs(workdir: str | os.PathLike, since: float) -> None:
+  """The last lines of every script: where its results and figures are."""
+  jsons, pngs = output_files(workdir, since)
+  print(f"results: {', '.join(map(str, jsons)) or '(none written)'}")
+  if pngs:
+    print(f"figures: {', '.join(map(str, pngs))}")
+
+
+def _usage_error(message: str) -> None:
+  import sys  # pylint: disable=g-import-not-at-top
+  print(f"error: {message}", file=sys.stderr)
+  raise SystemExit(2)
+
+
 def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | None = None,
-             quiet_logs: bool = False) -> None:
+             quiet_logs: bool = False, argv: list[str] | None = None) -> None:
   """The entry point of a config-driven script in ``experiments/``.
 
   Defines ``--config`` (an ml_collections config file, ``path[:variant]``, with
   ``--config.field=value`` overrides) and ``--workdir``, then calls
-  ``run(config, workdir)`` and ``report(results)``. Flags are defined here, when
-  a script is executed, not when it is imported, so that scripts can import each
-  other's ``run`` (``run_pate.py``) and tests can call ``run`` directly.
+  ``run(config, workdir)`` and ``report(results)``, and ends with the absolute paths of
+  the results and figures written. Flags are defined here, when a script is executed,
+  not when it is imported, so that scripts can import each other's ``run``
+  (``run_pate.py``) and tests can call ``run`` directly.
+
+  ``--help`` prints the script's docstring, the flags and the config's fields with their
+  defaults (the config given, else the one in the docstring's usage line) and exits 0; an
+  override of a field the config lacks is a one-line error naming the closest valid
+  fields (exit 2).
 
   Args:
     run: ``run(config, workdir) -> results``.
     report: prints a summary of the results.
     quiet_logs: raise absl's verbosity to WARNING (orbax logs every save at INFO).
+    argv: the command line (default ``sys.argv``).
   """
+  import sys  # pylint: disable=g-import-not-at-top
   from absl import app, flags, logging  # pylint: disable=g-import-not-at-top
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+
+  argv = list(sys.argv if argv is None else argv)
+  doc = getattr(sys.modules.get("__main__"), "__doc__", None)
+  spec = _config_arg(argv[1:])
+  if any(a in HELP_FLAGS for a in argv[1:]):
+    spec = spec or _default_config_spec(doc, argv[0])
+    try:
+      config = load_config(spec) if spec else None
+    except Exception:  # pylint: disable=broad-except  # help must print whatever happens
+      config = None
+    print(help_text(doc, spec, config))
+    raise SystemExit(0)
+  if spec:
+    try:
+      config = load_config(spec)
+    except Exception as e:  # pylint: disable=broad-except
+      _usage_error(f"--config {spec}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    for field, near in unknown_overrides(argv[1:], config):
+      hint = (" did you mean " + " or ".join(f"--config.{n}" for n in near) + "?") if near else ""
+      _usage_error(f"{spec} has no field {field!r};{hint} (--help lists the fields)")
 
   config_flags.DEFINE_config_file("config", None, "Experiment config file (path[:variant]).",
                                   lock_config=True)
   flags.DEFINE_string("workdir", None, "Where to write results.json, plots and checkpoints.")
   flags.mark_flags_as_required(["config", "workdir"])
 
-  def main(argv):
-    if len(argv) > 1:
-      raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  def main(args):
+    if len(args) > 1:
+      raise app.UsageError(f"unexpected arguments: {args[1:]}")
+    quiet_backend_probe()
     if quiet_logs:
       logging.set_verbosity(logging.WARNING)
     config = flags.FLAGS.config
     if "deterministic" in config:  # before JAX initialises a backend
       set_deterministic(bool(config.deterministic))
-    results = run(config, flags.FLAGS.workdir)
+    t0 = time.time()
+    try:
+      results = run(config, flags.FLAGS.workdir)
+    except user_errors() as e:
+      if os.environ.get("PATE_JAX_TRACEBACK") == "1":
+        raise
+      print(f"error: {type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the traceback)",
+            file=sys.stderr)
+      raise SystemExit(1) from None
     if report is not None:
       report(results)
+    print_outputs(flags.FLAGS.workdir, t0)
 
-  app.run(main)
+  app.run(main, argv=argv)
 
 
 def load_script(path: str | os.PathLike) -> Any:
