@@ -15,9 +15,10 @@ import pathlib
 import time
 
 
+import aggregate  # experiments/aggregate.py
 import train_student  # experiments/train_student.py
 import train_teachers  # experiments/train_teachers.py
-from pate_jax import experiment
+from pate_jax import experiment, mechanisms
 
 
 def run(config, workdir: str) -> dict:
@@ -35,7 +36,7 @@ def run(config, workdir: str) -> dict:
   summary = {
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},
       "teachers": {k: teachers[k] for k in (
-          "num_teachers", "examples_per_teacher", "teacher_test_accuracy",
+          "dataset", "num_teachers", "examples_per_teacher", "teacher_test_accuracy",
           "plurality_accuracy_eval", "plurality_accuracy_test", "mean_normalized_gap",
           "wall_seconds")},
       "aggregate": labels,
@@ -43,28 +44,31 @@ def run(config, workdir: str) -> dict:
           "student", "eval_accuracy", "num_eval", "num_labels", "label_accuracy", "epochs",
           "train_seconds", "wall_seconds")},
       "epsilon": labels["epsilon"],
+      "epsilon_tight": labels.get("epsilon_tight"),
+      "epsilon_at_grid_edge": labels["epsilon_at_grid_edge"],
       "delta": labels["delta"],
       "wall_seconds": time.time() - t0,
   }
-  experiment.write_results(root, summary, config=config, seed=config.seed)
+  record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
+  mechanism = mechanisms.get(config.aggregate.mechanism, "config.aggregate.mechanism")
+  record["aggregate"] = record["student"]["aggregate"] = aggregate.config_record(
+      config.aggregate, mechanism)
+  experiment.write_results(root, summary, config=record, seed=config.seed)
   return summary
 
 
 def report(s: dict) -> None:
+  """The headline: teachers, labels and their ε (paper convention and tight), student."""
   if s["data"]["fallback_data"]:
     print("\n!!! FALLBACK DATA (sklearn 8x8 digits): NOT an MNIST result !!!")
-  t = s["teachers"]
-  print(f"\n{t['num_teachers']} teachers: mean accuracy "
-        f"{t['teacher_test_accuracy']['mean']:.2%}, plurality {t['plurality_accuracy_test']:.2%}"
-        f" (test), {t['plurality_accuracy_eval']:.2%} (eval); results in "
-        "the workdir's results.json")
   st = s["student"]
-  eps = s["epsilon"]
-  main = eps.get("moments_data_dependent") or next(iter(eps.values()), {"epsilon": float("nan")})
-  print(f"{st['student']} student: held-out accuracy {st['eval_accuracy']:.2%} on "
-        f"{st['num_eval']} images from {st['num_labels']} noisy labels; "
-        f"ε = {main['epsilon']:.2f} at δ = {s['delta']:g} (data-dependent); "
-        f"wall {s['wall_seconds']:.0f} s")
+  print("\n" + "\n".join([
+      train_teachers.headline(s["teachers"]),
+      *aggregate.headline(s["aggregate"]),
+      f"{st['student']} student: held-out accuracy {st['eval_accuracy']:.2%} on "
+      f"{st['num_eval']} images from {st['num_labels']} noisy labels "
+      f"({st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training)",
+      f"main job wall {s['wall_seconds']:.0f} s"]))
 
 
 if __name__ == "__main__":

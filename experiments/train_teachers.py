@@ -223,10 +223,20 @@ def _plot_gap(gap: np.ndarray, num_teachers: int, path: str) -> None:
   plt.close(fig)
 
 
+def headline(r: dict) -> str:
+  """One readable line of a teachers results dict (also the main job's)."""
+  a = r["teacher_test_accuracy"]
+  return (f"{r['num_teachers']} teachers × {r['examples_per_teacher']} examples "
+          f"({r['dataset']}): test accuracy mean {a['mean']:.2%} ({a['min']:.2%}–{a['max']:.2%}),"
+          f" plurality {r['plurality_accuracy_test']:.2%} (test) / "
+          f"{r['plurality_accuracy_eval']:.2%} (eval); mean normalized gap "
+          f"{r['mean_normalized_gap']:.3f}; wall {r['wall_seconds']:.0f} s")
+
+
 def report(results: dict) -> None:
-  print({k: results[k] for k in ("teacher_test_accuracy", "plurality_accuracy_eval",
-                                 "plurality_accuracy_test", "mean_normalized_gap",
-                                 "train_seconds", "wall_seconds")})
+  if results["fallback_data"]:
+    print(f"!!! FALLBACK DATA ({results['data_source']}): NOT a {results['dataset']} result !!!")
+  print(headline(results))
 
 
 if __name__ == "__main__":
