@@ -1,0 +1,164 @@
+"""Privacy of the KD-GAN: the published claim, what it really certifies, and a sound variant.
+
+**As published** (Gao et al., Sec. 4.1.2 and 5.2). Each student step samples public
+examples with probability ``q = B/N``, clips the batch's KD-loss vector to norm ``C``
+and adds ``N(0, σ²C²)`` (Eq. 5); the paper composes the sampled Gaussian
+mechanism's RDP (Mironov, Talwar, Zhang 2019) over the steps and converts to
+``(ε, δ)``: :func:`published_epsilon`.
+
+**What that certifies** (:func:`published_sound_epsilon`): nothing, for the private
+records. (1) The noise is added to the *value* of the loss; the student is updated
+with its *gradient*, which does not depend on the noise (exactly: the audit test
+finds the updates bit-identical), so the released student is a noise-free function
+of the teacher's outputs. (2) Even with noise that reached the update, the
+sampling is over *public* inputs, while the records to protect are the teacher's
+*private* training records: one teacher trained on all of them makes every answer
+a function of every private record, so there is no amplification by ``q`` and no
+bound on one private record's influence (the KD loss's sensitivity to one private
+record is not bounded by ``C``: changing one record can change the whole teacher).
+(3) The discriminator is trained on noise-free Gumbel samples of the teacher's
+distribution and its gradient reaches the student. No finite ε follows.
+
+**Sound variant** (PATE's soft labels, answers cached). ``T`` teachers on disjoint
+partitions; the soft label of public input ``x`` is the average of their probability
+vectors ``p̄(x) = (1/T) Σ_t p_t(x)``. One private record lies in one partition, so it
+changes one ``p_t(x)``, by at most ``√2`` in L2 (two points of the simplex), and
+``p̄(x)`` by at most ``Δ = √2/T`` (:func:`soft_label_sensitivity`). Each of the ``n``
+public inputs is released once, ``p̄(x) + N(0, (σΔ)² I)``
+(:func:`release_soft_labels`), and reused in every epoch (post-processing), so the
+cost is ``n`` Gaussian mechanisms: ``RDP(α) = n α / (2σ²)`` (:func:`soft_label_epsilon`;
+:func:`calibrate_soft_label_noise` inverts it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pate_jax import _checks as v
+from pate_jax import accounting as acc
+
+SOUND_REASON = (
+    "no finite epsilon for the private training records: (1) Eq. 5 adds noise to the "
+    "value of the KD loss, which does not change its gradient, so the student's updates "
+    "are noise-free functions of the teacher's outputs; (2) the sampling q = B/N is over "
+    "public inputs, while every answer of the single teacher depends on every private "
+    "record, so there is no amplification and no bounded sensitivity; (3) the "
+    "discriminator sees noise-free teacher samples and its gradient reaches the student")
+
+
+def check_rate(q, name: str = "q") -> float:
+  """A sampling rate in the half-open interval ``(0, 1]``."""
+  value = float(v.probability(q, name))
+  if not value > 0.0:
+    raise ValueError(f"{name} must lie in (0, 1]; got {value}")
+  return value
+
+
+def published_epsilon(q, noise_multiplier, steps: int, delta, *,
+                      orders=acc.DEFAULT_ORDERS) -> tuple[float, float]:
+  """``(ε, best order)`` the paper reports: ``steps`` sampled Gaussians (MTZ 2019 RDP).
+
+  Args:
+    q: sampling rate ``B/N`` in (0, 1].
+    noise_multiplier: ``σ > 0``.
+    steps: number of noised KD-loss steps (the student steps).
+    delta: ``δ`` in (0, 1).
+    orders: Rényi orders.
+  """
+  q = check_rate(q)
+  steps = v.positive_int(steps, "steps", minimum=0)
+  with jax.enable_x64(True):
+    rdp = acc.sampled_gaussian_rdp(q, noise_multiplier, orders)
+    eps, order = acc.rdp_to_epsilon(steps * rdp, orders, delta)
+  return float(eps), float(order)
+
+
+def published_sound_epsilon() -> dict:
+  """What the published loop certifies for the private records: no finite ε, and why."""
+  return {"epsilon": None, "finite": False, "reason": SOUND_REASON}
+
+
+def soft_label_sensitivity(num_teachers: int) -> float:
+  """``√2 / T``: the L2 sensitivity of the teachers' averaged probability vector."""
+  return math.sqrt(2.0) / v.positive_int(num_teachers, "num_teachers")
+
+
+def ensemble_soft_labels(teacher_probs) -> jax.Array:
+  """``p̄ [Q, C]``: the mean over the teacher axis of ``teacher_probs [T, Q, C]``."""
+  teacher_probs = jnp.asarray(teacher_probs)
+  if teacher_probs.ndim != 3:
+    raise ValueError(f"teacher_probs must be [T, Q, C]; got shape {teacher_probs.shape}")
+  return jnp.mean(teacher_probs, axis=0)
+
+
+def release_soft_labels(key: jax.Array, soft_labels, num_teachers: int, noise_multiplier,
+                        query_ids=None) -> jax.Array:
+  """The Gaussian mechanism on averaged soft labels: ``p̄ + N(0, (σ√2/T)²)``, ``[Q, C]``.
+
+  Query ``i``'s noise is drawn from ``fold_in(key, query_ids[i])``, so an answer does
+  not depend on which other queries are released with it (the cache's consistency).
+
+  Args:
+    key: the release's key.
+    soft_labels: ``[Q, C]`` averaged probabilities (:func:`ensemble_soft_labels`).
+    num_teachers: ``T``.
+    noise_multiplier: ``σ`` (noise std in units of the sensitivity ``√2/T``), ``≥ 0``.
+    query_ids: ``[Q]`` ids of the public inputs (default ``0..Q-1``).
+  """
+  soft_labels = jnp.asarray(soft_labels, jnp.float32)
+  if soft_labels.ndim != 2:
+    raise ValueError(f"soft_labels must be [Q, C]; got shape {soft_labels.shape}")
+  sigma = float(noise_multiplier)
+  if not sigma >= 0.0:
+    raise ValueError(f"noise_multiplier must be >= 0; got {noise_multiplier!r}")
+  std = sigma * soft_label_sensitivity(num_teachers)
+  ids = (jnp.arange(soft_labels.shape[0], dtype=jnp.uint32) if query_ids is None
+         else jnp.asarray(query_ids, jnp.uint32))
+  return _release(key, soft_labels, ids, jnp.float32(std))
+
+
+@jax.jit
+def _release(key, soft_labels, ids, std):
+  noise = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i),
+                                               soft_labels.shape[1:]))(ids)
+  return soft_labels + std * noise
+
+
+def soft_label_epsilon(noise_multiplier, num_queries: int, delta, *,
+                       orders=acc.DEFAULT_ORDERS) -> tuple[float, float]:
+  """``(ε, best order)`` of ``num_queries`` Gaussian releases: ``RDP(α) = n α / (2σ²)``."""
+  n = v.positive_int(num_queries, "num_queries")
+  with jax.enable_x64(True):
+    rdp = acc.sampled_gaussian_rdp(1.0, noise_multiplier, orders)  # q = 1: α / (2σ²)
+    eps, order = acc.rdp_to_epsilon(n * rdp, orders, delta)
+  return float(eps), float(order)
+
+
+def calibrate_soft_label_noise(target_epsilon, num_queries: int, delta, *,
+                               orders=acc.DEFAULT_ORDERS) -> float:
+  """The ``σ`` at which :func:`soft_label_epsilon` spends ``target_epsilon``.
+
+  Data-independent GNMax costs ``α/σ_g²`` per query (a histogram's sensitivity is
+  √2), which is ``α/(2σ²)`` for ``σ = σ_g/√2``: we calibrate GNMax and convert.
+  """
+  n = v.positive_int(num_queries, "num_queries")
+  sigma_g = acc.calibrate_noise(target_epsilon, delta, mechanism="gnmax", num_queries=n,
+                                orders=np.asarray(orders))
+  return float(sigma_g) / math.sqrt(2.0)
+
+
+@jax.jit
+def project_to_simplex(x: jax.Array) -> jax.Array:
+  """Euclidean projection of every row of ``x [..., C]`` onto the probability simplex
+  (sort-based, Duchi et al. 2008): the post-processing of a noisy soft label."""
+  u = -jnp.sort(-x, axis=-1)
+  css = jnp.cumsum(u, axis=-1) - 1.0
+  k = jnp.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+  cond = u - css / k > 0
+  rho = jnp.sum(cond, axis=-1, keepdims=True)
+  theta = jnp.take_along_axis(css, rho - 1, axis=-1) / rho.astype(x.dtype)
+  return jnp.maximum(x - theta, 0.0)

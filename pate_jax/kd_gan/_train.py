@@ -1,0 +1,367 @@
+"""The teacher–student–discriminator loop (Gao et al., Algorithm 1), vmapped over seeds.
+
+A frozen teacher enters only through its log-probabilities on the public inputs,
+``teacher_log_probs [N, C]``, computed once (a frozen network answers the same in
+every epoch): a teacher network's ``log_softmax`` (as published) or the log of a
+released, projected PATE soft label (the sound variant; then the student's whole
+view of the private data is that released array).
+
+One *round* of Algorithm 1 is ``k_d`` discriminator steps, then ``k_s`` student
+steps. Every step draws a Poisson batch (each of the ``N`` public inputs with
+probability ``q = B/N``, the sampling the published accounting assumes), padded to a
+fixed capacity with a mask, and:
+
+  discriminator  minimises mean ``-log D(x, y_T) - log(1 - D(x, y_S))`` with Gumbel-
+                 softmax samples ``y_T`` of the teacher's and ``y_S`` of the (frozen)
+                 student's distribution;
+  student        minimises ``λ · Σ dp_losses(KL_τ) / B + (1 - λ) · Σ -log D(x, y_S) / B``
+                 (Eq. 7; Eq. 5's clip + noise inside ``dp_losses``).
+
+``λ = 1`` is KD-only: the discriminator steps are skipped (they could not change
+the student). Randomness: round ``r`` uses ``fold_in(key, r)``; its discriminator
+step ``j`` ``fold_in(fold_in(., 0), j)``, student step ``j`` ``fold_in(fold_in(., 1), j)``;
+inside a step, sub-stream 0 is the batch, 1 the teacher's Gumbel noise, 2 the
+student's, 3 Eq. 5's noise — so removing Eq. 5's noise changes no other draw.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from pate_jax import _checks as v
+from pate_jax import models, students
+from pate_jax.checkpoint import Checkpointer
+from pate_jax.experiment import data_digest
+from pate_jax.kd_gan import _losses as L
+
+_BATCH, _GUMBEL_T, _GUMBEL_S, _NOISE = range(4)
+
+
+class KDGAN(NamedTuple):
+  """Static hyperparameters and networks of one KD-GAN (hashable: a jit static argument)."""
+  student: nn.Module
+  discriminator: L.Discriminator
+  num_classes: int
+  lam: float                 # λ: weight of the KD loss (1 - λ: adversarial)
+  tau: float                 # τ: distillation temperature
+  clip: float                # C: norm bound of the batch's KD-loss vector
+  noise_multiplier: float    # σ: Eq. 5's noise is N(0, σ²C²); 0 = none
+  batch_size: int            # B: expected batch size (q = B / N)
+  gumbel_temperature: float  # temperature of the Gumbel-softmax samples
+  k_d: int                   # discriminator steps per round
+  k_s: int                   # student steps per round
+  learning_rate: float       # Adam, student
+  disc_learning_rate: float  # Adam, discriminator
+  b1: float                  # Adam β₁ of both
+  per_example_clip: bool = False  # clip each |ℓ_i| ≤ C instead of ||ℓ||₂ ≤ C
+
+
+def make_kd_gan(num_classes: int, *, lam: float, tau: float, clip: float,
+                noise_multiplier: float, batch_size: int, gumbel_temperature: float = 0.5,
+                k_d: int = 1, k_s: int = 1, learning_rate: float = 1e-3,
+                disc_learning_rate: float = 1e-3, b1: float = 0.5,
+                student_model: str = "mlp", student_kwargs: Mapping[str, Any] | None = None,
+                disc_hidden: Sequence[int] = (256,), conditional: bool = True,
+                per_example_clip: bool = False) -> KDGAN:
+  """A validated :class:`KDGAN`; the student is the registered model ``student_model``.
+
+  Raises:
+    ValueError: naming the argument: ``lam`` outside [0, 1], ``tau``, ``clip``,
+      ``gumbel_temperature`` or a learning rate ``≤ 0``, ``noise_multiplier < 0``,
+      ``batch_size``, ``k_d`` (≥ 0) or ``k_s`` (≥ 1) not integers in range.
+  """
+  lam_value = float(v.scalar(lam, "lam"))
+  if not 0.0 <= lam_value <= 1.0:
+    raise ValueError(f"lam must lie in [0, 1]; got {lam_value}")
+  tau = float(v.positive(tau, "tau"))
+  clip = float(v.positive(clip, "clip"))
+  sigma = float(v.scalar(noise_multiplier, "noise_multiplier"))
+  if sigma < 0:
+    raise ValueError(f"noise_multiplier must be >= 0; got {sigma}")
+  student = models.get_model(student_model, num_classes, **dict(student_kwargs or {}))
+  return KDGAN(student=student,
+               discriminator=L.Discriminator(tuple(int(w) for w in disc_hidden),
+                                             v.boolean(conditional, "conditional")),
+               num_classes=v.positive_int(num_classes, "num_classes", minimum=2),
+               lam=lam_value, tau=tau, clip=clip, noise_multiplier=sigma,
+               batch_size=v.positive_int(batch_size, "batch_size"),
+               gumbel_temperature=float(v.positive(gumbel_temperature, "gumbel_temperature")),
+               k_d=v.positive_int(k_d, "k_d", minimum=0), k_s=v.positive_int(k_s, "k_s"),
+               learning_rate=float(v.positive(learning_rate, "learning_rate")),
+               disc_learning_rate=float(v.positive(disc_learning_rate, "disc_learning_rate")),
+               b1=float(v.scalar(b1, "b1")), per_example_clip=bool(per_example_clip))
+
+
+def _tx(gan: KDGAN, lr: float) -> optax.GradientTransformation:
+  return optax.adam(lr, b1=gan.b1)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def init(gan: KDGAN, key: jax.Array, sample_x: jax.Array) -> dict:
+  """Train state (a dict): student and discriminator parameters and Adam states."""
+  x = sample_x[:2]
+  sp = gan.student.init(jax.random.fold_in(key, 0), x)["params"]
+  y = jnp.zeros((x.shape[0], gan.num_classes), jnp.float32)
+  dp = gan.discriminator.init(jax.random.fold_in(key, 1), y, x)["params"]
+  return {"student": sp, "student_opt": _tx(gan, gan.learning_rate).init(sp),
+          "disc": dp, "disc_opt": _tx(gan, gan.disc_learning_rate).init(dp)}
+
+
+def batch_capacity(num_public: int, batch_size: int) -> int:
+  """Rows of a padded Poisson batch: ``B + 6·sd + 1`` (``sd = √(B(1-q))``), at most ``N``."""
+  q = batch_size / num_public
+  return min(num_public, int(math.ceil(batch_size + 6 * math.sqrt(batch_size * (1 - q)))) + 1)
+
+
+def poisson_batch(key: jax.Array, num_public: int, q: float, capacity: int
+                  ) -> tuple[jax.Array, jax.Array]:
+  """Each of ``num_public`` rows with probability ``q``: ``(rows [capacity], mask)``.
+
+  Rows beyond ``capacity`` (probability < 1e-9 at the default capacity) are dropped.
+  """
+  chosen = jax.random.bernoulli(key, q, (num_public,))
+  (rows,) = jnp.nonzero(chosen, size=capacity, fill_value=0)
+  mask = jnp.arange(capacity) < jnp.sum(chosen)
+  return rows, mask
+
+
+def _batch(gan, key, x_all, tl_all):
+  n = x_all.shape[0]
+  rows, mask = poisson_batch(jax.random.fold_in(key, _BATCH), n, gan.batch_size / n,
+                             batch_capacity(n, gan.batch_size))
+  return x_all[rows], tl_all[rows], mask
+
+
+def discriminator_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
+                       tl_all: jax.Array) -> tuple[dict, jax.Array]:
+  """One discriminator step (Algorithm 1, lines 3-6); returns the state and its loss."""
+  x, tl, mask = _batch(gan, key, x_all, tl_all)
+  s_logp = jax.lax.stop_gradient(jax.nn.log_softmax(gan.student.apply(
+      {"params": state["student"]}, x)))
+  y_t = L.gumbel_softmax(jax.random.fold_in(key, _GUMBEL_T), tl, gan.gumbel_temperature)
+  y_s = L.gumbel_softmax(jax.random.fold_in(key, _GUMBEL_S), s_logp, gan.gumbel_temperature)
+
+  def loss_fn(dp):
+    d = lambda y: gan.discriminator.apply({"params": dp}, y, x)
+    return jnp.sum(jnp.where(mask, L.discriminator_loss(d(y_t), d(y_s)), 0.0)) / gan.batch_size
+
+  loss, grads = jax.value_and_grad(loss_fn)(state["disc"])
+  updates, opt = _tx(gan, gan.disc_learning_rate).update(grads, state["disc_opt"], state["disc"])
+  return {**state, "disc": optax.apply_updates(state["disc"], updates), "disc_opt": opt}, loss
+
+
+def student_loss(gan: KDGAN, params: Any, disc_params: Any, key: jax.Array, x: jax.Array,
+                 tl: jax.Array, mask: jax.Array, noise_multiplier: Any = None
+                 ) -> tuple[jax.Array, dict]:
+  """Eq. 7: ``λ · L_KD^dp + (1 - λ) · L_adv`` on a padded batch, and its parts.
+
+  ``noise_multiplier`` (may be traced) overrides ``gan.noise_multiplier``.
+  """
+  sigma = gan.noise_multiplier if noise_multiplier is None else noise_multiplier
+  logits = gan.student.apply({"params": params}, x)
+  kd = L.kd_losses(tl, logits, gan.tau)
+  kd_dp = L.dp_losses(jax.random.fold_in(key, _NOISE), kd, gan.clip, sigma,
+                      mask, per_example=gan.per_example_clip)
+  l_kd = jnp.sum(kd_dp) / gan.batch_size
+  total = gan.lam * l_kd
+  adv = jnp.zeros(())
+  if gan.lam < 1.0:
+    y_s = L.gumbel_softmax(jax.random.fold_in(key, _GUMBEL_S), jax.nn.log_softmax(logits),
+                           gan.gumbel_temperature)
+    d = gan.discriminator.apply({"params": disc_params}, y_s, x)
+    adv = jnp.sum(jnp.where(mask, L.adversarial_loss(d), 0.0)) / gan.batch_size
+    total = total + (1.0 - gan.lam) * adv
+  kd_clean = jnp.sum(jnp.where(mask, kd, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+  return total, {"kd": kd_clean, "kd_dp": l_kd, "adv": adv}
+
+
+def student_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
+                 tl_all: jax.Array, noise_multiplier: Any = None) -> tuple[dict, dict]:
+  """One student step (Algorithm 1, lines 8-14); ``noise_multiplier`` as in
+  :func:`student_loss` (the audit runs one compiled step with and without the noise)."""
+  x, tl, mask = _batch(gan, key, x_all, tl_all)
+  grad_fn = jax.grad(student_loss, argnums=1, has_aux=True)
+  grads, parts = grad_fn(gan, state["student"], state["disc"], key, x, tl, mask,
+                         noise_multiplier)
+  tx = _tx(gan, gan.learning_rate)
+  updates, opt = tx.update(grads, state["student_opt"], state["student"])
+  return ({**state, "student": optax.apply_updates(state["student"], updates),
+           "student_opt": opt}, parts)
+
+
+def train_round(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
+                tl_all: jax.Array) -> tuple[dict, dict]:
+  """``k_d`` discriminator steps then ``k_s`` student steps (none of D's if ``λ = 1``)."""
+  d_loss = jnp.zeros(())
+  if gan.lam < 1.0 and gan.k_d:
+    def d_body(s, j):
+      return discriminator_step(gan, s, jax.random.fold_in(jax.random.fold_in(key, 0), j),
+                                x_all, tl_all)
+    state, d_losses = jax.lax.scan(d_body, state, jnp.arange(gan.k_d))
+    d_loss = jnp.mean(d_losses)
+
+  def s_body(s, j):
+    return student_step(gan, s, jax.random.fold_in(jax.random.fold_in(key, 1), j), x_all,
+                        tl_all)
+  state, parts = jax.lax.scan(s_body, state, jnp.arange(gan.k_s))
+  return state, {**jax.tree.map(jnp.mean, parts), "disc": d_loss}
+
+
+def _rounds(gan, num_rounds, state, key, start, x_all, tl_all):
+  def body(s, i):
+    return train_round(gan, s, jax.random.fold_in(key, start + i), x_all, tl_all)
+  state, metrics = jax.lax.scan(body, state, jnp.arange(num_rounds))
+  return state, jax.tree.map(jnp.mean, metrics)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
+def _segment(gan, num_rounds, per_run_targets, state, keys, start, x_all, tl_all):
+  fn = lambda s, k, t: _rounds(gan, num_rounds, s, k, start, x_all, t)
+  return jax.vmap(fn, in_axes=(0, 0, 0 if per_run_targets else None))(state, keys, tl_all)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _accuracy(gan, state, x, y):
+  def one(params):
+    return jnp.mean(jnp.argmax(gan.student.apply({"params": params}, x), -1) == y)
+  return jax.vmap(one)(state["student"])
+
+
+def accuracy(gan: KDGAN, state: dict, images: Any, labels: Any, chunk: int = 2000) -> np.ndarray:
+  """Held-out accuracy of every run's student, ``[S]`` (``state`` stacked over runs)."""
+  images, labels = np.asarray(images, np.float32), np.asarray(labels)
+  hits = sum(np.asarray(_accuracy(gan, state, jnp.asarray(images[i:i + chunk]),
+                                  jnp.asarray(labels[i:i + chunk]))) * len(labels[i:i + chunk])
+             for i in range(0, len(labels), chunk))
+  return hits / len(labels)
+
+
+class KDGANResult(NamedTuple):
+  state: dict                # stacked over runs
+  eval_accuracy: np.ndarray  # [S]
+  history: list[dict]        # per segment: round, student steps, accuracies, mean losses
+  resumed_from: int
+  train_seconds: float
+
+
+def check_teacher(gan: KDGAN, public_x: Any, teacher_log_probs: Any, num_runs: int) -> bool:
+  """Validates the teacher's log-probabilities; returns whether they are per run."""
+  tl = np.shape(teacher_log_probs)
+  if len(tl) not in (2, 3) or tl[-1] != gan.num_classes:
+    raise ValueError(f"teacher_log_probs: the teacher has {tl[-1] if tl else None} classes "
+                     f"(shape {tl}), the student {gan.num_classes}; they must agree")
+  if tl[-2] != np.shape(public_x)[0]:
+    raise ValueError(f"teacher_log_probs: {tl[-2]} rows for {np.shape(public_x)[0]} public "
+                     "inputs")
+  if len(tl) == 3 and tl[0] != num_runs:
+    raise ValueError(f"teacher_log_probs: {tl[0]} per-run targets for {num_runs} keys")
+  if gan.batch_size > np.shape(public_x)[0]:
+    raise ValueError(f"batch_size: {gan.batch_size} exceeds the {np.shape(public_x)[0]} "
+                     "public inputs (q = B/N must lie in (0, 1])")
+  return len(tl) == 3
+
+
+def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval_x: Any,
+        eval_y: Any, *, num_rounds: int, segment_rounds: int,
+        checkpoint_dir: str | None = None, fingerprint: Mapping[str, Any] | None = None,
+        restart: bool = False, log: Callable[[str], None] | None = print) -> KDGANResult:
+  """Trains ``S = len(keys)`` students at once (vmap over runs) for ``num_rounds`` rounds.
+
+  Args:
+    gan: the hyperparameters and networks (:func:`make_kd_gan`).
+    keys: ``[S]`` one key per run (seeds).
+    public_x: ``[N, ...]`` public inputs.
+    teacher_log_probs: ``[N, C]`` shared by all runs, or ``[S, N, C]`` one per run
+      (e.g. the sound variant's releases at several noise levels).
+    eval_x, eval_y: held-out images and labels.
+    num_rounds: Algorithm 1's rounds (``k_s`` student steps each).
+    segment_rounds: rounds per compiled segment (and per evaluation / checkpoint).
+    checkpoint_dir: orbax checkpoints after every segment (None: none); a rerun resumes.
+    fingerprint: what else determines the run (refused if a checkpoint has another).
+    restart: discard ``checkpoint_dir``'s checkpoints.
+    log: one line per segment (None: silent).
+  """
+  num_rounds = v.positive_int(num_rounds, "num_rounds")
+  segment_rounds = v.positive_int(segment_rounds, "segment_rounds")
+  keys = jnp.asarray(keys)
+  per_run = check_teacher(gan, public_x, teacher_log_probs, keys.shape[0])
+  x_all = jnp.asarray(np.asarray(public_x, np.float32))
+  tl_all = jnp.asarray(np.asarray(teacher_log_probs, np.float32))
+  state = jax.vmap(lambda k: init(gan, k, x_all))(keys)
+  ckpt = None
+  if checkpoint_dir:
+    ckpt = Checkpointer(checkpoint_dir, restart=restart, fingerprint={
+        "keys": np.asarray(jax.random.key_data(keys)).tolist(), "gan": repr(gan),
+        "data_sha256": data_digest(np.asarray(public_x, np.float32),
+                                   np.asarray(teacher_log_probs, np.float32)),
+        **(fingerprint or {})})
+  try:
+    r = 0
+    if ckpt is not None:
+      state, r = ckpt.restore_or(state)
+      if r > num_rounds:
+        raise ValueError(f"num_rounds: {num_rounds} is below the checkpoint's round {r}")
+    resumed_from, history, t0 = r, [], time.perf_counter()
+    while r < num_rounds:
+      n = min(segment_rounds, num_rounds - r)
+      state, metrics = _segment(gan, n, per_run, state, keys, jnp.asarray(r), x_all, tl_all)
+      r += n
+      if ckpt is not None:
+        ckpt.save(r, state)
+      acc = accuracy(gan, state, eval_x, eval_y)
+      entry = {"round": r, "student_steps": r * gan.k_s,
+               "eval_accuracy_mean": float(acc.mean()), "eval_accuracy": acc.tolist(),
+               **{k: float(np.mean(m)) for k, m in metrics.items()}}
+      history.append(entry)
+      if log:
+        log(f"round {r}/{num_rounds}: accuracy {acc.mean():.4f} (runs {len(acc)}) "
+            + " ".join(f"{k}={entry[k]:.4f}" for k in metrics))
+    jax.block_until_ready(state)
+    seconds = time.perf_counter() - t0
+  finally:
+    if ckpt is not None:
+      ckpt.close()
+  final = (np.asarray(history[-1]["eval_accuracy"]) if history
+           else accuracy(gan, state, eval_x, eval_y))
+  return KDGANResult(state, final, history, resumed_from, seconds)
+
+
+def teacher_log_probs(student: students.Student, state: Any, images: Any,
+                      chunk: int = 2000) -> np.ndarray:
+  """``log_softmax`` of a trained network's (evaluation) logits on ``images``, ``[N, C]``."""
+  fn = jax.jit(lambda x: jax.nn.log_softmax(student.logits(state, x), axis=-1))
+  images = np.asarray(images, np.float32)
+  return np.concatenate([np.asarray(fn(jnp.asarray(images[i:i + chunk])))
+                         for i in range(0, images.shape[0], chunk)])
+
+
+def train_teacher(key: jax.Array, train_x: Any, train_y: Any, eval_x: Any, eval_y: Any, *,
+                  model: str, model_kwargs: Mapping[str, Any] | None = None, num_steps: int,
+                  batch_size: int, learning_rate: float = 1e-3,
+                  checkpoint_dir: str | None = None, log: Callable[[str], None] | None = print
+                  ) -> tuple[students.Student, Any, float]:
+  """The published setting's teacher: the registered ``model`` trained with the repo's
+  supervised student loop (``pate_jax.students.fit``) on *all* the private training data.
+
+  Returns:
+    ``(network functions, state, held-out accuracy)``.
+  """
+  num_classes = int(np.max(train_y)) + 1
+  net = students.classifier(model, num_classes, **dict(model_kwargs or {}))
+  teacher = students.supervised(net, learning_rate=learning_rate, b1=0.9)
+  data = students.make_student_data(train_x, np.arange(len(train_y)), train_y, eval_x, eval_y,
+                                    num_classes)
+  result = students.fit(teacher, data, key, num_steps=num_steps, batch_size=batch_size,
+                        segment_steps=max(1, num_steps // 4), checkpoint_dir=checkpoint_dir,
+                        fingerprint={"model": model, "model_kwargs": dict(model_kwargs or {}),
+                                     "learning_rate": learning_rate}, log=log)
+  return teacher, result.state, result.eval_accuracy

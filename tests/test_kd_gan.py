@@ -1,0 +1,223 @@
+"""KD-GAN (Gao et al.): losses, Eq. 5, the published accounting against dp_accounting, the
+audit (Eq. 5's noise does not reach the update), the sound variant's soft-label mechanism,
+bad inputs, and a tiny end-to-end fit."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from pate_jax import accounting as acc
+from pate_jax import kd_gan as K
+
+ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0])
+C = 10
+
+
+def _gan(**kw):
+  args = dict(lam=0.5, tau=2.0, clip=1.0, noise_multiplier=1.1, batch_size=8,
+              student_kwargs={"hidden": (16,)}, disc_hidden=(8,))
+  args.update(kw)
+  return K.make_kd_gan(C, **args)
+
+
+def _toy(n=64, seed=0):
+  rng = np.random.default_rng(seed)
+  x = rng.random((n, 4, 4, 1), dtype=np.float32)
+  w = rng.normal(size=(16, C)).astype(np.float32) * 3
+  logits = x.reshape(n, -1) @ w
+  tl = np.asarray(jax.nn.log_softmax(logits), np.float32)
+  return x, tl, logits.argmax(1)
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def test_clip_by_norm_bounds_the_norm():
+  v = jax.random.normal(jax.random.key(0), (50,)) * 3
+  out = K.clip_by_norm(v, 0.7)
+  assert float(jnp.linalg.norm(out)) == pytest.approx(0.7, rel=1e-6)
+  np.testing.assert_allclose(out, v * 0.7 / jnp.linalg.norm(v), rtol=1e-6)
+  small = v * 1e-3
+  np.testing.assert_array_equal(K.clip_by_norm(small, 10.0), small)  # below C: unchanged
+  rows = jax.random.normal(jax.random.key(1), (6, 3)) * 5
+  per = K.clip_by_norm(rows, 1.5, per_example=True)
+  assert np.all(np.linalg.norm(np.asarray(per), axis=1) <= 1.5 + 1e-6)
+  g = jax.grad(lambda z: jnp.sum(K.clip_by_norm(z, 1.0)))(jnp.zeros(4))
+  assert np.all(np.isfinite(g))
+
+
+def test_kd_losses_is_the_softened_kl():
+  rng = np.random.default_rng(0)
+  t_logits = rng.normal(size=(3, C))
+  s_logits = rng.normal(size=(3, C))
+  tau = 3.0
+  p = np.exp(t_logits / tau) / np.exp(t_logits / tau).sum(1, keepdims=True)
+  q = np.exp(s_logits / tau) / np.exp(s_logits / tau).sum(1, keepdims=True)
+  expected = (p * np.log(p / q)).sum(1)
+  t_logp = jax.nn.log_softmax(jnp.asarray(t_logits, jnp.float32))  # log p, any shift
+  np.testing.assert_allclose(K.kd_losses(t_logp, jnp.asarray(s_logits, jnp.float32), tau),
+                             expected, rtol=1e-5)
+  np.testing.assert_allclose(K.kd_losses(t_logp, t_logp, tau), 0.0, atol=1e-6)
+  # A zero-probability class (a projected soft label) contributes 0, not NaN.
+  zero = jnp.log(jnp.asarray([[0.5, 0.5] + [0.0] * (C - 2)]))
+  assert np.isfinite(float(K.kd_losses(zero, jnp.zeros((1, C)), 1.0)[0]))
+
+
+def test_dp_losses_is_clip_plus_scaled_noise():
+  losses = jnp.arange(1.0, 9.0)
+  mask = jnp.arange(8) < 6
+  key = jax.random.key(3)
+  out = K.dp_losses(key, losses, 2.0, 1.1, mask)
+  clipped = K.clip_by_norm(jnp.where(mask, losses, 0.0), 2.0)
+  noise = 1.1 * 2.0 * jax.random.normal(key, (8,))
+  np.testing.assert_allclose(out, clipped + jnp.where(mask, noise, 0.0), rtol=1e-6)
+  assert float(jnp.linalg.norm(clipped)) <= 2.0 + 1e-6
+
+
+def test_poisson_batch_rows_and_rate():
+  keys = jax.random.split(jax.random.key(0), 400)
+  cap = K.batch_capacity(1000, 50)
+  rows, mask = jax.vmap(lambda k: K.poisson_batch(k, 1000, 0.05, cap))(keys)
+  sizes = np.asarray(mask.sum(1))
+  assert abs(sizes.mean() - 50) < 1.5 and sizes.max() < cap
+  r0 = np.asarray(rows[0])[np.asarray(mask[0])]
+  assert len(np.unique(r0)) == len(r0) and r0.max() < 1000
+
+
+# ----------------------------------------------------------------------------- privacy
+
+
+def test_published_epsilon_matches_dp_accounting():
+  q, sigma, steps, delta = 50 / 10_000, 1.1, 4_000, 1e-5
+  eps, _ = K.published_epsilon(q, sigma, steps, delta, orders=ORDERS)
+  ref = rdp_privacy_accountant.RdpAccountant(list(ORDERS))
+  ref.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)),
+              steps)
+  assert eps == pytest.approx(ref.get_epsilon(delta), rel=1e-6)
+  assert K.published_sound_epsilon()["epsilon"] is None
+
+
+def test_soft_label_sensitivity_by_changing_one_teacher():
+  t, q = 25, 40
+  rng = np.random.default_rng(0)
+  probs = rng.dirichlet(np.ones(C), size=(t, q)).astype(np.float64)
+  base = np.asarray(K.ensemble_soft_labels(jnp.asarray(probs)))
+  bound = K.soft_label_sensitivity(t)
+  assert bound == pytest.approx(math.sqrt(2) / t)
+  # Worst case: teacher 7 moves from one vertex of the simplex to another.
+  worst_a, worst_b = probs.copy(), probs.copy()
+  worst_a[7, 0], worst_b[7, 0] = np.eye(C)[2], np.eye(C)[5]
+  diff = np.asarray(K.ensemble_soft_labels(worst_a)) - np.asarray(K.ensemble_soft_labels(worst_b))
+  assert np.linalg.norm(diff[0]) == pytest.approx(bound, rel=1e-6)
+  assert np.abs(diff[1:]).max() == 0.0
+  # Any change of one teacher's vectors moves every soft label by at most √2/T.
+  other = probs.copy()
+  other[3] = rng.dirichlet(np.full(C, 0.05), size=q)
+  moved = np.linalg.norm(np.asarray(K.ensemble_soft_labels(other)) - base, axis=1)
+  assert moved.max() <= bound + 1e-12 and moved.max() > 0.5 * bound
+
+
+def test_release_noise_scale_and_consistency():
+  soft = jnp.full((2000, C), 0.1)
+  out = K.release_soft_labels(jax.random.key(0), soft, 50, 3.0)
+  assert float(jnp.std(out - soft)) == pytest.approx(3.0 * math.sqrt(2) / 50, rel=0.03)
+  ids = jnp.asarray([5, 17])
+  sub = K.release_soft_labels(jax.random.key(0), soft[ids], 50, 3.0, query_ids=ids)
+  np.testing.assert_allclose(sub, out[ids], rtol=1e-6)  # an answer does not depend on the batch
+  p = K.project_to_simplex(out[:50])
+  np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-5)
+  assert float(p.min()) >= 0.0
+  on = jnp.asarray([[0.2, 0.8] + [0.0] * (C - 2)])
+  np.testing.assert_allclose(K.project_to_simplex(on), on, atol=1e-6)
+
+
+def test_soft_label_epsilon_and_calibration():
+  sigma, n, delta = 40.0, 1000, 1e-5
+  eps, _ = K.soft_label_epsilon(sigma, n, delta, orders=ORDERS)
+  ref = rdp_privacy_accountant.RdpAccountant(list(ORDERS))
+  ref.compose(dp_accounting.GaussianDpEvent(sigma), n)
+  assert eps == pytest.approx(ref.get_epsilon(delta), rel=1e-6)
+  with jax.enable_x64(True):
+    closed = n * ORDERS / (2 * sigma**2)
+    assert eps == pytest.approx(float(acc.rdp_to_epsilon(closed, ORDERS, delta)[0]), rel=1e-9)
+  s2 = K.calibrate_soft_label_noise(2.0, n, delta, orders=ORDERS)
+  assert K.soft_label_epsilon(s2, n, delta, orders=ORDERS)[0] == pytest.approx(2.0, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- the audit
+
+
+def test_eq5_noise_does_not_reach_the_update():
+  """Same key and compiled step, Eq. 5 noise on (σ = 1.1) vs off (σ = 0): the loss values
+  differ, the student's updated parameters do not (exactly, or to float rounding)."""
+  x, tl, _ = _toy()
+  gan = _gan()
+  state = K.init(gan, jax.random.key(0), jnp.asarray(x))
+  key = jax.random.key(42)
+  step = jax.jit(K.student_step, static_argnums=0)
+  s1, parts1 = step(gan, state, key, jnp.asarray(x), jnp.asarray(tl), jnp.float32(1.1))
+  s0, parts0 = step(gan, state, key, jnp.asarray(x), jnp.asarray(tl), jnp.float32(0.0))
+  assert abs(float(parts1["kd_dp"]) - float(parts0["kd_dp"])) > 1e-3  # the noise is there
+  diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in
+             zip(jax.tree.leaves(s1["student"]), jax.tree.leaves(s0["student"])))
+  moved = max(float(jnp.max(jnp.abs(a - b))) for a, b in
+              zip(jax.tree.leaves(s1["student"]), jax.tree.leaves(state["student"])))
+  assert moved > 1e-4          # the step did update the student
+  assert diff <= 1e-7          # ... identically with and without the noise
+
+
+def test_kd_only_ignores_the_discriminator():
+  x, tl, _ = _toy()
+  gan = _gan(lam=1.0)
+  state = K.init(gan, jax.random.key(0), jnp.asarray(x))
+  other = {**state, "disc": jax.tree.map(lambda a: a + 1.0, state["disc"])}
+  step = jax.jit(K.student_step, static_argnums=0)
+  a, _ = step(gan, state, jax.random.key(1), jnp.asarray(x), jnp.asarray(tl))
+  b, _ = step(gan, other, jax.random.key(1), jnp.asarray(x), jnp.asarray(tl))
+  for u, w in zip(jax.tree.leaves(a["student"]), jax.tree.leaves(b["student"])):
+    np.testing.assert_array_equal(u, w)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("kw, name", [({"lam": 1.5}, "lam"), ({"lam": -0.1}, "lam"),
+                                      ({"tau": 0.0}, "tau"), ({"tau": -1.0}, "tau"),
+                                      ({"clip": 0.0}, "clip"), ({"clip": -2.0}, "clip")])
+def test_bad_hyperparameters_name_the_argument(kw, name):
+  with pytest.raises(ValueError, match=name):
+    _gan(**kw)
+
+
+@pytest.mark.parametrize("q", [0.0, 1.5, -0.2])
+def test_bad_sampling_rate(q):
+  with pytest.raises(ValueError, match="q must lie in"):
+    K.published_epsilon(q, 1.1, 10, 1e-5)
+
+
+def test_teacher_class_count_mismatch():
+  x, tl, _ = _toy(16)
+  with pytest.raises(ValueError, match="teacher_log_probs.*9 classes.*student 10"):
+    K.fit(_gan(), jax.random.split(jax.random.key(0), 1), x, tl[:, :9], x, np.zeros(16, int),
+          num_rounds=1, segment_rounds=1, log=None)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def test_tiny_fit_learns_the_teacher_vmapped_over_seeds():
+  x, tl, y = _toy(128)
+  gan = _gan(noise_multiplier=1.1, clip=5.0, learning_rate=3e-3, batch_size=16)
+  keys = jax.random.split(jax.random.key(0), 2)
+  out = K.fit(gan, keys, x, tl, x, y, num_rounds=120, segment_rounds=60, log=None)
+  assert out.eval_accuracy.shape == (2,)
+  assert out.history[-1]["kd"] < out.history[0]["kd"]
+  assert out.eval_accuracy.min() > 0.5  # chance is 0.1
+  assert K.check_teacher(gan, x, np.stack([tl, tl]), 2)  # per-run targets [S, N, C]
