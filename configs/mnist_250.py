@@ -41,6 +41,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.query_chunk = 0            # queries per prediction chunk; 0 → from the budget.
   c.memory_fraction = 0.6      # share of each device's memory the chunk planner may use.
   c.checkpoint_every = 500     # steps; saves are asynchronous (results.json: their cost).
+  c.max_to_keep = 1            # checkpoint steps kept while training (resume needs one).
+  c.keep_checkpoints = False   # False: delete them once votes.npz is written (the CPU
+                               # run's state is ~0.7 GB a step; votes.npz < 1 MB).
   c.crash_after_step = -1      # >0: exit abruptly after that checkpoint (resume tests).
   c.restart = False            # True: discard the workdir's checkpoints and start over
                                # (a rerun with other training fields is refused otherwise).

@@ -50,6 +50,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.batch_size = 100
   c.num_steps = 27_000
   c.segment_steps = 900       # steps per compiled segment and checkpoint (10 epochs)
+  c.max_to_keep = 1           # checkpoint steps kept; the last is the trained student
+                              # (PATE-G :cpu ~30 MB), which a rerun restores
   c.restart = False           # True: discard the workdir's student checkpoints, start over
   if arg == "cpu":
     c.num_steps = 6_750

@@ -59,7 +59,8 @@ def run(config, workdir: str) -> dict:
   fit_kwargs = {"num_steps": int(config.num_steps), "batch_size": int(config.batch_size),
                 "segment_steps": int(config.segment_steps),
                 "fingerprint": {"student": config.student.to_dict(), "labels": config.labels},
-                "restart": bool(config.get("restart", False))}
+                "restart": bool(config.get("restart", False)),
+                "max_to_keep": int(config.get("max_to_keep", 1))}
   key = rng.stream(root, "student_train")
   results: dict = {"student": config.student.name, "labels": config.labels,
                    "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],

@@ -1,9 +1,11 @@
 """Trains a PATE teacher ensemble and writes its vote histograms.
 
-  python experiments/train_teachers.py --config configs/mnist_250.py:cpu --workdir runs/cpu
+  python experiments/train_teachers.py --config configs/mnist_250.py:cpu --workdir runs/mnist_n250
 
-Writes into ``--workdir``: ``checkpoints/`` (orbax; a restarted run resumes),
-``votes.npz`` (see pate_jax.votes), ``results.json`` and ``gap.png``.
+Writes into ``--workdir``: ``checkpoints/`` (orbax, the newest ``max_to_keep`` steps while
+it trains; a restarted run resumes; deleted when the run finishes unless
+``--config.keep_checkpoints=True``), ``votes.npz`` (see pate_jax.votes), ``results.json``
+and ``gap.png``. Rerunning a finished run reuses its ``votes.npz``.
 
 A rerun resumes only the same run: the checkpoints carry a fingerprint of
 ``teachers.FINGERPRINT_FIELDS`` and of the training data, and a rerun with other values is
@@ -15,6 +17,8 @@ workdir is locked while a run uses it.
 from __future__ import annotations
 
 import dataclasses
+import json
+import pathlib
 import time
 
 from absl import logging
@@ -26,7 +30,7 @@ import optax
 
 from pate_jax import data, distributed, experiment, memory, models, rng, teachers
 from pate_jax import votes as votes_lib
-from pate_jax.checkpoint import Checkpointer
+from pate_jax.checkpoint import COMPLETED_FILE, Checkpointer
 
 def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
   ds = data.load_image_dataset(config.dataset, config.data_dir or None,
@@ -89,10 +93,38 @@ def _run(config: ml_collections.ConfigDict, workdir: str) -> dict:
                  "data_sha256": experiment.data_digest(train_x, train_y)}
   # Refuses a changed configuration before anything is compiled; closed (and its lock
   # released) whatever happens below.
-  with Checkpointer(f"{workdir}/checkpoints", fingerprint=fingerprint,
-                    restart=config.get("restart", False)) as ckpt:
+  with Checkpointer(f"{workdir}/checkpoints", max_to_keep=config.get("max_to_keep", 1),
+                    fingerprint=fingerprint, restart=config.get("restart", False)) as ckpt:
+    done = _completed(config, workdir, ckpt)
+    if done is not None:
+      return done
     return _train_and_vote(config, workdir, ds, (shard_x, shard_y, dropped), root, ckpt,
                            t_start)
+
+
+def _outputs(config: ml_collections.ConfigDict) -> dict:
+  """What votes.npz depends on besides the fingerprint."""
+  return {"num_steps": config.num_steps,
+          "distill_temperatures": list(config.get("distill_temperatures", ()) or ())}
+
+
+def _completed(config, workdir, ckpt) -> dict | None:
+  """The recorded results of this very run if it finished (its votes.npz is reused and
+  nothing is trained), else None. Without kept checkpoints, a finished run asked for more
+  steps trains again from step 0 (deterministic: the same teachers as a resume)."""
+  path = pathlib.Path(workdir)
+  if (ckpt.completed(_outputs(config)) != config.num_steps
+      or not (path / "votes.npz").exists() or not (path / "results.json").exists()):
+    if ckpt.latest_step() is None and (path / "checkpoints" / COMPLETED_FILE).exists():
+      print("the earlier run's checkpoints were deleted when it finished "
+            "(keep_checkpoints=False): training from step 0")
+    return None
+  votes_lib.load_votes(path)  # validated
+  print(f"teachers already trained ({config.num_steps} steps; this configuration): reusing "
+        f"{path / 'votes.npz'}")
+  results = json.loads((path / "results.json").read_text())["results"]
+  results["reused_votes"] = True
+  return results
 
 
 def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
@@ -161,7 +193,6 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
         ensemble.fns, state["params"], queries, temps, t))
   votes_seconds = time.time() - t_votes
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
-  ckpt.close()
   if distributed.is_main_process():
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
                          num_pool=num_pool, dataset=ds.name, probabilities=probs,
@@ -202,9 +233,18 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
                       "bytes": memory.tree_bytes(state)},
       "wall_seconds": time.time() - t_start,
   }
+  keep = bool(config.get("keep_checkpoints", False))
+  results["checkpoints"]["kept"] = keep
+  results["checkpoints"]["bytes_deleted_at_completion"] = 0
   if distributed.is_main_process():
     if config.gap_plot:
       _plot_gap(gap, t, f"{workdir}/gap.png")
+    experiment.write_results(workdir, results, config=config, seed=config.seed)
+  # The outputs are on disk: a rerun reuses them; the checkpoints go unless kept.
+  freed = ckpt.complete(config.num_steps, keep=keep, outputs=_outputs(config))
+  ckpt.close()
+  if distributed.is_main_process() and freed:
+    results["checkpoints"]["bytes_deleted_at_completion"] = freed
     experiment.write_results(workdir, results, config=config, seed=config.seed)
   return results
 

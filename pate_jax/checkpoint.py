@@ -17,6 +17,13 @@ resume safe: it continues the *same* run, past a corrupted step, in one process 
   keeps a second run from using the directory at the same time; it fails fast with
   :class:`LockedError` naming the holder. The kernel drops the lock when its process
   dies, so the lock of a killed run is taken over (and said so).
+* **Disk.** ``max_to_keep`` steps are kept while a run trains (1 by default: what a resume
+  needs). :meth:`Checkpointer.complete` marks a finished run in ``completed.json`` (its
+  step and fingerprint) and deletes the step directories unless asked to keep them: a
+  stage's outputs (votes, labels, results) are what a rerun reuses
+  (:meth:`Checkpointer.completed`). orbax's "Waiting for previous save" warning is
+  dropped (its time is in :attr:`Checkpointer.blocking_seconds`), so it does not break
+  the progress bar.
 """
 
 from __future__ import annotations
@@ -42,10 +49,22 @@ PyTree = Any
 LOCK_FILE = ".lock"
 FINGERPRINT_FILE = "fingerprint.json"
 CORRUPT_DIR = "corrupt"  # not a step name: orbax ignores it
+COMPLETED_FILE = "completed.json"
 _RESTART_HINT = ("start over with restart=True (--config.restart=True), which deletes these "
                  "checkpoints, or use another --workdir")
 
 _log = logging.getLogger(__name__)
+
+
+class _NoSaveWaitWarnings(logging.Filter):
+  """Drops orbax's "Waiting for previous save to complete took …" warnings (absl logger):
+  they break the progress bar, and the time is reported in ``blocking_seconds``."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return "Waiting for previous save" not in str(record.msg)
+
+
+logging.getLogger("absl").addFilter(_NoSaveWaitWarnings())
 
 
 class ResumeMismatchError(ValueError):
@@ -237,7 +256,8 @@ class Checkpointer:
 
   Args:
     directory: where the step directories go.
-    max_to_keep: steps kept on disk (>= 1; the older are deleted after a save).
+    max_to_keep: steps kept on disk (>= 1; the older are deleted after a save). One is
+      what a resume needs; two also survive a damaged newest step without starting over.
     fingerprint: the fields that determine the run (:func:`fingerprint`); ``None``
       skips the check (and stores nothing).
     restart: discard whatever the directory holds and start over.
@@ -249,7 +269,7 @@ class Checkpointer:
     ResumeMismatchError: the stored checkpoints belong to another configuration.
   """
 
-  def __init__(self, directory: str | os.PathLike, max_to_keep: int = 2, *,
+  def __init__(self, directory: str | os.PathLike, max_to_keep: int = 1, *,
                fingerprint: Mapping[str, Any] | None = None, restart: bool = False,
                lock: bool = True):
     self.directory = check_directory(directory, "checkpoint directory")
@@ -346,6 +366,8 @@ class Checkpointer:
       raise OSError(errno.ENOSPC, f"not enough disk space for a checkpoint in "
                     f"{self.directory}: the state needs ~{need / 2**20:.1f} MiB, "
                     f"{free / 2**20:.1f} MiB are free")
+    if self._main:  # training goes on: the run is no longer complete
+      (self.directory / COMPLETED_FILE).unlink(missing_ok=True)
     t0 = time.perf_counter()
     self._manager.save(step, args=ocp.args.StandardSave(state))
     spent = time.perf_counter() - t0
@@ -360,6 +382,51 @@ class Checkpointer:
     spent = time.perf_counter() - t0
     self.blocking_seconds += spent
     return spent
+
+  def complete(self, step: int, *, keep: bool = False,
+               outputs: Mapping[str, Any] | None = None) -> int:
+    """Marks the run finished at ``step`` and, unless ``keep``, deletes its checkpoints.
+
+    Waits for pending saves, writes ``completed.json`` (``step``, the fingerprint and
+    ``outputs``: what else the stage's outputs depend on) and removes every step
+    directory (and ``corrupt/``). Call it once the stage's outputs are on disk.
+
+    Returns:
+      Bytes deleted.
+    """
+    self.wait()
+    if not self._main:
+      return 0
+    record = {"step": int(step), "fingerprint": self.fingerprint,
+              "outputs": None if outputs is None else _as_fingerprint(outputs)}
+    path = self.directory / COMPLETED_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+    if keep:
+      return 0
+    freed = 0
+    for name in [str(s) for s in _step_dirs(self.directory)] + [CORRUPT_DIR]:
+      d = self.directory / name
+      if d.is_dir():
+        freed += sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+        shutil.rmtree(d)
+    # orbax caches the steps it saw: let it forget the deleted ones.
+    self._manager.close()
+    self._manager = ocp.CheckpointManager(self.directory, options=self._options)
+    return freed
+
+  def completed(self, outputs: Mapping[str, Any] | None = None) -> int | None:
+    """The step of a finished run with this fingerprint and ``outputs``
+    (:meth:`complete`), else ``None``."""
+    path = self.directory / COMPLETED_FILE
+    try:
+      record = json.loads(path.read_text())
+    except (OSError, ValueError):
+      return None
+    same = (record.get("fingerprint") == self.fingerprint and record.get("outputs") ==
+            (None if outputs is None else _as_fingerprint(outputs)))
+    return int(record["step"]) if same and "step" in record else None
 
   def restore_or(self, state: PyTree) -> tuple[PyTree, int]:
     """The newest state that restores (shaped/sharded like ``state``) and its step, else

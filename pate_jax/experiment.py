@@ -325,6 +325,18 @@ def print_outputs(workdir: str | os.PathLike, since: float) -> None:
     print(f"figures: {', '.join(map(str, pngs))}")
 
 
+def run_and_report(run: Callable[[Any, str], Any], report: Callable[[Any], None] | None,
+                   config: Any, workdir: str) -> Any:
+  """``run(config, workdir)``, then ``report(results)`` and :func:`print_outputs`: what a
+  script does after parsing its flags (tests call it in-process)."""
+  t0 = time.time()
+  results = run(config, workdir)
+  if report is not None:
+    report(results)
+  print_outputs(workdir, t0)
+  return results
+
+
 def _usage_error(message: str) -> None:
   import sys  # pylint: disable=g-import-not-at-top
   print(f"error: {message}", file=sys.stderr)
@@ -391,18 +403,14 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
     config = flags.FLAGS.config
     if "deterministic" in config:  # before JAX initialises a backend
       set_deterministic(bool(config.deterministic))
-    t0 = time.time()
     try:
-      results = run(config, flags.FLAGS.workdir)
+      run_and_report(run, report, config, flags.FLAGS.workdir)
     except user_errors() as e:
       if os.environ.get("PATE_JAX_TRACEBACK") == "1":
         raise
       print(f"error: {type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the traceback)",
             file=sys.stderr)
       raise SystemExit(1) from None
-    if report is not None:
-      report(results)
-    print_outputs(flags.FLAGS.workdir, t0)
 
   app.run(main, argv=argv)
 

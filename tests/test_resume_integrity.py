@@ -30,7 +30,8 @@ TEACHERS = REPO / "experiments" / "train_teachers.py"
 RUN_PATE = REPO / "experiments" / "run_pate.py"
 TIMEOUT_S = 90  # a failure is expected within seconds; the old code hung forever
 TINY = {"dataset": "digits", "num_teachers": 2, "num_steps": 4, "checkpoint_every": 2,
-        "gap_plot": False, "distill_temperatures": ()}
+        "gap_plot": False, "distill_temperatures": (),
+        "keep_checkpoints": True, "max_to_keep": 2}  # the fallback tests need two kept steps
 TINY_FLAGS = [f"--config.{k}={v}" for k, v in TINY.items() if k != "distill_temperatures"]
 
 
@@ -199,6 +200,7 @@ def test_nothing_restores_starts_over(tmp_path):
 def test_train_teachers_falls_back_and_ends_bit_identical(script, finished, tmp_path):
   workdir = _copy(finished, tmp_path / "run")
   _garbage(workdir / "checkpoints" / "4")
+  (workdir / "votes.npz").unlink()  # else the finished run's votes are reused, untrained
   results = script.run(_config(), str(workdir))
   assert results["resumed_from_step"] == 2
   np.testing.assert_array_equal(votes_lib.load_votes(workdir)["votes"],

@@ -45,7 +45,8 @@ class _Exited(Exception):
 def _small_config(**overrides):
   config = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
   config.update({"dataset": "digits", "num_teachers": 4, "num_steps": 30,
-                 "checkpoint_every": 10, "gap_plot": False, **overrides})
+                 "checkpoint_every": 10, "gap_plot": False, "keep_checkpoints": True,
+                 **overrides})  # kept: the test compares the final checkpoints
   return config
 
 

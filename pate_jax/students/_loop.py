@@ -120,7 +120,8 @@ def init_state(student: Student, pool: jax.Array, key: jax.Array,
 def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
         init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
-        restart: bool = False, log: Callable[[str], None] | None = print) -> FitResult:
+        restart: bool = False, max_to_keep: int = 1,
+        log: Callable[[str], None] | None = print) -> FitResult:
   """Trains ``student`` on ``data`` for ``num_steps`` steps (resuming if checkpointed).
 
   Args:
@@ -138,6 +139,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
       and ``init_examples``: resuming checkpoints written with other values is
       refused (:class:`pate_jax.checkpoint.ResumeMismatchError`), naming the fields.
     restart: discard the checkpoints in ``checkpoint_dir`` and start over.
+    max_to_keep: checkpoint steps kept (the newest; at the end, the final state: the
+      trained student, which a rerun restores instead of training again).
     log: prints one line per segment (None: silent).
 
   Returns:
@@ -154,7 +157,7 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
   state = init_state(student, pool, key, init_examples)
   ckpt = None
   if checkpoint_dir:
-    ckpt = Checkpointer(checkpoint_dir, restart=restart, fingerprint={
+    ckpt = Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart, fingerprint={
         "key": np.asarray(jax.random.key_data(key)).tolist(), "batch_size": batch_size,
         "init_examples": init_examples,
         "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
