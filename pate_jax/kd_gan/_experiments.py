@@ -1,0 +1,131 @@
+"""Host-side pieces of experiments/train_kd_gan.py: public data, the ε curves, Table 2's
+look-up, the sound variant's cached releases and the utility-vs-ε plot."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pate_jax import data as data_lib
+from pate_jax.kd_gan import _privacy as P
+
+
+def public_data(key: jax.Array, source: str, num_public: int, data_dir: str | None = None
+                ) -> dict[str, Any]:
+  """MNIST split into the teacher's private data, the public inputs and the held-out set.
+
+  ``source="train"`` (the paper, Sec. 5.1): ``num_public`` rows drawn at random (``key``)
+  from the training split the teacher is trained on; held out: the whole test split.
+  ``source="pool"``: the repo's student split of the test split (rows of ``votes.npz``):
+  ``num_public`` random rows of the 9,000-row pool; held out: its 1,000 evaluation rows.
+  ``public_rows`` index the pool (pool) or the training split (train).
+  """
+  ds = data_lib.load_image_dataset("mnist", data_dir or None)
+  train_x, train_y = data_lib.to_float(ds.train_images), ds.train_labels
+  if source == "train":
+    pool_x, pool_y, eval_x, eval_y = train_x, train_y, data_lib.to_float(ds.test_images), ds.test_labels
+  elif source == "pool":
+    split = data_lib.student_split("mnist", ds.test_images.shape[0])
+    test_x = data_lib.to_float(ds.test_images)
+    pool_x, pool_y = test_x[split.pool_index], ds.test_labels[split.pool_index]
+    eval_x, eval_y = test_x[split.eval_index], ds.test_labels[split.eval_index]
+  else:
+    raise ValueError(f"source must be 'train' or 'pool'; got {source!r}")
+  if not 0 < num_public <= pool_x.shape[0]:
+    raise ValueError(f"num_public must lie in [1, {pool_x.shape[0]}] for source {source!r}; "
+                     f"got {num_public}")
+  rows = np.sort(np.asarray(jax.random.permutation(key, pool_x.shape[0]))[:num_public])
+  return {"train_x": train_x, "train_y": train_y, "public_x": pool_x[rows],
+          "public_y": pool_y[rows], "public_rows": rows, "eval_x": eval_x, "eval_y": eval_y}
+
+
+def epsilon_curve(history: Sequence[dict], q: float, noise_multiplier: float, delta: float
+                  ) -> list[dict]:
+  """Per history entry: student steps, the published ε at that point, accuracy mean/std."""
+  out = []
+  for h in history:
+    eps, order = P.published_epsilon(q, noise_multiplier, int(h["student_steps"]), delta)
+    acc = np.asarray(h["eval_accuracy"])
+    out.append({"steps": int(h["student_steps"]), "epsilon_published": eps, "order": order,
+                "accuracy_mean": float(acc.mean()), "accuracy_std": float(acc.std()),
+                "accuracy": acc.tolist()})
+  return out
+
+
+def at_epsilon(curve: Sequence[dict], target: float) -> dict | None:
+  """The last curve point whose published ε does not exceed ``target``; None if there is
+  none, or if the curve stops short of ``target`` (its last ε below 95 % of it)."""
+  below = [c for c in curve if c["epsilon_published"] <= target * (1 + 1e-9)]
+  if not below or curve[-1]["epsilon_published"] < 0.95 * target:
+    return None
+  return below[-1]
+
+
+def steps_for_epsilon(q: float, noise_multiplier: float, target: float, delta: float,
+                      max_steps: int = 10**7) -> int:
+  """Most steps whose published ε stays ``≤ target`` (bisection on the step count)."""
+  lo, hi = 0, max_steps
+  while hi - lo > 1:
+    mid = (lo + hi) // 2
+    if P.published_epsilon(q, noise_multiplier, mid, delta)[0] <= target:
+      lo = mid
+    else:
+      hi = mid
+  return lo
+
+
+def sound_targets(key: jax.Array, votes: dict, public_rows: np.ndarray,
+                  noise_multipliers: Sequence[float], temperature: float = 1.0) -> np.ndarray:
+  """The sound variant's cached answers: per noise level, log of the projected release
+  of the ensemble's averaged probabilities on the public rows, ``[E, N, C]``.
+
+  Query ``i`` is pool row ``public_rows[i]`` and its noise is drawn from
+  ``fold_in(key, row)`` (the aggregation stream), whatever else is asked.
+  """
+  if "probabilities" not in votes:
+    raise ValueError("votes: no averaged teacher probabilities in votes.npz; train the "
+                     "teachers with distill_temperatures set")
+  temps = [float(t) for t in votes["temperatures"]]
+  if float(temperature) not in temps:
+    raise ValueError(f"temperature: {temperature} is not among the saved {temps}")
+  soft = np.asarray(votes["probabilities"][temps.index(float(temperature))][public_rows])
+  out = []
+  for sigma in noise_multipliers:
+    released = P.release_soft_labels(key, soft, votes["num_teachers"], sigma, public_rows)
+    with np.errstate(divide="ignore"):
+      out.append(np.log(np.asarray(P.project_to_simplex(released))))
+  return np.stack(out).astype(np.float32)
+
+
+def plot_utility_vs_epsilon(path: str | pathlib.Path, published: Sequence[dict],
+                            sound: Sequence[dict], title: str) -> pathlib.Path:
+  """Student accuracy vs ε: the published mechanism (its *published* ε, which certifies
+  nothing for the private data) and the sound variant (a real (ε, δ) guarantee)."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, ax = plt.subplots(figsize=(6.4, 4.2))
+  if published:
+    ax.errorbar([c["epsilon_published"] for c in published],
+                [100 * c["accuracy_mean"] for c in published],
+                yerr=[100 * c["accuracy_std"] for c in published], marker=".", capsize=2,
+                label="published mechanism, ε as published (sound ε = ∞)")
+  if sound:
+    ax.errorbar([s["epsilon"] for s in sound], [100 * s["accuracy_mean"] for s in sound],
+                yerr=[100 * s["accuracy_std"] for s in sound], marker="o", capsize=3,
+                label="sound variant: PATE soft labels + Gaussian mechanism")
+  ax.set_xscale("log")
+  ax.set_xlabel("ε (δ = 1e-5)")
+  ax.set_ylabel("student test accuracy (%)")
+  ax.set_title(title, fontsize=9)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  path = pathlib.Path(path)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path
