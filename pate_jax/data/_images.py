@@ -11,7 +11,9 @@ Search order for ``load_image_dataset(name, data_dir)``:
    * SVHN's ``train_32x32.mat``, ``test_32x32.mat`` (and ``extra_32x32.mat``);
 2. well-known system locations (Debian's ``dataset-fashion-mnist`` package);
 3. tensorflow-datasets (``tfds.builder(...).as_data_source``), which downloads
-   and prepares the dataset when it can reach its source;
+   and prepares the dataset when it can reach its source (probed first with one
+   short TCP connection, so that an offline machine falls through at once instead
+   of sitting through tensorflow-datasets' download retries);
 4. only if ``allow_fallback=True``: scikit-learn's bundled 8×8 digits, with a
    loud warning and ``ImageDataset.fallback = True`` so results record it.
 
@@ -43,6 +45,16 @@ DATASETS = {
 }
 OFFLINE_ENV_VAR = "PATE_JAX_OFFLINE"
 SYSTEM_DIRS = {"fashion_mnist": ["/usr/share/datasets/fashion-mnist"]}
+# Where tensorflow-datasets downloads each dataset from (its builders' URLs), probed
+# before a download.
+TFDS_SOURCES = {
+    "mnist": "https://storage.googleapis.com/cvdf-datasets/mnist/",
+    "fashion_mnist": "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+    "svhn": "http://ufldl.stanford.edu/housenumbers/",
+    "cifar10": "https://www.cs.toronto.edu/~kriz/",
+}
+PROBE_TIMEOUT_S = 5.0
+_log = logging.getLogger(__name__)
 _IDX_NAMES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -191,6 +203,24 @@ def _load_local(name: str, directory: pathlib.Path) -> dict[str, tuple] | None:
   return None
 
 
+def unreachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+  """Why ``url``'s host cannot be reached (one TCP connection, ``timeout`` seconds at
+  most), or ``None`` if it can."""
+  import socket  # pylint: disable=g-import-not-at-top
+  import urllib.parse  # pylint: disable=g-import-not-at-top
+  parts = urllib.parse.urlsplit(url)
+  port = parts.port or (443 if parts.scheme == "https" else 80)
+  try:
+    with socket.create_connection((parts.hostname, port), timeout=timeout):
+      return None
+  except OSError as e:
+    return f"{parts.hostname}:{port}: {type(e).__name__}: {e}"
+
+
+class SourceUnreachableError(ConnectionError):
+  """tensorflow-datasets would have to download a dataset whose source is unreachable."""
+
+
 def _load_tfds(name: str, download: bool) -> dict[str, tuple]:
   """Loads ``name`` with tensorflow-datasets (its own cache: ``$TFDS_DATA_DIR``)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
@@ -200,6 +230,11 @@ def _load_tfds(name: str, download: bool) -> dict[str, tuple]:
     if not download:
       raise FileNotFoundError(f"not prepared in {builder.data_dir} and downloads are off "
                               f"(${OFFLINE_ENV_VAR}=1)")
+    url = getattr(builder, "URL", None) or TFDS_SOURCES.get(name)
+    why = unreachable(url) if url else None
+    if why:  # tfds would retry for minutes (issue 15: 3 min 24 s) before failing
+      raise SourceUnreachableError(f"not prepared in {builder.data_dir} and its source {url} "
+                                   f"is unreachable ({why})")
     builder.download_and_prepare()
   splits = ["train", "test"] + (["extra"] if name == "svhn" else [])
   out = {}
@@ -267,6 +302,10 @@ def load_image_dataset(name: str, data_dir: str | os.PathLike | None = None, *,
     except Exception as e:  # pylint: disable=broad-except
       looked.append(f"tensorflow-datasets '{DATASETS[name][2]}': {type(e).__name__}: "
                     f"{str(e).splitlines()[0][:200] if str(e) else ''}")
+      if isinstance(e, SourceUnreachableError):
+        _log.warning("%s: tensorflow-datasets cannot reach its source; to use a local copy, "
+                     "set %s=DIR with %s/train.npz and %s/test.npz (e.g. ../shared/data)",
+                     name, ENV_VAR, name, name)
   else:
     looked.append("tensorflow-datasets: disabled (use_tfds=False)")
   message = (f"Dataset {name!r} not found. Looked in:\n  - " + "\n  - ".join(looked) +
