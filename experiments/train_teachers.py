@@ -270,7 +270,8 @@ def headline(r: dict) -> str:
           f"({r['dataset']}): test accuracy mean {a['mean']:.2%} ({a['min']:.2%}–{a['max']:.2%}),"
           f" plurality {r['plurality_accuracy_test']:.2%} (test) / "
           f"{r['plurality_accuracy_eval']:.2%} (eval); mean normalized gap "
-          f"{r['mean_normalized_gap']:.3f}; wall {r['wall_seconds']:.0f} s")
+          f"{r['mean_normalized_gap']:.3f}; wall {r['wall_seconds']:.0f} s"
+          + (" (an earlier run's; votes.npz reused)" if r.get("reused_votes") else ""))
 
 
 def report(results: dict) -> None:
