@@ -223,8 +223,7 @@ def run(config, workdir: str) -> dict:
                      f"{config.setting!r}")
   results = runners[config.setting](config, key, workdir)
   results["setting"] = config.setting
-  path = experiment.write_results(workdir, results, config=config, seed=config.seed)
-  print(f"wrote {path}")
+  experiment.write_results(workdir, results, config=config, seed=config.seed)
   return results
 
 

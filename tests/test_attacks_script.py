@@ -61,10 +61,13 @@ def _config(setting, tmp_path):
 
 @pytest.mark.parametrize("setting, figures", [
     ("fixed", 4), ("budget", 1), ("edge", 1), ("defense", 1), ("adult", 1), ("dirichlet", 1)])
-def test_attack_script_writes_results_and_figures(setting, figures, tmp_path):
+def test_attack_script_writes_results_and_figures(setting, figures, tmp_path, capsys):
   script = _load("experiments", "attack.py")
   config = _config(setting, tmp_path)
-  results = script.run(config, str(tmp_path / "work"))
+  results = experiment.run_and_report(script.run, None, config, str(tmp_path / "work"))
+  tail = capsys.readouterr().out.strip().splitlines()  # issue 15: numbers, then the paths
+  assert tail[-2] == f"results: {(tmp_path / 'work' / 'results.json').resolve()}"
+  assert tail[-1].count(".png") == figures and any(c.isdigit() for c in tail[-3])
   record = json.loads((tmp_path / "work" / "results.json").read_text())
   assert record["results"]["setting"] == setting and record["seed"] == config.seed
   assert len(results["figures"]) == figures

@@ -14,6 +14,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 GROUP_COLORS = {"low": "tab:red", "medium": "tab:orange", "high": "tab:green"}
+# What the tick labels L1..H5 mean (the attack paper's Table 1 names).
+LMH_NOTE = ("histograms of the attack paper's Table 1: L = low, M = medium, H = high teacher "
+            "consensus (top vote count), 5 each")
 
 
 def _subplots(nrows: int = 1, ncols: int = 1, **kwargs: Any):
@@ -53,11 +56,13 @@ def plot_fixed_queries(workdir, results: Mapping[str, Any], num_seeds: int) -> l
       ax.bar(xs, mean[k, sel], width, yerr=std[k, sel], label=f"σ={s:g}", alpha=0.85)
       ax2.plot(xs, eps[k, sel], "o", color="red", markersize=3)
     ax.set_xticks(x, [rows[b]["name"].split("/")[1] for b in sel])
+    ax.set_xlabel(LMH_NOTE)
     ax.set_ylabel("error rate (normalized L1)")
     ax2.set_ylabel("privacy cost ε (Confident-GNMax)", color="red")
     ax.set_title(f"{ds.upper()}: {m} queries, error per histogram (mean ± std over "
                  f"{num_seeds} runs)")
-    ax.legend(ncol=sig.size, fontsize=8)
+    ax.legend(ncol=sig.size, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.08),
+              frameon=False)  # above the axes: never over the bars
     paths.append(_save(fig, pathlib.Path(workdir) / f"fig{6 + i}_{ds}_fixed_queries.png"))
   fig, ax = _subplots(figsize=(6, 4.5))
   for ds, marker in (("mnist", "o"), ("svhn", "s")):
@@ -95,6 +100,7 @@ def plot_budget(path, results: Mapping[str, Any], budgets: Mapping[str, float]) 
                color=[GROUP_COLORS[r["group"]] for r in rs], alpha=0.45 + 0.45 * i,
                edgecolor="black")
       ax.set_xticks(x, [r["name"].split("/")[1] for r in rs])
+      ax.set_xlabel(LMH_NOTE, fontsize=8)
       means = ", ".join(f"{smp} {results['datasets'][ds]['mean_error'][f'{smp}/{v}']:.3f}"
                         for smp in samplers)
       ax.set_title(f"{ds.upper()} ε≤{budgets[ds]} [{v}]: mean {means}", fontsize=9)
@@ -103,8 +109,16 @@ def plot_budget(path, results: Mapping[str, Any], budgets: Mapping[str, float]) 
       twin.plot(x, [r["queries_allowed"] for r in rs], "k.")
       twin.set_yscale("log")
       twin.set_ylabel("queries allowed (dots)", fontsize=8)
-      ax.legend(fontsize=7, loc="upper left")
-  fig.tight_layout()
+  from matplotlib.patches import Patch  # pylint: disable=g-import-not-at-top
+  handles = [Patch(facecolor="lightgray", edgecolor="black", alpha=0.45 + 0.45 * i,
+                   label=f"{smp} (bar {'left right'.split()[i] if len(samplers) == 2 else i + 1})")
+             for i, smp in enumerate(samplers)]
+  handles += [Patch(facecolor=c, label=f"{g[0].upper()}: {g} consensus")
+              for g, c in GROUP_COLORS.items()]
+  fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.6 * len(variants))))
+  # One legend for the figure, above the panels: never over the bars.
+  fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8,
+             frameon=False, bbox_to_anchor=(0.5, 1.0))
   return _save(fig, path)
 
 
