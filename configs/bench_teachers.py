@@ -1,7 +1,7 @@
 """Throughput of the teacher-ensemble strategies (experiments/bench_teachers.py).
 
-  python experiments/bench_teachers.py --config configs/bench_teachers.py --workdir runs/bench
-  python experiments/bench_teachers.py --config configs/bench_teachers.py:cnn --workdir runs/bench_cnn
+  python experiments/bench_teachers.py --config configs/bench_teachers.py --workdir runs/bench_teachers
+  python experiments/bench_teachers.py --config configs/bench_teachers.py:cnn --workdir runs/bench_teachers_cnn
 
 Default: the CPU teacher (2×256 MLP) with 250 teachers × 240 examples, full
 batch. ``:cnn`` times the paper's MNIST CNN (minibatch 64) in bfloat16 compute, ``:cnn_f32``

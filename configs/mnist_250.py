@@ -1,7 +1,7 @@
 """PATE teachers on MNIST: 250 teachers on disjoint shards (Papernot et al. 2017, §4).
 
-  python experiments/train_teachers.py --config configs/mnist_250.py --workdir runs/mnist_250
-  python experiments/train_teachers.py --config configs/mnist_250.py:cpu --workdir runs/cpu
+  python experiments/train_teachers.py --config configs/mnist_250.py --workdir runs/mnist_cnn_n250
+  python experiments/train_teachers.py --config configs/mnist_250.py:cpu --workdir runs/mnist_n250
 
 The default is the paper's setting for an accelerator: its CNN (two 5×5 conv
 layers with max-pooling, one 384-unit ReLU layer) computed in bfloat16 with

@@ -1,7 +1,7 @@
 """Privately released ε of a Confident-GNMax labelling (experiments/release_epsilon.py).
 
   python experiments/release_epsilon.py --config configs/release_epsilon.py \\
-      --workdir runs/release_mnist --config.votes_dir=runs/mnist_250
+      --workdir runs/release_mnist --config.votes_dir=runs/pate_mnist_cpu/teachers
 
 Default: the MNIST row of Papernot et al. 2018 (Table 2; tf-privacy
 ``ICLR2018/generate_table.sh``): the first 640 queries of 250 teachers' votes,

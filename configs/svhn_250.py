@@ -1,6 +1,6 @@
 """PATE teachers on SVHN: 250 teachers on train + extra (Papernot et al. 2017, §4).
 
-  python experiments/train_teachers.py --config configs/svhn_250.py --workdir runs/svhn_250
+  python experiments/train_teachers.py --config configs/svhn_250.py --workdir runs/svhn_n250
 
 SVHN is not available offline here: it is read through tensorflow-datasets
 (``svhn_cropped``) or from ``$PATE_JAX_DATA_DIR/svhn/{train,test,extra}_32x32.mat``.

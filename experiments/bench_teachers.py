@@ -1,6 +1,6 @@
 """Examples/s and achieved TFLOP/s of the ensemble strategies for T teachers (default 250).
 
-  python experiments/bench_teachers.py --config configs/bench_teachers.py --workdir runs/bench
+  python experiments/bench_teachers.py --config configs/bench_teachers.py --workdir runs/bench_teachers
 
 (a) ``vmap``: one jitted program over all teachers (sharded over devices, chunked
 over teachers only if the memory budget demands it); (b) ``chunked``: vmapped

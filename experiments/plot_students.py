@@ -1,7 +1,7 @@
 """Plots held-out accuracy and ε against queries for every student run found.
 
   python experiments/plot_students.py --config configs/plot_students.py \\
-      --workdir runs --config.runs=runs/pate_g_100,runs/pate_g_1000,runs/supervised_100
+      --workdir runs/students --config.runs=runs/pate_g_100,runs/pate_g_1000,runs/supervised_100
 
 Reads each run's ``results.json`` (experiments/train_student.py), writes
 ``students.png`` (accuracy vs queries, one line per student; ε vs queries for

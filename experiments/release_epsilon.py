@@ -19,7 +19,7 @@ Only the ``epsilon_released`` values (and the data-independent ε) may be publis
 
 Usage:
   python experiments/release_epsilon.py --config configs/release_epsilon.py \\
-      --workdir runs/release_mnist --config.votes_dir=runs/mnist_250
+      --workdir runs/release_mnist --config.votes_dir=runs/pate_mnist_cpu/teachers
 """
 
 from __future__ import annotations

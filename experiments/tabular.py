@@ -118,6 +118,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
         noise_key, m, pool_votes, y_pool, plurality_pool, scale=scale, grid=grid,
         counts=counts, num_seeds=config.num_seeds, task=task, random_states=student_seeds,
         accountant=accountant)
+    mech[m]["epsilon_at_grid_edge"] = grid_edges(mech[m], accountant)
     logging.info("%s: %s", m, mech[m])
 
   plurality_sets = [y_pool, plurality_pool] + [plurality_pool[:n] for n in counts]
@@ -148,6 +149,22 @@ def _run(config, workdir: pathlib.Path) -> dict:
   path = experiment.write_results(workdir, results, config=config, seed=config.seed)
   logging.info("wrote %s (%.1f s)", path, timings["total_s"])
   return results
+
+
+def grid_edges(summary: dict, accountant) -> list[str]:
+  """The ``best_moment*`` / ``best_order*`` keys of a mechanism's summary whose best sits at
+  the end of its grid (moments ``1..max_moment`` or ``..max_moment_N``: the last; RDP
+  orders: either end), where a wider grid would give a smaller ε (issue 15, item 8)."""
+  edges = []
+  for key, best in summary.items():
+    if key.startswith("best_moment"):
+      hi = int(key.rsplit("_", 1)[1]) if "_max_moment_" in key else accountant.max_moment
+      if best == hi:
+        edges.append(key)
+    elif key.startswith("best_order") and best in (min(accountant.orders),
+                                                   max(accountant.orders)):
+      edges.append(key)
+  return edges
 
 
 def report(res: dict) -> None:

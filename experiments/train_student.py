@@ -1,7 +1,7 @@
 """Trains a student on the public pool and noisy teacher labels (PATE's published model).
 
   python experiments/train_student.py --config configs/student_pate_g.py:cpu \\
-      --workdir runs/student --config.votes_dir=runs/pate_mnist_cpu/teachers
+      --workdir runs/pate_g_100 --config.votes_dir=runs/pate_mnist_cpu/teachers
 
 Reads the teachers' ``votes.npz`` (``--config.votes_dir``), labels the first
 ``aggregate.num_queries`` pool rows with the private aggregator (written to
@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 import aggregate  # experiments/aggregate.py (sibling script)
-from pate_jax import experiment, mechanisms, rng, students
+from pate_jax import experiment, rng, students
 from pate_jax import labels as labels_lib
 from pate_jax import votes as votes_lib
 
@@ -90,16 +90,15 @@ def run(config, workdir: str) -> dict:
     results.update({"active_rounds": out.rounds, "stopped_by_budget": out.stopped_by_budget,
                     "num_queries": int(sum(r["asked"] for r in out.rounds)),
                     "ledger_epsilon": aggregator.epsilon,
-                    "epsilon": mechanisms.epsilon_report(
-                        mechanism, params, votes["votes"][index], every, every,
-                        delta=config.aggregate.delta, orders=orders,
-                        max_moment=int(config.aggregate.max_moment))})
+                    **aggregate.epsilon_reports(config.aggregate, mechanism, params,
+                                                votes["votes"][index], every, every, orders)})
   else:
     if config.labels == "noisy":
       label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
       index, labels = students.answered_labels(label_file)
-      results.update({k: agg.get(k) for k in ("mechanism", "noise", "num_queries",
-                                                "num_answered", "epsilon", "ledger")})
+      results.update({k: agg.get(k) for k in (
+          "mechanism", "noise", "num_queries", "num_answered", "epsilon", "epsilon_tight",
+          "epsilon_convention", "epsilon_at_grid_edge", "ledger") if k in agg})
     else:  # non-private comparison points
       index, labels = _clean_labels(config, votes)
       results["num_queries"] = int(index.size)
@@ -158,6 +157,9 @@ def report(r: dict) -> None:
   eps = r["epsilon"]
   if isinstance(eps, dict):
     eps = ", ".join(f"{k} {v['epsilon']:.2f}" for k, v in eps.items())
+    tight = (r.get("epsilon_tight") or {}).get("moments_data_dependent")
+    if tight:
+      eps += f" (tight: data-dependent {tight['epsilon']:.2f}, moments to {tight['grid'][1]:g})"
   print(f"\n{r['student']} student: held-out accuracy {r['eval_accuracy']:.2%} on "
         f"{r['num_eval']} images; {r['num_labels']} labels (accuracy {r['label_accuracy']:.2%})"
         f"; ε: {eps} (δ {r['delta']:g}); {r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")

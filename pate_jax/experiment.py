@@ -296,9 +296,11 @@ def _default_config_spec(doc: str | None, script: str) -> str | None:
 
 def quiet_backend_probe() -> None:
   """Hides JAX's INFO line about backends it could not start ("Unable to initialize backend
-  'tpu' … libtpu.so"): expected on a machine without a TPU, alarming to a newcomer."""
+  'tpu' … libtpu.so"): expected on a machine without a TPU, alarming to a newcomer; and
+  matplotlib's INFO chatter ("Using categorical units …")."""
   import logging as std_logging  # pylint: disable=g-import-not-at-top
-  std_logging.getLogger("jax._src.xla_bridge").setLevel(std_logging.WARNING)
+  for name in ("jax._src.xla_bridge", "matplotlib"):
+    std_logging.getLogger(name).setLevel(std_logging.WARNING)
 
 
 def output_files(workdir: str | os.PathLike, since: float) -> tuple[list[pathlib.Path],

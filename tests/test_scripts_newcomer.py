@@ -249,3 +249,16 @@ def test_unreachable_tfds_source_falls_back_at_once_with_one_hint(monkeypatch, c
   assert len(hints) == 1 and "\n" not in hints[0]
   with pytest.raises(FileNotFoundError, match="SourceUnreachableError"):
     data.load_image_dataset("mnist")
+
+
+def test_tabular_flags_grid_edges():
+  from pate_jax import tabular  # pylint: disable=g-import-not-at-top
+  accountant = tabular.Accountant(delta=1e-5, max_moment=8, max_moment_wide=32)
+  summary = {"best_moment_data_dependent": 8, "best_moment_data_independent": 5,
+             "best_moment_data_dependent_max_moment_32": 32}
+  assert _script("tabular").grid_edges(summary, accountant) == [
+      "best_moment_data_dependent", "best_moment_data_dependent_max_moment_32"]
+  orders = accountant.orders
+  assert _script("tabular").grid_edges({"best_order_data_dependent": max(orders),
+                                        "best_order_data_independent": orders[1]},
+                                       accountant) == ["best_order_data_dependent"]

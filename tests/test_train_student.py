@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pate_jax import data, votes as votes_lib
+from pate_jax import experiment
 from pate_jax.experiment import load_script
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -54,10 +55,14 @@ def teachers_dir(tmp_path_factory):
   return out
 
 
-def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir):
+def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
   c = _config("student_pate_g", votes_dir=str(teachers_dir))
   c.student.kwargs.update(TINY_GAN)
-  r = train_student.run(c, str(tmp_path))
+  r = experiment.run_and_report(train_student.run, train_student.report, c, str(tmp_path))
+  tail = capsys.readouterr().out.strip().splitlines()[-3:]  # issue 15: headline, then paths
+  assert tail[0].startswith("pate_g student: held-out accuracy") and "ε: " in tail[0]
+  assert tail[1] == f"results: {(tmp_path / 'results.json').resolve()}"
+  assert tail[2] == f"figures: {(tmp_path / 'labels' / 'privacy.png').resolve()}"
   assert r["num_queries"] == 30 and r["num_labels"] == 30
   assert 0.0 <= r["eval_accuracy"] <= 1.0
   assert r["epsilon"]["moments_data_dependent"]["epsilon"] > 0
@@ -114,7 +119,7 @@ def test_active_learning_run_respects_its_budget(tmp_path, teachers_dir):
   assert r["ledger_epsilon"] <= third["ledger_epsilon"] <= 2.5
 
 
-def test_main_job_teachers_labels_student(tmp_path):
+def test_main_job_teachers_labels_student(tmp_path, capsys):
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
   c.teachers.dataset = "digits"
   c.teachers.num_teachers, c.teachers.num_steps, c.teachers.checkpoint_every = 5, 10, 10
@@ -122,12 +127,27 @@ def test_main_job_teachers_labels_student(tmp_path):
   c.aggregate.num_queries, c.aggregate.chunk_size = 20, 32
   c.student.num_steps, c.student.segment_steps, c.student.batch_size = 4, 2, 8
   c.student.student.kwargs.update(TINY_GAN)
-  s = run_pate.run(c, str(tmp_path))
+  s = experiment.run_and_report(run_pate.run, run_pate.report, c, str(tmp_path))
   assert s["student"]["num_labels"] == 20
   assert s["epsilon"]["moments_data_dependent"]["epsilon"] > 0
   record = json.loads((tmp_path / "results.json").read_text())
   assert record["results"]["student"]["eval_accuracy"] == s["student"]["eval_accuracy"]
-  run_pate.report(s)
+  # Issue 15: the job ends with its headline numbers and the absolute paths of its files.
+  tail = capsys.readouterr().out.strip().splitlines()[-11:]
+  assert tail[-2] == f"results: {(tmp_path / 'results.json').resolve()}"
+  assert tail[-1].startswith("figures: ") and "privacy.png" in tail[-1]
+  text = "\n".join(tail)
+  for headline in ("5 teachers × ", "test accuracy mean", "20 of 20 queries answered, label "
+                   "accuracy", "ε moments_data_dependent = ", "tight ", "ε moments_data_"
+                   "independent = ", "pate_g student: held-out accuracy", "main job wall"):
+    assert headline in text, (headline, text)
+  assert (tmp_path / "aggregate" / "privacy.png").stat().st_size > 1000
+  # Issue 15, item 2: the finished teachers' checkpoints are gone, the student keeps one.
+  assert not [p for p in (tmp_path / "teachers" / "checkpoints").iterdir() if p.name.isdigit()]
+  assert [p.name for p in (tmp_path / "student" / "checkpoints").iterdir()
+          if p.name.isdigit()] == ["4"]
+  # No other mechanism's noise fields in the record of an LNMax run.
+  assert "sigma" not in record["config"]["aggregate"]
 
 
 def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir):
