@@ -27,7 +27,18 @@ def _gan(**kw):
   return K.make_kd_gan(C, **args)
 
 
-def _toy(n=64, seed=0):
+_FIT_GAN = None
+
+
+def _fit_gan():
+  """One KDGAN object for the audit and the fit test (their compiled programs are shared)."""
+  global _FIT_GAN
+  if _FIT_GAN is None:
+    _FIT_GAN = _gan(noise_multiplier=1.1, clip=5.0, learning_rate=3e-3, batch_size=16)
+  return _FIT_GAN
+
+
+def _toy(n=128, seed=0):
   rng = np.random.default_rng(seed)
   x = rng.random((n, 4, 4, 1), dtype=np.float32)
   w = rng.normal(size=(16, C)).astype(np.float32) * 3
@@ -40,16 +51,18 @@ def _toy(n=64, seed=0):
 
 
 def test_clip_by_norm_bounds_the_norm():
-  v = jax.random.normal(jax.random.key(0), (50,)) * 3
-  out = K.clip_by_norm(v, 0.7)
-  assert float(jnp.linalg.norm(out)) == pytest.approx(0.7, rel=1e-6)
-  np.testing.assert_allclose(out, v * 0.7 / jnp.linalg.norm(v), rtol=1e-6)
+  clip = jax.jit(K.clip_by_norm, static_argnames="per_example")
+  rng = np.random.default_rng(0)
+  v = (rng.normal(size=50) * 3).astype(np.float32)
+  out = np.asarray(clip(v, 0.7))
+  assert np.linalg.norm(out) == pytest.approx(0.7, rel=1e-5)
+  np.testing.assert_allclose(out, v * 0.7 / np.linalg.norm(v), rtol=1e-5)
   small = v * 1e-3
-  np.testing.assert_array_equal(K.clip_by_norm(small, 10.0), small)  # below C: unchanged
-  rows = jax.random.normal(jax.random.key(1), (6, 3)) * 5
-  per = K.clip_by_norm(rows, 1.5, per_example=True)
-  assert np.all(np.linalg.norm(np.asarray(per), axis=1) <= 1.5 + 1e-6)
-  g = jax.grad(lambda z: jnp.sum(K.clip_by_norm(z, 1.0)))(jnp.zeros(4))
+  np.testing.assert_array_equal(clip(small, 10.0), small)  # below C: unchanged
+  rows = (rng.normal(size=(6, 3)) * 5).astype(np.float32)
+  per = np.asarray(clip(rows, 1.5, per_example=True))
+  assert np.all(np.linalg.norm(per, axis=1) <= 1.5 + 1e-6)
+  g = jax.jit(jax.grad(lambda z: jnp.sum(K.clip_by_norm(z, 1.0))))(jnp.zeros(4))
   assert np.all(np.isfinite(g))
 
 
@@ -84,7 +97,7 @@ def test_dp_losses_is_clip_plus_scaled_noise():
 def test_poisson_batch_rows_and_rate():
   keys = jax.random.split(jax.random.key(0), 400)
   cap = K.batch_capacity(1000, 50)
-  rows, mask = jax.vmap(lambda k: K.poisson_batch(k, 1000, 0.05, cap))(keys)
+  rows, mask = jax.jit(jax.vmap(lambda k: K.poisson_batch(k, 1000, 0.05, cap)))(keys)
   sizes = np.asarray(mask.sum(1))
   assert abs(sizes.mean() - 50) < 1.5 and sizes.max() < cap
   r0 = np.asarray(rows[0])[np.asarray(mask[0])]
@@ -158,8 +171,10 @@ def test_eq5_noise_does_not_reach_the_update():
   """Same key and compiled step, Eq. 5 noise on (σ = 1.1) vs off (σ = 0): the loss values
   differ, the student's updated parameters do not (exactly, or to float rounding)."""
   x, tl, _ = _toy()
-  gan = _gan()
-  state = K.init(gan, jax.random.key(0), jnp.asarray(x))
+  gan = _fit_gan()
+  x_all = jnp.asarray(x)  # the state as fit() initialises it (the same compiled init)
+  states = K.init_runs(gan, jax.random.split(jax.random.key(0), 2), x_all[:2])
+  state = jax.tree.map(lambda a: a[0], states)
   key = jax.random.key(42)
   step = jax.jit(K.student_step, static_argnums=0)
   s1, parts1 = step(gan, state, key, jnp.asarray(x), jnp.asarray(tl), jnp.float32(1.1))
@@ -201,8 +216,8 @@ def test_teacher_class_count_mismatch():
 
 
 def test_tiny_fit_learns_the_teacher_vmapped_over_seeds():
-  x, tl, y = _toy(128)
-  gan = _gan(noise_multiplier=1.1, clip=5.0, learning_rate=3e-3, batch_size=16)
+  x, tl, y = _toy()
+  gan = _fit_gan()
   keys = jax.random.split(jax.random.key(0), 2)
   out = K.fit(gan, keys, x, tl, x, y, num_rounds=120, segment_rounds=60, log=None)
   assert out.eval_accuracy.shape == (2,)

@@ -24,7 +24,7 @@ from pate_jax.kd_gan._privacy import (SOUND_REASON, calibrate_soft_label_noise, 
                                       release_soft_labels, soft_label_epsilon,
                                       soft_label_sensitivity)
 from pate_jax.kd_gan._train import (KDGAN, KDGANResult, accuracy, batch_capacity, check_teacher,
-                                    discriminator_step, fit, init, make_kd_gan, poisson_batch,
+                                    discriminator_step, fit, init, init_runs, make_kd_gan, poisson_batch,
                                     student_loss, student_step, teacher_log_probs, train_round,
                                     train_teacher)
 from pate_jax.kd_gan._experiments import (at_epsilon, epsilon_curve, plot_utility_vs_epsilon,

@@ -116,6 +116,12 @@ def init(gan: KDGAN, key: jax.Array, sample_x: jax.Array) -> dict:
           "disc": dp, "disc_opt": _tx(gan, gan.disc_learning_rate).init(dp)}
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def init_runs(gan: KDGAN, keys: jax.Array, sample_x: jax.Array) -> dict:
+  """:func:`init` for every key of ``keys [S]``: the state stacked over runs."""
+  return jax.vmap(lambda k: init(gan, k, sample_x))(keys)
+
+
 def batch_capacity(num_public: int, batch_size: int) -> int:
   """Rows of a padded Poisson batch: ``B + 6·sd + 1`` (``sd = √(B(1-q))``), at most ``N``."""
   q = batch_size / num_public
@@ -203,17 +209,22 @@ def train_round(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
   """``k_d`` discriminator steps then ``k_s`` student steps (none of D's if ``λ = 1``)."""
   d_loss = jnp.zeros(())
   if gan.lam < 1.0 and gan.k_d:
-    def d_body(s, j):
-      return discriminator_step(gan, s, jax.random.fold_in(jax.random.fold_in(key, 0), j),
-                                x_all, tl_all)
-    state, d_losses = jax.lax.scan(d_body, state, jnp.arange(gan.k_d))
+    d_body = lambda s, j: discriminator_step(
+        gan, s, jax.random.fold_in(jax.random.fold_in(key, 0), j), x_all, tl_all)
+    state, d_losses = _repeat(d_body, state, gan.k_d)
     d_loss = jnp.mean(d_losses)
-
-  def s_body(s, j):
-    return student_step(gan, s, jax.random.fold_in(jax.random.fold_in(key, 1), j), x_all,
-                        tl_all)
-  state, parts = jax.lax.scan(s_body, state, jnp.arange(gan.k_s))
+  s_body = lambda s, j: student_step(
+      gan, s, jax.random.fold_in(jax.random.fold_in(key, 1), j), x_all, tl_all)
+  state, parts = _repeat(s_body, state, gan.k_s)
   return state, {**jax.tree.map(jnp.mean, parts), "disc": d_loss}
+
+
+def _repeat(body, state, n):
+  """``lax.scan(body, state, arange(n))``; one step is called directly (a smaller program)."""
+  if n == 1:
+    state, out = body(state, jnp.int32(0))
+    return state, jax.tree.map(lambda a: a[None], out)
+  return jax.lax.scan(body, state, jnp.arange(n))
 
 
 def _rounds(gan, num_rounds, state, key, start, x_all, tl_all):
@@ -296,7 +307,7 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
   per_run = check_teacher(gan, public_x, teacher_log_probs, keys.shape[0])
   x_all = jnp.asarray(np.asarray(public_x, np.float32))
   tl_all = jnp.asarray(np.asarray(teacher_log_probs, np.float32))
-  state = jax.vmap(lambda k: init(gan, k, x_all))(keys)
+  state = init_runs(gan, keys, x_all[:2])
   ckpt = None
   if checkpoint_dir:
     ckpt = Checkpointer(checkpoint_dir, restart=restart, fingerprint={
