@@ -51,6 +51,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.delta = 1e-5
   c.epochs = 20                 # Table 1 and the sound variant: epochs over the public set
   c.segment_rounds = 1000       # rounds per compiled segment / evaluation / checkpoint
+  c.audit_rounds = 500          # the audit: rounds run with and without Eq. 5's noise (0: skip)
   c.table1 = ml_collections.ConfigDict({"public_sizes": (100, 1_000, 10_000),
                                         "lambdas": (1.0, 0.5)})
   c.curve = ml_collections.ConfigDict({"num_public": 10_000, "lam": 0.5, "max_epsilon": 8.0})
@@ -72,6 +73,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.disc_hidden = (16,)
     c.epochs = 1
     c.segment_rounds = 50
+    c.audit_rounds = 2
     c.table1.public_sizes = (100, 200)
     c.curve.num_public = 1_000
     c.curve.max_epsilon = 1.0

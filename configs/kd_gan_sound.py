@@ -38,6 +38,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.num_seeds = 2
     c.curve.num_public = 3_000      # q = 50/3,000: published ε 8 after 6,474 steps
     c.segment_rounds = 500
+    c.audit_rounds = 300
   elif arg == "smoke":
     c.curve.num_public = 500
     c.sound.epsilons = (2.0, 8.0)

@@ -87,7 +87,7 @@ def run(config, workdir: str) -> dict:
 
     for n in config.table1.public_sizes:  # Table 1: KD-only vs joint
       dn = public(n)
-      tl = kd_gan.teacher_log_probs(teacher, t_state, dn["public_x"])
+      tl_n = kd_gan.teacher_log_probs(teacher, t_state, dn["public_x"])
       rounds = math.ceil(config.epochs * n / (b * config.k_s))
       for lam in config.table1.lambdas:
         # The curve's run is this row's run, continued: read the row off its history.
@@ -95,7 +95,7 @@ def run(config, workdir: str) -> dict:
             n == c.num_public and lam == c.lam) else []
         out = (kd_gan.KDGANResult(None, np.asarray(same[0]["eval_accuracy"]), [], 0,
                                   float("nan")) if same else
-               fit(make_gan(config, lam), f"table1_n{n}_lam{lam:g}", dn, tl, rounds))
+               fit(make_gan(config, lam), f"table1_n{n}_lam{lam:g}", dn, tl_n, rounds))
         eps = kd_gan.published_epsilon(b / n, sigma, rounds * config.k_s, delta)[0]
         results["table1"].append({
             "n": n, "lam": lam, "steps": rounds * config.k_s, "q": b / n,
@@ -106,6 +106,10 @@ def run(config, workdir: str) -> dict:
         print(f"Table 1 n={n} λ={lam:g}: {out.eval_accuracy.mean():.2%} "
               f"± {out.eval_accuracy.std():.2%} ({len(seeds)} seeds), published ε {eps:.2f}")
 
+    if config.audit_rounds:  # Eq. 5's noise on vs off, same keys: the parameter difference
+      results["audit"] = kd_gan.audit_eq5_noise(
+          make_gan(config, c.lam), keys, d["public_x"], tl, d["eval_x"], d["eval_y"],
+          int(config.audit_rounds))
     sound = []
     if config.sound.enabled:  # PATE soft labels through the Gaussian mechanism
       votes = votes_lib.load_votes(config.sound.votes_dir)
@@ -151,6 +155,10 @@ def report(r: dict) -> None:
     print(f"  Table 2  paper {row['paper_accuracy']:.2%} at ε {row['paper_epsilon']}: {got}")
   print(f"  headline: {r['accuracy']:.2%} after {r['steps']} steps, ε {r['epsilon_published']:.2f} "
         f"as published; sound ε: none (∞) — {r['epsilon_sound']['reason'][:70]}...")
+  if "audit" in r:
+    a = r["audit"]
+    print(f"  audit: {a['rounds']} rounds × {a['runs']} seeds with vs without Eq. 5 noise "
+          f"(σ {a['noise_multiplier']}): max |Δθ| = {a['max_abs_param_difference']:g}")
   for s in r.get("sound", []):
     print(f"  sound variant: {s['accuracy_mean']:.2%} ± {s['accuracy_std']:.2%} at ε "
           f"{s['epsilon']:.2f} (σ {s['noise_multiplier']:.1f}, noise std {s['noise_std']:.3f})")

@@ -27,5 +27,5 @@ from pate_jax.kd_gan._train import (KDGAN, KDGANResult, accuracy, batch_capacity
                                     discriminator_step, fit, init, init_runs, make_kd_gan, poisson_batch,
                                     student_loss, student_step, teacher_log_probs, train_round,
                                     train_teacher)
-from pate_jax.kd_gan._experiments import (at_epsilon, epsilon_curve, plot_utility_vs_epsilon,
+from pate_jax.kd_gan._experiments import (at_epsilon, audit_eq5_noise, epsilon_curve, plot_utility_vs_epsilon,
                                           public_data, sound_targets, steps_for_epsilon)

@@ -129,3 +129,23 @@ def plot_utility_vs_epsilon(path: str | pathlib.Path, published: Sequence[dict],
   fig.savefig(path, dpi=120)
   plt.close(fig)
   return path
+
+
+def audit_eq5_noise(gan, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval_x: Any,
+                    eval_y: Any, num_rounds: int) -> dict:
+  """The audit at scale: the same runs (same keys, data, batches, Gumbel draws) with Eq. 5's
+  noise (``gan.noise_multiplier``) and without it (σ = 0); the largest parameter difference
+  of the final students (0 or float rounding: the noise never reaches the update)."""
+  from pate_jax.kd_gan import _train  # pylint: disable=import-outside-toplevel
+  outs = [_train.fit(g, keys, public_x, teacher_log_probs, eval_x, eval_y,
+                     num_rounds=num_rounds, segment_rounds=num_rounds, log=None)
+          for g in (gan, gan._replace(noise_multiplier=0.0))]
+  pairs = zip(jax.tree.leaves(outs[0].state["student"]), jax.tree.leaves(outs[1].state["student"]))
+  return {"rounds": num_rounds, "runs": int(len(keys)), "noise_multiplier": gan.noise_multiplier,
+          "max_abs_param_difference": max(float(jnp.max(jnp.abs(a - b))) for a, b in pairs),
+          "max_abs_param": max(float(jnp.max(jnp.abs(a)))
+                               for a in jax.tree.leaves(outs[0].state["student"])),
+          "loss_value_noisy": outs[0].history[-1]["kd_dp"],
+          "loss_value_clean": outs[1].history[-1]["kd_dp"],
+          "accuracy_noisy": outs[0].eval_accuracy.tolist(),
+          "accuracy_clean": outs[1].eval_accuracy.tolist()}
