@@ -248,7 +248,7 @@ def _config(arg):
   return _load_by_path("configs", "adult_rf.py").get_config(arg)
 
 
-def test_experiment_end_to_end_on_synthetic_adult(tmp_path):
+def test_experiment_end_to_end_on_synthetic_adult(tmp_path, capsys):
   tabular_experiment = _load_by_path("experiments", "tabular.py")
   rng = np.random.default_rng(0)
   _adult_like(tmp_path / "data" / "adult" / "train.csv", 240, rng)
@@ -261,7 +261,14 @@ def test_experiment_end_to_end_on_synthetic_adult(tmp_path):
   config.lnmax_gammas, config.gnmax_sigmas = [0.5, 1.0], [1.0, 2.0]
   config.num_seeds = 2
   work = tmp_path / "work"
-  res = tabular_experiment.run(config, work)
+  res = experiment.run_and_report(tabular_experiment.run, tabular_experiment.report, config,
+                                  str(work))
+  tail = capsys.readouterr().out.strip().splitlines()[-3:]  # issue 15: numbers, then paths
+  assert "LNMax labels" in tail[0] and "eps" in tail[0]
+  assert tail[1] == f"results: {(work / 'results.json').resolve()}"
+  assert tail[2] == f"figures: {(work / 'student_accuracy.png').resolve()}"
+  for m in ("lnmax", "gnmax"):  # issue 15, item 8: grid-edge flags
+    assert isinstance(res[m]["epsilon_at_grid_edge"], list)
   assert res["dataset"] == "adult-noeducation" and "education" not in res["feature_names"]
   assert res["num_pool"] == 40 and res["num_eval"] == 50
   sweeps = res["sweeps"]

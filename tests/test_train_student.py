@@ -150,7 +150,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert "sigma" not in record["config"]["aggregate"]
 
 
-def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir):
+def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys):
   import plot_students  # pylint: disable=g-import-not-at-top
   runs = []
   for name, overrides in (("student_supervised", {}),
@@ -161,7 +161,13 @@ def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir):
     runs.append(str(run_dir))
   c = load_script(REPO / "configs" / "plot_students.py").get_config()
   c.runs = ",".join(runs)
-  out = plot_students.run(c, str(tmp_path / "plots"))
+  capsys.readouterr()
+  out = experiment.run_and_report(plot_students.run, plot_students.report, c,
+                                  str(tmp_path / "plots"))
+  tail = capsys.readouterr().out.strip().splitlines()  # issue 15: numbers, then paths
+  assert "accuracy" in tail[-3] and "queries" in tail[-3]
+  assert tail[-2].startswith(f"results: {(tmp_path / 'plots').resolve()}")
+  assert tail[-1] == f"figures: {(tmp_path / 'plots' / 'students.png').resolve()}"
   labels = sorted(p["label"] for p in out["points"])
   assert labels == ["supervised", "supervised, plurality labels (not private)"]
   assert out["points"][0]["epsilon"] > 0 and out["points"][1]["epsilon"] is None
