@@ -16,7 +16,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from pate_jax import accounting as acc
 from pate_jax import kd_gan as K
 
-ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0])
+ORDERS = np.array([2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0])
 C = 10
 
 
@@ -168,24 +168,15 @@ def test_soft_label_epsilon_and_calibration():
 
 
 def test_eq5_noise_does_not_reach_the_update():
-  """Same key and compiled step, Eq. 5 noise on (σ = 1.1) vs off (σ = 0): the loss values
-  differ, the student's updated parameters do not (exactly, or to float rounding)."""
-  x, tl, _ = _toy()
-  gan = _fit_gan()
-  x_all = jnp.asarray(x)  # the state as fit() initialises it (the same compiled init)
-  states = K.init_runs(gan, jax.random.split(jax.random.key(0), 2), x_all[:2])
-  state = jax.tree.map(lambda a: a[0], states)
-  key = jax.random.key(42)
-  step = jax.jit(K.student_step, static_argnums=0)
-  s1, parts1 = step(gan, state, key, jnp.asarray(x), jnp.asarray(tl), jnp.float32(1.1))
-  s0, parts0 = step(gan, state, key, jnp.asarray(x), jnp.asarray(tl), jnp.float32(0.0))
-  assert abs(float(parts1["kd_dp"]) - float(parts0["kd_dp"])) > 1e-3  # the noise is there
-  diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in
-             zip(jax.tree.leaves(s1["student"]), jax.tree.leaves(s0["student"])))
-  moved = max(float(jnp.max(jnp.abs(a - b))) for a, b in
-              zip(jax.tree.leaves(s1["student"]), jax.tree.leaves(state["student"])))
-  assert moved > 1e-4          # the step did update the student
-  assert diff <= 1e-7          # ... identically with and without the noise
+  """The same runs (same keys: batches, Gumbel draws) with Eq. 5's noise (σ = 1.1) and
+  without (σ = 0): the loss values differ, the students' parameters after 60 rounds do
+  not (exactly, or to float rounding)."""
+  x, tl, y = _toy()
+  audit = K.audit_eq5_noise(_fit_gan(), jax.random.split(jax.random.key(0), 2), x, tl, x, y,
+                            num_rounds=60)
+  assert abs(audit["loss_value_noisy"] - audit["loss_value_clean"]) > 1e-3  # noise is there
+  assert audit["max_abs_param"] > 1e-2
+  assert audit["max_abs_param_difference"] <= 1e-7
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -220,6 +211,8 @@ def test_tiny_fit_learns_the_teacher_vmapped_over_seeds():
   gan = _fit_gan()
   keys = jax.random.split(jax.random.key(0), 2)
   out = K.fit(gan, keys, x, tl, x, y, num_rounds=120, segment_rounds=60, log=None)
+  first = out.history[0]["eval_accuracy"]
+  assert np.all(out.eval_accuracy >= np.asarray(first) - 0.05)
   assert out.eval_accuracy.shape == (2,)
   assert out.history[-1]["kd"] < out.history[0]["kd"]
   assert out.eval_accuracy.min() > 0.5  # chance is 0.1

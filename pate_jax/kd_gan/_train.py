@@ -205,7 +205,7 @@ def student_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
 
 
 def train_round(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
-                tl_all: jax.Array) -> tuple[dict, dict]:
+                tl_all: jax.Array, noise_multiplier: Any = None) -> tuple[dict, dict]:
   """``k_d`` discriminator steps then ``k_s`` student steps (none of D's if ``λ = 1``)."""
   d_loss = jnp.zeros(())
   if gan.lam < 1.0 and gan.k_d:
@@ -214,7 +214,8 @@ def train_round(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
     state, d_losses = _repeat(d_body, state, gan.k_d)
     d_loss = jnp.mean(d_losses)
   s_body = lambda s, j: student_step(
-      gan, s, jax.random.fold_in(jax.random.fold_in(key, 1), j), x_all, tl_all)
+      gan, s, jax.random.fold_in(jax.random.fold_in(key, 1), j), x_all, tl_all,
+      noise_multiplier)
   state, parts = _repeat(s_body, state, gan.k_s)
   return state, {**jax.tree.map(jnp.mean, parts), "disc": d_loss}
 
@@ -227,16 +228,16 @@ def _repeat(body, state, n):
   return jax.lax.scan(body, state, jnp.arange(n))
 
 
-def _rounds(gan, num_rounds, state, key, start, x_all, tl_all):
+def _rounds(gan, num_rounds, state, key, start, x_all, tl_all, sigma):
   def body(s, i):
-    return train_round(gan, s, jax.random.fold_in(key, start + i), x_all, tl_all)
+    return train_round(gan, s, jax.random.fold_in(key, start + i), x_all, tl_all, sigma)
   state, metrics = jax.lax.scan(body, state, jnp.arange(num_rounds))
   return state, jax.tree.map(jnp.mean, metrics)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
-def _segment(gan, num_rounds, per_run_targets, state, keys, start, x_all, tl_all):
-  fn = lambda s, k, t: _rounds(gan, num_rounds, s, k, start, x_all, t)
+def _segment(gan, num_rounds, per_run_targets, state, keys, start, x_all, tl_all, sigma):
+  fn = lambda s, k, t: _rounds(gan, num_rounds, s, k, start, x_all, t, sigma)
   return jax.vmap(fn, in_axes=(0, 0, 0 if per_run_targets else None))(state, keys, tl_all)
 
 
@@ -322,13 +323,16 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
       if r > num_rounds:
         raise ValueError(f"num_rounds: {num_rounds} is below the checkpoint's round {r}")
     resumed_from, history, t0 = r, [], time.perf_counter()
+    # σ enters the compiled program as a value: runs that differ only in σ share it.
+    static, sigma = gan._replace(noise_multiplier=0.0), jnp.float32(gan.noise_multiplier)
     while r < num_rounds:
       n = min(segment_rounds, num_rounds - r)
-      state, metrics = _segment(gan, n, per_run, state, keys, jnp.asarray(r), x_all, tl_all)
+      state, metrics = _segment(static, n, per_run, state, keys, jnp.asarray(r), x_all, tl_all,
+                                sigma)
       r += n
       if ckpt is not None:
         ckpt.save(r, state)
-      acc = accuracy(gan, state, eval_x, eval_y)
+      acc = accuracy(static, state, eval_x, eval_y)
       entry = {"round": r, "student_steps": r * gan.k_s,
                "eval_accuracy_mean": float(acc.mean()), "eval_accuracy": acc.tolist(),
                **{k: float(np.mean(m)) for k, m in metrics.items()}}
