@@ -11,7 +11,8 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "labels",
-    "ledger", "mechanisms", "models", "rng", "students", "tabular", "teachers", "votes",
+    "kd_gan", "ledger", "mechanisms", "models", "rng", "students", "tabular", "teachers",
+    "votes",
 )
 
 
