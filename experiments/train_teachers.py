@@ -17,8 +17,6 @@ workdir is locked while a run uses it.
 from __future__ import annotations
 
 import dataclasses
-import json
-import pathlib
 import time
 
 from absl import logging
@@ -26,11 +24,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 
-from pate_jax import data, distributed, experiment, memory, models, rng, teachers
+from pate_jax import data, distributed, experiment, memory, reporting, rng, teachers
 from pate_jax import votes as votes_lib
-from pate_jax.checkpoint import COMPLETED_FILE, Checkpointer
+from pate_jax.checkpoint import Checkpointer
+
 
 def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
   ds = data.load_image_dataset(config.dataset, config.data_dir or None,
@@ -40,24 +38,6 @@ def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
                     config.dataset)
     print(f"\n!!! FALLBACK DATA: {ds.source} — these are NOT {config.dataset} results !!!\n")
   return ds
-
-
-def query_set(ds: data.ImageDataset) -> tuple[np.ndarray, int]:
-  """Rows of the test split in student-split order (public pool, then evaluation)."""
-  split = data.student_split(ds.name, len(ds.test_labels))
-  return np.concatenate([split.pool_index, split.eval_index]), len(split.pool_index)
-
-
-def build_ensemble(config: ml_collections.ConfigDict, num_classes: int) -> teachers.Ensemble:
-  model = models.get_model(config.model.name, num_classes,
-                           compute_dtype=config.get("compute_dtype", "float32"),
-                           **config.model.kwargs)
-  tx = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
-  fns = teachers.TeacherFns(model, tx, config.batch_size or None, config.max_shift)
-  strategy = teachers.default_strategy() if config.strategy == "auto" else config.strategy
-  mesh = teachers.teacher_mesh() if strategy != "loop" else None
-  return teachers.Ensemble(fns, strategy, config.chunk_size or None, mesh,
-                           config.get("memory_fraction", 0.6))
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
@@ -95,7 +75,7 @@ def _run(config: ml_collections.ConfigDict, workdir: str) -> dict:
   # released) whatever happens below.
   with Checkpointer(f"{workdir}/checkpoints", max_to_keep=config.get("max_to_keep", 1),
                     fingerprint=fingerprint, restart=config.get("restart", False)) as ckpt:
-    done = _completed(config, workdir, ckpt)
+    done = teachers.reused_results(workdir, ckpt, config.num_steps, _outputs(config))
     if done is not None:
       return done
     return _train_and_vote(config, workdir, ds, (shard_x, shard_y, dropped), root, ckpt,
@@ -108,31 +88,12 @@ def _outputs(config: ml_collections.ConfigDict) -> dict:
           "distill_temperatures": list(config.get("distill_temperatures", ()) or ())}
 
 
-def _completed(config, workdir, ckpt) -> dict | None:
-  """The recorded results of this very run if it finished (its votes.npz is reused and
-  nothing is trained), else None. Without kept checkpoints, a finished run asked for more
-  steps trains again from step 0 (deterministic: the same teachers as a resume)."""
-  path = pathlib.Path(workdir)
-  if (ckpt.completed(_outputs(config)) != config.num_steps
-      or not (path / "votes.npz").exists() or not (path / "results.json").exists()):
-    if ckpt.latest_step() is None and (path / "checkpoints" / COMPLETED_FILE).exists():
-      print("the earlier run's checkpoints were deleted when it finished "
-            "(keep_checkpoints=False): training from step 0")
-    return None
-  votes_lib.load_votes(path)  # validated
-  print(f"teachers already trained ({config.num_steps} steps; this configuration): reusing "
-        f"{path / 'votes.npz'}")
-  results = json.loads((path / "results.json").read_text())["results"]
-  results["reused_votes"] = True
-  return results
-
-
 def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   """Trains (resuming from ``ckpt``), computes the votes and writes the results."""
   shard_x, shard_y, dropped = shards
   shard_x = data.to_float(shard_x)  # host arrays: each device receives only its teachers
 
-  ensemble = build_ensemble(config, ds.num_classes)
+  ensemble = teachers.build_ensemble(config, ds.num_classes)
   t = config.num_teachers
   init_keys = jax.random.split(rng.stream(root, "teacher_init"), t)
   train_keys = jax.random.split(rng.stream(root, "teacher_train"), t)
@@ -154,43 +115,20 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
     plan = ensemble.plan_train(state, train_keys, shard_x, shard_y)
     print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
   t_train = time.time()
-  bar = experiment.progress(total=config.num_steps, initial=step, desc="training steps",
-                            unit="step")
-  loss = None
-  while step < config.num_steps:
-    n = min(config.checkpoint_every, config.num_steps - step)
-    state, loss = ensemble.train(state, train_keys, shard_x, shard_y, step, n, plan=plan)
-    step += n
-    ckpt.save(step, state)  # asynchronous: training goes on while it is written
-    bar.update(n)
-    bar.set_postfix(loss=f"{float(loss[:t].mean()):.3f}")
-    if step == config.crash_after_step:
-      ckpt.close()
-      import os  # pylint: disable=g-import-not-at-top
-      os._exit(3)  # Simulates a killed job (no cleanup) for the resume test.
-  bar.close()
-  jax.block_until_ready(state)
+  state, loss = teachers.train_with_checkpoints(
+      ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,
+      num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
+      plan=plan, crash_after_step=config.crash_after_step)
   train_seconds = time.time() - t_train
 
   t_votes = time.time()
-  index, num_pool = query_set(ds)
+  index, num_pool = teachers.query_set(ds)
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
   labels = ds.test_labels[index]
-  predict_plan = None
-  if ensemble.strategy != "loop":
-    predict_plan = ensemble.plan_predict(  # the optimizer state stays allocated meanwhile
-        state["params"], queries, config.query_chunk or None,
-        resident_bytes=memory.tree_bytes(state["opt_state"]) // ensemble.num_shards)
-    print(f"prediction plan per device: {memory.fits_description(predict_plan)}")
-  preds = ensemble.predict(state["params"], queries, config.query_chunk or None,
-                           plan=predict_plan)
-  votes = distributed.to_host(votes_lib.histogram(preds, ds.num_classes, t))
-  teacher_acc = distributed.to_host(teachers.accuracy_of(preds, jnp.asarray(labels)))[:t]
   temps = tuple(float(x) for x in config.get("distill_temperatures", ()) or ())
-  probs = None
-  if temps:  # distillation targets: averaged teacher probabilities (not private)
-    probs = distributed.to_host(teachers.mean_probabilities(
-        ensemble.fns, state["params"], queries, temps, t))
+  votes, teacher_acc, probs, predict_plan = teachers.compute_votes(
+      ensemble, state, queries, labels, num_classes=ds.num_classes, num_teachers=t,
+      query_chunk=config.query_chunk or None, temperatures=temps)
   votes_seconds = time.time() - t_votes
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
   if distributed.is_main_process():
@@ -198,8 +136,6 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
                          num_pool=num_pool, dataset=ds.name, probabilities=probs,
                          temperatures=temps or None)
 
-  plurality = votes.argmax(axis=1)
-  gap = np.asarray(votes_lib.normalized_gap(votes))
   steps_trained = config.num_steps - resumed_from
   results = {
       "dataset": ds.name,
@@ -214,13 +150,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
       "deterministic_ops": experiment.deterministic_ops_enabled(),
       "train_plan": None if plan is None else dataclasses.asdict(plan),
       "predict_plan": None if predict_plan is None else dataclasses.asdict(predict_plan),
-      "teacher_test_accuracy": {"mean": teacher_acc.mean(), "min": teacher_acc.min(),
-                                "max": teacher_acc.max()},
-      "plurality_accuracy_eval": (plurality[num_pool:] == labels[num_pool:]).mean(),
-      "plurality_accuracy_test": (plurality == labels).mean(),
-      "num_eval": len(labels) - num_pool,
-      "num_test": len(labels),
-      "mean_normalized_gap": gap.mean(),
+      **reporting.vote_summary(votes, labels, num_pool, teacher_acc),
       "final_train_loss": None if loss is None else float(loss[:t].mean()),
       "resumed_from_step": resumed_from,
       "train_seconds": train_seconds,
@@ -238,7 +168,8 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   results["checkpoints"]["bytes_deleted_at_completion"] = 0
   if distributed.is_main_process():
     if config.gap_plot:
-      _plot_gap(gap, t, f"{workdir}/gap.png")
+      gap = np.asarray(votes_lib.normalized_gap(votes))
+      reporting.plot_gap(gap, t, f"{workdir}/gap.png")
     experiment.write_results(workdir, results, config=config, seed=config.seed)
   # The outputs are on disk: a rerun reuses them; the checkpoints go unless kept.
   freed = ckpt.complete(config.num_steps, keep=keep, outputs=_outputs(config))
@@ -249,29 +180,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   return results
 
 
-def _plot_gap(gap: np.ndarray, num_teachers: int, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(5, 3.5))
-  ax.hist(gap * 100, bins=50, color="tab:blue")
-  ax.set_xlabel("normalized gap between top two vote counts (%)")
-  ax.set_ylabel("test queries")
-  ax.set_title(f"{num_teachers} teachers: mean gap {gap.mean():.1%}")
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-
-
-def headline(r: dict) -> str:
-  """One readable line of a teachers results dict (also the main job's)."""
-  a = r["teacher_test_accuracy"]
-  return (f"{r['num_teachers']} teachers × {r['examples_per_teacher']} examples "
-          f"({r['dataset']}): test accuracy mean {a['mean']:.2%} ({a['min']:.2%}–{a['max']:.2%}),"
-          f" plurality {r['plurality_accuracy_test']:.2%} (test) / "
-          f"{r['plurality_accuracy_eval']:.2%} (eval); mean normalized gap "
-          f"{r['mean_normalized_gap']:.3f}; wall {r['wall_seconds']:.0f} s"
-          + (" (an earlier run's; votes.npz reused)" if r.get("reused_votes") else ""))
+headline = reporting.teachers_headline  # also run_pate.py's
 
 
 def report(results: dict) -> None:

@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "labels",
-    "kd_gan", "ledger", "mechanisms", "models", "rng", "students", "tabular", "teachers",
-    "votes",
+    "kd_gan", "ledger", "mechanisms", "models", "reporting", "rng", "students", "tabular",
+    "teachers", "votes",
 )
 
 

@@ -127,3 +127,25 @@ def load_labels(path_or_dir: str | os.PathLike) -> dict[str, Any]:
     out[k] = float(out[k])
   out["mechanism"] = str(out["mechanism"])
   return out
+
+
+def previous_labels(workdir: str | os.PathLike, index: np.ndarray) -> dict[str, Any] | None:
+  """The labels.npz of an earlier run in ``workdir`` (:func:`load_labels`; None if none),
+  checked against the current votes.npz rows: its ``N`` queries must be the first ``N``
+  rows of ``index`` (the dataset rows of the current public pool), in order.
+
+  Raises:
+    ValueError: the labels were paid for on other rows (keep that votes.npz, or start a
+      new budget in a new workdir).
+  """
+  workdir = pathlib.Path(workdir)
+  if not (workdir / FILENAME).exists():
+    return None
+  prior = load_labels(workdir)
+  m = prior["labels"].shape[0]
+  if (m > index.shape[0] or not np.array_equal(prior["query_index"], np.arange(m))
+      or not np.array_equal(prior["dataset_index"], index[:m])):
+    raise ValueError(f"{workdir / FILENAME} was paid for on other votes.npz rows "
+                     "than the current ones; keep its votes.npz, or start a new budget in a "
+                     "new workdir")
+  return prior

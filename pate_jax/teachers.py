@@ -35,6 +35,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import os
+import pathlib
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -44,7 +47,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from pate_jax import _checks, distributed, memory
+from pate_jax import _checks, data, distributed, experiment, memory, models
 from pate_jax import votes as votes_lib
 
 STRATEGIES = ("vmap", "chunked", "loop")
@@ -581,3 +584,107 @@ def check_data(config: Any, images: np.ndarray) -> None:
   if config.train_subset > len(images):
     raise ValueError(f"config.train_subset must be <= the {len(images)} training examples; "
                      f"got {config.train_subset}")
+
+
+# ------------------------------------------------------------------ the teachers stage
+
+
+def build_ensemble(config: Any, num_classes: int) -> Ensemble:
+  """The ensemble a teachers config describes (model by name, AdamW, strategy, mesh)."""
+  model = models.get_model(config.model.name, num_classes,
+                           compute_dtype=config.get("compute_dtype", "float32"),
+                           **config.model.kwargs)
+  tx = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
+  fns = TeacherFns(model, tx, config.batch_size or None, config.max_shift)
+  strategy = default_strategy() if config.strategy == "auto" else config.strategy
+  mesh = teacher_mesh() if strategy != "loop" else None
+  return Ensemble(fns, strategy, config.chunk_size or None, mesh,
+                  config.get("memory_fraction", 0.6))
+
+
+def query_set(ds: data.ImageDataset) -> tuple[np.ndarray, int]:
+  """Rows of the test split of ``ds`` (a :class:`pate_jax.data.ImageDataset`) in
+  student-split order (public pool, then evaluation), and the pool's size."""
+  split = data.student_split(ds.name, len(ds.test_labels))
+  return np.concatenate([split.pool_index, split.eval_index]), len(split.pool_index)
+
+
+def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
+                           images: jax.Array, labels: jax.Array, ckpt: Any, *, step: int,
+                           num_steps: int, checkpoint_every: int, num_teachers: int,
+                           plan: memory.ChunkPlan | None = None,
+                           crash_after_step: int = 0) -> tuple[PyTree, jax.Array | None]:
+  """Trains from ``step`` to ``num_steps`` in segments of ``checkpoint_every`` steps,
+  saving ``state`` to ``ckpt`` (a :class:`pate_jax.checkpoint.Checkpointer`, asynchronous)
+  after each, with a progress bar (mean loss of the first ``num_teachers``, the padding
+  left out). Returns the state (ready) and the last segment's loss (None if no step was
+  left). ``crash_after_step``: exits the process without cleanup after that step (the
+  resume tests' killed job; 0: never)."""
+  bar = experiment.progress(total=num_steps, initial=step, desc="training steps", unit="step")
+  loss = None
+  while step < num_steps:
+    n = min(checkpoint_every, num_steps - step)
+    state, loss = ensemble.train(state, keys, images, labels, step, n, plan=plan)
+    step += n
+    ckpt.save(step, state)  # asynchronous: training goes on while it is written
+    bar.update(n)
+    bar.set_postfix(loss=f"{float(loss[:num_teachers].mean()):.3f}")
+    if step == crash_after_step:
+      ckpt.close()
+      os._exit(3)  # Simulates a killed job (no cleanup) for the resume test.
+  bar.close()
+  jax.block_until_ready(state)
+  return state, loss
+
+
+def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels: Any, *,
+                  num_classes: int, num_teachers: int, query_chunk: int | None = None,
+                  temperatures: tuple[float, ...] = ()
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
+                             memory.ChunkPlan | None]:
+  """The trained ensemble's votes on ``queries [Q, H, W, C]``, on the host.
+
+  Returns ``votes [Q, num_classes]`` (histogram of the first ``num_teachers``),
+  each teacher's accuracy ``[num_teachers]`` against ``labels [Q]``, the averaged
+  teacher probabilities ``[len(temperatures), Q, num_classes]`` at each distillation
+  temperature (None without temperatures; not private) and the prediction plan (None for
+  the ``"loop"`` strategy; planned with ``state``'s optimizer state still allocated, and
+  printed).
+  """
+  plan = None
+  if ensemble.strategy != "loop":
+    plan = ensemble.plan_predict(  # the optimizer state stays allocated meanwhile
+        state["params"], queries, query_chunk,
+        resident_bytes=memory.tree_bytes(state["opt_state"]) // ensemble.num_shards)
+    print(f"prediction plan per device: {memory.fits_description(plan)}")
+  preds = ensemble.predict(state["params"], queries, query_chunk, plan=plan)
+  votes = distributed.to_host(votes_lib.histogram(preds, num_classes, num_teachers))
+  accuracy = distributed.to_host(accuracy_of(preds, jnp.asarray(labels)))[:num_teachers]
+  probs = None
+  if temperatures:  # distillation targets: averaged teacher probabilities (not private)
+    probs = distributed.to_host(mean_probabilities(
+        ensemble.fns, state["params"], queries, temperatures, num_teachers))
+  return votes, accuracy, probs, plan
+
+
+def reused_results(workdir: Any, ckpt: Any, num_steps: int,
+                   outputs: dict[str, Any]) -> dict[str, Any] | None:
+  """The recorded results of this very run if it finished (``ckpt`` marked complete at
+  ``num_steps`` with these ``outputs``, and its votes.npz and results.json are in
+  ``workdir``): its votes.npz is reused and nothing is trained (``reused_votes``: True).
+  Else None. Without kept checkpoints, a finished run asked for more steps trains again
+  from step 0 (deterministic: the same teachers as a resume)."""
+  from pate_jax.checkpoint import COMPLETED_FILE  # pylint: disable=g-import-not-at-top  (orbax)
+  path = pathlib.Path(workdir)
+  if (ckpt.completed(outputs) != num_steps
+      or not (path / "votes.npz").exists() or not (path / "results.json").exists()):
+    if ckpt.latest_step() is None and (path / "checkpoints" / COMPLETED_FILE).exists():
+      print("the earlier run's checkpoints were deleted when it finished "
+            "(keep_checkpoints=False): training from step 0")
+    return None
+  votes_lib.load_votes(path)  # validated
+  print(f"teachers already trained ({num_steps} steps; this configuration): reusing "
+        f"{path / 'votes.npz'}")
+  results = json.loads((path / "results.json").read_text())["results"]
+  results["reused_votes"] = True
+  return results

@@ -1,0 +1,282 @@
+"""What the stages report: ε entries, privacy curves, results dicts, headlines and plots.
+
+The aggregate stage (``experiments/aggregate.py``) reports the ε of the charged queries
+under each accounting of its mechanism (:func:`epsilon_reports`: ``epsilon`` on moments
+1..``max_moment`` = the 2017 code's convention, ``epsilon_tight`` on moments
+1..``tight_max_moment``, every entry flagged when its best moment/order is at the end of
+its grid, :func:`flag_grid_edges`), the publishable ε (:func:`publishable_epsilon`), ε vs
+queries answered (:func:`privacy_curve`, :func:`plot_privacy`) and a readable summary
+(:func:`aggregate_headline`). The teachers stage (``experiments/train_teachers.py``)
+writes a histogram of the normalized vote gap (:func:`plot_gap`) and one summary line
+(:func:`teachers_headline`).
+
+Plain NumPy and Python on results already computed; nothing here is jitted.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import jax
+import numpy as np
+
+from pate_jax import accounting as acc
+from pate_jax import aggregation
+from pate_jax import experiment
+from pate_jax import ledger as ledger_lib
+from pate_jax import mechanisms
+from pate_jax import votes as votes_lib
+
+# --------------------------------------------------------------------- aggregate stage
+
+
+def flag_grid_edges(report: dict[str, dict], mechanism: Any, orders: Any,
+                    max_moment: int) -> list[str]:
+  """Adds ``grid`` ([first, last] moment or order searched) and ``best_at_grid_edge`` to
+  every entry of an :func:`pate_jax.mechanisms.epsilon_report` that names its best order;
+  returns the names whose best sits at the end of its grid (ε would be smaller on a wider
+  grid; the 2017 moments start at 1, so only their last moment counts as an edge)."""
+  grid = np.asarray(mechanisms.make_accountant(mechanism, orders, "improved",
+                                               max_moment).orders, np.float64)
+  lo, hi = float(grid.min()), float(grid.max())
+  edges = []
+  for name, entry in report.items():
+    best = entry.get("best_moment", entry.get("best_order"))
+    if best is None:
+      continue
+    at_edge = bool(best == hi or ("best_order" in entry and best == lo))
+    entry["grid"] = [lo, hi]
+    entry["best_at_grid_edge"] = at_edge
+    if at_edge:
+      edges.append(name)
+  return edges
+
+
+def _tight(mechanism: Any, orders: Any, max_moment: int, tight_max_moment: int) -> bool:
+  """Whether a tight report (moments 1..tight_max_moment) is made: moments accountant on
+  its default grid only, and a longer grid than ``max_moment``'s."""
+  return (mechanism.accountant == "moments" and orders is None
+          and tight_max_moment > max_moment)
+
+
+def epsilon_reports(mechanism: Any, params: dict, votes: np.ndarray, answered: np.ndarray,
+                    charged: np.ndarray, orders: Any, *, delta: float, max_moment: int,
+                    tight_max_moment: int = 0) -> dict[str, Any]:
+  """``epsilon`` (moments 1..``max_moment``: the 2017 code's convention, comparable with
+  the paper), ``epsilon_tight`` (moments 1..``tight_max_moment``; moments accountant on
+  its default grid only) and ``epsilon_at_grid_edge`` (names whose best moment/order is
+  at the end of its grid, in either report)."""
+  max_moment, tight = int(max_moment), int(tight_max_moment or 0)
+  kwargs = {"delta": delta, "orders": orders}
+  out: dict[str, Any] = {"epsilon": mechanisms.epsilon_report(
+      mechanism, params, votes, answered, charged, max_moment=max_moment, **kwargs)}
+  edges = flag_grid_edges(out["epsilon"], mechanism, orders, max_moment)
+  if _tight(mechanism, orders, max_moment, tight):
+    out["epsilon_tight"] = mechanisms.epsilon_report(
+        mechanism, params, votes, answered, charged, max_moment=tight, **kwargs)
+    edges += [f"epsilon_tight.{n}" for n in
+              flag_grid_edges(out["epsilon_tight"], mechanism, orders, tight)]
+    out["epsilon_convention"] = (
+        f"epsilon: moments 1..{max_moment} (the 2017 code's convention, for "
+        f"comparison with the paper); epsilon_tight: moments 1..{tight}")
+  out["epsilon_at_grid_edge"] = edges
+  return out
+
+
+def publishable_epsilon(key: jax.Array, mechanism: Any, params: dict, votes: np.ndarray,
+                        answered: np.ndarray, *, delta: float,
+                        conversion: str) -> dict[str, Any] | str:
+  """The publishable ε of the charged queries (``votes [Q, C]``, ``answered [Q]``): the
+  data-dependent ε released with smooth sensitivity (Papernot et al. 2018;
+  :func:`pate_jax.accounting.release_record`, noise drawn from ``key``), for GNMax and
+  Confident-GNMax. LNMax has no such analysis: its publishable ε is the data-independent
+  one (a sentence saying so)."""
+  if mechanism.name not in ("gnmax", "confident_gnmax"):
+    return (f"{mechanism.name}: no smooth-sensitivity analysis; publish the "
+            "data-independent ε")
+  if not votes.shape[0]:
+    return "nothing was charged"
+  return acc.release_record(key, votes, mechanism=mechanism.name, params=params, delta=delta,
+                            answered=answered, conversion=conversion)
+
+
+def privacy_curve(mechanism: Any, params: dict, votes: np.ndarray, answered: np.ndarray,
+                  charged: np.ndarray, orders: Any, *, delta: float, max_moment: int,
+                  tight_max_moment: int = 0, points: int = 50) -> dict[str, Any]:
+  """ε after the first k charged queries (at most ``points`` values of k) under each
+  accounting of :func:`epsilon_reports` (data-dependent on both moment grids,
+  data-independent, the mechanism's baselines), against the queries answered so far.
+  Empty when nothing was charged."""
+  max_moment, tight = int(max_moment), int(tight_max_moment or 0)
+  charged = np.asarray(charged, bool)
+  votes, answered = np.asarray(votes)[charged], np.asarray(answered, bool)[charged]
+  n = int(votes.shape[0])
+  if not n:
+    return {}
+  ks = np.unique(np.linspace(1, n, min(points, n)).round().astype(int))
+  curve: dict[str, Any] = {"queries_charged": ks.tolist(),
+                           "queries_answered": np.cumsum(answered)[ks - 1].tolist(),
+                           "epsilon": {}}
+  grids = [("", max_moment)]
+  if _tight(mechanism, orders, max_moment, tight):
+    grids.append((f", moments to {tight}", tight))
+  for dd in (True, False):
+    for suffix, moment in grids if dd else grids[:1]:
+      empty = mechanisms.make_accountant(mechanism, orders, "improved", moment)
+      cum = np.cumsum(np.asarray(mechanism.cost(votes, answered, params, empty.orders, dd),
+                                 np.float64), axis=0)
+      name = ("data-dependent" if dd else "data-independent") + (
+          f", moments to {moment}" if mechanism.accountant == "moments" else "") + (
+          "" if suffix or mechanism.accountant != "moments" else " (2017 code)")
+      curve["epsilon"][name] = [float(acc.make_accountant(
+          empty.kind, empty.orders, empty.conversion, cost=cum[k - 1]).epsilon(
+              delta)[0]) for k in ks]
+  if mechanism.baselines is not None:
+    for k, a in zip(ks, curve["queries_answered"]):
+      for name, eps in mechanism.baselines(int(a), params, delta).items():
+        curve["epsilon"].setdefault(name.replace("_", " "), []).append(float(eps))
+  return curve
+
+
+def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) -> pathlib.Path:
+  """ε vs queries answered, one line per accounting (a small PNG); ``curve`` from
+  :func:`privacy_curve` with its ``delta``."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(5, 3.4))
+  for name, eps in curve["epsilon"].items():
+    ax.plot(curve["queries_answered"], eps, label=name, lw=1.5)
+  ax.set_xlabel("queries answered")
+  ax.set_ylabel(f"ε at δ = {curve['delta']:g}")
+  ax.set_title(title, fontsize=9)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7, frameon=False)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return pathlib.Path(path)
+
+
+def config_record(config: Any, mechanism: Any) -> dict[str, Any]:
+  """The config as results.json records it: other mechanisms' noise parameters (GNMax's
+  ``sigma``/``threshold`` for an LNMax run) are left out."""
+  record = experiment.to_jsonable(config)
+  others = {p for m in mechanisms.REGISTRY.values() for p in m.param_names}
+  for name in others - set(mechanism.param_names):
+    record.pop(name, None)
+  return record
+
+
+def label_results(data: dict[str, Any], labels: np.ndarray, status: np.ndarray,
+                  mechanism: Any, params: dict, *, delta: float,
+                  num_asked_now: int) -> dict[str, Any]:
+  """The counts and accuracies of the aggregate stage's results.json (before its ε).
+
+  ``data``: :func:`pate_jax.votes.load_votes` (its first ``N`` rows are the queries);
+  ``labels``/``status`` ``[N]``: the noisy labels and :class:`pate_jax.ledger.Status` of
+  every query asked.
+  """
+  total = int(labels.shape[0])
+  votes, true_labels = data["votes"][:total], data["labels"][:total]
+  answered = status == ledger_lib.Status.ANSWERED
+  num_answered = int(answered.sum())
+  return {
+      "dataset": data["dataset"],
+      "num_teachers": data["num_teachers"],
+      "mechanism": mechanism.name,
+      "noise": params,
+      "num_queries": total,
+      "num_asked_now": num_asked_now,
+      "num_answered": num_answered,
+      "num_refused_budget": int((status == ledger_lib.Status.REFUSED_BUDGET).sum()),
+      "num_not_confident": int((status == ledger_lib.Status.NOT_CONFIDENT).sum()),
+      "delta": float(delta),
+      "label_accuracy_answered": (float(np.mean(labels[answered] == true_labels[answered]))
+                                  if num_answered else None),
+      "label_accuracy_overall": float(np.mean(labels == true_labels)),
+      "plurality_accuracy": float(np.mean(np.asarray(aggregation.plurality(votes))
+                                          == true_labels)),
+  }
+
+
+def ledger_summary(aggregator: ledger_lib.PrivateAggregator, resumed: bool) -> dict[str, Any]:
+  """The ledger as the aggregate stage's results.json records it."""
+  return {"epsilon": aggregator.epsilon, "best_order": aggregator.best_order,
+          "epsilon_max": aggregator.epsilon_max, "accounting": aggregator.accounting,
+          "num_charged": aggregator.num_charged, "num_answered": aggregator.num_answered,
+          "resumed": resumed}
+
+
+def aggregate_headline(r: dict[str, Any]) -> list[str]:
+  """Readable lines of an aggregate results dict (also the main job's)."""
+  acc_answered = r["label_accuracy_answered"]
+  lines = [f"{r['mechanism']} {r['noise']}: {r['num_answered']} of {r['num_queries']} queries "
+           f"answered, label accuracy "
+           + (f"{acc_answered:.1%}" if acc_answered is not None else "n/a")
+           + f" (plurality {r['plurality_accuracy']:.1%})"]
+  for name, e in r["epsilon"].items():
+    best = e.get("best_moment", e.get("best_order"))
+    tight = (r.get("epsilon_tight") or {}).get(name)
+    where = "" if best is None else f" (best {'moment' if 'best_moment' in e else 'order'} {best:g}"
+    if best is not None:
+      where += ", AT THE GRID'S END)" if e.get("best_at_grid_edge") else ")"
+    if tight is not None and tight["epsilon"] != e["epsilon"]:
+      where += (f"; tight {tight['epsilon']:.3g} (moments to {tight['grid'][1]:g}, best "
+                f"{tight['best_moment']:g})")
+    lines.append(f"  ε {name} = {e['epsilon']:.3g}{where} at δ = {e['delta']:g}")
+  if r.get("epsilon_tight"):
+    lines.append(f"  ({r['epsilon_convention']})")
+  if isinstance(r.get("epsilon_release"), str):
+    lines.append(f"  publishable: {r['epsilon_release']}")
+  return lines
+
+
+# ---------------------------------------------------------------------- teachers stage
+
+
+def plot_gap(gap: np.ndarray, num_teachers: int, path: str | pathlib.Path) -> None:
+  """Histogram of the normalized gap between the top two vote counts (``gap [Q]``)."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(5, 3.5))
+  ax.hist(gap * 100, bins=50, color="tab:blue")
+  ax.set_xlabel("normalized gap between top two vote counts (%)")
+  ax.set_ylabel("test queries")
+  ax.set_title(f"{num_teachers} teachers: mean gap {gap.mean():.1%}")
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def vote_summary(votes: np.ndarray, labels: np.ndarray, num_pool: int,
+                 teacher_accuracy: np.ndarray) -> dict[str, Any]:
+  """The teachers stage's accuracies on the test split (``votes [Q, C]``, ``labels [Q]``;
+  its first ``num_pool`` rows are the student's public pool, the rest its evaluation
+  set) and the mean normalized gap between the top two vote counts."""
+  plurality = votes.argmax(axis=1)
+  a = teacher_accuracy
+  return {
+      "teacher_test_accuracy": {"mean": a.mean(), "min": a.min(), "max": a.max()},
+      "plurality_accuracy_eval": (plurality[num_pool:] == labels[num_pool:]).mean(),
+      "plurality_accuracy_test": (plurality == labels).mean(),
+      "num_eval": len(labels) - num_pool,
+      "num_test": len(labels),
+      "mean_normalized_gap": np.asarray(votes_lib.normalized_gap(votes)).mean(),
+  }
+
+
+def teachers_headline(r: dict[str, Any]) -> str:
+  """One readable line of a teachers results dict (also the main job's)."""
+  a = r["teacher_test_accuracy"]
+  return (f"{r['num_teachers']} teachers × {r['examples_per_teacher']} examples "
+          f"({r['dataset']}): test accuracy mean {a['mean']:.2%} ({a['min']:.2%}–{a['max']:.2%}),"
+          f" plurality {r['plurality_accuracy_test']:.2%} (test) / "
+          f"{r['plurality_accuracy_eval']:.2%} (eval); mean normalized gap "
+          f"{r['mean_normalized_gap']:.3f}; wall {r['wall_seconds']:.0f} s"
+          + (" (an earlier run's; votes.npz reused)" if r.get("reused_votes") else ""))
+
+
+def _pyplot():
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
