@@ -38,7 +38,7 @@ def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   recorded ledger's are refused (pate_jax.ledger)."""
   out = pathlib.Path(out)
   if (out / labels_lib.FILENAME).exists():
-    print(f"resuming the labels and their ledger in {out}")
+    print(f"labels.npz found in {out}: reusing those labels and their ledger (already paid for)")
   with config.aggregate.unlocked():
     config.aggregate.votes_dir = config.votes_dir
     config.aggregate.seed = config.seed
