@@ -50,3 +50,25 @@ def real_adult_dir(monkeypatch) -> pathlib.Path:
   path = require_data("adult/train.csv", "adult/test.csv", "adult/attack.csv")
   monkeypatch.setenv("PATE_JAX_DATA_DIR", str(path))
   return path
+
+
+@pytest.fixture(scope="session")
+def digits_votes_dir(tmp_path_factory) -> pathlib.Path:
+  """votes.npz of 20 simulated teachers (80 % right, else a uniform class) on the 8x8
+  digits' student split, with probabilities at T = 1 and T = 5 (for distillation)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from pate_jax import data, votes as votes_lib  # pylint: disable=g-import-not-at-top
+
+  out = tmp_path_factory.mktemp("teachers")
+  ds = data.load_image_dataset("digits")
+  split = data.student_split("digits", len(ds.test_labels))
+  index = np.concatenate([split.pool_index, split.eval_index])
+  y = ds.test_labels[index]
+  rs = np.random.RandomState(0)
+  preds = np.where(rs.rand(20, len(y)) < 0.8, y, rs.randint(0, 10, (20, len(y))))
+  votes = np.stack([np.bincount(p, minlength=10) for p in preds.T])
+  probs = np.stack([votes / 20.0, np.full(votes.shape, 0.1)])
+  votes_lib.save_votes(out / "votes.npz", votes, y, index=index,
+                       num_pool=len(split.pool_index), dataset="digits",
+                       probabilities=probs, temperatures=(1.0, 5.0))
+  return out

@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pytest
 
-from pate_jax import checkpoint, data, experiment, votes as votes_lib
+from pate_jax import checkpoint, data, experiment
 from pate_jax.data import _images
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -50,19 +50,9 @@ def _tail(capsys, workdir, n):
 
 
 @pytest.fixture(scope="module")
-def votes_dir(tmp_path_factory):
-  """votes.npz of 20 simulated teachers on the 8x8 digits' student split."""
-  out = tmp_path_factory.mktemp("teachers")
-  ds = data.load_image_dataset("digits")
-  split = data.student_split("digits", len(ds.test_labels))
-  index = np.concatenate([split.pool_index, split.eval_index])
-  y = ds.test_labels[index]
-  rs = np.random.RandomState(0)
-  preds = np.where(rs.rand(20, len(y)) < 0.8, y, rs.randint(0, 10, (20, len(y))))
-  votes = np.stack([np.bincount(p, minlength=10) for p in preds.T])
-  votes_lib.save_votes(out / "votes.npz", votes, y, index=index,
-                       num_pool=len(split.pool_index), dataset="digits")
-  return out
+def votes_dir(digits_votes_dir):
+  """The simulated teachers' votes of conftest.digits_votes_dir (read only)."""
+  return digits_votes_dir
 
 
 # ------------------------------------------------------------- 1: the last lines printed

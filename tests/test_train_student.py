@@ -7,10 +7,8 @@ import pathlib
 import shutil
 import sys
 
-import numpy as np
 import pytest
 
-from pate_jax import data, votes as votes_lib
 from pate_jax import experiment
 from pate_jax.experiment import load_script
 
@@ -38,21 +36,9 @@ def _config(name: str, **overrides):
 
 
 @pytest.fixture(scope="module")
-def teachers_dir(tmp_path_factory):
-  """votes.npz of 20 simulated teachers on the 8x8 digits' student split."""
-  out = tmp_path_factory.mktemp("teachers")
-  ds = data.load_image_dataset("digits")
-  split = data.student_split("digits", len(ds.test_labels))
-  index = np.concatenate([split.pool_index, split.eval_index])
-  y = ds.test_labels[index]
-  rs = np.random.RandomState(0)
-  preds = np.where(rs.rand(20, len(y)) < 0.8, y, rs.randint(0, 10, (20, len(y))))
-  votes = np.stack([np.bincount(p, minlength=10) for p in preds.T])
-  probs = np.stack([votes / 20.0, np.full(votes.shape, 0.1)])
-  votes_lib.save_votes(out / "votes.npz", votes, y, index=index,
-                       num_pool=len(split.pool_index), dataset="digits",
-                       probabilities=probs, temperatures=(1.0, 5.0))
-  return out
+def teachers_dir(digits_votes_dir):
+  """The simulated teachers' votes of conftest.digits_votes_dir (read only)."""
+  return digits_votes_dir
 
 
 def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
