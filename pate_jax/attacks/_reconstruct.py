@@ -94,13 +94,13 @@ def _cached_default_optimizer(max_iter: int) -> optax.GradientTransformation:
 
 
 def project_to_simplex(x: jax.Array, total: jax.Array) -> jax.Array:
-  """Euclidean projection of ``x[C]`` onto ``{y ≥ 0, Σ y = total}`` (Duchi et al. 2008)."""
-  c = x.shape[-1]
-  u = jnp.sort(x)[::-1]
-  css = jnp.cumsum(u) - total
-  j = jnp.arange(1, c + 1, dtype=x.dtype)
-  rho = jnp.sum(u - css / j > 0)
-  theta = css[rho - 1] / rho.astype(x.dtype)
+  """Euclidean projection of every row of ``x [..., C]`` onto ``{y ≥ 0, Σ y = total}``
+  (sort-based, Duchi et al. 2008)."""
+  u = -jnp.sort(-x, axis=-1)
+  css = jnp.cumsum(u, axis=-1) - total
+  j = jnp.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+  rho = jnp.sum(u - css / j > 0, axis=-1, keepdims=True)
+  theta = jnp.take_along_axis(css, rho - 1, axis=-1) / rho.astype(x.dtype)
   return jnp.maximum(x - theta, 0.0)
 
 

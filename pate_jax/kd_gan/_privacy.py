@@ -40,6 +40,7 @@ import numpy as np
 
 from pate_jax import _checks as v
 from pate_jax import accounting as acc
+from pate_jax.attacks import _reconstruct
 
 SOUND_REASON = (
     "no finite epsilon for the private training records: (1) Eq. 5 adds noise to the "
@@ -154,11 +155,5 @@ def calibrate_soft_label_noise(target_epsilon, num_queries: int, delta, *,
 @jax.jit
 def project_to_simplex(x: jax.Array) -> jax.Array:
   """Euclidean projection of every row of ``x [..., C]`` onto the probability simplex
-  (sort-based, Duchi et al. 2008): the post-processing of a noisy soft label."""
-  u = -jnp.sort(-x, axis=-1)
-  css = jnp.cumsum(u, axis=-1) - 1.0
-  k = jnp.arange(1, x.shape[-1] + 1, dtype=x.dtype)
-  cond = u - css / k > 0
-  rho = jnp.sum(cond, axis=-1, keepdims=True)
-  theta = jnp.take_along_axis(css, rho - 1, axis=-1) / rho.astype(x.dtype)
-  return jnp.maximum(x - theta, 0.0)
+  (the attack's projection with total 1): the post-processing of a noisy soft label."""
+  return _reconstruct.project_to_simplex(x, 1.0)

@@ -346,17 +346,22 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
     if ckpt is not None:
       ckpt.close()
   final = (np.asarray(history[-1]["eval_accuracy"]) if history
-           else accuracy(gan, state, eval_x, eval_y))
+           else accuracy(static, state, eval_x, eval_y))
   return KDGANResult(state, final, history, resumed_from, seconds)
 
 
 def teacher_log_probs(student: students.Student, state: Any, images: Any,
                       chunk: int = 2000) -> np.ndarray:
-  """``log_softmax`` of a trained network's (evaluation) logits on ``images``, ``[N, C]``."""
-  fn = jax.jit(lambda x: jax.nn.log_softmax(student.logits(state, x), axis=-1))
+  """``log_softmax`` of a trained network's (evaluation) logits on ``images``, ``[N, C]``
+  (one compiled program per network and chunk shape, reused across calls)."""
   images = np.asarray(images, np.float32)
-  return np.concatenate([np.asarray(fn(jnp.asarray(images[i:i + chunk])))
+  return np.concatenate([np.asarray(_log_probs(student, state, jnp.asarray(images[i:i + chunk])))
                          for i in range(0, images.shape[0], chunk)])
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _log_probs(student: students.Student, state: Any, x: jax.Array) -> jax.Array:
+  return jax.nn.log_softmax(student.logits(state, x), axis=-1)
 
 
 def train_teacher(key: jax.Array, train_x: Any, train_y: Any, eval_x: Any, eval_y: Any, *,
