@@ -88,12 +88,6 @@ def _grids(config: Any) -> dict[str, Any]:
           "tight_max_moment": int(config.get("tight_max_moment") or 0)}
 
 
-# Library names kept here for run_pate.py, train_student.py and the tests.
-flag_grid_edges = reporting.flag_grid_edges
-config_record = reporting.config_record
-headline = reporting.aggregate_headline
-
-
 def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
   """Runs the stage: reads votes, labels the queries, writes labels.npz and results.json.
 
@@ -149,7 +143,6 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   if config.get("privacy_plot", True) and charged.any():
     curve = reporting.privacy_curve(mechanism, params, votes, answered, charged, orders,
                                     **_grids(config))
-    curve["delta"] = float(config.delta)
     results["privacy_curve"] = curve
     reporting.plot_privacy(curve, f"{mechanism.name} {params}, {data['num_teachers']} teachers",
                            workdir / "privacy.png")
@@ -159,7 +152,7 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
 
 
 def report(r: dict[str, Any]) -> None:
-  print("\n".join(headline(r)))
+  print("\n".join(reporting.aggregate_headline(r)))
 
 
 if __name__ == "__main__":

@@ -25,10 +25,9 @@ import pathlib
 import time
 
 
-import aggregate  # experiments/aggregate.py
 import train_student  # experiments/train_student.py
 import train_teachers  # experiments/train_teachers.py
-from pate_jax import experiment, mechanisms
+from pate_jax import experiment, mechanisms, reporting
 
 
 def run(config, workdir: str) -> dict:
@@ -41,8 +40,9 @@ def run(config, workdir: str) -> dict:
     config.student.labels_dir = str(root / "aggregate")
     config.student.aggregate = config.aggregate
   teachers = train_teachers.run(config.teachers, str(root / "teachers"))
-  _, labels = train_student.noisy_labels(config.student, root / "aggregate")  # or reused
+  # The student stage labels its queries in aggregate/ (or reuses the labels paid for).
   student = train_student.run(config.student, str(root / "student"))
+  labels = experiment.read_results(root / "aggregate")
   summary = {
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},
       "teachers": {k: teachers[k] for k in (
@@ -61,7 +61,7 @@ def run(config, workdir: str) -> dict:
   }
   record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
   mechanism = mechanisms.get(config.aggregate.mechanism, "config.aggregate.mechanism")
-  record["aggregate"] = record["student"]["aggregate"] = aggregate.config_record(
+  record["aggregate"] = record["student"]["aggregate"] = reporting.config_record(
       config.aggregate, mechanism)
   experiment.write_results(root, summary, config=record, seed=config.seed)
   return summary
@@ -73,8 +73,8 @@ def report(s: dict) -> None:
     print("\n!!! FALLBACK DATA (sklearn 8x8 digits): NOT an MNIST result !!!")
   st = s["student"]
   print("\n" + "\n".join([
-      train_teachers.headline(s["teachers"]),
-      *aggregate.headline(s["aggregate"]),
+      reporting.teachers_headline(s["teachers"]),
+      *reporting.aggregate_headline(s["aggregate"]),
       f"{st['student']} student: held-out accuracy {st['eval_accuracy']:.2%} on "
       f"{st['num_eval']} images from {st['num_labels']} noisy labels "
       f"({st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training)",

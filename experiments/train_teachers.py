@@ -180,13 +180,10 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   return results
 
 
-headline = reporting.teachers_headline  # also run_pate.py's
-
-
 def report(results: dict) -> None:
   if results["fallback_data"]:
     print(f"!!! FALLBACK DATA ({results['data_source']}): NOT a {results['dataset']} result !!!")
-  print(headline(results))
+  print(reporting.teachers_headline(results))
 
 
 if __name__ == "__main__":

@@ -112,6 +112,11 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
   return out
 
 
+def read_results(workdir: str | os.PathLike, name: str = "results.json") -> dict[str, Any]:
+  """The ``results`` that :func:`write_results` wrote into ``workdir``."""
+  return json.loads((pathlib.Path(workdir) / name).read_text())["results"]
+
+
 def config_fields(config: Any, fields: Iterable[str]) -> dict[str, Any]:
   """``{field: value}`` of dotted ``fields`` of a ConfigDict (``"model.kwargs"``); a field
   the config lacks is ``None``. The input of a checkpoint fingerprint

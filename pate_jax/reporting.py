@@ -15,6 +15,7 @@ Plain NumPy and Python on results already computed; nothing here is jitted.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import Any
 
@@ -115,7 +116,7 @@ def privacy_curve(mechanism: Any, params: dict, votes: np.ndarray, answered: np.
   if not n:
     return {}
   ks = np.unique(np.linspace(1, n, min(points, n)).round().astype(int))
-  curve: dict[str, Any] = {"queries_charged": ks.tolist(),
+  curve: dict[str, Any] = {"delta": float(delta), "queries_charged": ks.tolist(),
                            "queries_answered": np.cumsum(answered)[ks - 1].tolist(),
                            "epsilon": {}}
   grids = [("", max_moment)]
@@ -124,16 +125,16 @@ def privacy_curve(mechanism: Any, params: dict, votes: np.ndarray, answered: np.
   for dd in (True, False):
     for suffix, moment in grids if dd else grids[:1]:
       empty = mechanisms.make_accountant(mechanism, orders, "improved", moment)
-      cum = np.cumsum(np.asarray(mechanism.cost(votes, answered, params, empty.orders, dd),
-                                 np.float64), axis=0)
+      cost = mechanism.cost(votes, answered, params, empty.orders, dd)
       name = ("data-dependent" if dd else "data-independent") + (
           f", moments to {moment}" if mechanism.accountant == "moments" else "") + (
           "" if suffix or mechanism.accountant != "moments" else " (2017 code)")
-      curve["epsilon"][name] = [float(acc.make_accountant(
-          empty.kind, empty.orders, empty.conversion, cost=cum[k - 1]).epsilon(
-              delta)[0]) for k in ks]
+      # Every prefix at once: the accountant converts a [len(ks), K] cost row by row.
+      totals = np.cumsum(np.asarray(cost, np.float64), axis=0)[ks - 1]
+      prefixes = dataclasses.replace(empty, cost=totals)
+      curve["epsilon"][name] = np.asarray(prefixes.epsilon(delta)[0], np.float64).tolist()
   if mechanism.baselines is not None:
-    for k, a in zip(ks, curve["queries_answered"]):
+    for a in curve["queries_answered"]:
       for name, eps in mechanism.baselines(int(a), params, delta).items():
         curve["epsilon"].setdefault(name.replace("_", " "), []).append(float(eps))
   return curve
@@ -141,7 +142,7 @@ def privacy_curve(mechanism: Any, params: dict, votes: np.ndarray, answered: np.
 
 def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) -> pathlib.Path:
   """ε vs queries answered, one line per accounting (a small PNG); ``curve`` from
-  :func:`privacy_curve` with its ``delta``."""
+  :func:`privacy_curve`."""
   plt = _pyplot()
   fig, ax = plt.subplots(figsize=(5, 3.4))
   for name, eps in curve["epsilon"].items():

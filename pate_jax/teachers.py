@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import pathlib
 from typing import Any, Callable
@@ -678,13 +677,13 @@ def reused_results(workdir: Any, ckpt: Any, num_steps: int,
   path = pathlib.Path(workdir)
   if (ckpt.completed(outputs) != num_steps
       or not (path / "votes.npz").exists() or not (path / "results.json").exists()):
-    if ckpt.latest_step() is None and (path / "checkpoints" / COMPLETED_FILE).exists():
+    if ckpt.latest_step() is None and (ckpt.directory / COMPLETED_FILE).exists():
       print("the earlier run's checkpoints were deleted when it finished "
             "(keep_checkpoints=False): training from step 0")
     return None
   votes_lib.load_votes(path)  # validated
   print(f"teachers already trained ({num_steps} steps; this configuration): reusing "
         f"{path / 'votes.npz'}")
-  results = json.loads((path / "results.json").read_text())["results"]
+  results = experiment.read_results(path)
   results["reused_votes"] = True
   return results

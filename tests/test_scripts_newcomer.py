@@ -91,13 +91,13 @@ def test_aggregate_without_votes_names_votes_dir(tmp_path):
 
 
 def test_rdp_grid_edges_are_flagged_at_both_ends():
-  from pate_jax import accounting, mechanisms  # pylint: disable=g-import-not-at-top
+  from pate_jax import accounting, mechanisms, reporting  # pylint: disable=g-import-not-at-top
   orders = np.asarray(accounting.DEFAULT_ORDERS, np.float64)
   report = {"a": {"epsilon": 1.0, "best_order": float(orders.max())},
             "b": {"epsilon": 1.0, "best_order": float(orders.min())},
             "c": {"epsilon": 1.0, "best_order": float(orders[len(orders) // 2])},
             "strong_composition": {"epsilon": 2.0}}
-  edges = _script("aggregate").flag_grid_edges(report, mechanisms.GNMAX, None, 8)
+  edges = reporting.flag_grid_edges(report, mechanisms.GNMAX, None, 8)
   assert edges == ["a", "b"] and report["a"]["grid"] == [orders.min(), orders.max()]
   assert not report["c"]["best_at_grid_edge"] and "grid" not in report["strong_composition"]
 
