@@ -638,17 +638,18 @@ def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
 
 def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels: Any, *,
                   num_classes: int, num_teachers: int, query_chunk: int | None = None,
-                  temperatures: tuple[float, ...] = ()
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
-                             memory.ChunkPlan | None]:
+                  temperatures: tuple[float, ...] = (), return_predictions: bool = False
+                  ) -> tuple[Any, ...]:
   """The trained ensemble's votes on ``queries [Q, H, W, C]``, on the host.
 
   Returns ``votes [Q, num_classes]`` (histogram of the first ``num_teachers``),
   each teacher's accuracy ``[num_teachers]`` against ``labels [Q]``, the averaged
   teacher probabilities ``[len(temperatures), Q, num_classes]`` at each distillation
-  temperature (None without temperatures; not private) and the prediction plan (None for
+  temperature (None without temperatures; not private), the prediction plan (None for
   the ``"loop"`` strategy; planned with ``state``'s optimizer state still allocated, and
-  printed).
+  printed); with ``return_predictions``, fifth, each teacher's predicted class
+  ``[num_teachers, Q]`` (uint8, padding excluded; checked to give ``votes``), which
+  ``votes.npz`` stores for ablations over teacher subsets (pate_jax.ablation).
   """
   plan = None
   if ensemble.strategy != "loop":
@@ -658,11 +659,18 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
     print(f"prediction plan per device: {memory.fits_description(plan)}")
   preds = ensemble.predict(state["params"], queries, query_chunk, plan=plan)
   votes = distributed.to_host(votes_lib.histogram(preds, num_classes, num_teachers))
+  if return_predictions:
+    predictions = np.asarray(distributed.to_host(preds))[:num_teachers].astype(np.uint8)
+    if num_classes > 256 or not np.array_equal(  # the stored predictions give these votes
+        np.asarray(votes_lib.histogram(predictions, num_classes)), votes):
+      raise AssertionError("the host predictions' histogram differs from the votes")
   accuracy = distributed.to_host(accuracy_of(preds, jnp.asarray(labels)))[:num_teachers]
   probs = None
   if temperatures:  # distillation targets: averaged teacher probabilities (not private)
     probs = distributed.to_host(mean_probabilities(
         ensemble.fns, state["params"], queries, temperatures, num_teachers))
+  if return_predictions:
+    return votes, accuracy, probs, plan, predictions
   return votes, accuracy, probs, plan
 
 

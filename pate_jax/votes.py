@@ -18,6 +18,10 @@ forests) reduce their predictions to this array and save it with
   probabilities float32 [K, Q, C]  optional: the teachers' averaged class probabilities
                              at each temperature (distillation, not private)
   temperatures float32 [K]   optional: those temperatures
+  predictions  uint8 [T, Q]  optional: each teacher's predicted class per query (padding
+                             excluded); its histogram equals ``votes``. Written by
+                             ``train_teachers.py`` since the ablation (``pate_jax.ablation``)
+                             needs teacher subsets; older files without it still load.
 """
 
 from __future__ import annotations
@@ -67,8 +71,12 @@ def normalized_gap(votes: jax.Array) -> jax.Array:
 
 def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any | None = None,
                num_pool: int | None = None, dataset: str = "", probabilities: Any = None,
-               temperatures: Any = None) -> pathlib.Path:
-  """Writes ``votes.npz`` (see module docstring) atomically, after :func:`check_votes`."""
+               temperatures: Any = None, predictions: Any = None) -> pathlib.Path:
+  """Writes ``votes.npz`` (see module docstring) atomically, after :func:`check_votes`.
+
+  ``predictions``: optional ``[T, Q]`` per-teacher predicted classes (stored as uint8);
+  their histogram must equal ``votes``.
+  """
   votes = np.asarray(votes)
   labels = np.asarray(labels)
   if votes.ndim != 2 or votes.shape[0] != labels.shape[0]:
@@ -83,6 +91,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
   if probabilities is not None:
     arrays["probabilities"] = np.asarray(probabilities, np.float32)
     arrays["temperatures"] = np.asarray(temperatures, np.float32).reshape(-1)
+  if predictions is not None:
+    arrays["predictions"] = np.asarray(predictions)
   path = pathlib.Path(path)
   arrays = check_votes(arrays, str(path))
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +111,8 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
   ``votes`` is a ``[Q, C]`` histogram whose rows all sum to ``num_teachers`` (int32
   counts); ``labels`` are ``Q`` integers in ``[0, C)``; ``index`` is ``Q`` non-negative
   integers; ``0 <= num_pool <= Q``; optional ``probabilities [K, Q, C]`` with
-  ``temperatures [K]``. Returns the arrays in the file's dtypes.
+  ``temperatures [K]``; optional ``predictions [T, Q]`` integers in ``[0, C)`` whose
+  histogram equals ``votes``. Returns the arrays in the file's dtypes.
   """
   votes = np.asarray(_checks.votes(arrays["votes"], f"{where}: votes", equal_totals=True))
   q, c = votes.shape
@@ -130,7 +141,30 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
       raise ValueError(f"{where}: probabilities must be [K={temperatures.size}, Q, C] = "
                        f"{(temperatures.size, q, c)}, got {probabilities.shape}")
     out.update(probabilities=probabilities, temperatures=temperatures)
+  if "predictions" in arrays:
+    out["predictions"] = _check_predictions(arrays["predictions"], votes, where)
   return out
+
+
+def _check_predictions(predictions: Any, votes: np.ndarray, where: str) -> np.ndarray:
+  """``predictions [T, Q]`` as uint8, checked against the histogram ``votes [Q, C]``."""
+  predictions = np.asarray(predictions)
+  q, c = votes.shape
+  t = int(votes[0].sum()) if q else predictions.shape[0] if predictions.ndim == 2 else 0
+  if (predictions.ndim != 2 or predictions.shape != (t, q) or predictions.dtype.kind not in "iu"
+      or c > 256):
+    raise ValueError(f"{where}: predictions must be [T={t}, Q={q}] integer classes (uint8, "
+                     f"C <= 256); got {predictions.dtype} {predictions.shape}")
+  if predictions.size and (predictions.min() < 0 or predictions.max() >= c):
+    raise ValueError(f"{where}: predictions must be classes in [0, {c}); got range "
+                     f"[{predictions.min()}, {predictions.max()}]")
+  counts = np.zeros((q, c), np.int64)
+  np.add.at(counts, (np.broadcast_to(np.arange(q), predictions.shape), predictions), 1)
+  if not np.array_equal(counts, votes):
+    bad = int(np.argmax(np.any(counts != votes, axis=1)))
+    raise ValueError(f"{where}: the histogram of predictions differs from votes (first at "
+                     f"query {bad}: {counts[bad].tolist()} vs {votes[bad].tolist()})")
+  return predictions.astype(np.uint8)
 
 
 def load_votes(path: str | os.PathLike) -> dict[str, Any]:

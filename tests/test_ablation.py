@@ -1,0 +1,127 @@
+"""The vectorised ablation grid (pate_jax.ablation), experiments/ablate.py and the
+per-teacher predictions of votes.npz. One small grid, compiled once (fast_compile)."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import jax
+import ml_collections
+import numpy as np
+import pytest
+
+from pate_jax import ablation
+from pate_jax import votes as votes_lib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+T, Q, C = 12, 40, 5
+COUNTS, SCALES, DELTA = (3, 12), (2.0, 30.0), 1e-5
+
+
+def _predictions(seed=0, t=T, q=Q, c=C):
+  rs = np.random.RandomState(seed)
+  y = rs.randint(0, c, q)
+  return np.where(rs.rand(t, q) < 0.7, y, rs.randint(0, c, (t, q))), y
+
+
+@pytest.fixture(scope="module")
+def grid():
+  preds, y = _predictions()
+  keys = jax.random.split(jax.random.key(3), 2)
+  return preds, y, keys, ablation.ablation_grid(preds, y, COUNTS, SCALES, keys, num_classes=C,
+                                                delta=DELTA, fast_compile=True)
+
+
+def test_grid_shape_and_ranges(grid):
+  *_, g = grid
+  for field in ablation.FIELDS:
+    assert getattr(g, field).shape == (3, len(COUNTS), len(SCALES), 2), field
+  np.testing.assert_array_equal(g.answered[:2], 1.0)  # LNMax, GNMax answer everything.
+  assert np.all((g.answered[2] >= 0) & (g.answered[2] <= 1))
+  assert np.all(g.epsilon > 0) and np.all(g.epsilon <= g.epsilon_independent + 1e-9)
+  # Less noise, more ε (data-independent, per mechanism and teacher count).
+  assert np.all(g.epsilon_independent[:, :, 0] > g.epsilon_independent[:, :, 1])
+
+
+@pytest.mark.parametrize("cell", [(0, 1, 1, 0), (1, 0, 0, 1), (2, 1, 0, 1)])
+def test_cell_equals_the_public_api(grid, cell):
+  """Same key, same noise: the loop baseline (pate_jax.aggregation + the mechanism's
+  accountant, cell by cell) gets the same labels (so the same accuracy) and the same ε."""
+  preds, y, keys, g = grid
+  m, n, s, r = cell
+  votes = votes_lib.histogram(preds, C, COUNTS[n])
+  got = ablation.loop_cell(ablation.MECHANISMS[m], votes, y, COUNTS[n], SCALES[s], keys[r],
+                           delta=DELTA)
+  want = [getattr(g, f)[cell] for f in ablation.FIELDS]
+  assert got[:2] == pytest.approx(want[:2], rel=1e-15)  # counts of equal labels
+  np.testing.assert_allclose(got[2:], want[2:], rtol=1e-13)  # ε and its order
+
+
+def test_subset_histograms_equal_votes_histogram():
+  preds, _ = _predictions(1)
+  counts = np.array([1, 5, 12], np.int32)
+  hists = ablation.subset_histograms(preds, counts, C)
+  for k, n in enumerate(counts):
+    np.testing.assert_array_equal(hists[k], votes_lib.histogram(preds, C, int(n)))
+    np.testing.assert_array_equal(hists[k], votes_lib.histogram(preds[:n], C))
+
+
+@pytest.mark.parametrize("override, match", [
+    ({"noise_scales": (1.0, 0.0)}, "noise_scales"),
+    ({"noise_scales": (-2.0,)}, "noise_scales"),
+    ({"teacher_counts": (3, T + 1)}, "teacher_counts"),
+    ({"teacher_counts": (0,)}, "teacher_counts"),
+    ({"mechanisms": ("lnmax", "rnmax")}, "mechanisms"),
+    ({"keys": np.zeros(2, np.uint32)}, "keys"),
+])
+def test_bad_input_names_the_argument(override, match):
+  preds, y = _predictions()
+  kwargs = {"teacher_counts": COUNTS, "noise_scales": SCALES,
+            "keys": jax.random.split(jax.random.key(0), 2), "mechanisms": ablation.MECHANISMS,
+            **override}
+  with pytest.raises(ValueError, match=match):
+    ablation.ablation_grid(preds, y, num_classes=C, delta=DELTA, **kwargs)
+
+
+def test_votes_round_trip_with_and_without_predictions(tmp_path):
+  preds, y = _predictions(2)
+  votes = np.asarray(votes_lib.histogram(preds, C))
+  votes_lib.save_votes(tmp_path / "a" / "votes.npz", votes, y, predictions=preds)
+  out = votes_lib.load_votes(tmp_path / "a")
+  assert out["predictions"].dtype == np.uint8
+  np.testing.assert_array_equal(out["predictions"], preds)
+  votes_lib.save_votes(tmp_path / "b" / "votes.npz", votes, y)  # the older layout
+  assert "predictions" not in votes_lib.load_votes(tmp_path / "b")
+  wrong = preds.copy()
+  wrong[0, 3] = (wrong[0, 3] + 1) % C
+  with pytest.raises(ValueError, match="histogram of predictions differs from votes"):
+    votes_lib.save_votes(tmp_path / "c" / "votes.npz", votes, y, predictions=wrong)
+  with pytest.raises(ValueError, match=r"predictions must be \[T=12, Q=40\]"):
+    votes_lib.save_votes(tmp_path / "c" / "votes.npz", votes, y, predictions=preds[:5])
+
+
+def _script():
+  spec = importlib.util.spec_from_file_location("ablate", REPO / "experiments" / "ablate.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_script_refuses_votes_without_predictions(tmp_path):
+  preds, y = _predictions()
+  votes_lib.save_votes(tmp_path / "votes.npz", votes_lib.histogram(preds, C), y)
+  config = ml_collections.ConfigDict({"votes_dir": str(tmp_path), "num_queries": 10})
+  with pytest.raises(ValueError, match=r"train_teachers.*--config\.votes_dir"):
+    _script().run(config, str(tmp_path / "out"))
+
+
+def test_smoke_config_loads():
+  spec = importlib.util.spec_from_file_location("cfg", REPO / "configs" / "ablation_mnist.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  smoke = module.get_config("smoke")
+  assert len(smoke.teacher_counts) * len(smoke.noise_scales) * smoke.num_seeds <= 8
+  assert 250 in module.get_config("").teacher_counts
+  with pytest.raises(ValueError, match="variant"):
+    module.get_config("big")
