@@ -6,8 +6,14 @@ Stages, each with the config of its own experiment (overridable as
 ``--config.teachers.num_steps=...``, ``--config.aggregate.num_queries=...``):
   teachers   configs/mnist_250.py  → <workdir>/teachers/{votes.npz,results.json}
   aggregate  configs/aggregate_mnist.py → <workdir>/aggregate/{labels.npz,results.json}
+             with GNMax (σ = 40; ``--config.aggregate.mechanism=lnmax`` for 2017's LNMax):
+             its data-dependent ε, released with smooth sensitivity, and data-independent ε
   student    configs/student_pate_g.py → <workdir>/student/{checkpoints,results.json}
              (``--config.student.num_steps=...``)
+  attack     the histogram attack on the run's lowest-consensus labelled queries, with
+             fresh noise and with consistent answers → <workdir>/attack/
+             (``--config.attack.enabled=False`` skips it)
+and ``<workdir>/report.md``, the run's report with its figures.
 One root seed (``--config.seed``) drives every stage through pate_jax.rng's named
 streams. The main job may fall back to scikit-learn's 8×8 digits when MNIST is
 nowhere to be found, and says so loudly.
@@ -29,6 +35,28 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.teachers = _sibling("mnist_250").get_config(arg)
   c.teachers.allow_fallback = True
   c.aggregate = _sibling("aggregate_mnist").get_config(arg)
+  # GNMax (Papernot et al. 2018), the mechanism whose data-dependent ε has a smooth-
+  # sensitivity release; σ = 40 as in 2018's MNIST row (LNMax: --config.aggregate.mechanism=lnmax).
+  c.aggregate.mechanism = "gnmax"
   c.student = _sibling("student_pate_g").get_config(arg)  # :cpu 6,750 steps (75 epochs)
+  c.attack = _attack_config()
   c.seed = 0
   return c
+
+
+def _attack_config() -> ml_collections.ConfigDict:
+  """The histogram attack on the run's own votes, against fresh noise and consistent
+  answers (pate_jax.attacks.produced_histograms; the attack paper's Section 5)."""
+  a = ml_collections.ConfigDict()
+  a.enabled = True
+  a.num_histograms = 5        # the labelled queries with the fewest votes on their top class
+  a.num_queries = 10_000      # repeats of each query (the attack paper's M)
+  a.num_seeds = 1             # Monte Carlo repetitions of the attacker
+  a.conversion = "improved"   # RDP -> (ε, δ) of the repeats' cost
+  a.reconstruction = ml_collections.ConfigDict({
+      "method": "paper", "project": False, "stop_on_negative": False, "tol": 0.01,
+      "max_iter": 1000, "normalize": False})
+  a.mle_reconstruction = ml_collections.ConfigDict({"method": "mle", "max_iter": 100})
+  a.headline = "paper"
+  a.variants = ml_collections.ConfigDict({"paper": {}, "mle": {"method": "mle"}})
+  return a

@@ -1,12 +1,17 @@
-"""The main job: teachers → noisy labels and their privacy cost → the PATE-G student.
+"""The main job: teachers → noisy labels and their privacy cost → the PATE-G student →
+the histogram attack on the run's own votes → report.md.
 
   python experiments/run_pate.py --config configs/pate_mnist.py:cpu --workdir runs/pate_mnist_cpu
 
 Runs each stage's ``run(config, workdir)`` in its own sub-directory of
-``--workdir``: ``teachers/`` (votes.npz, gap.png), ``aggregate/`` (labels.npz, privacy.png)
-and ``student/``, and writes a summary ``results.json`` with the headline numbers of every
-stage; it ends by printing them (teachers' accuracy, labels' accuracy, ε with moments
-1..8 as in the 2017 code and the tight ε, the student's accuracy) and the files' paths.
+``--workdir``: ``teachers/`` (votes.npz, gap.png), ``aggregate/`` (labels.npz, privacy.png),
+``student/`` (accuracy.png) and ``attack/`` (the attack paper's attacker on the run's
+lowest-consensus labelled queries, with fresh noise and with consistent answers;
+defense_consistent_answers.png), and writes a summary ``results.json`` with the headline
+numbers of every stage and ``report.md`` (Markdown with those figures); it ends by printing
+the headlines (teachers' accuracy, labels' accuracy, ε: data-dependent, released with smooth
+sensitivity, data-independent; the student's accuracy; the attack's errors) and the
+files' paths.
 A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
 written, unless ``--config.teachers.keep_checkpoints=True``; a finished one reuses
 votes.npz), the privacy ledger saved with ``aggregate/labels.npz`` (labels already paid
@@ -25,9 +30,50 @@ import pathlib
 import time
 
 
+import numpy as np
+
 import train_student  # experiments/train_student.py
 import train_teachers  # experiments/train_teachers.py
-from pate_jax import experiment, mechanisms, reporting
+from pate_jax import attacks, experiment, labels as labels_lib, mechanisms, reporting, rng
+from pate_jax import votes as votes_lib
+
+
+def attack_stage(config, root: pathlib.Path) -> dict:
+  """The histogram attack on the run's ``config.attack.num_histograms`` lowest-consensus
+  answered queries (GNMax with the labels' σ), fresh noise vs consistent answers."""
+  a, agg = config.attack, config.aggregate
+  if not a.enabled:
+    return {"skipped": "--config.attack.enabled=False"}
+  if agg.mechanism != "gnmax":  # the attack models GNMax's answers
+    return {"skipped": f"the attack models GNMax answers; the labels used {agg.mechanism}"}
+  data = votes_lib.load_votes(root / "teachers")
+  answered = labels_lib.load_labels(root / "aggregate")
+  index = answered["query_index"][answered["answered"]]
+  votes = np.asarray(data["votes"])[index]
+  pick = attacks.lowest_consensus(votes, a.num_histograms)
+  key = rng.root_key(config.seed)
+  results = attacks.produced_histograms(
+      attacks.seed_keys(rng.stream(key, "attack_answers"), a.num_seeds),
+      rng.stream(key, "attack_ledger"), votes[pick], index[pick], sigma=agg.sigma,
+      num_queries=a.num_queries, variants=attacks.reconstruction_variants(a),
+      delta=agg.delta, dataset=str(data["dataset"]), conversion=a.conversion)
+  workdir = root / "attack"
+  workdir.mkdir(parents=True, exist_ok=True)
+  results["figures"] = [attacks.plot_defense(workdir / "defense_consistent_answers.png",
+                                             results)]
+  experiment.write_results(workdir, results, config=a, seed=config.seed)
+  return reporting.attack_summary(results)
+
+
+def write_report(summary: dict, root: pathlib.Path) -> pathlib.Path:
+  """``report.md`` with the figures that exist (paths relative to the workdir)."""
+  figures = {"gap": "teachers/gap.png", "privacy": "aggregate/privacy.png",
+             "student": "student/accuracy.png",
+             "attack": "attack/defense_consistent_answers.png"}
+  figures = {k: f for k, f in figures.items() if (root / f).exists()}
+  path = root / "report.md"
+  path.write_text(reporting.main_job_markdown(summary, figures))
+  return path
 
 
 def run(config, workdir: str) -> dict:
@@ -43,6 +89,11 @@ def run(config, workdir: str) -> dict:
   # The student stage labels its queries in aggregate/ (or reuses the labels paid for).
   student = train_student.run(config.student, str(root / "student"))
   labels = experiment.read_results(root / "aggregate")
+  history = experiment.read_results(root / "student").get("history")
+  if history:
+    reporting.plot_history(history, f"{student['student']} student, {student['num_labels']} "
+                           "noisy labels", root / "student" / "accuracy.png")
+  attack = attack_stage(config, root)
   summary = {
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},
       "teachers": {k: teachers[k] for k in (
@@ -56,7 +107,9 @@ def run(config, workdir: str) -> dict:
       "epsilon": labels["epsilon"],
       "epsilon_tight": labels.get("epsilon_tight"),
       "epsilon_at_grid_edge": labels["epsilon_at_grid_edge"],
+      "epsilon_release": labels.get("epsilon_release"),
       "delta": labels["delta"],
+      "attack": attack,
       "wall_seconds": time.time() - t0,
   }
   record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
@@ -64,6 +117,7 @@ def run(config, workdir: str) -> dict:
   record["aggregate"] = record["student"]["aggregate"] = reporting.config_record(
       config.aggregate, mechanism)
   experiment.write_results(root, summary, config=record, seed=config.seed)
+  summary["report"] = str(write_report(summary, root).resolve())
   return summary
 
 
@@ -78,7 +132,9 @@ def report(s: dict) -> None:
       f"{st['student']} student: held-out accuracy {st['eval_accuracy']:.2%} on "
       f"{st['num_eval']} images from {st['num_labels']} noisy labels "
       f"({st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training)",
-      f"main job wall {s['wall_seconds']:.0f} s"]))
+      *reporting.attack_headline(s["attack"]),
+      f"main job wall {s['wall_seconds']:.0f} s",
+      f"report: {s['report']}"]))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ its grid, :func:`flag_grid_edges`), the publishable ε (:func:`publishable_epsil
 queries answered (:func:`privacy_curve`, :func:`plot_privacy`) and a readable summary
 (:func:`aggregate_headline`). The teachers stage (``experiments/train_teachers.py``)
 writes a histogram of the normalized vote gap (:func:`plot_gap`) and one summary line
-(:func:`teachers_headline`).
+(:func:`teachers_headline`). The main job (``experiments/run_pate.py``) writes its
+``report.md`` with :func:`main_job_markdown` (the attack's record: :func:`attack_summary`).
 
 Plain NumPy and Python on results already computed; nothing here is jitted.
 """
@@ -227,8 +228,13 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
     lines.append(f"  ε {name} = {e['epsilon']:.3g}{where} at δ = {e['delta']:g}")
   if r.get("epsilon_tight"):
     lines.append(f"  ({r['epsilon_convention']})")
-  if isinstance(r.get("epsilon_release"), str):
-    lines.append(f"  publishable: {r['epsilon_release']}")
+  release = r.get("epsilon_release")
+  if isinstance(release, str):
+    lines.append(f"  publishable: {release}")
+  elif isinstance(release, dict):
+    lines.append(f"  ε released with smooth sensitivity = {release['epsilon_released']:.3g} "
+                 f"(order {_g(release['order'])}, {release['conversion']} conversion; "
+                 "publishable, unlike the data-dependent values above)")
   return lines
 
 
@@ -274,6 +280,156 @@ def teachers_headline(r: dict[str, Any]) -> str:
           f"{r['plurality_accuracy_eval']:.2%} (eval); mean normalized gap "
           f"{r['mean_normalized_gap']:.3f}; wall {r['wall_seconds']:.0f} s"
           + (" (an earlier run's; votes.npz reused)" if r.get("reused_votes") else ""))
+
+
+# ---------------------------------------------------------------------------- main job
+
+
+def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.Path) -> None:
+  """The student's held-out accuracy against training steps (its ``history``)."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(5, 3.5))
+  ax.plot([h["step"] for h in history], [100 * h["eval_accuracy"] for h in history], "o-")
+  ax.set_xlabel("training step")
+  ax.set_ylabel("held-out accuracy (%)")
+  ax.set_title(title, fontsize=9)
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def attack_summary(r: dict[str, Any]) -> dict[str, Any]:
+  """The main job's record of :func:`pate_jax.attacks.produced_histograms`: per histogram,
+  its votes, the mean reconstruction error of every variant against fresh noise and
+  against consistent answers, and the ε of the attacker's fresh repeats."""
+  variants = list(r["variants"])
+  rows = [{"query_index": h["query_index"],
+           "votes": [int(x) for x in np.asarray(h["votes"])],
+           **{f"error_{mode}/{v}": float(np.mean(h[f"error_{mode}/{v}"]))
+              for mode in ("fresh_noise", "consistent") for v in variants},
+           "epsilon_of_fresh_repeats": h["epsilon_of_fresh_repeats"]} for h in r["histograms"]]
+  s = r["summary"]
+  return {"sigma": r["sigma"], "num_queries": r["num_queries"], "variants": variants,
+          "histograms": rows,
+          "mean_error": {k: float(s[k]["mean_error"]) for k in s if "/" in k
+                         and not k.startswith("cramer_rao")},
+          "guess_all_votes_on_top_class": float(s["guess_all_votes_on_top_class"]["mean_error"]),
+          "guess_uniform": float(s["guess_uniform"]["mean_error"]),
+          "consistent_answer_is_true_top_fraction": float(
+              s["consistent_answer_is_true_top_fraction"]),
+          "ledger_check": r["ledger_check"]}
+
+
+def attack_headline(a: dict[str, Any]) -> list[str]:
+  """Readable lines of :func:`attack_summary` (or of ``{"skipped": reason}``)."""
+  if "skipped" in a:
+    return [f"histogram attack skipped: {a['skipped']}"]
+  head = a["variants"][0]
+  e = a["mean_error"]
+  lines = [f"histogram attack ({len(a['histograms'])} lowest-consensus labelled queries, "
+           f"{a['num_queries']} repeats each, GNMax σ = {a['sigma']:g}): mean error "
+           f"{e[f'fresh_noise/{head}']:.3f} with fresh noise, "
+           f"{e[f'consistent/{head}']:.3f} with consistent answers ('{head}' reconstruction; "
+           f"guessing all votes on the top class: {a['guess_all_votes_on_top_class']:.3f})"]
+  for v in a["variants"][1:]:
+    lines.append(f"  '{v}' reconstruction: {e[f'fresh_noise/{v}']:.3f} fresh, "
+                 f"{e[f'consistent/{v}']:.3f} consistent")
+  return lines
+
+
+def _g(x: Any) -> str:
+  """``x`` in ``%.3g``; a string (JSON's ``"inf"``) as it is."""
+  return x if isinstance(x, str) else f"{x:.3g}"
+
+
+def _pct(x: float | None) -> str:
+  return "n/a" if x is None else f"{100 * x:.2f} %"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+  return (["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+          + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def _epsilon_rows(labels: dict[str, Any]) -> list[list[str]]:
+  rows = []
+  release = labels.get("epsilon_release")
+  for name, e in labels["epsilon"].items():
+    private = "data_dependent" in name
+    best = e.get("best_order", e.get("best_moment"))
+    rows.append([name.replace("_", " "), f"{e['epsilon']:.3f}",
+                 "" if best is None else f"{best:g}",
+                 "private (depends on the votes): do not publish" if private
+                 else "publishable (data-independent)"])
+  if isinstance(release, dict):
+    note = ("nothing data-dependent to hide: the data-independent bound"
+            if release["beta"] == 0 else f"one noisy draw; β {_g(release['beta'])}, σ_ss "
+            f"{_g(release['sigma_ss'])}")
+    rows.append(["released with smooth sensitivity", f"{release['epsilon_released']:.3f}",
+                 _g(release["order"]), f"publishable ({note}, {release['conversion']} "
+                 "conversion)"])
+  elif isinstance(release, str):
+    rows.append(["released", "—", "", release])
+  return rows
+
+
+def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
+  """The main job's ``report.md``: every stage's numbers and figures (paths relative to
+  the workdir, ``figures[name]``; a missing name leaves its figure out)."""
+  t, lab, st = s["teachers"], s["aggregate"], s["student"]
+  fig = lambda name, alt: [f"![{alt}]({figures[name]})", ""] if name in figures else []
+  acc = t["teacher_test_accuracy"]
+  out = [f"# PATE main job: {t['dataset']}, {t['num_teachers']} teachers", ""]
+  if s["data"]["fallback_data"]:
+    out += ["**FALLBACK DATA (scikit-learn 8×8 digits): NOT an MNIST result.**", ""]
+  out += [f"Data: {s['data']['data_source']}. Wall time {s['wall_seconds']:.0f} s. Numbers from "
+          "`results.json` here and in each stage's directory.", "",
+          "## Teachers", "",
+          f"{t['num_teachers']} teachers on disjoint partitions of {t['examples_per_teacher']} "
+          f"examples each: test accuracy mean {_pct(acc['mean'])} (min {_pct(acc['min'])}, max "
+          f"{_pct(acc['max'])}); their plurality vote {_pct(t['plurality_accuracy_test'])} on "
+          f"the test split; mean normalized gap between the top two vote counts "
+          f"{_pct(t['mean_normalized_gap'])}.", "", *fig("gap", "vote gap"),
+          "## Noisy labels and their privacy cost", "",
+          f"{lab['mechanism']} {lab['noise']}: {lab['num_answered']} of {lab['num_queries']} "
+          f"queries answered, label accuracy {_pct(lab['label_accuracy_answered'])} "
+          f"(plurality {_pct(lab['plurality_accuracy'])}). ε at δ = {lab['delta']:g}:", "",
+          *_table(["ε", "value", "best order", "may be published?"], _epsilon_rows(lab)), "",
+          *fig("privacy", "epsilon vs queries"),
+          "## Student", "",
+          f"{st['student']}: held-out accuracy {_pct(st['eval_accuracy'])} on {st['num_eval']} "
+          f"images, from {st['num_labels']} noisy labels ({_pct(st['label_accuracy'])} correct),"
+          f" {st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training.", "",
+          *fig("student", "student accuracy")]
+  a = s.get("attack") or {"skipped": "not run"}
+  if "skipped" in a:
+    out += ["## Histogram attack", "", f"Skipped: {a['skipped']}.", ""]
+  else:
+    variants = a["variants"]
+    rows = [[r["query_index"], " ".join(map(str, r["votes"])),
+             *[f"{r[f'error_fresh_noise/{v}']:.3f}" for v in variants],
+             *[f"{r[f'error_consistent/{v}']:.3f}" for v in variants],
+             f"{r['epsilon_of_fresh_repeats']:.3g}"] for r in a["histograms"]]
+    fresh, cons = a["ledger_check"]
+    out += ["## Histogram attack", "",
+            f"The attacker repeats each of the {len(rows)} labelled queries with the fewest "
+            f"votes on their top class {a['num_queries']} times against GNMax "
+            f"(σ = {a['sigma']:g}) and reconstructs the private vote histogram from the answer "
+            "frequencies (error: Σ|H − Ĥ| / 2N). With fresh noise per answer the frequencies "
+            "reveal the histogram; with consistent answers (the defense: noise keyed by the "
+            "query) every repeat gets the same answer and the attacker learns the top class "
+            f"only (guessing all votes on it: error {a['guess_all_votes_on_top_class']:.3f}).",
+            "",
+            *_table(["query", "votes", *[f"error fresh, {v}" for v in variants],
+                     *[f"error consistent, {v}" for v in variants],
+                     "ε of the fresh repeats"], rows), "",
+            f"Ledger replay of {fresh['num_queries']} repeats of query "
+            f"{a['histograms'][0]['query_index']}: fresh noise charges {fresh['num_charged']} "
+            f"queries (ε {fresh['epsilon']:.3g}, {fresh['distinct_labels']} distinct labels); "
+            f"consistent answers charge {cons['num_charged']} (ε {cons['epsilon']:.3g}, "
+            f"{cons['distinct_labels']} distinct label).", "", *fig("attack", "attack")]
+  return "\n".join(out).rstrip() + "\n"
 
 
 def _pyplot():

@@ -328,3 +328,10 @@ def test_consensus_figure(tmp_path):
   A.plot_consensus_groups(tmp_path / "f.png", rates, rates,
                           np.asarray(A.consensus(votes)), minority, 0.75, ("a", "b"))
   assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_lowest_consensus_picks_the_fewest_top_votes_and_names_bad_counts():
+  votes = np.array([[5, 0], [3, 2], [4, 1], [3, 2]])
+  np.testing.assert_array_equal(A.lowest_consensus(votes, 2), [1, 3])
+  with pytest.raises(ValueError, match="num_histograms"):
+    A.lowest_consensus(votes, 5)

@@ -7,6 +7,8 @@ import pathlib
 import shutil
 import sys
 
+import ml_collections
+import numpy as np
 import pytest
 
 from pate_jax import experiment
@@ -113,27 +115,53 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   c.aggregate.num_queries, c.aggregate.chunk_size = 20, 32
   c.student.num_steps, c.student.segment_steps, c.student.batch_size = 4, 2, 8
   c.student.student.kwargs.update(TINY_GAN)
+  c.aggregate.sigma = 2.0  # 5 teachers: σ 40 would answer at random
+  c.attack.num_histograms, c.attack.num_queries = 3, 300
+  c.attack.variants = ml_collections.ConfigDict({"paper": {}})
   s = experiment.run_and_report(run_pate.run, run_pate.report, c, str(tmp_path))
   assert s["student"]["num_labels"] == 20
-  assert s["epsilon"]["moments_data_dependent"]["epsilon"] > 0
+  assert s["aggregate"]["mechanism"] == "gnmax"
+  assert s["epsilon"]["rdp_data_dependent_improved"]["epsilon"] > 0
+  assert s["epsilon_release"]["epsilon_released"] > 0
   record = json.loads((tmp_path / "results.json").read_text())
   assert record["results"]["student"]["eval_accuracy"] == s["student"]["eval_accuracy"]
   # Issue 15: the job ends with its headline numbers and the absolute paths of its files.
-  tail = capsys.readouterr().out.strip().splitlines()[-11:]
+  tail = capsys.readouterr().out.strip().splitlines()[-14:]
   assert tail[-2] == f"results: {(tmp_path / 'results.json').resolve()}"
   assert tail[-1].startswith("figures: ") and "privacy.png" in tail[-1]
+  assert tail[-3] == f"report: {(tmp_path / 'report.md').resolve()}"
   text = "\n".join(tail)
   for headline in ("5 teachers × ", "test accuracy mean", "20 of 20 queries answered, label "
-                   "accuracy", "ε moments_data_dependent = ", "tight ", "ε moments_data_"
-                   "independent = ", "pate_g student: held-out accuracy", "main job wall"):
+                   "accuracy", "ε rdp_data_dependent_improved = ", "ε rdp_data_independent_"
+                   "improved = ", "ε released with smooth sensitivity = ",
+                   "pate_g student: held-out accuracy", "histogram attack (3 lowest-consensus",
+                   "with consistent answers", "main job wall"):
     assert headline in text, (headline, text)
   assert (tmp_path / "aggregate" / "privacy.png").stat().st_size > 1000
+  # Issue 14: the attack on the run's own lowest-consensus answered queries, and report.md.
+  attack = s["attack"]
+  labels = np.load(tmp_path / "aggregate" / "labels.npz")
+  votes = np.load(tmp_path / "teachers" / "votes.npz")["votes"]
+  answered_votes = votes[labels["query_index"][labels["answered"]]]
+  top = sorted(answered_votes.max(-1))[:3]
+  assert [max(r["votes"]) for r in attack["histograms"]] == top
+  assert all(r["error_consistent/paper"] >= 0 for r in attack["histograms"])
+  fresh, consistent = attack["ledger_check"]
+  assert fresh["num_charged"] == 300 and consistent["num_charged"] == 1
+  report = (tmp_path / "report.md").read_text()
+  for section in ("## Teachers", "## Noisy labels", "released with smooth sensitivity",
+                  "## Student", "## Histogram attack", "](attack/defense_consistent_answers.png)",
+                  "](teachers/gap.png)" if (tmp_path / "teachers" / "gap.png").exists() else "",
+                  "](student/accuracy.png)"):
+    assert section in report, section
+  for figure in ("student/accuracy.png", "attack/defense_consistent_answers.png"):
+    assert (tmp_path / figure).stat().st_size > 1000
   # Issue 15, item 2: the finished teachers' checkpoints are gone, the student keeps one.
   assert not [p for p in (tmp_path / "teachers" / "checkpoints").iterdir() if p.name.isdigit()]
   assert [p.name for p in (tmp_path / "student" / "checkpoints").iterdir()
           if p.name.isdigit()] == ["4"]
-  # No other mechanism's noise fields in the record of an LNMax run.
-  assert "sigma" not in record["config"]["aggregate"]
+  # No other mechanism's noise fields in the record of a GNMax run.
+  assert "gamma" not in record["config"]["aggregate"]
 
 
 def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys):

@@ -43,6 +43,7 @@ Evaluation (experiments/attack.py)::
   repeated_query_epsilon, budget_queries                                   # Figures 4-7
   replay_until_refused, replay_consistency                                 # ledger replays
   fixed_queries, budget_limited, edge_sigmas, consistent_answers           # one per setting
+  lowest_consensus, produced_histograms            # the main job: a run's own histograms
   fresh_histograms, query_sweep                    # beyond the paper: MLE and the bound
   searched_forest, balanced_rows, consensus_inference, end_to_end          # Adult, S2, App. D-E
   plot_* (PNG figures of those results)
@@ -83,6 +84,8 @@ from pate_jax.attacks._experiments import (
     edge_sigmas,
     fixed_queries,
     fresh_histograms,
+    lowest_consensus,
+    produced_histograms,
     query_sweep,
     reconstruction_variants,
 )
@@ -156,6 +159,8 @@ __all__ = [
     "consensus",
     "consensus_inference",
     "consistent_answers",
+    "lowest_consensus",
+    "produced_histograms",
     "cramer_rao",
     "cramer_rao_l1",
     "default_optimizer",

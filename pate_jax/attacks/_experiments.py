@@ -11,6 +11,8 @@ histograms and returns a JSON-ready ``dict`` of numpy arrays and numbers (the
   (Section 4.3, Figure 4; paper: mean error 0.11 MNIST, 0.05 SVHN).
 * :func:`edge_sigmas` -- one histogram, σ from nearly 0 to 400 (Appendix F, Figure 9).
 * :func:`consistent_answers` -- fresh noise vs consistent answers (Section 5).
+* :func:`produced_histograms` -- the same on the histograms of a PATE run (the main job),
+  chosen by :func:`lowest_consensus`.
 
 Beyond the paper (issue 12): a variant with ``"method": "mle"`` is the
 maximum-likelihood reconstruction (with Confident-GNMax it reads the ``⊥``
@@ -285,7 +287,8 @@ def edge_sigmas(keys: jax.Array, histogram: Any, *, sigmas: Any, num_queries: in
 
 def consistent_answers(keys: jax.Array, histograms: Any, names: list[str], *, sigmas: Any,
                        num_queries: int, variants: Variants,
-                       num_teachers: float = _histograms.NUM_TEACHERS) -> dict[str, Any]:
+                       num_teachers: float = _histograms.NUM_TEACHERS,
+                       dataset: str | None = None) -> dict[str, Any]:
   """The same attacker against fresh noise and against consistent answers (Section 5).
 
   With consistent answers every repeat gets the same answer, so ``q̄`` is one-hot;
@@ -294,10 +297,12 @@ def consistent_answers(keys: jax.Array, histograms: Any, names: list[str], *, si
   top class" (which is what the MLE returns from a one-hot ``q̄``: it maximises
   ``Q_k``). The Cramér–Rao bound is reported for ``n = M`` fresh answers and for the
   defense, whose ``M`` cached answers are one draw: information ``I(H)``, the
-  bound at ``n = 1``, whatever ``M``.
+  bound at ``n = 1``, whatever ``M``. ``names`` are Table-1 names (``"mnist/M3"``), or
+  free-form when ``dataset`` names the dataset of every histogram.
   """
   hists, sig, m = np.asarray(histograms), np.asarray(sigmas, np.float64), num_queries
-  datasets, _, _ = _labels(names)
+  datasets = (_labels(names)[0] if dataset is None
+              else np.full(len(names), dataset, dtype=object).astype(str))
   err, top_hit = {}, None
   for mode, consistent in (("fresh_noise", False), ("consistent", True)):
     q_bar = ev.sample_frequencies(keys, hists[None], sig[:, None], m, consistent=consistent)
@@ -337,6 +342,55 @@ def consistent_answers(keys: jax.Array, histograms: Any, names: list[str], *, si
           for b, name in enumerate(names)]
   return {"num_queries": m, "sigmas": sig, "variants": list(variants), "histograms": rows,
           "summary": summary}
+
+
+def lowest_consensus(votes: Any, num: int) -> np.ndarray:
+  """Indices of the ``num`` rows of ``votes [Q, C]`` with the fewest votes on their top
+  class (ties by index): the histograms an attacker learns most from (attack paper,
+  Section 2: low-consensus queries expose minorities)."""
+  votes = np.asarray(votes)
+  if not 0 < num <= votes.shape[0]:
+    raise ValueError(f"num_histograms must be in [1, {votes.shape[0]}] (the queries "
+                     f"labelled); got {num}")
+  return np.argsort(votes.max(-1), kind="stable")[:num]
+
+
+def produced_histograms(keys: jax.Array, ledger_key: jax.Array, votes: Any,
+                        query_index: Any, *, sigma: float, num_queries: int,
+                        variants: Variants, delta: float, dataset: str,
+                        conversion: str = "improved") -> dict[str, Any]:
+  """The attack on vote histograms a PATE run produced (the main job), with and without
+  the consistent-answer defense.
+
+  The attacker repeats each of the run's queries ``votes [B, C]`` (rows
+  ``query_index`` of its public pool) ``num_queries`` times against GNMax with the
+  run's ``sigma``: with fresh noise per repeat (:func:`consistent_answers`' first
+  mode) the answer frequencies reveal the histogram, with consistent answers (the
+  defense: noise keyed by the query) every repeat gets the same answer. Adds the ε
+  that the ``M`` fresh repeats of each query cost (:func:`repeated_query_epsilon`: what
+  a ledger would have to allow) and a replay against the ledger in both modes (the
+  consistent one charges the repeats once).
+  """
+  hists = np.asarray(votes)
+  index = np.asarray(query_index)
+  names = [f"query {int(i)}" for i in index]
+  num_teachers = float(hists.sum(-1).max())
+  results = consistent_answers(keys, hists, names, sigmas=[float(sigma)],
+                               num_queries=num_queries, variants=variants,
+                               num_teachers=num_teachers, dataset=dataset)
+  eps, order = _privacy.repeated_query_epsilon(hists, [float(sigma)], num_queries,
+                                               delta=delta, conversion=conversion)
+  for b, row in enumerate(results["histograms"]):
+    row["query_index"] = int(index[b])
+    row["epsilon_of_fresh_repeats"] = float(eps[0, b])
+  results.update(
+      dataset=dataset, sigma=float(sigma), delta=float(delta), num_teachers=num_teachers,
+      epsilon_of_fresh_repeats={"per_histogram": eps[0], "order": order[0],
+                                "conversion": conversion},
+      ledger_check=[_replay.replay_consistency(ledger_key, hists[0], sigma=float(sigma),
+                                               num_queries=num_queries, delta=delta,
+                                               consistent=c) for c in (False, True)])
+  return results
 
 
 def query_sweep(keys: jax.Array, histograms: Any, groups: Any, *, sigma: float,
