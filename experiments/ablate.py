@@ -59,7 +59,7 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
                                **kwargs)
   with jax.enable_x64(True):
     wall, _ = experiment.timed(lambda: compiled(*args), int(config.repeats))
-    grid = ablation.as_grid(compiled(*args))
+    grid = ablation.as_grid(compiled(*args), q)
   load_grid = os.getloadavg()[0]
   shape = grid.accuracy.shape
   cells = ablation.grid_cells(shape, int(config.loop_max_cells))

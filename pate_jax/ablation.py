@@ -102,16 +102,14 @@ def subset_histograms(predictions: jax.Array, teacher_counts: jax.Array,
 
 
 def _cell(name, votes, n, scale, key, labels, fractions, orders, delta, max_moment):
-  """One cell: answers, accuracy, fraction answered and both ε of one mechanism."""
+  """One cell: correct and answered counts, and both ε (with orders) of one mechanism."""
   m = mech_lib.get(name)
   params = mechanism_params(name, scale, n.astype(scale.dtype), threshold_fraction=fractions[0],
                             sigma_threshold_fraction=fractions[1])
   ids = jnp.arange(votes.shape[0], dtype=jnp.uint32)
   answers, answered = m.answer(key, votes, ids, params)
-  num_answered = answered.sum()
-  correct = jnp.sum((answers == labels) & answered)
-  accuracy = jnp.where(num_answered > 0, correct / jnp.maximum(num_answered, 1), jnp.nan)
-  out = [accuracy, num_answered / votes.shape[0]]
+  # Counts (exact in float64); as_grid divides on the host, as loop_cell does.
+  out = [jnp.sum((answers == labels) & answered), answered.sum()]
   for dd in (True, False):
     empty = mech_lib.make_accountant(m, orders if m.accountant == "rdp" else None, "improved",
                                      max_moment)
@@ -213,7 +211,7 @@ def ablation_grid(predictions: Any, labels: Any, teacher_counts: Any, noise_scal
   with jax.enable_x64(True):
     if compile_only:
       return fn.lower(*args, **static).compile()
-    return as_grid(fn(*args, **static))
+    return as_grid(fn(*args, **static), np.shape(predictions)[1])
 
 
 def grid_args(predictions, labels, teacher_counts, noise_scales, keys, *, num_classes, delta,
@@ -235,10 +233,14 @@ def grid_args(predictions, labels, teacher_counts, noise_scales, keys, *, num_cl
   return args, static
 
 
-def as_grid(stacked: Any) -> Grid:
-  """The compiled grid's ``[F, M, N, S, R]`` output as a :class:`Grid` of numpy arrays."""
+def as_grid(stacked: Any, num_queries: int) -> Grid:
+  """The compiled grid's ``[F, M, N, S, R]`` output (correct and answered counts first) as a
+  :class:`Grid` of numpy arrays; accuracy and fraction answered divided here in numpy."""
   stacked = np.asarray(stacked)
-  return Grid(*(stacked[i] for i in range(len(FIELDS))))
+  correct, answered = stacked[0], stacked[1]
+  with np.errstate(invalid="ignore", divide="ignore"):
+    accuracy = np.where(answered > 0, correct / np.maximum(answered, 1), np.nan)
+  return Grid(accuracy, answered / num_queries, *(stacked[i] for i in range(2, len(FIELDS))))
 
 
 def loop_cell(mechanism: str, votes: Any, labels: Any, num_teachers: int, scale: float,
@@ -266,8 +268,8 @@ def loop_cell(mechanism: str, votes: Any, labels: Any, num_teachers: int, scale:
     answers, answered = aggregation.confident_gnmax(key, votes, **params)
   answers, answered = np.asarray(answers), np.asarray(answered)
   n = int(answered.sum())
-  out = [float(np.sum((answers == np.asarray(labels)) & answered) / n) if n else float("nan"),
-         n / answered.shape[0]]
+  out = [float(np.sum((answers == np.asarray(labels)) & answered) / np.float64(n)) if n
+         else float("nan"), n / answered.shape[0]]
   orders = None if orders is None else np.asarray(orders, np.float64)
   for dd in (True, False):
     empty = mech_lib.make_accountant(m, orders if m.accountant == "rdp" else None, "improved",
