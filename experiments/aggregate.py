@@ -151,9 +151,35 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   return results
 
 
+def plan(config: Any) -> dict[str, Any]:
+  """``--dry_run``: the mechanism, its noise, the queries asked and the votes they come
+  from (or that the votes are missing), and the temporary memory of the compiled answer
+  of one ledger chunk."""
+  mechanism = mechanisms.get(config.mechanism, "config.mechanism")
+  params = {name: config[name] for name in mechanism.param_names}
+  n, chunk = int(config.num_queries), int(config.chunk_size)
+  out: dict[str, Any] = {"mechanism": mechanism.name, "noise": params,
+                         "accountant": mechanism.accountant, "num_queries": n,
+                         "delta": config.delta, "epsilon_max": config.epsilon_max,
+                         "ledger_chunk_size": chunk, "ledger_chunks": -(-n // chunk)}
+  sizes, data = experiment.votes_plan(
+      config.votes_dir, "config.votes_dir (run() would read <workdir>/votes.npz)")
+  out.update(sizes)
+  if data is None:
+    return out
+  out["num_queries_within_pool"] = 0 < n <= data["num_pool"]
+  import jax  # pylint: disable=g-import-not-at-top
+  key = rng.stream(rng.root_key(config.seed), "aggregation")
+  votes = jax.ShapeDtypeStruct((chunk, data["votes"].shape[1]), data["votes"].dtype)
+  out["answer_temp_bytes_per_chunk"] = experiment.compiled_temp_bytes(
+      lambda k, x, q: mechanism.answer(k, x, q, params), key, votes,
+      jax.ShapeDtypeStruct((chunk,), np.int32))
+  return out
+
+
 def report(r: dict[str, Any]) -> None:
   print("\n".join(reporting.aggregate_headline(r)))
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

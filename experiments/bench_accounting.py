@@ -170,6 +170,25 @@ def run(config, workdir: str) -> dict:
   return results
 
 
+def plan(config) -> dict:
+  """``--dry_run``: the synthetic histograms' sizes, the repeats, and the temporary memory
+  of the one compiled accounting call (XLA's memory analysis on abstract float64 votes)."""
+  q, t, c = int(config.num_queries), int(config.num_teachers), int(config.num_classes)
+  orders = np.asarray(acc.DEFAULT_ORDERS, np.float64)
+  out = {"num_queries": q, "num_teachers": t, "num_classes": c, "num_orders": int(orders.size),
+         "devices": int(config.devices), "repeats": int(config.repeats),
+         "loop_queries": min(int(config.loop_queries), q),
+         "votes_bytes": q * c * 8, "rdp_cost_matrix_bytes": q * int(orders.size) * 8}
+  if int(config.devices) > 1 and q % int(config.devices):
+    out["error"] = f"num_queries={q} must be divisible by devices={config.devices}"
+  with jax.enable_x64(True):
+    account = make_jax_accounting(*(float(config[k]) for k in _NOISE), float(config.delta),
+                                  orders)
+    out["accounting_temp_bytes"] = experiment.compiled_temp_bytes(
+        account, jax.ShapeDtypeStruct((q, c), jnp.float64))
+  return out
+
+
 def report(r: dict) -> None:
   jax_time, n, q = r["jax_seconds_median"], r["loop_queries_timed"], r["num_queries"]
   print(f"JAX on {r['jax_backend']} (compiled, median of {len(r['jax_seconds_all_runs'])}): "
@@ -191,4 +210,4 @@ def report(r: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

@@ -165,6 +165,19 @@ def gradients(config, hists):
   return rows
 
 
+def plan(config) -> dict:
+  """``--dry_run``: the histograms, σ grid, queries per attack, methods and repeats, and
+  the size of the sweep's sampled answers."""
+  hists, _ = attacks.table1_histograms()
+  n, m = int(hists.shape[0]), int(config.num_queries)
+  return {"histograms": n, "num_classes": int(hists.shape[-1]),
+          "sigmas": tuple(config.sigmas), "num_queries": m, "methods": tuple(config.methods),
+          "single_methods": tuple(config.get("single_methods") or ()),
+          "repeats": int(config.repeats), "sweep_repeats": int(config.sweep_repeats),
+          "sweep_attacks": n * len(config.sigmas),
+          "sweep_noisy_answers_per_repeat": n * len(config.sigmas) * m}
+
+
 def run(config, workdir: str) -> dict:
   key = rng.stream(rng.root_key(config.seed), "attack_answers")
   hists, names = attacks.table1_histograms()
@@ -204,4 +217,4 @@ def run(config, workdir: str) -> dict:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run)
+  experiment.run_main(run, plan=plan)

@@ -93,6 +93,22 @@ def run(config, workdir: str) -> dict:
   return results
 
 
+def plan(config) -> dict:
+  """``--dry_run``: the synthetic histograms' sizes, the repeats, and the temporary memory
+  of the compiled release (XLA's memory analysis on abstract votes)."""
+  q, t, c = int(config.num_queries), int(config.num_teachers), int(config.num_classes)
+  params = {k: float(config[k]) for k in ("threshold", "sigma_threshold", "sigma", "delta")}
+  out = {"num_queries": q, "num_teachers": t, "num_classes": c, "order": float(config.order),
+         "repeats": int(config.repeats), "loop_queries": min(int(config.loop_queries), q),
+         "votes_bytes": q * c * synthetic_votes(config.seed, 1, t, c).dtype.itemsize}
+  with jax.enable_x64(True):  # the release computes in float64 (like run's call)
+    out["release_temp_bytes"] = experiment.compiled_temp_bytes(
+        lambda v: acc.smooth_sensitivity_release(v, num_teachers=t, order=float(config.order),
+                                                 **params),
+        jax.ShapeDtypeStruct((q, c), jax.numpy.float64))
+  return out
+
+
 def report(r: dict) -> None:
   rel = r["release"]
   print(f"release of {r['num_queries']} queries x {r['num_teachers']} teachers x "
@@ -112,4 +128,4 @@ def report(r: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pate_jax import experiment, models, rng, teachers
+from pate_jax import experiment, memory, models, rng, teachers
 
 # Dense datasheet peaks (TFLOP/s) by device kind and compute dtype; float32 matmuls on
 # NVIDIA GPUs run as TF32 by default.
@@ -43,6 +43,37 @@ def step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> float |
   if isinstance(cost, (list, tuple)):
     cost = cost[0] if cost else None
   return None if not cost or "flops" not in cost else float(cost["flops"])
+
+
+def plan(config) -> dict:
+  """``--dry_run``: the synthetic ensemble's sizes, its stacked state, and the chunk the
+  memory planner picks for the ``vmap`` strategy on the teacher mesh (abstract inputs:
+  nothing is trained)."""
+  t, n = int(config.num_teachers), int(config.examples_per_teacher)
+  model = models.get_model(config.model.name, 10, compute_dtype=config.compute_dtype,
+                           **config.model.kwargs)
+  fns = teachers.TeacherFns(model, optax.adamw(1e-3, weight_decay=1e-2),
+                            config.batch_size or None, config.max_shift)
+  ens = teachers.Ensemble(fns, "vmap", None, teachers.teacher_mesh())
+  padded = ens.padded_size(t)
+  keys = jax.eval_shape(lambda: jax.random.split(rng.root_key(config.seed), padded))
+  images = jax.ShapeDtypeStruct((padded, n, *config.image_shape), jnp.float32)
+  labels = jax.ShapeDtypeStruct((padded, n), jnp.int32)
+  sample = jax.ShapeDtypeStruct(images.shape[1:], jnp.float32)  # one teacher's shard
+  state = jax.eval_shape(jax.vmap(fns.init, in_axes=(0, None)), keys, sample)
+  p = ens.plan_train(state, keys, images, labels)
+  return {"num_teachers": t, "examples_per_teacher": n, "image_shape": tuple(config.image_shape),
+          "model": config.model.name, "compute_dtype": config.compute_dtype,
+          "examples_per_step": t * (config.batch_size or n),
+          "strategies": tuple(config.strategies), "chunked_chunk_size": int(config.chunk_size),
+          "steps_per_call": int(config.steps_per_call), "repeats": int(config.repeats),
+          "padded_teachers": padded, "devices": ens.num_shards,
+          "state_bytes": memory.tree_bytes(state),
+          "data_bytes": memory.tree_bytes((images, labels)),
+          "vmap_train_plan": {"teachers_per_chunk": p.teachers,
+                              "estimate_bytes_per_chunk": p.estimate_bytes,
+                              "budget_bytes_left_for_chunks": p.budget_bytes,
+                              "description": memory.fits_description(p, ("teachers",))}}
 
 
 def run(config, workdir: str) -> dict:
@@ -106,4 +137,4 @@ def run(config, workdir: str) -> dict:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run)
+  experiment.run_main(run, plan=plan)

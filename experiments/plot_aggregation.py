@@ -113,6 +113,24 @@ def run(config, workdir: str) -> dict:
                      epsilon_convention=config.epsilon_convention, seed=int(config.seed))
 
 
+def plan(config) -> dict:
+  """``--dry_run``: the grid (points × seeds), the rows, and each run's votes (or that
+  they are missing) with the size of its [points × seeds × queries] accuracy draws."""
+  runs = [r for r in str(config.runs).split(",") if r]
+  points, seeds = int(config.num_points), int(config.num_seeds)
+  out = {"runs": len(runs) or "MISSING: config.runs is empty", "num_points": points,
+         "num_seeds": seeds, "rows": config.rows, "eps_range": (config.eps_min, config.eps_max)}
+  for i, r in enumerate(runs):
+    sizes, data = experiment.votes_plan(r, f"config.runs[{i}]")
+    out[f"run{i}"] = sizes
+    if data is not None:
+      q = {"all": len(data["votes"]), "pool": data["num_pool"],
+           "eval": len(data["votes"]) - data["num_pool"]}.get(config.rows, len(data["votes"]))
+      out[f"run{i}"].update({"queries": q, "noisy_votes_bytes_per_point":
+                             seeds * q * data["votes"].shape[1] * 4})
+  return out
+
+
 def report(results: dict) -> None:
   for c in results["curves"]:
     print(f"{c['dataset'] or 'votes'} n={c['num_teachers']}: accuracy "
@@ -122,4 +140,4 @@ def report(results: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

@@ -63,10 +63,19 @@ def run(config, workdir: str) -> dict:
   return results
 
 
+def plan(config) -> dict:
+  """``--dry_run``: each run's votes (sizes) or that they are missing."""
+  runs = [r for r in str(config.runs).split(",") if r]
+  out = {"runs": len(runs) or "MISSING: config.runs is empty"}
+  for i, r in enumerate(runs):
+    out[f"run{i}"] = experiment.votes_plan(r, f"config.runs[{i}]")[0]
+  return out
+
+
 def report(results: dict) -> None:
   for r in results["figure3"]:
     print(f"n={r['num_teachers']:4d}  mean normalized gap {r['mean_normalized_gap']:.3f}")
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

@@ -30,6 +30,16 @@ def run(config, workdir: str) -> dict:
   return {"points": points}
 
 
+def plan(config) -> dict:
+  """``--dry_run``: the student runs to plot and whether each has its results.json."""
+  runs = [r for r in str(config.runs).split(",") if r]
+  out = {"runs": len(runs) or "MISSING: config.runs is empty"}
+  for i, r in enumerate(runs):
+    path = pathlib.Path(r) / "results.json"
+    out[f"run{i}"] = str(path) if path.is_file() else f"MISSING: no {path}"
+  return out
+
+
 def report(results: dict) -> None:
   for p in results["points"]:
     eps = "n/a" if p["epsilon"] is None else f"{p['epsilon']:.2f}"
@@ -37,4 +47,4 @@ def report(results: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

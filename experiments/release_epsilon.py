@@ -114,6 +114,25 @@ def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
   return results
 
 
+def plan(config: Any) -> dict[str, Any]:
+  """``--dry_run``: the queries released, the order grid, the noise draws, and the size of
+  the [queries × orders] cost matrix the accountant composes (or that the votes are
+  missing)."""
+  grid = TF_PRIVACY_ORDERS if config.orders == "tf_privacy" else acc.DEFAULT_ORDERS
+  n = int(config.num_queries)
+  out: dict[str, Any] = {
+      "num_queries": n, "orders": config.orders, "num_orders": int(np.size(grid)),
+      "draws": int(config.draws), "joint_orders": bool(config.joint_orders),
+      "noise": {k: float(config[k]) for k in ("threshold", "sigma_threshold", "sigma")},
+      "rdp_cost_matrix_bytes": n * int(np.size(grid)) * 8}  # float64
+  sizes, data = experiment.votes_plan(
+      config.votes_dir, "config.votes_dir (run() would read <workdir>/votes.npz)")
+  out.update(sizes)
+  if data is not None:
+    out["num_queries_within_pool"] = 0 < n <= data["num_pool"]
+  return out
+
+
 def report(r: dict[str, Any]) -> None:
   e = r["expected"]["release"]
   print(f"{r['dataset']}, {r['num_queries']} queries, {r['num_teachers']} teachers, "
@@ -136,4 +155,4 @@ def report(r: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

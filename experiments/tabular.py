@@ -151,6 +151,32 @@ def _run(config, workdir: pathlib.Path) -> dict:
   return results
 
 
+def plan(config) -> dict:
+  """``--dry_run``: the task's sizes (training rows, query pool and evaluation rows,
+  features; loads the CSVs), rows per teacher, the forests and the sweep grids."""
+  out = {"dataset": config.dataset, "num_teachers": int(config.num_teachers),
+         "n_estimators": int(config.n_estimators), "num_pool": int(config.num_pool),
+         "query_counts": tuple(config.query_counts), "lnmax_gammas": tuple(config.lnmax_gammas),
+         "gnmax_sigmas": tuple(config.gnmax_sigmas), "num_seeds": int(config.num_seeds),
+         "student_repeats": int(config.student_repeats)}
+  try:
+    train, queries, name = tabular.load_task(
+        rng.stream(rng.root_key(config.seed), "data_split"), config.dataset,
+        config.data_dir or None, query_split=config.query_split,
+        test_fraction=config.test_fraction,
+        drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()])
+  except (FileNotFoundError, OSError) as e:
+    out["data"] = f"MISSING: {e}"
+    return out
+  out.update({"task": name, "train_rows": len(train), "query_rows": len(queries),
+              "eval_rows": len(queries) - int(config.num_pool),
+              "num_pool_valid": 0 < config.num_pool < len(queries),
+              "features": int(train.features.shape[1]),
+              "rows_per_teacher": len(train) // int(config.num_teachers),
+              "noisy_label_draws_per_grid_point": int(config.num_seeds) * int(config.num_pool)})
+  return out
+
+
 def grid_edges(summary: dict, accountant) -> list[str]:
   """The ``best_moment*`` / ``best_order*`` keys of a mechanism's summary whose best sits at
   the end of its grid (moments ``1..max_moment`` or ``..max_moment_N``: the last; RDP
@@ -180,4 +206,4 @@ def report(res: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

@@ -143,6 +143,29 @@ def run(config, workdir: str) -> dict:
   return results
 
 
+def plan(config) -> dict:
+  """``--dry_run``: the public sets, seeds, teacher schedule and every student fit's rounds
+  (Table 1), the curve's ε target, and the sound variant's votes (or that they are missing).
+  The curve's step count is found at run time (a bisection on ε), not here."""
+  b, k_s = int(config.batch_size), int(config.k_s)
+  t, c = config.teacher, config.curve
+  rows = [{"n": n, "lambdas": tuple(config.table1.lambdas),
+           "rounds": math.ceil(config.epochs * n / (b * k_s)), "q": b / n}
+          for n in config.table1.public_sizes]
+  out = {"public": config.public, "num_seeds": int(config.num_seeds),
+         "teacher": f"{t.model}, {t.num_steps} steps of batch {t.batch_size}",
+         "batch_size": b, "noise_multiplier": config.noise_multiplier, "delta": config.delta,
+         "curve": {"num_public": c.num_public, "lam": c.lam, "max_epsilon": c.max_epsilon,
+                   "q": b / c.num_public},
+         "table1_fits": sum(len(r["lambdas"]) for r in rows),
+         "segment_rounds": int(config.segment_rounds), "audit_rounds": int(config.audit_rounds)}
+  for r in rows:
+    out[f"table1_n{r['n']}"] = f"{r['rounds']} rounds × λ {r['lambdas']} (q = {r['q']:g})"
+  if config.sound.enabled:
+    out["sound"] = experiment.votes_plan(config.sound.votes_dir, "config.sound.votes_dir")[0]
+  return out
+
+
 def report(r: dict) -> None:
   print("\nKD-GAN (Gao et al.) on MNIST, δ = {:g}, seeds {}".format(r["delta"], r["seeds"]))
   print(f"  teacher {r['teacher_accuracy']:.2%}")
@@ -167,4 +190,4 @@ def report(r: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report, quiet_logs=True)
+  experiment.run_main(run, report=report, plan=plan, quiet_logs=True)

@@ -22,7 +22,8 @@ import jax
 import numpy as np
 
 import aggregate  # experiments/aggregate.py (sibling script)
-from pate_jax import experiment, rng, students
+from pate_jax import data as data_lib
+from pate_jax import experiment, memory, rng, students
 from pate_jax import labels as labels_lib
 from pate_jax import votes as votes_lib
 
@@ -128,6 +129,55 @@ def run(config, workdir: str) -> dict:
   return results
 
 
+def plan(config) -> dict:
+  """``--dry_run``: pool / labelled / held-out sizes, queries, the student's parameters and
+  state, the training schedule and the compiled training step's temporary memory per batch
+  (XLA's memory analysis of one step on abstract inputs). Without the teachers' votes
+  (e.g. before the main job's teachers stage) the sizes are those of MNIST's student split,
+  the split the teachers' votes.npz will cover, and the plan says so."""
+  n = int(config.aggregate.num_queries)
+  out: dict = {"student": config.student.name, "labels": config.labels,
+               "mechanism": config.aggregate.mechanism, "num_queries": n}
+  sizes, votes = experiment.votes_plan(config.votes_dir)
+  out.update(sizes)
+  if votes is not None:
+    pool, eval_x, _, num_classes = students.load_public_data(votes, config.data_dir)
+    pool_shape, num_eval = pool.shape, len(eval_x)
+  else:
+    ds = data_lib.load_image_dataset("mnist", config.data_dir or None)
+    split = data_lib.student_split(ds.name, len(ds.test_labels))
+    pool_shape = (len(split.pool_index), *ds.test_images.shape[1:])
+    num_eval, num_classes = len(split.eval_index), ds.num_classes
+    out["sizes_from"] = f"{ds.name} student split ({ds.source}): the votes are missing"
+  batch, steps = int(config.batch_size), int(config.num_steps)
+  active = config.get("active") and config.active.round_sizes
+  out.update({
+      "pool_size": int(pool_shape[0]), "labelled": n if not active else
+      f"up to {sum(config.active.round_sizes)} (active rounds {tuple(config.active.round_sizes)})",
+      "num_eval": int(num_eval), "image_shape": tuple(pool_shape[1:]),
+      "num_classes": int(num_classes), "batch_size": batch, "num_steps": steps,
+      "segment_steps": int(config.segment_steps), "epochs": steps * batch / pool_shape[0],
+      "pool_bytes": int(np.prod(pool_shape)) * 4})
+  student = students.build_student(config.student.name, num_classes, tuple(pool_shape[1:]),
+                                   **config.student.kwargs.to_dict())
+  key = rng.stream(rng.root_key(config.seed), "student_train")
+  pool_abs = jax.ShapeDtypeStruct(tuple(pool_shape), np.float32)
+  state = jax.eval_shape(lambda k, x: students.init_state(student, x, k), key, pool_abs)
+  params = state  # the trained parameters: every "*params" collection (PATE-G: g_ and d_)
+  if isinstance(state, dict) and any("params" in k for k in state):
+    params = {k: v for k, v in state.items() if "params" in k}
+  out.update({"parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(params))),
+              "parameter_bytes": memory.tree_bytes(params),
+              "state_bytes": memory.tree_bytes(state)})
+  labels = (jax.ShapeDtypeStruct((n, num_classes), np.float32) if config.labels ==
+            "probabilities" else jax.ShapeDtypeStruct((n,), np.int32))
+  step = students._loop._segment  # pylint: disable=protected-access  # the compiled step
+  out["train_step_temp_bytes_per_batch"] = experiment.compiled_temp_bytes(
+      lambda s, k, x, i, y: step(student, batch, 1, s, k, np.int32(0), x, i, y),
+      state, key, pool_abs, jax.ShapeDtypeStruct((n,), np.int32), labels)
+  return out
+
+
 def _save_ledger(path: pathlib.Path, record: dict) -> None:
   """Writes the active learner's ledger atomically (a rerun resumes it)."""
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -166,4 +216,4 @@ def report(r: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report, quiet_logs=True)
+  experiment.run_main(run, report=report, plan=plan, quiet_logs=True)

@@ -54,8 +54,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return _run(config, workdir)
 
 
-def _run(config: ml_collections.ConfigDict, workdir: str) -> dict:
-  t_start = time.time()
+def prepare_data(config: ml_collections.ConfigDict) -> tuple:
+  """The run's data, root key and teachers' shards: ``(ds, train_x, train_y, (shard_x
+  [T, n, H, W, C], shard_y [T, n], dropped), root)`` (what :func:`run` trains on and
+  :func:`plan` sizes)."""
   ds = load_data(config)
   train_x, train_y = ds.train_images, ds.train_labels
   if config.get("use_extra") and ds.extra_images is not None:  # SVHN: train + extra.
@@ -65,8 +67,78 @@ def _run(config: ml_collections.ConfigDict, workdir: str) -> dict:
   if config.train_subset:
     train_x, train_y = train_x[:config.train_subset], train_y[:config.train_subset]
   root = rng.root_key(config.seed)  # the run's root seed; stages draw named streams
-  shard_x, shard_y, dropped = data.partition(rng.stream(root, "partition"),
-                                             train_x, train_y, config.num_teachers)
+  shards = data.partition(rng.stream(root, "partition"), train_x, train_y, config.num_teachers)
+  return ds, train_x, train_y, shards, root
+
+
+def plan(config: ml_collections.ConfigDict) -> dict:
+  """``--dry_run``: data sizes, the stacked state's size and the memory planner's chunks
+  (:meth:`pate_jax.teachers.Ensemble.plan_train` / ``plan_predict`` on abstract inputs of
+  the run's padded shapes: the plans the run would make). With the ``loop`` strategy (the
+  CPU default) the run trains one teacher at a time; the plans shown are then those of
+  ``vmap`` on the teacher mesh, for comparison. Loads the data; trains nothing."""
+  teachers.check_config(config)
+  ds, train_x, _, (shard_x, shard_y, dropped), root = prepare_data(config)
+  t, n = config.num_teachers, int(shard_y.shape[1])
+  ensemble = teachers.build_ensemble(config, ds.num_classes)
+  index, num_pool = teachers.query_set(ds)
+  out = {
+      "dataset": ds.name, "data_source": ds.source, "fallback_data": ds.fallback,
+      "train_examples": len(train_x), "test_examples": len(ds.test_labels),
+      "num_classes": ds.num_classes, "image_shape": tuple(shard_x.shape[2:]),
+      "num_teachers": t, "examples_per_teacher": n, "dropped_examples": int(dropped),
+      "queries": len(index), "queries_pool": num_pool, "queries_eval": len(index) - num_pool,
+      "batch_size": config.batch_size or f"full batch ({n})", "num_steps": config.num_steps,
+      "checkpoint_every": config.checkpoint_every, "strategy": ensemble.strategy,
+  }
+  planner = ensemble
+  if ensemble.strategy == "loop":
+    planner = dataclasses.replace(ensemble, strategy="vmap", mesh=teachers.teacher_mesh())
+    out["plans_for"] = ("vmap on the teacher mesh (this run's loop strategy trains one "
+                        "teacher at a time, unchunked)")
+  padded, shards = planner.padded_size(t), planner.num_shards
+  keys = jax.eval_shape(lambda: jax.random.split(rng.stream(root, "teacher_init"), padded))
+  dtype = data.to_float(shard_x[:1, :1]).dtype  # what run() trains on
+  images = jax.ShapeDtypeStruct((padded, *shard_x.shape[1:]), dtype)
+  labels = jax.ShapeDtypeStruct((padded, n), jnp.asarray(shard_y[:1, :1]).dtype)
+  sample = jax.ShapeDtypeStruct(shard_x.shape[1:], images.dtype)  # one shard, as run()
+  state = jax.eval_shape(jax.vmap(planner.fns.init, in_axes=(0, None)), keys, sample)
+  queries = jax.ShapeDtypeStruct((len(index), *shard_x.shape[2:]), images.dtype)
+  local = padded // shards
+  out.update({
+      "padded_teachers": padded, "devices": shards, "teachers_per_device": local,
+      "state_bytes": memory.tree_bytes(state),
+      "state_bytes_per_device": memory.tree_bytes(state) // shards,
+      "params_bytes_per_teacher": memory.tree_bytes(state["params"]) // padded,
+      "data_bytes_per_device": memory.tree_bytes((images, labels)) // shards,
+      "memory_fraction": planner.memory_fraction,
+      "budget_bytes_per_device": planner._budget(),  # pylint: disable=protected-access
+  })
+  plans = {}
+  for name, make in (
+      ("train_plan", lambda: planner.plan_train(state, keys, images, labels)),
+      ("predict_plan", lambda: planner.plan_predict(
+          state["params"], queries, config.query_chunk or None,
+          resident_bytes=memory.tree_bytes(state["opt_state"]) // shards))):
+    try:
+      plans[name] = make()
+    except MemoryError as e:  # what the run would raise: the dry run reports it
+      out[name] = f"DOES NOT FIT: {e}"
+  for name, p in plans.items():
+    out[name] = {"teachers_per_chunk": p.teachers, "teacher_chunks": -(-local // p.teachers),
+                 "estimate_bytes_per_chunk": p.estimate_bytes,
+                 "budget_bytes_left_for_chunks": p.budget_bytes,
+                 "description": memory.fits_description(
+                     p, ("teachers",) if p.queries is None else ("teachers", "queries"))}
+    if p.queries is not None:
+      out[name].update({"queries_per_chunk": p.queries,
+                        "query_chunks": -(-len(index) // p.queries)})
+  return out
+
+
+def _run(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  t_start = time.time()
+  ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
   fingerprint = {**experiment.config_fields(config, teachers.FINGERPRINT_FIELDS),
@@ -126,15 +198,15 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
   labels = ds.test_labels[index]
   temps = tuple(float(x) for x in config.get("distill_temperatures", ()) or ())
-  votes, teacher_acc, probs, predict_plan = teachers.compute_votes(
+  votes, teacher_acc, probs, predict_plan, predictions = teachers.compute_votes(
       ensemble, state, queries, labels, num_classes=ds.num_classes, num_teachers=t,
-      query_chunk=config.query_chunk or None, temperatures=temps)
+      query_chunk=config.query_chunk or None, temperatures=temps, return_predictions=True)
   votes_seconds = time.time() - t_votes
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
   if distributed.is_main_process():
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
                          num_pool=num_pool, dataset=ds.name, probabilities=probs,
-                         temperatures=temps or None)
+                         temperatures=temps or None, predictions=predictions)
 
   steps_trained = config.num_steps - resumed_from
   results = {
@@ -187,4 +259,4 @@ def report(results: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report, quiet_logs=True)
+  experiment.run_main(run, report=report, plan=plan, quiet_logs=True)

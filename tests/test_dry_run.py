@@ -1,0 +1,207 @@
+"""``--dry_run`` (issue 14): every script's ``plan(config)`` on its cheapest config, the
+printed text, and one command line that exits 0 without creating its workdir.
+
+The plans run in-process (``experiment.load_script``); one subprocess checks the flag on 8
+forced host devices. Kept cheap (CI's time budget): small configs, no training.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from pate_jax import experiment, memory
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
+# Every script of issue 14. run_pate.py composes train_teachers.plan and train_student.plan
+# (its owner adds it); scripts written since (ablate.py, report.py) add theirs.
+SCRIPTS = ("aggregate", "attack", "bench_accounting", "bench_attack", "bench_smooth_sensitivity",
+           "bench_teachers", "plot_aggregation", "plot_gap", "plot_students", "release_epsilon",
+           "tabular", "train_kd_gan", "train_student", "train_teachers")
+
+
+def _script(name):
+  return experiment.load_script(REPO / "experiments" / f"{name}.py")
+
+
+def _config(name, arg=None, **overrides):
+  c = experiment.load_config(str(REPO / "configs" / f"{name}.py") + (f":{arg}" if arg else ""))
+  c.update(overrides)
+  return c
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_script_passes_a_plan_to_run_main(name):
+  source = (REPO / "experiments" / f"{name}.py").read_text()
+  assert "def plan(config" in source and "plan=plan" in source, name
+
+
+def test_dry_run_text_lists_every_field_the_mesh_and_the_plan():
+  config = _config("mnist_250", "cpu")
+  mesh = experiment.mesh_info(config)
+  assert mesh["global_device_count"] == jax.device_count()
+  assert mesh["backend"] == jax.default_backend() and mesh["process_count"] == 1
+  assert mesh["num_teachers"] == 250 and mesh["teacher_mesh"] == {"teachers": jax.device_count()}
+  text = experiment.dry_run_text(config, {"queries": 10, "state_bytes": 3 * 2**20,
+                                          "train_plan": {"teachers_per_chunk": 5}}, mesh)
+  for name, value in experiment.config_items(config):
+    if not hasattr(value, "to_dict"):
+      assert f"  {name}: {value!r}" in text
+  assert f"  global_device_count: {jax.device_count()}" in text
+  assert "  teacher_mesh.teachers: " in text
+  assert "  queries: 10" in text and "  train_plan.teachers_per_chunk: 5" in text
+  assert "  state_bytes: 3,145,728 B (3.00 MiB)" in text
+  assert "(this script has no plan)" in experiment.dry_run_text(config, None, {})
+  assert "num_teachers" not in experiment.mesh_info(_config("aggregate_mnist", "cpu"))
+
+
+def test_help_mentions_dry_run():
+  assert "--dry_run" in experiment.help_text("doc", None, None)
+
+
+def test_train_teachers_plan_sizes_and_chunks(data_dir, monkeypatch):
+  tt = _script("train_teachers")
+  config = _config("mnist_250", "cpu", num_teachers=10, train_subset=2_405,
+                   data_dir=str(data_dir))
+  # XLA's probes are compiled for real by the command-line test below; here a fixed account
+  # (8 MB per probe) keeps the test fast and the chunks predictable.
+  probes = []
+  monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: probes.append(
+      jax.tree.leaves(args)[-1].shape) or 8 * 10**6)
+  p = tt.plan(config)
+  local = p["teachers_per_device"]
+  assert probes == [(min(local, 8), 240), (min(p["queries"], 128), 28, 28, 1)]  # labels, queries
+  assert p["fallback_data"] is False and p["train_examples"] == 2_405
+  assert (p["examples_per_teacher"], p["dropped_examples"]) == (240, 5)
+  assert p["examples_per_teacher"] * p["num_teachers"] <= p["train_examples"]
+  assert p["queries_pool"] + p["queries_eval"] == p["queries"] == p["test_examples"]
+  assert p["padded_teachers"] % p["devices"] == 0 and p["padded_teachers"] >= 10
+  train, predict = p["train_plan"], p["predict_plan"]
+  assert local % train["teachers_per_chunk"] == 0
+  assert train["teacher_chunks"] * train["teachers_per_chunk"] == local
+  assert predict["teachers_per_chunk"] <= local and predict["queries_per_chunk"] <= p["queries"]
+  assert predict["query_chunks"] * predict["queries_per_chunk"] >= p["queries"]
+  assert p["state_bytes"] > 10 * p["params_bytes_per_teacher"]  # + Adam's two moments
+  assert p["budget_bytes_per_device"] == memory.memory_budget(0.6)
+
+  # A budget of ~2.5 teachers' activations beside the resident state: several chunks.
+  per_teacher = train["estimate_bytes_per_chunk"] / train["teachers_per_chunk"]
+  resident = p["budget_bytes_per_device"] - train["budget_bytes_left_for_chunks"]
+  fraction = (resident + 2.5 * per_teacher) / memory.device_memory_bytes()
+  with config.unlocked():
+    config.memory_fraction = fraction
+  small = tt.plan(config)["train_plan"]
+  assert small["teachers_per_chunk"] == 2 and small["teacher_chunks"] == local // 2
+  assert small["estimate_bytes_per_chunk"] <= small["budget_bytes_left_for_chunks"]
+
+
+def test_train_student_plan_with_and_without_votes(digits_votes_dir, data_dir, monkeypatch):
+  ts = _script("train_student")
+  config = _config("student_supervised", "cpu", votes_dir=str(digits_votes_dir),
+                   data_dir=str(data_dir))
+  config.student.kwargs.model = "mlp"
+  config.student.kwargs.model_kwargs = {"hidden": (16,)}
+  config.aggregate.num_queries = 50
+  p = ts.plan(config)
+  assert p["votes_dataset"] == "digits" and p["pool_size"] == p["votes_num_pool"]
+  assert p["pool_size"] + p["num_eval"] == p["votes_rows"]
+  assert p["labelled"] == 50 and p["num_classes"] == 10
+  assert p["parameters"] == (64 * 16 + 16 + 16 * 10 + 10)  # 8×8 digits, one hidden layer
+  assert p["parameter_bytes"] == 4 * p["parameters"] <= p["state_bytes"]
+  assert isinstance(p["train_step_temp_bytes_per_batch"], int)
+  assert p["epochs"] == pytest.approx(p["num_steps"] * p["batch_size"] / p["pool_size"])
+
+  with config.unlocked():
+    config.votes_dir = ""
+  seen = _abstract_shapes(monkeypatch)
+  p = ts.plan(config)  # before the teachers ran: MNIST's student split
+  assert seen[0][-3:] == [((9_000, 28, 28, 1), "float32"), ((50,), "int32"), ((50,), "int32")]
+  assert p["votes"].startswith("MISSING") and (p["pool_size"], p["num_eval"]) == (9_000, 1_000)
+  assert p["image_shape"] == (28, 28, 1)
+
+
+def test_votes_scripts_plan_with_votes_and_say_when_missing(digits_votes_dir, tmp_path):
+  votes = str(digits_votes_dir)
+  missing = str(tmp_path / "none")
+  agg = _script("aggregate").plan(_config("aggregate_mnist", "cpu", votes_dir=votes))
+  assert agg["votes_num_teachers"] == 20 and agg["num_queries_within_pool"]
+  assert isinstance(agg["answer_temp_bytes_per_chunk"], int)
+  assert _script("aggregate").plan(_config("aggregate_mnist", "cpu"))["votes"].startswith(
+      "MISSING")
+  rel = _script("release_epsilon").plan(_config("release_epsilon", votes_dir=missing))
+  assert rel["votes"].startswith("MISSING") and rel["num_orders"] > 100
+  fig2 = _script("plot_aggregation").plan(_config("plot_aggregation",
+                                                  runs=f"{votes},{missing}"))
+  assert fig2["runs"] == 2 and fig2["run0"]["queries"] == fig2["run0"]["votes_rows"]
+  assert fig2["run1"]["votes"].startswith("MISSING")
+  gap = _script("plot_gap").plan(_config("plot_gap", runs=votes))
+  assert gap["run0"]["votes_num_classes"] == 10
+  assert _script("plot_students").plan(_config("plot_students", runs=missing))[
+      "run0"].startswith("MISSING")
+
+
+def _abstract_shapes(monkeypatch):
+  """Stubs ``experiment.compiled_temp_bytes`` (compiling the accounting programs takes
+  seconds; the aggregate test compiles one for real): records the abstract arguments and
+  checks the function traces on them."""
+  seen = []
+
+  def stub(fn, *args):
+    jax.eval_shape(fn, *args)
+    seen.append([(a.shape, str(a.dtype)) for a in jax.tree.leaves(args)])
+    return 0
+  monkeypatch.setattr(experiment, "compiled_temp_bytes", stub)
+  return seen
+
+
+def test_bench_attack_tabular_and_kd_gan_plans(real_adult_dir, monkeypatch):
+  seen = _abstract_shapes(monkeypatch)
+  acc = _script("bench_accounting").plan(_config("bench_accounting", "small",
+                                                 num_queries=200))
+  assert acc["votes_bytes"] == 200 * 10 * 8 and acc["accounting_temp_bytes"] == 0
+  ss = _script("bench_smooth_sensitivity").plan(_config("bench_smooth_sensitivity", "small",
+                                                        num_queries=50))
+  assert ss["num_queries"] == 50 and ss["release_temp_bytes"] == 0
+  assert seen == [[((200, 10), "float64")], [((50, 10), "float64")]]
+  ba = _script("bench_attack").plan(_config("attack_bench", "cpu"))
+  assert ba["sweep_attacks"] == ba["histograms"] * len(ba["sigmas"])
+  monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: len(seen.append(
+      [a.shape for a in jax.tree.leaves(args)]) or []) + 1000)  # not compiled (seconds)
+  bt = _script("bench_teachers").plan(_config("bench_teachers", num_teachers=6,
+                                              examples_per_teacher=16))
+  assert [s for s in seen[-1] if len(s) == 5] == [(min(6, 8), 16, 28, 28, 1)]  # probe images
+  assert bt["examples_per_step"] == 96
+  assert (bt["padded_teachers"] // bt["devices"]) % bt["vmap_train_plan"][
+      "teachers_per_chunk"] == 0
+  fixed = _script("attack").plan(_config("attack_fixed", "cpu"))
+  assert fixed["attacks"] == fixed["histograms"] * len(fixed["sigmas"]) * fixed["num_seeds"]
+  assert _script("attack").plan(_config("attack_dirichlet", "cpu"))["histograms"] == 24
+  tab = _script("tabular").plan(_config("adult_rf", "cpu", data_dir=str(real_adult_dir)))
+  assert tab["rows_per_teacher"] == tab["train_rows"] // 25 and tab["num_pool_valid"]
+  assert tab["eval_rows"] == tab["query_rows"] - 500
+  kd = _script("train_kd_gan").plan(_config("kd_gan", "smoke"))
+  assert kd["table1_fits"] == 4 and kd["num_seeds"] == 2
+
+
+def test_command_line_dry_run_prints_mesh_and_chunks_and_creates_nothing(data_dir, tmp_path):
+  workdir = tmp_path / "w"
+  proc = subprocess.run(
+      [sys.executable, "experiments/train_teachers.py", "--config", "configs/mnist_250.py:cpu",
+       "--workdir", str(workdir), "--dry_run"],
+      cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+      env=dict(os.environ, PYTHONPATH=str(REPO), PATE_JAX_NO_PROGRESS="1",
+               PATE_JAX_DATA_DIR=str(data_dir),
+               XLA_FLAGS="--xla_force_host_platform_device_count=8"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = proc.stdout
+  assert "  num_teachers: 250" in out and "  model.name: 'mlp'" in out  # the config
+  assert "  global_device_count: 8" in out and "  teacher_mesh.teachers: 8" in out
+  assert "  examples_per_teacher: 240" in out and "  padded_teachers: 256" in out
+  assert "  train_plan.teachers_per_chunk: " in out and "  predict_plan.queries_per_chunk: " in out
+  assert not workdir.exists()
