@@ -32,6 +32,31 @@ from pate_jax import rng
 from pate_jax import votes as votes_lib
 
 
+def plan(config: Any) -> dict[str, Any]:
+  """``--dry_run``: the votes (and whether they carry per-teacher predictions), the grid's
+  size and an estimate of its largest intermediate (one float32 noise draw per cell, query
+  and class), without compiling."""
+  grid = (len(config.mechanisms), len(config.teacher_counts), len(config.noise_scales),
+          int(config.num_seeds))
+  cells = int(np.prod(grid))
+  q = int(config.num_queries)
+  out: dict[str, Any] = {"grid": " × ".join(map(str, grid)) + " (mechanisms × teachers × "
+                         "scales × seeds)", "cells": cells, "num_queries": q,
+                         "loop_cells": int(config.loop_max_cells) or cells,
+                         "repeats": int(config.repeats)}
+  sizes, data = experiment.votes_plan(config.votes_dir)
+  out.update(sizes)
+  if data is None:
+    return out
+  c, t = data["votes"].shape[1], int(data["num_teachers"])
+  out["predictions"] = (f"{list(data['predictions'].shape)}" if "predictions" in data
+                        else "MISSING: rerun experiments/train_teachers.py")
+  out["num_queries_within_pool"] = 0 < q <= data["num_pool"]
+  out["teacher_counts_within_ensemble"] = max(config.teacher_counts) <= t
+  out["noise_bytes_estimate"] = cells * q * c * 4
+  return out
+
+
 def run(config: Any, workdir: str) -> dict[str, Any]:
   data = votes_lib.load_votes(config.votes_dir or workdir)
   if "predictions" not in data:
@@ -118,4 +143,4 @@ def report(r: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

@@ -76,15 +76,23 @@ def write_report(summary: dict, root: pathlib.Path) -> pathlib.Path:
   return path
 
 
+def wire(config, root: pathlib.Path | None) -> None:
+  """One root seed for every stage (pate_jax.rng streams); the student labels with the
+  aggregate stage's config, from the teachers' votes and into aggregate/ under ``root``
+  (``None``: a dry run, before any stage has written anything)."""
+  with config.unlocked():
+    for stage in (config.teachers, config.aggregate, config.student):
+      stage.seed = config.seed
+    if root is not None:
+      config.student.votes_dir = str(root / "teachers")
+      config.student.labels_dir = str(root / "aggregate")
+    config.student.aggregate = config.aggregate
+
+
 def run(config, workdir: str) -> dict:
   t0 = time.time()
   root = pathlib.Path(workdir)
-  with config.unlocked():  # one root seed for every stage (pate_jax.rng streams)
-    for stage in (config.teachers, config.aggregate, config.student):
-      stage.seed = config.seed
-    config.student.votes_dir = str(root / "teachers")
-    config.student.labels_dir = str(root / "aggregate")
-    config.student.aggregate = config.aggregate
+  wire(config, root)
   teachers = train_teachers.run(config.teachers, str(root / "teachers"))
   # The student stage labels its queries in aggregate/ (or reuses the labels paid for).
   student = train_student.run(config.student, str(root / "student"))
@@ -121,6 +129,22 @@ def run(config, workdir: str) -> dict:
   return summary
 
 
+def plan(config) -> dict:
+  """``--dry_run``: the teachers' and the student's plans (data sizes, state bytes, the memory
+  planner's chunks; the student sized from MNIST's student split, since the votes do not
+  exist yet) and the attack's size."""
+  a = config.attack
+  wire(config, None)
+  return {"teachers": train_teachers.plan(config.teachers),
+          "aggregate": {"mechanism": config.aggregate.mechanism,
+                        "num_queries": config.aggregate.num_queries},
+          "student": train_student.plan(config.student),
+          "attack": ({"histograms": a.num_histograms, "repeats_each": a.num_queries,
+                      "seeds": a.num_seeds, "variants": list(a.variants.keys())}
+                     if a.enabled and config.aggregate.mechanism == "gnmax"
+                     else "skipped (needs gnmax labels and attack.enabled)")}
+
+
 def report(s: dict) -> None:
   """The headline: teachers, labels and their ε (paper convention and tight), student."""
   if s["data"]["fallback_data"]:
@@ -138,4 +162,4 @@ def report(s: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report, quiet_logs=True)
+  experiment.run_main(run, report=report, plan=plan, quiet_logs=True)

@@ -13,17 +13,20 @@ import subprocess
 import sys
 
 import jax
+import numpy as np
 import pytest
 
-from pate_jax import experiment, memory
+from pate_jax import experiment
+from pate_jax import memory
+from pate_jax import votes as votes_lib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
 # Every script of issue 14. run_pate.py composes train_teachers.plan and train_student.plan
 # (its owner adds it); scripts written since (ablate.py, report.py) add theirs.
-SCRIPTS = ("aggregate", "attack", "bench_accounting", "bench_attack", "bench_smooth_sensitivity",
-           "bench_teachers", "plot_aggregation", "plot_gap", "plot_students", "release_epsilon",
-           "tabular", "train_kd_gan", "train_student", "train_teachers")
+SCRIPTS = ("ablate", "aggregate", "attack", "bench_accounting", "bench_attack",
+           "bench_smooth_sensitivity", "bench_teachers", "plot_aggregation", "plot_gap", "plot_students", "release_epsilon",
+           "tabular", "train_kd_gan", "train_student", "train_teachers", "run_pate")
 
 
 def _script(name):
@@ -205,3 +208,29 @@ def test_command_line_dry_run_prints_mesh_and_chunks_and_creates_nothing(data_di
   assert "  examples_per_teacher: 240" in out and "  padded_teachers: 256" in out
   assert "  train_plan.teachers_per_chunk: " in out and "  predict_plan.queries_per_chunk: " in out
   assert not workdir.exists()
+
+
+def test_main_job_and_ablation_plans(data_dir, tmp_path, monkeypatch):
+  _abstract_shapes(monkeypatch)
+  monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: 8 * 10**6)
+  config = _config("pate_mnist", "cpu")
+  config.teachers.data_dir = config.student.data_dir = str(data_dir)
+  p = _script("run_pate").plan(config)
+  assert p["teachers"]["num_teachers"] == 250 and p["teachers"]["examples_per_teacher"] == 240
+  assert p["student"]["votes"].startswith("MISSING") and p["student"]["pool_size"] == 9_000
+  assert p["aggregate"] == {"mechanism": "gnmax", "num_queries": 100}
+  assert p["attack"]["histograms"] == 5 and p["attack"]["repeats_each"] == 10_000
+  text = experiment.dry_run_text(config, p, {})
+  assert "  teachers.train_plan.description: " in text and "  attack.histograms: 5" in text
+
+  ablate = _script("ablate")
+  c = _config("ablation_mnist")
+  p = ablate.plan(c)
+  assert p["cells"] == 3 * 5 * 10 * 5 and p["votes"].startswith("MISSING")
+  predictions = np.array([[0, 1, 1], [0, 1, 2], [1, 1, 2]], np.int32)  # [T, Q]
+  votes_lib.save_votes(tmp_path / "votes.npz", votes=votes_lib.histogram(predictions, 3), labels=[0, 1, 2],
+                       index=[0, 1, 2], num_pool=3, dataset="toy", predictions=predictions)
+  c.votes_dir, c.num_queries, c.teacher_counts = str(tmp_path), 3, (1, 3)
+  p = ablate.plan(c)
+  assert p["predictions"] == "[3, 3]" and p["teacher_counts_within_ensemble"]
+  assert p["noise_bytes_estimate"] == 3 * 2 * 10 * 5 * 3 * 3 * 4
