@@ -1,0 +1,117 @@
+"""The reproduction report (pate_jax/reproduction.py, experiments/report.py): the committed
+RESULTS.md regenerates byte for byte from the committed results/runs; every row resolves;
+missing runs and bad keys; published values are the papers' own."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+
+import pytest
+
+from pate_jax import experiment, reproduction as rp
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SNAPSHOT = REPO / "results" / "runs"
+
+
+def _papers_dir() -> pathlib.Path | None:
+  """``../shared/papers`` (beside ``$PATE_JAX_DATA_DIR`` or the repository), as the tests
+  find the shared data."""
+  data = os.environ.get("PATE_JAX_DATA_DIR")
+  for candidate in ((pathlib.Path(data).parent / "papers") if data else None,
+                    REPO.parent / "shared" / "papers"):
+    if candidate is not None and candidate.is_dir():
+      return candidate
+  return None
+
+
+def test_committed_report_regenerates_exactly(monkeypatch):
+  monkeypatch.chdir(REPO)  # the command at the top of RESULTS.md runs from the repository root
+  text = rp.render("results/runs", output_dir=".", figures_dir="results/figures")
+  assert rp.REPORT_COMMAND in text.splitlines()[2]
+  assert text == (REPO / "RESULTS.md").read_text(), (
+      "RESULTS.md is stale: regenerate it with " + rp.REPORT_COMMAND)
+
+
+def test_every_row_resolves_in_the_snapshot():
+  names = {r.name for r in rp.RUNS}
+  assert len(names) == len(rp.RUNS), "duplicate run names"
+  records = rp.load_runs(SNAPSHOT)
+  for row in rp.ROWS:
+    assert row.paper in rp.PAPERS, row
+    assert row.fmt in rp.FORMATTERS or row.fmt == "none", row
+    if row.run is None:
+      assert row.note, f"{row}: a row without a run must say why"
+      continue
+    assert row.run in names, f"{row}: run not in the run table"
+    assert row.run in records, f"{row}: no {row.run}/results.json in results/runs"
+    assert rp.value_of(row, records[row.run]["results"])
+
+
+def test_snapshot_is_small_and_only_json_and_png():
+  files = [p for p in (REPO / "results").rglob("*") if p.is_file()]
+  assert {p.suffix for p in files} <= {".json", ".png"}
+  assert all(p.stat().st_size < 200_000 for p in files if p.suffix == ".png")
+  assert sum(p.stat().st_size for p in files) < 3_000_000
+
+
+def test_missing_run_renders_not_run_yet_with_its_command(tmp_path):
+  text = rp.render(tmp_path / "none")
+  main = next(r for r in rp.RUNS if r.name == "pate_mnist_cpu")
+  assert f"not run yet: `{main.command}`" in text
+  assert "- **not run yet**" in text
+  # A partial run directory: the present run's rows are measured, the others are not.
+  part = tmp_path / "runs" / "pate_mnist_cpu"
+  part.mkdir(parents=True)
+  (part / "results.json").write_text((SNAPSHOT / "pate_mnist_cpu" / "results.json").read_text())
+  text = rp.render(tmp_path / "runs")
+  assert "| MNIST, 100 queries: PATE-G student, 75 epochs (main job) | 98.00% | 91.5 % |" in text
+  assert "not run yet: `" in text
+
+
+def test_a_key_that_does_not_resolve_names_the_row():
+  bad = rp.Row("pate2017", "Figure 4", "a misspelt key", "—", "pate_mnist_cpu",
+               "student.eval_accuracyy")
+  with pytest.raises(KeyError, match="Figure 4 / 'a misspelt key'.*student.eval_accuracyy"):
+    rp.render(SNAPSHOT, rows=(bad,))
+  unknown = dataclasses.replace(bad, run="no_such_run")
+  with pytest.raises(KeyError, match="no_such_run.*not in the run table"):
+    rp.render(SNAPSHOT, rows=(unknown,))
+
+
+def test_resolve_paths():
+  results = {"a": {"b": [1, {"c": 2}]}, "g": {"dirichlet0.05": 3}, "x": 5, "y": 2}
+  assert rp.resolve(results, "a.b[1].c") == 2
+  assert rp.resolve(results, "a.b[-2]") == 1
+  assert rp.resolve(results, "g.dirichlet0.05") == 3
+  row = rp.Row("gao", "T", "s", run="r", key="x - y", fmt="pp")
+  assert rp.value_of(row, results) == "300.00 points"
+  with pytest.raises(KeyError):
+    rp.resolve(results, "a.c")
+
+
+def test_script_writes_a_partial_report(tmp_path, capsys):
+  script = experiment.load_script(REPO / "experiments" / "report.py")
+  config = experiment.load_config(str(REPO / "configs" / "report.py"))
+  config.runs_dir = str(tmp_path / "runs")
+  results = experiment.run_and_report(script.run, script.report, config, str(tmp_path))
+  text = (tmp_path / "RESULTS.md").read_text()
+  assert "not run yet" in text and results["measured"] == 0
+  assert "report: " + str((tmp_path / "RESULTS.md").resolve()) in capsys.readouterr().out
+
+
+def test_published_values_appear_in_the_papers():
+  papers = _papers_dir()
+  if papers is None:
+    pytest.skip("../shared/papers not found")
+  texts = {key: " ".join((papers / f).read_text() for f in files).replace(",", "")
+           for key, (_, files) in rp.PAPERS.items()}
+  for row in rp.ROWS:
+    for number in rp.published_numbers(row.published):
+      number = number.replace(",", "")
+      assert re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", texts[row.paper]), (
+          f"{row.paper} / {row.item} / {row.setting!r}: published {number} is not in "
+          f"{rp.PAPERS[row.paper][1]}")
