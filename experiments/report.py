@@ -50,6 +50,15 @@ def run(config, workdir: str) -> dict:
           "cannot_run": sum(r.run is None for r in rows)}
 
 
+def plan(config) -> dict:
+  """``--dry_run``: which of the catalogue's runs ``runs_dir`` holds and which are missing."""
+  present = reproduction.load_runs(pathlib.Path(config.runs_dir))
+  names = [r.name for r in reproduction.RUNS]
+  return {"runs_dir": config.runs_dir, "rows": len(reproduction.ROWS), "runs": len(names),
+          "runs_present": sum(n in present for n in names),
+          "runs_missing": [n for n in names if n not in present] or "none"}
+
+
 def report(results: dict) -> None:
   print(f"{results['rows']} rows: {results['measured']} measured, {results['cannot_run']} "
         f"that cannot run here (the report says why)")
@@ -60,4 +69,4 @@ def report(results: dict) -> None:
 
 
 if __name__ == "__main__":
-  experiment.run_main(run, report=report)
+  experiment.run_main(run, report=report, plan=plan)

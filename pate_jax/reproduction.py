@@ -110,7 +110,17 @@ def _attack(setting: str, source: str) -> Run:
 
 RUNS: tuple[Run, ...] = (
     Run("pate_mnist_cpu", _cmd("run_pate", "configs/pate_mnist.py:cpu", "pate_mnist_cpu"),
-        "configs/pate_mnist.py:cpu", "/tmp/r2/main_job"),
+        "configs/pate_mnist.py:cpu", "/tmp/r3/main_job"),
+    Run("pate_mnist_cpu_lnmax", _cmd("run_pate", "configs/pate_mnist.py:cpu",
+                                     "pate_mnist_cpu_lnmax", "--config.aggregate.mechanism=lnmax"),
+        "configs/pate_mnist.py:cpu", "/tmp/r2/main_job",
+        note="the main job as it was when LNMax was its default (commit e1e9b7a, before the "
+        "attack stage); the command gives the same teachers, labels and student today"),
+    Run("ablation", _cmd("ablate", "configs/ablation_mnist.py", "ablation",
+                         "--config.votes_dir=runs/mnist_n250", data=False),
+        "configs/ablation_mnist.py", "/tmp/abl/grid2",
+        note="votes from a rerun of the CPU teachers row (identical votes to the main job's) "
+        "that also stores per-teacher predictions"),
     Run("mnist_n10", _cmd("train_teachers", "configs/mnist_250.py:cpu", "mnist_n10",
                           "--config.num_teachers=10"), "configs/mnist_250.py:cpu",
         "/tmp/rep/mnist_n10",
@@ -204,6 +214,7 @@ RUNS: tuple[Run, ...] = (
 )
 
 _MAIN = "pate_mnist_cpu"
+_LNMAX = "pate_mnist_cpu_lnmax"  # the main job with 2017's LNMax labels
 _CPU_TEACHERS = ("ours: 2×256 MLP teachers with ±2-pixel shifts on the 2-core CPU "
                  "(`mnist_250.py:cpu`), not the paper's CNN (" + _GPU + ")")
 _PATE_G = ("PATE-G on our CPU teachers' votes; the paper ran improved-gan for 300 epochs "
@@ -252,20 +263,20 @@ ROWS: tuple[Row, ...] = (
     Row("pate2017", "Section 3.1 / Appendix B (text)",
         "strong composition, 100 LNMax labels at ε 0.05 each, δ = 1e-5", "—", "agg_q100",
         "epsilon.strong_composition.epsilon", "f2", "the aggregation stage alone, same votes"),
-    Row("pate2017", "Figure 4", "MNIST, 100 queries: ε (δ = 1e-5)", "2.04", _MAIN,
+    Row("pate2017", "Figure 4", "MNIST, 100 queries: ε (δ = 1e-5)", "2.04", _LNMAX,
         "aggregate.epsilon.moments_data_dependent.epsilon", "f2",
         "2017 data-dependent moments accountant, moments 1..8 as the 2017 code; our teachers "
         "agree more, so the gaps are larger and ε smaller"),
-    Row("pate2017", "Figure 4", "MNIST, 100 queries: ε with moments to 128 (tight)", "—", _MAIN,
+    Row("pate2017", "Figure 4", "MNIST, 100 queries: ε with moments to 128 (tight)", "—", _LNMAX,
         "aggregate.epsilon_tight.moments_data_dependent.epsilon", "f3",
         "the best moment of 1..8 is 8, the grid's end; the same labels cost less with more moments"),
-    Row("pate2017", "Figure 4", "MNIST, 100 queries: ε data-independent", "—", _MAIN,
+    Row("pate2017", "Figure 4", "MNIST, 100 queries: ε data-independent", "—", _LNMAX,
         "aggregate.epsilon.moments_data_independent.epsilon", "f2",
         "what may be published without a smooth-sensitivity release"),
     Row("pate2017", "Figure 4", "MNIST, 100 queries: label accuracy of the noisy labels", "—",
-        _MAIN, "aggregate.label_accuracy_overall", "pct"),
-    Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 75 epochs (main job)",
-        "98.00%", _MAIN, "student.eval_accuracy", "pct", _PATE_G),
+        _LNMAX, "aggregate.label_accuracy_overall", "pct"),
+    Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 75 epochs (main job, "
+        "LNMax)", "98.00%", _LNMAX, "student.eval_accuracy", "pct", _PATE_G),
     Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 300 epochs", "98.00%",
         "pate_g_100_long", "eval_accuracy", "pct",
         "resumed from the 75- and 150-epoch runs; " + _PATE_G),
@@ -465,6 +476,45 @@ ROWS: tuple[Row, ...] = (
         "as published), same histograms", "—", "attack_defense",
         "summary.fresh_noise/projected.mean_error", "f3"),
     # ---------------------------------------------------------------- beyond
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "MNIST, 100 GNMax (σ 40) labels: accuracy", "—", _MAIN,
+        "aggregate.label_accuracy_overall", "pct", "the main job's default since issue 14"),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "ε data-dependent (RDP, improved conversion; private)", "—", _MAIN,
+        "epsilon.rdp_data_dependent_improved.epsilon", "f3",
+        "depends on the votes: not publishable as is"),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "ε released with smooth sensitivity (publishable)", "—", _MAIN,
+        "epsilon_release.epsilon_released", "f3",
+        "one noisy draw (Papernot et al. 2018, GNSS), includes the release's own cost"),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "ε data-independent (publishable)", "—", _MAIN,
+        "epsilon.rdp_data_independent_improved.epsilon", "f3"),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "PATE-G student, 75 epochs", "—", _MAIN, "student.eval_accuracy", "pct", _PATE_G),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "attack on its 5 lowest-consensus queries, 10⁴ fresh answers each: mean error (paper's "
+        "estimator)", "—", _MAIN, "attack.mean_error.fresh_noise/paper", "f3"),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "the same, maximum likelihood", "—", _MAIN, "attack.mean_error.fresh_noise/mle", "f3"),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "the same against consistent answers (paper's estimator)", "—", _MAIN,
+        "attack.mean_error.consistent/paper", "f3",
+        "the defense: the attacker learns the top class only"),
+    Row("beyond", "Vectorised ablation", "grid cells (mechanism × teachers × scale × seed), "
+        "1,000 queries each", "—", "ablation", "grid_cells", "int"),
+    Row("beyond", "Vectorised ablation", "the grid in one compiled call (after compiling)", "—",
+        "ablation", "vectorised_s", "s", "load ≈ 8 (other jobs on the 2 cores)"),
+    Row("beyond", "Vectorised ablation", "the same cells one by one through the public API",
+        "—", "ablation", "loop_s", "s", "same labels, ε equal to 5e-16"),
+    Row("beyond", "Vectorised ablation", "LNMax, 250 teachers, γ = 0.05: label accuracy", "—",
+        "ablation", "table[44].accuracy.mean", "pct", "mean of 5 seeds"),
+    Row("beyond", "Vectorised ablation", "LNMax, 250 teachers, γ = 0.05: ε (moments to 8)",
+        "—", "ablation", "table[44].epsilon.mean", "f2", "the 1,000-query row of Figure 4"),
+    Row("beyond", "Vectorised ablation", "Confident-GNMax, 250 teachers, σ₂ 40: answered", "—",
+        "ablation", "table[146].answered.mean", "pct", "threshold 0.8·n, σ₁ 0.6·n"),
+    Row("beyond", "Vectorised ablation", "Confident-GNMax, 250 teachers, σ₂ 40: ε", "—",
+        "ablation", "table[146].epsilon.mean", "f2"),
     Row("beyond", "Confident-GNMax labels (2018 setting)", "MNIST, 1,000 queries: answered",
         "—", "agg_cgn_1000", "num_answered", "int", "T = 200, σ₁ = 150, σ₂ = 40"),
     Row("beyond", "Confident-GNMax labels (2018 setting)", "accuracy of the answered labels",
@@ -499,8 +549,15 @@ FIGURES: tuple[Figure, ...] = (
            "LNMax label accuracy vs per-query ε (γ), 10 / 100 / 250 CPU teachers"),
     Figure("pate2017", "Figure 3", "figure3", "figure3.png", "pate2017_figure3.png",
            "mean normalized top-two gap vs number of teachers"),
-    Figure("pate2017", "Figure 4", _MAIN, "aggregate/privacy.png", "pate2017_privacy.png",
-           "ε vs queries answered (main job)"),
+    Figure("pate2017", "Figure 4", _LNMAX, "aggregate/privacy.png", "pate2017_privacy.png",
+           "ε vs queries answered (main job, LNMax)"),
+    Figure("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)", _MAIN,
+           "attack/defense_consistent_answers.png", "main_job_attack.png",
+           "the attack on the main job's 5 lowest-consensus labelled queries: fresh noise vs "
+           "consistent answers"),
+    Figure("beyond", "Vectorised ablation", "ablation", "ablation.png", "ablation.png",
+           "label accuracy, fraction answered and ε vs noise scale, per mechanism and teacher "
+           "count (mean over 5 seeds)"),
     Figure("gao", "Figure 7", "kd_gan_sound", "utility_vs_epsilon.png", "gao_figure7.png",
            "accuracy vs ε: published mechanism and sound variant, n = 3,000"),
     Figure("attack", "Figure 1", "attack_adult", "fig1_fig8_adult_consensus.png",

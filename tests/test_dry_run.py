@@ -22,11 +22,15 @@ from pate_jax import votes as votes_lib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
-# Every script of issue 14. run_pate.py composes train_teachers.plan and train_student.plan
-# (its owner adds it); scripts written since (ablate.py, report.py) add theirs.
+# Every script in experiments/ (run_pate.plan composes the teachers' and the student's).
 SCRIPTS = ("ablate", "aggregate", "attack", "bench_accounting", "bench_attack",
-           "bench_smooth_sensitivity", "bench_teachers", "plot_aggregation", "plot_gap", "plot_students", "release_epsilon",
-           "tabular", "train_kd_gan", "train_student", "train_teachers", "run_pate")
+           "bench_smooth_sensitivity", "bench_teachers", "plot_aggregation", "plot_gap",
+           "plot_students", "release_epsilon", "report", "run_pate", "tabular", "train_kd_gan",
+           "train_student", "train_teachers")
+
+
+def test_every_script_in_experiments_is_listed():
+  assert sorted(p.stem for p in (REPO / "experiments").glob("*.py")) == sorted(SCRIPTS)
 
 
 def _script(name):
@@ -234,3 +238,12 @@ def test_main_job_and_ablation_plans(data_dir, tmp_path, monkeypatch):
   p = ablate.plan(c)
   assert p["predictions"] == "[3, 3]" and p["teacher_counts_within_ensemble"]
   assert p["noise_bytes_estimate"] == 3 * 2 * 10 * 5 * 3 * 3 * 4
+
+
+def test_report_plan_counts_the_runs_present(tmp_path):
+  c = _config("report")
+  c.runs_dir = str(REPO / "results" / "runs")
+  p = _script("report").plan(c)
+  assert p["runs_present"] == p["runs"] and p["runs_missing"] == "none"
+  c.runs_dir = str(tmp_path)
+  assert _script("report").plan(c)["runs_present"] == 0
