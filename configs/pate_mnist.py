@@ -53,10 +53,9 @@ def _attack_config() -> ml_collections.ConfigDict:
   a.num_queries = 10_000      # repeats of each query (the attack paper's M)
   a.num_seeds = 1             # Monte Carlo repetitions of the attacker
   a.conversion = "improved"   # RDP -> (ε, δ) of the repeats' cost
-  a.reconstruction = ml_collections.ConfigDict({
-      "method": "paper", "project": False, "stop_on_negative": False, "tol": 0.01,
-      "max_iter": 1000, "normalize": False})
-  a.mle_reconstruction = ml_collections.ConfigDict({"method": "mle", "max_iter": 100})
+  defense = _sibling("attack_defense").get_config()  # the attack paper's solver options
+  a.reconstruction = defense.reconstruction
+  a.mle_reconstruction = defense.mle_reconstruction
   a.headline = "paper"
   a.variants = ml_collections.ConfigDict({"paper": {}, "mle": {"method": "mle"}})
   return a

@@ -20,6 +20,8 @@ from pate_jax import experiment
 from pate_jax import memory
 from pate_jax import votes as votes_lib
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
 # Every script in experiments/ (run_pate.plan composes the teachers' and the student's).
@@ -32,15 +34,7 @@ SCRIPTS = ("ablate", "aggregate", "attack", "bench_accounting", "bench_attack",
 def test_every_script_in_experiments_is_listed():
   assert sorted(p.stem for p in (REPO / "experiments").glob("*.py")) == sorted(SCRIPTS)
 
-
-def _script(name):
-  return experiment.load_script(REPO / "experiments" / f"{name}.py")
-
-
-def _config(name, arg=None, **overrides):
-  c = experiment.load_config(str(REPO / "configs" / f"{name}.py") + (f":{arg}" if arg else ""))
-  c.update(overrides)
-  return c
+_script, _config = _scripts.script, _scripts.config
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

@@ -24,19 +24,13 @@ import pytest
 from pate_jax import checkpoint, data, experiment
 from pate_jax.data import _images
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
 SCRIPTS = sorted(p for p in (REPO / "experiments").glob("*.py"))
 
-
-def _script(name):
-  return experiment.load_script(REPO / "experiments" / f"{name}.py")
-
-
-def _config(name, arg=None, **overrides):
-  c = experiment.load_config(str(REPO / "configs" / f"{name}.py") + (f":{arg}" if arg else ""))
-  c.update(overrides)
-  return c
+_script, _config = _scripts.script, _scripts.config
 
 
 def _tail(capsys, workdir, n):

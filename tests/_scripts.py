@@ -1,0 +1,21 @@
+"""Loading the repository's scripts and configs by name (shared by the script tests)."""
+
+from __future__ import annotations
+
+import pathlib
+
+from pate_jax import experiment
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def script(name: str):
+  """``experiments/<name>.py`` as a module."""
+  return experiment.load_script(REPO / "experiments" / f"{name}.py")
+
+
+def config(name: str, arg: str | None = None, **overrides):
+  """``configs/<name>.py[:arg]`` with ``overrides`` applied."""
+  c = experiment.load_config(str(REPO / "configs" / f"{name}.py") + (f":{arg}" if arg else ""))
+  c.update(overrides)
+  return c
