@@ -110,7 +110,7 @@ def _attack(setting: str, source: str) -> Run:
 
 RUNS: tuple[Run, ...] = (
     Run("pate_mnist_cpu", _cmd("run_pate", "configs/pate_mnist.py:cpu", "pate_mnist_cpu"),
-        "configs/pate_mnist.py:cpu", "/tmp/r3/main_job"),
+        "configs/pate_mnist.py:cpu", "/tmp/r3/main_job_idle"),
     Run("pate_mnist_cpu_lnmax", _cmd("run_pate", "configs/pate_mnist.py:cpu",
                                      "pate_mnist_cpu_lnmax", "--config.aggregate.mechanism=lnmax"),
         "configs/pate_mnist.py:cpu", "/tmp/r2/main_job",
