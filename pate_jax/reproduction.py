@@ -118,7 +118,7 @@ RUNS: tuple[Run, ...] = (
         "attack stage); the command gives the same teachers, labels and student today"),
     Run("ablation", _cmd("ablate", "configs/ablation_mnist.py", "ablation",
                          "--config.votes_dir=runs/mnist_n250", data=False),
-        "configs/ablation_mnist.py", "/tmp/abl/grid2",
+        "configs/ablation_mnist.py", "/tmp/r3/ablation_idle",
         note="votes from a rerun of the CPU teachers row (identical votes to the main job's) "
         "that also stores per-teacher predictions"),
     Run("mnist_n10", _cmd("train_teachers", "configs/mnist_250.py:cpu", "mnist_n10",
@@ -504,7 +504,7 @@ ROWS: tuple[Row, ...] = (
     Row("beyond", "Vectorised ablation", "grid cells (mechanism × teachers × scale × seed), "
         "1,000 queries each", "—", "ablation", "grid_cells", "int"),
     Row("beyond", "Vectorised ablation", "the grid in one compiled call (after compiling)", "—",
-        "ablation", "vectorised_s", "s", "load ≈ 8 (other jobs on the 2 cores)"),
+        "ablation", "vectorised_s", "s", "best of 3, idle machine (load ≈ 0.5)"),
     Row("beyond", "Vectorised ablation", "the same cells one by one through the public API",
         "—", "ablation", "loop_s", "s", "same labels, ε equal to 5e-16"),
     Row("beyond", "Vectorised ablation", "LNMax, 250 teachers, γ = 0.05: label accuracy", "—",
