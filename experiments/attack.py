@@ -213,37 +213,9 @@ def run_adult(config, key, workdir) -> dict:
   return results
 
 
-_PLAN_FIELDS = ("num_seeds", "num_queries", "sigmas", "sigma", "sweep_sigma", "query_counts",
-                "histogram", "alphas", "num_per_alpha", "num_teachers", "num_classes",
-                "samplers", "max_queries", "teacher", "num_end_to_end", "budget")
-
-
 def plan(config) -> dict:
-  """``--dry_run``: the setting, the histograms attacked, the reconstruction variants, the
-  Monte Carlo seeds and the queries (σ grid, query sweep) it will process."""
-  out = {"setting": config.setting}
-  out.update({k: config[k] for k in _PLAN_FIELDS if k in config})
-  if config.setting in ("fixed", "budget", "defense"):
-    out["histograms"] = int(attacks.table1_histograms()[0].shape[0])
-  elif config.setting == "edge":
-    out["histograms"] = 1
-  elif config.setting == "dirichlet":
-    out["histograms"] = len(config.alphas) * int(config.num_per_alpha)
-  elif config.setting == "adult":
-    from pate_jax.data import adult  # pylint: disable=g-import-not-at-top
-    try:
-      splits = adult.load_adult(config.data_dir or None, splits=("train", "test"),
-                                drop_columns=(config.minority_column,))
-      out.update({"train_rows": len(splits["train"].labels),
-                  "test_rows": len(splits["test"].labels),
-                  "rows_per_teacher": len(splits["train"].labels) // int(config.num_teachers)})
-    except (FileNotFoundError, OSError) as e:
-      out["data"] = f"MISSING: {e}"
-  if "variants" in config or "reconstruction" in config:
-    out["variants"] = tuple(attacks.reconstruction_variants(config))
-  if "histograms" in out and "sigmas" in config and "num_seeds" in config:
-    out["attacks"] = out["histograms"] * len(config.sigmas) * int(config.num_seeds)
-  return out
+  """``--dry_run``: :func:`pate_jax.attacks.setting_plan`."""
+  return attacks.setting_plan(config)
 
 
 def run(config, workdir: str) -> dict:

@@ -97,10 +97,10 @@ def run(config, workdir: str) -> dict:
   # The student stage labels its queries in aggregate/ (or reuses the labels paid for).
   student = train_student.run(config.student, str(root / "student"))
   labels = experiment.read_results(root / "aggregate")
-  history = experiment.read_results(root / "student").get("history")
-  if history:
-    reporting.plot_history(history, f"{student['student']} student, {student['num_labels']} "
-                           "noisy labels", root / "student" / "accuracy.png")
+  if student.get("history"):
+    reporting.plot_history(student["history"], f"{student['student']} student, "
+                           f"{student['num_labels']} noisy labels",
+                           root / "student" / "accuracy.png")
   attack = attack_stage(config, root)
   summary = {
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},

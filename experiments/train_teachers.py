@@ -91,48 +91,8 @@ def plan(config: ml_collections.ConfigDict) -> dict:
       "batch_size": config.batch_size or f"full batch ({n})", "num_steps": config.num_steps,
       "checkpoint_every": config.checkpoint_every, "strategy": ensemble.strategy,
   }
-  planner = ensemble
-  if ensemble.strategy == "loop":
-    planner = dataclasses.replace(ensemble, strategy="vmap", mesh=teachers.teacher_mesh())
-    out["plans_for"] = ("vmap on the teacher mesh (this run's loop strategy trains one "
-                        "teacher at a time, unchunked)")
-  padded, shards = planner.padded_size(t), planner.num_shards
-  keys = jax.eval_shape(lambda: jax.random.split(rng.stream(root, "teacher_init"), padded))
-  dtype = data.to_float(shard_x[:1, :1]).dtype  # what run() trains on
-  images = jax.ShapeDtypeStruct((padded, *shard_x.shape[1:]), dtype)
-  labels = jax.ShapeDtypeStruct((padded, n), jnp.asarray(shard_y[:1, :1]).dtype)
-  sample = jax.ShapeDtypeStruct(shard_x.shape[1:], images.dtype)  # one shard, as run()
-  state = jax.eval_shape(jax.vmap(planner.fns.init, in_axes=(0, None)), keys, sample)
-  queries = jax.ShapeDtypeStruct((len(index), *shard_x.shape[2:]), images.dtype)
-  local = padded // shards
-  out.update({
-      "padded_teachers": padded, "devices": shards, "teachers_per_device": local,
-      "state_bytes": memory.tree_bytes(state),
-      "state_bytes_per_device": memory.tree_bytes(state) // shards,
-      "params_bytes_per_teacher": memory.tree_bytes(state["params"]) // padded,
-      "data_bytes_per_device": memory.tree_bytes((images, labels)) // shards,
-      "memory_fraction": planner.memory_fraction,
-      "budget_bytes_per_device": planner._budget(),  # pylint: disable=protected-access
-  })
-  plans = {}
-  for name, make in (
-      ("train_plan", lambda: planner.plan_train(state, keys, images, labels)),
-      ("predict_plan", lambda: planner.plan_predict(
-          state["params"], queries, config.query_chunk or None,
-          resident_bytes=memory.tree_bytes(state["opt_state"]) // shards))):
-    try:
-      plans[name] = make()
-    except MemoryError as e:  # what the run would raise: the dry run reports it
-      out[name] = f"DOES NOT FIT: {e}"
-  for name, p in plans.items():
-    out[name] = {"teachers_per_chunk": p.teachers, "teacher_chunks": -(-local // p.teachers),
-                 "estimate_bytes_per_chunk": p.estimate_bytes,
-                 "budget_bytes_left_for_chunks": p.budget_bytes,
-                 "description": memory.fits_description(
-                     p, ("teachers",) if p.queries is None else ("teachers", "queries"))}
-    if p.queries is not None:
-      out[name].update({"queries_per_chunk": p.queries,
-                        "query_chunks": -(-len(index) // p.queries)})
+  out.update(teachers.memory_plan(ensemble, t, shard_x, shard_y, len(index), config.query_chunk,
+                                  rng.stream(root, "teacher_init")))
   return out
 
 

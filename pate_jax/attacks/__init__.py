@@ -88,6 +88,7 @@ from pate_jax.attacks._experiments import (
     produced_histograms,
     query_sweep,
     reconstruction_variants,
+    setting_plan,
 )
 from pate_jax.attacks._histograms import (
     NUM_TEACHERS as TABLE1_NUM_TEACHERS,
@@ -193,6 +194,7 @@ __all__ = [
     "queries_epsilon",
     "query_sweep",
     "reconstruction_variants",
+    "setting_plan",
     "reconstruct",
     "reconstruct_details",
     "repeated_query_epsilon",
