@@ -102,6 +102,7 @@ def test_device_resident_votes_are_validated_like_host_votes(bad, message, on_de
       acc.gnmax_log_q(votes, 1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64, np.float32, np.float64])
 @pytest.mark.parametrize("on_device", [False, True])
 def test_votes_of_any_real_dtype_give_the_float64_result(dtype, on_device):

@@ -87,6 +87,7 @@ def _largest_root_by_brentq(target, mechanism, **kw):
                          xtol=1e-14, rtol=1e-15)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism,data", [
     ("gnmax", "independent"), ("gnmax", "dependent"),
     ("lnmax", "independent"), ("lnmax", "dependent")])

@@ -200,6 +200,7 @@ def composed(votes, sigma_threshold, sigma, delta):
   return jnp.concatenate([rdp_gn, rdp_conf, eps])
 
 
+@pytest.mark.slow
 def test_gradients_match_finite_differences():
   # Votes as reals (traced under jit: no integer check); a jitter breaks the ties.
   votes = VOTES + np.random.default_rng(0).uniform(0.1, 0.4, VOTES.shape)

@@ -92,6 +92,7 @@ def _gnmax(v, sigma_threshold, sigma):
           + acc.gnmax_log_q(v, sigma).sum())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn,args", [(_lnmax, (0.05,)), (_gnmax, (150.0, 40.0))],
                          ids=["lnmax", "gnmax_confident_conversion"])
 def test_accountant_gradients_never_use_the_min_max_reduction_jvp(chooser_jvp_gives_nan, fn,

@@ -261,6 +261,7 @@ def test_end_to_end_reconstructs_with_the_given_number_of_teachers():
 _FOUR = [0, 10, 15, 27]                                     # mnist L1, H1; svhn L1, M3.
 
 
+@pytest.mark.slow
 def test_fixed_queries_and_figures(tmp_path):
   keys = A.seed_keys(KEY, 2)
   names = [NAMES[b] for b in _FOUR]
@@ -281,6 +282,7 @@ def test_fixed_queries_and_figures(tmp_path):
   assert all((tmp_path / p.split("/")[-1]).stat().st_size > 0 for p in paths)
 
 
+@pytest.mark.slow
 def test_budget_limited_with_ledger_and_figure(tmp_path):
   sel = [10, 11]
   params = {"threshold": 200.0, "sigma_threshold": 150.0, "sigma": 40.0, "delta": 1e-5,
@@ -300,6 +302,7 @@ def test_budget_limited_with_ledger_and_figure(tmp_path):
   assert (tmp_path / "fig4.png").stat().st_size > 0 and path.endswith("fig4.png")
 
 
+@pytest.mark.slow
 def test_edge_and_defense_settings_and_figures(tmp_path):
   keys = A.seed_keys(KEY, 2)
   edge = A.edge_sigmas(keys, M3, sigmas=[0.01, 60.0], num_queries=300,

@@ -26,6 +26,7 @@ def _exact_frequencies(h, sigma, confident=False, **thr):
   return p / p.sum(-1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_mle_recovers_h_from_exact_frequencies():
   hists = np.stack([TABLE[NAMES.index("mnist/M2")], TABLE[NAMES.index("svhn/L5")],
                     [0, 0, 3, 0, 0, 240, 0, 7, 0, 0], [20, 25, 30, 15, 40, 35, 25, 20, 30, 10]])
@@ -59,6 +60,7 @@ def _fd_jacobian(h, sigma, eps=1e-3):
   return np.stack(cols, -1)
 
 
+@pytest.mark.slow
 def test_fisher_matches_finite_differences_and_the_score_covariance():
   h, s, m = SMALL.astype(np.float64), 9.0, 40_000
   fisher = np.asarray(A.fisher_information(h, s))
@@ -90,6 +92,7 @@ def test_fisher_matches_finite_differences_and_the_score_covariance():
   assert np.linalg.norm(f @ np.ones(4)) > 1e-3 * np.linalg.norm(f)
 
 
+@pytest.mark.slow
 def test_mle_covariance_approaches_the_cramer_rao_bound():
   h, s, n, runs = np.array([60.0, 50.0, 40.0]), 15.0, 2_000, 400
   with jax.enable_x64(True):
@@ -129,6 +132,7 @@ def test_cramer_rao_scaling_flags_and_queries_needed():
   assert np.all(np.linalg.eigvalsh(f) > -1e-12)
 
 
+@pytest.mark.slow
 def test_mle_batches_over_sigma_in_float32():
   hists = TABLE[[0, 7, 18]]                   # mnist/L1, mnist/M3, svhn/L4
   sig = np.array([40.0, 80.0])[:, None]
@@ -172,6 +176,7 @@ def test_mle_frequencies_and_validation():
     A.cramer_rao([[0.0, 0.0]], 1.0, 10)
 
 
+@pytest.mark.slow
 def test_dirichlet_histograms():
   h, names = A.dirichlet_histograms(KEY, (0.05, 1.0), 2)   # the sampler of the next test
   assert h.shape == (4, 10) and h.dtype == np.int32
@@ -185,6 +190,7 @@ def test_dirichlet_histograms():
     A.dirichlet_histograms(KEY, (1.0,), 0)
 
 
+@pytest.mark.slow
 def test_fresh_histograms_query_sweep_and_figure(tmp_path):
   h, names = A.dirichlet_histograms(KEY, (0.3, 1.0), 2)
   variants = {"mle": {"method": "mle"}}

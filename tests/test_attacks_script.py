@@ -59,6 +59,7 @@ def _config(setting, tmp_path):
   return c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting, figures", [
     ("fixed", 4), ("budget", 1), ("edge", 1), ("defense", 1), ("adult", 1), ("dirichlet", 1)])
 def test_attack_script_writes_results_and_figures(setting, figures, tmp_path, capsys):

@@ -112,6 +112,7 @@ def _aggregate_setup(tmp_path, num_rows=40, num_pool=32, **votes_kw):
   return script, config
 
 
+@pytest.mark.slow
 def test_reruns_of_the_aggregate_stage_resume_its_ledger(tmp_path):
   script, config = _aggregate_setup(tmp_path)
   work = tmp_path / "work"
@@ -144,6 +145,7 @@ def test_reruns_of_the_aggregate_stage_resume_its_ledger(tmp_path):
       script.run(config, work)
 
 
+@pytest.mark.slow
 def test_a_rerun_asking_more_queries_extends_the_same_ledger(tmp_path):
   script, config = _aggregate_setup(tmp_path)
   config.epsilon_max = float("inf")
@@ -429,6 +431,7 @@ def _session(rng, key, mechanism, stats):
           "group": (mechanism, kw["data_dependent"], kw.get("conversion"))}
 
 
+@pytest.mark.slow
 def test_property_released_epsilon_never_exceeds_the_budget():
   """1,000 random sessions mixing batch sizes, repeats, threads and reruns: the ε of
   everything released, recomputed from the released answers alone, is ≤ ε_max, and it is

@@ -190,6 +190,7 @@ def test_bench_attack_tabular_and_kd_gan_plans(real_adult_dir, monkeypatch):
   assert kd["table1_fits"] == 4 and kd["num_seeds"] == 2
 
 
+@pytest.mark.slow
 def test_command_line_dry_run_prints_mesh_and_chunks_and_creates_nothing(data_dir, tmp_path):
   workdir = tmp_path / "w"
   proc = subprocess.run(

@@ -167,6 +167,7 @@ def test_soft_label_epsilon_and_calibration():
 # ----------------------------------------------------------------------------- the audit
 
 
+@pytest.mark.slow
 def test_eq5_noise_does_not_reach_the_update():
   """The same runs (same keys: batches, Gumbel draws) with Eq. 5's noise (σ = 1.1) and
   without (σ = 0): the loss values differ, the students' parameters after 60 rounds do

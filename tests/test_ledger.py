@@ -262,6 +262,7 @@ def _accountant(mechanism, orders, conversion):
   return mechanisms.make_accountant(mechanisms.get(mechanism), orders, conversion)
 
 
+@pytest.mark.slow
 def test_random_sessions_never_overrun_and_match_recomputation():
   """1,000 random sessions: ε ≤ ε_max always, ε = a fresh accountant's, prefix maximal."""
   rng = np.random.default_rng(2024)
@@ -445,6 +446,7 @@ def _load_by_path(*parts):
   return experiment.load_script(pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts))
 
 
+@pytest.mark.slow
 def test_aggregate_experiment_on_synthetic_votes(tmp_path):
   import json
 

@@ -112,6 +112,7 @@ def _wait(workdir: pathlib.Path, procs: dict[str, subprocess.Popen]) -> dict[str
   return {name: json.loads((workdir / f"{name}.json").read_text()) for name in procs}
 
 
+@pytest.mark.slow
 def test_two_processes_same_votes_as_one(tmp_path):
   coordinator = f"localhost:{_free_port()}"
   procs = {}

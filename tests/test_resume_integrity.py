@@ -113,6 +113,7 @@ def test_checkpoints_without_fingerprint_are_refused(tmp_path):
     checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0})
 
 
+@pytest.mark.slow
 def test_train_teachers_refuses_a_changed_config(script, finished, tmp_path):
   workdir = _copy(finished, tmp_path / "run")
   before = (workdir / "results.json").read_bytes()
@@ -197,6 +198,7 @@ def test_nothing_restores_starts_over(tmp_path):
   chex.assert_trees_all_equal(state, _state(0.0))
 
 
+@pytest.mark.slow
 def test_train_teachers_falls_back_and_ends_bit_identical(script, finished, tmp_path):
   workdir = _copy(finished, tmp_path / "run")
   _garbage(workdir / "checkpoints" / "4")

@@ -9,6 +9,8 @@ import json
 import pathlib
 import sys
 
+import pytest
+
 from pate_jax import experiment
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -39,6 +41,7 @@ def _tail(capsys, workdir, n):
   return "\n".join(lines[-n:])
 
 
+@pytest.mark.slow
 def test_bench_accounting_ends_with_its_speed_and_paths(tmp_path, capsys):
   r = _run("bench_accounting", "bench_accounting", "small", tmp_path, num_queries=2_000,
            loop_queries=50, repeats=1)
@@ -48,6 +51,7 @@ def test_bench_accounting_ends_with_its_speed_and_paths(tmp_path, capsys):
   assert f"eps LNMax (2017) = {r['lnmax_2017']['epsilon']:.4f}" in tail
 
 
+@pytest.mark.slow
 def test_train_kd_gan_ends_with_accuracy_epsilon_and_paths(tmp_path, data_dir, capsys,
                                                           monkeypatch):
   monkeypatch.setenv("PATE_JAX_DATA_DIR", str(data_dir))

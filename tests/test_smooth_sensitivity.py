@@ -175,6 +175,7 @@ def test_local_sensitivities_equal_the_per_distance_loop():
                              loop, rtol=1e-9, atol=1e-300)
 
 
+@pytest.mark.slow
 def test_release_equals_the_loop():
   """Both steps data-dependent (small teacher count and noise) and the paper's MNIST noise."""
   for t, c, thr, s1, s2, order in ((60, 5, 40.0, 5.0, 3.0, 8.0),
@@ -223,6 +224,7 @@ def _central_difference(f, x, eps=1e-6):
   return (float(f(x + eps)) - float(f(x - eps))) / (2 * eps)
 
 
+@pytest.mark.slow
 def test_gradient_of_local_sensitivity_in_sigma():
   """Through q0, q1 and the plateau (the implicit-function derivative of the bisection),
   Algorithm 3 and the walk, away from the walk's switching points: forward mode (one
@@ -256,6 +258,7 @@ def test_release_data_independent_and_noise():
       acc.release_epsilon(jax.random.key(2), out))
 
 
+@pytest.mark.slow
 def test_release_choices():
   votes = synthetic_votes(8, 40, 250, 10)
   kw = dict(threshold=200.0, sigma_threshold=150.0, sigma=40.0, delta=1e-5)

@@ -48,6 +48,7 @@ def _changed(a, b):
   return any(not np.allclose(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
+@pytest.mark.slow
 def test_gan_step_losses_finite_and_all_parameters_move():
   data, _ = _toy_data()
   st = _tiny_gan()
@@ -61,6 +62,7 @@ def test_gan_step_losses_finite_and_all_parameters_move():
   assert not _changed(state["weight_scale"], new["weight_scale"])
 
 
+@pytest.mark.slow
 def test_generator_gradient_comes_only_through_feature_matching(monkeypatch):
   data, _ = _toy_data()
   state = _tiny_gan().init(jax.random.key(0), jnp.asarray(data.pool[:20]))
@@ -96,6 +98,7 @@ def test_weight_norm_data_init_normalises_preactivations():
   np.testing.assert_allclose(logits.std(0), 1.0, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_vat_perturbation_increases_kl_more_than_random():
   net = students.classifier("gan_discriminator", C, hidden=(16, 8), input_noise=0.0,
                             hidden_noise=0.0)
@@ -117,6 +120,7 @@ def test_vat_perturbation_increases_kl_more_than_random():
     assert kl_adv > students.kl_divergence(fn(x), fn(x + r))
 
 
+@pytest.mark.slow
 def test_vat_step_trains():
   data, _ = _toy_data()
   net = students.classifier("gan_discriminator", C, hidden=(16, 8), input_noise=0.0,
@@ -128,6 +132,7 @@ def test_vat_step_trains():
   assert res.eval_accuracy > 0.8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [
     lambda net: students.supervised(net),
     lambda net: students.vat(net, epsilon=0.3, entropy_weight=0.0, learning_rate=3e-3)],
@@ -143,6 +148,7 @@ def test_batch_norm_students_train_their_statistics_and_learn(make):
   assert res.eval_accuracy > 0.8
 
 
+@pytest.mark.slow
 def test_supervised_and_pate_g_learn_a_separable_problem():
   data, _ = _toy_data()
   sup = students.supervised(students.classifier("gan_discriminator", C, hidden=(16, 8)))
@@ -173,6 +179,7 @@ def test_epoch_batches_cover_every_row_once_per_epoch():
   assert big.shape == (7,) and set(big) == {0, 1, 2}
 
 
+@pytest.mark.slow
 def test_fit_resumes_bit_identically(tmp_path):
   data, _ = _toy_data()
   st = _tiny_gan()
@@ -246,6 +253,7 @@ def test_student_data_rejects_bad_labels(index, labels, match):
     students.make_student_data(data.pool, index, labels, data.eval_images, data.eval_labels, C)
 
 
+@pytest.mark.slow
 def test_active_learner_never_exceeds_its_budget():
   data, pool_y = _toy_data(num_pool=60)
   votes = np.zeros((60, C), np.int32)

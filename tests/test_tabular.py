@@ -248,6 +248,7 @@ def _config(arg):
   return _load_by_path("configs", "adult_rf.py").get_config(arg)
 
 
+@pytest.mark.slow
 def test_experiment_end_to_end_on_synthetic_adult(tmp_path, capsys):
   tabular_experiment = _load_by_path("experiments", "tabular.py")
   rng = np.random.default_rng(0)

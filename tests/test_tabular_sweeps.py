@@ -90,6 +90,7 @@ def test_query_counts_sorted_distinct_within_pool():
     tabular.query_counts([1], 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["lnmax", "gnmax"])
 def test_noisy_label_grid_equals_direct_calls_and_prefixes(mechanism):
   votes, key = _votes(30), jax.random.key(3)
@@ -140,6 +141,7 @@ def test_student_accuracies_use_pool_prefixes_and_do_not_depend_on_n_jobs():
     tabular.student_accuracies(task, [1], [np.zeros(11, int)])
 
 
+@pytest.mark.slow
 def test_sweep_mechanism_shapes_and_consistency():
   votes = _votes(24)
   labels, plurality = np.zeros(24, np.int32), np.asarray(aggregation.plurality(votes))

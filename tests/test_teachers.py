@@ -40,6 +40,7 @@ def _max_diff(a, b):
   return max(float(jnp.abs(u - v).max()) for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
+@pytest.mark.slow
 def test_strategies_agree(shards):
   fns = _fns(batch_size=16)
   states = {s: _train(teachers.Ensemble(fns, s, chunk_size=4), shards, [12])[0]
@@ -52,6 +53,7 @@ def test_strategies_agree(shards):
     np.testing.assert_array_equal(preds["loop"], preds[s])
 
 
+@pytest.mark.slow
 def test_segments_do_not_change_results(shards):
   ens = teachers.Ensemble(_fns(batch_size=8), "vmap")
   one, _ = _train(ens, shards, [10])
@@ -59,6 +61,7 @@ def test_segments_do_not_change_results(shards):
   assert _max_diff(one, three) == 0.0  # bit-identical: what makes resume exact
 
 
+@pytest.mark.slow
 def test_teachers_differ_and_learn(shards):
   ens = teachers.Ensemble(_fns(), "vmap")
   state, loss = _train(ens, shards, [1])
@@ -128,6 +131,7 @@ def test_default_strategy():
   assert teachers.default_strategy("tpu") == "vmap"
 
 
+@pytest.mark.slow
 def test_models_by_name():
   x = jnp.zeros((2, 32, 32, 3))
   for name in ("mnist_cnn", "svhn_cnn", "mlp"):
@@ -138,6 +142,7 @@ def test_models_by_name():
     models.get_model("resnet", 10)
 
 
+@pytest.mark.slow
 def test_memory_budget_forcing_chunks_gives_identical_votes(shards):
   """A budget too small for all teachers at once is met by chunking over teachers
   (training, prediction) and queries (prediction), with the same votes."""
@@ -184,6 +189,7 @@ def test_planner_arithmetic():
     memory.memory_budget(1.5)
 
 
+@pytest.mark.slow
 def test_mean_probabilities_average_each_teachers_softmax(shards):
   fns = _fns(batch_size=16)
   ens = teachers.Ensemble(fns, "vmap")

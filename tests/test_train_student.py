@@ -43,6 +43,7 @@ def teachers_dir(digits_votes_dir):
   return digits_votes_dir
 
 
+@pytest.mark.slow
 def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
   c = _config("student_pate_g", votes_dir=str(teachers_dir))
   c.student.kwargs.update(TINY_GAN)
@@ -67,6 +68,7 @@ def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
     ("student_distillation", {"student.kwargs.temperature": 5.0}, "not private"),
     ("student_vat", {"student.kwargs.model_kwargs": {"hidden": (16, 8)}}, dict),
 ])
+@pytest.mark.slow
 def test_other_students_run(tmp_path, teachers_dir, name, overrides, expect):
   c = _config(name, votes_dir=str(teachers_dir), **overrides)
   r = train_student.run(c, str(tmp_path))
@@ -84,6 +86,7 @@ def test_distillation_needs_a_saved_temperature(tmp_path, teachers_dir):
     train_student.run(c, str(tmp_path))
 
 
+@pytest.mark.slow
 def test_active_learning_run_respects_its_budget(tmp_path, teachers_dir):
   c = _config("student_active", votes_dir=str(teachers_dir))
   c.active.round_sizes = (10, 10, 10)
@@ -107,6 +110,7 @@ def test_active_learning_run_respects_its_budget(tmp_path, teachers_dir):
   assert r["ledger_epsilon"] <= third["ledger_epsilon"] <= 2.5
 
 
+@pytest.mark.slow
 def test_main_job_teachers_labels_student(tmp_path, capsys):
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
   c.teachers.dataset = "digits"
@@ -164,6 +168,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert "gamma" not in record["config"]["aggregate"]
 
 
+@pytest.mark.slow
 def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys):
   import plot_students  # pylint: disable=g-import-not-at-top
   runs = []

@@ -50,6 +50,7 @@ def _small_config(**overrides):
   return config
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_bit_identical(tmp_path, monkeypatch):
   """In-process: the kill is the script's own ``os._exit(3)`` after the step-20 checkpoint.
 
@@ -80,6 +81,7 @@ def test_killed_run_resumes_bit_identical(tmp_path, monkeypatch):
   np.testing.assert_array_equal(va["votes"], vb["votes"])
 
 
+@pytest.mark.slow
 def test_mnist_results_and_votes(tmp_path, data_dir):
   _run(tmp_path, f"--config.data_dir={data_dir}", "--config.num_teachers=5",
        "--config.train_subset=1000", "--config.num_steps=40", "--config.checkpoint_every=20")
@@ -104,11 +106,13 @@ def test_mnist_results_and_votes(tmp_path, data_dir):
     ("--config.num_teachers=5000", "larger than the training set"),
     ("--config.dataset=imagenet", "unknown dataset 'imagenet'"),
 ])
+@pytest.mark.slow
 def test_bad_config_is_rejected(tmp_path, override, message):
   proc = _run(tmp_path, *SMALL, override, check=False)
   assert proc.returncode != 0 and message in proc.stderr
 
 
+@pytest.mark.slow
 def test_svhn_config_uses_extra_split(tmp_path):
   import scipy.io  # pylint: disable=g-import-not-at-top
   svhn = tmp_path / "data" / "svhn"
