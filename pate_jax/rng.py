@@ -20,6 +20,17 @@ folded stream 1 into the same root, so teacher ``t``'s initialisation key was
 the noise key of query ``t`` (``split(fold_in(root, 1), T)[t] ==
 fold_in(fold_in(root, 1), t)``).
 
+Private noise. The seed covers what is not private: partitions, initialisation, batches,
+the attacks' simulations. Noise that protects the private data -- the noisy answers of
+GNMax / LNMax / Confident-GNMax, the smooth-sensitivity release of an ε, the KD-GAN's sound
+soft-label release -- comes from :func:`noise_key`: by default 64 bits of the operating
+system's randomness (``os.urandom``), drawn afresh for every mechanism and never written
+anywhere, so that no file a run writes lets anyone recompute the noise. A config may name a
+*research noise seed* instead (``config.noise_seed``) for exact reproduction: the noise is
+then ``stream(root_key(noise_seed), name)``, public to anyone who reads the seed, and every
+output of the run says that its ε is a measurement, not a release
+(:func:`noise_record`).
+
 Example::
 
   root = rng.root_key(config.seed)
@@ -30,10 +41,12 @@ Example::
 from __future__ import annotations
 
 import operator
+import os
 import types
-from typing import Mapping
+from typing import Any, Mapping
 
 import jax
+import numpy as np
 
 STREAMS_BASE = 2**31
 """Offset of every stream id (see the module docstring)."""
@@ -103,3 +116,68 @@ def stream(root: jax.Array, name: str) -> jax.Array:
     A key of the same shape and implementation as ``root``.
   """
   return jax.random.fold_in(root, stream_id(name))
+
+
+# ---------------------------------------------------------------------------
+# Noise of private releases.
+
+PUBLIC_NOISE_NOTE = (
+    "this run's noise came from a research seed written in its config: anyone holding the "
+    "seed can recompute the noise, so its epsilon is a measurement, not a release")
+"""What every output of a research-seed run says (:func:`noise_record`)."""
+
+def secret_key() -> jax.Array:
+  """A fresh threefry key from 64 bits of ``os.urandom``: never derived from a seed, never
+  stored; two calls give independent keys."""
+  words = np.frombuffer(os.urandom(8), dtype=np.uint32).copy()
+  return jax.random.wrap_key_data(words, impl="threefry2x32")
+
+
+def check_noise_seed(noise_seed: Any, name: str = "noise_seed") -> int | None:
+  """``None`` (secret noise) or a research seed, an integer in ``[0, 2**32)``.
+
+  Raises:
+    ValueError: naming ``name``: a bool, a float, a string, a negative or too large value.
+  """
+  if noise_seed is None:
+    return None
+  try:
+    value = operator.index(noise_seed)
+  except TypeError:
+    value = None
+  if value is None or isinstance(noise_seed, bool) or not 0 <= value < 2**32:
+    raise ValueError(f"{name} must be None (secret noise) or an integer research seed in "
+                     f"[0, 2**32); got {noise_seed!r}")
+  return value
+
+
+def noise_key(name: str, noise_seed: int | None = None) -> jax.Array:
+  """The key of the noise of private release stream ``name`` (e.g. ``"aggregation"``).
+
+  Args:
+    name: a key of :data:`STREAMS`.
+    noise_seed: ``None`` (the default): a fresh secret key from :func:`secret_key` at every
+      call (two mechanisms never share noise, not even on other teachers: shared noise
+      would let one release reveal the other's noise); an integer: the research noise
+      seed, and the key is ``stream(root_key(noise_seed), name)``, public
+      (:data:`PUBLIC_NOISE_NOTE`).
+
+  Returns:
+    A PRNG key; query ``i`` of a mechanism draws from ``fold_in(key, i)``.
+  """
+  stream_id(name)  # Validates the name.
+  seed = check_noise_seed(noise_seed)
+  if seed is not None:
+    return stream(root_key(seed), name)
+  return secret_key()
+
+
+def noise_record(noise_seed: int | None) -> dict[str, Any]:
+  """What a results file says of its noise: ``{"source": "secret", "public": False}`` or
+  ``{"source": "research seed", "noise_seed": s, "public": True, "note":
+  PUBLIC_NOISE_NOTE}``."""
+  seed = check_noise_seed(noise_seed)
+  if seed is None:
+    return {"source": "secret (os.urandom, never written)", "public": False}
+  return {"source": "research seed", "noise_seed": seed, "public": True,
+          "note": PUBLIC_NOISE_NOTE}
