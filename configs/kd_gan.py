@@ -27,7 +27,11 @@ import ml_collections
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.seed = 0
+  c.seed = 0                    # data, initialisation, batches (public randomness)
+  # The sound variant's soft-label release (sound.enabled). None: secret noise from the
+  # OS (pate_jax.rng.noise_key), never written; an int: a research seed, the noise is
+  # public and ε is a measurement, not a release (results.json's "noise" says which).
+  c.noise_seed = ml_collections.config_dict.placeholder(int)
   c.data_dir = ""               # "" → $PATE_JAX_DATA_DIR
   c.public = "train"            # train (the paper) | pool (the student split, as votes.npz)
   c.num_seeds = 20              # vmapped seeds (Table 1: the paper's 20 runs)

@@ -11,7 +11,14 @@ Sound variant: the same student and discriminator trained on the 250 PATE teache
 averaged probability vectors (``votes.npz``, configs/mnist_250.py; L2 sensitivity √2/T),
 each of the n public inputs released once through the Gaussian mechanism (σ calibrated
 to ε ∈ {1, 2, 4, 8}, δ = 1e-5, RDP over n releases), projected onto the simplex and
-cached; Eq. 5's noise is off (it does nothing anyway). No table 1 here.
+cached; Eq. 5's noise is off (it does nothing anyway). No table 1 here. The four levels
+are alternative releases, each with its own independent noise; publishing all four
+composes (results.json: sound_all_published.epsilon_if_all_published).
+
+Noise: ``noise_seed`` None (the default): the release's noise is secret (os.urandom,
+never written), so a rerun draws a new release (and the sound fit's checkpoints do not
+resume: their fingerprint names the old release); ``--config.noise_seed=0``: a research
+seed, reproducible, the noise public and ε a measurement, not a release.
 
 Variants: "" (accelerator: CNN teacher, all 9,000 pool rows, 10 seeds), cpu (MLP
 teacher, 3,000 public rows, 2 seeds; the published curve to ε 8), smoke.
@@ -33,7 +40,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.curve.max_epsilon = 8.0
   c.sound.enabled = True
   c.sound.votes_dir = ""        # required: the teachers' workdir (votes.npz with probabilities)
-  c.sound.epsilons = (1.0, 2.0, 4.0, 8.0)
+  c.sound.epsilons = (1.0, 2.0, 4.0, 8.0)  # alternative releases, independent noise
+  c.noise_seed = ml_collections.config_dict.placeholder(int)  # None: secret (see above)
   if arg == "cpu":
     c.num_seeds = 2
     c.curve.num_public = 3_000      # q = 50/3,000: published ε 8 after 6,474 steps

@@ -15,6 +15,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from pate_jax import accounting as acc
 from pate_jax import kd_gan as K
+from pate_jax import rng
 
 ORDERS = np.array([2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0])
 C = 10
@@ -162,6 +163,105 @@ def test_soft_label_epsilon_and_calibration():
     assert eps == pytest.approx(float(acc.rdp_to_epsilon(closed, ORDERS, delta)[0]), rel=1e-9)
   s2 = K.calibrate_soft_label_noise(2.0, n, delta, orders=ORDERS)
   assert K.soft_label_epsilon(s2, n, delta, orders=ORDERS)[0] == pytest.approx(2.0, rel=1e-6)
+
+
+def _sound_votes(q=2000, t=250, seed=0):
+  """A votes dict as :func:`K.sound_targets` reads it: ``T`` teachers' averaged
+  probabilities at temperature 1, every entry in ``[0.05, 0.55]`` (inside the simplex,
+  so that projecting a slightly noisy release only removes its mean)."""
+  soft = 0.05 + 0.5 * np.random.default_rng(seed).dirichlet(np.full(C, 5.0), size=q)
+  return {"probabilities": soft[None].astype(np.float32), "temperatures": np.ones(1),
+          "num_teachers": t}
+
+
+def _levels(votes, sigmas, key=None, rows=None):
+  """Released (projected) soft labels ``[E, N, C]``, the private ``p̄ [N, C]`` and the
+  levels' noise stds ``[E]``."""
+  rows = np.arange(0, 2000, 2) if rows is None else rows
+  out = np.exp(K.sound_targets(jax.random.key(7) if key is None else key, votes, rows, sigmas))
+  std = np.asarray(sigmas) * K.soft_label_sensitivity(votes["num_teachers"])
+  return out.astype(np.float64), votes["probabilities"][0][rows].astype(np.float64), std
+
+
+def test_two_sound_levels_do_not_give_back_the_soft_labels():
+  """Finding 8 of issue 23: with one noise draw ``z`` for every level, ``r_e = p̄ + s_e z``
+  (projected: minus its mean) and ``p̂ = (s_2 r_1 − s_1 r_2)/(s_2 − s_1)`` was ``p̄`` to
+  float rounding. Independent levels leave ``p̂ − p̄ = s_1 s_2 (z_1 − z_2)/(s_2 − s_1)``."""
+  (r1, r2), p, (s1, s2) = _levels(_sound_votes(), [0.5, 1.0])
+  assert np.all(r1 > 0) and np.all(r2 > 0)  # the projection only removed the mean
+  p_hat = (s2 * r1 - s1 * r2) / (s2 - s1)
+  err = np.abs(p_hat - p).mean()
+  assert err > s1, (err, s1)  # expected ≈ 2.7 s_1; the shared draw gave < 1e-6
+  assert np.abs(r1 - p).mean() == pytest.approx(s1 * math.sqrt(2 / math.pi * 0.9), rel=0.05)
+
+
+def test_sound_levels_noises_are_uncorrelated():
+  """The levels' normalised noises ``(r_e − p̄)/s_e`` (projected: ``z_e − z̄_e``) are
+  uncorrelated over 10,000 entries (the shared draw made them equal, correlation 1)."""
+  r, p, std = _levels(_sound_votes(), [0.5, 2.0], rows=np.arange(1000))
+  z = ((r - p) / std[:, None, None]).reshape(2, -1)
+  np.testing.assert_allclose(np.corrcoef(z), np.eye(2), atol=0.05)
+  np.testing.assert_allclose(z.std(1), math.sqrt(0.9), rtol=0.03)
+
+
+def test_release_levels_key_derivation_and_consistency():
+  """Level ``e`` is :func:`K.release_soft_labels` with ``fold_in(key, e)``; an answer
+  depends on its query id, not on its position; σ must be a non-empty [E] of σ ≥ 0."""
+  key, soft = jax.random.key(3), jnp.full((40, C), 0.1)
+  out = K.release_soft_label_levels(key, soft, 50, [1.0, 4.0])
+  assert out.shape == (2, 40, C)
+  for e, sigma in enumerate([1.0, 4.0]):
+    np.testing.assert_allclose(
+        out[e], K.release_soft_labels(jax.random.fold_in(key, e), soft, 50, sigma), rtol=1e-6)
+  ids = jnp.arange(40)[::-1]  # the same queries in another order (and the same shapes)
+  moved = K.release_soft_label_levels(key, soft[ids], 50, [1.0, 4.0], query_ids=ids)
+  np.testing.assert_allclose(moved, out[:, ids], rtol=1e-6)
+  for bad in ([], [1.0, -1.0], [[1.0]]):
+    with pytest.raises(ValueError, match="noise_multipliers"):
+      K.release_soft_label_levels(key, soft, 50, bad)
+
+
+def test_sound_noise_is_secret_unless_a_research_seed_is_named():
+  """``rng.noise_key("aggregation", noise_seed)`` (the script's key): ``None`` draws a
+  fresh secret key per call, so two releases differ; a research seed repeats them, from
+  ``stream(root_key(seed), "aggregation")``."""
+  votes, rows, sigmas = _sound_votes(), np.arange(1000), [1.0, 2.0]
+  secret = [K.sound_targets(rng.noise_key("aggregation", None), votes, rows, sigmas)
+            for _ in range(2)]
+  assert np.abs(secret[0] - secret[1]).min(axis=-1).max() > 0  # every answer differs
+  public = [K.sound_targets(rng.noise_key("aggregation", 0), votes, rows, sigmas)
+            for _ in range(2)]
+  np.testing.assert_array_equal(public[0], public[1])
+  np.testing.assert_array_equal(public[0], K.sound_targets(
+      rng.stream(rng.root_key(0), "aggregation"), votes, rows, sigmas))
+
+
+def test_publishing_every_sound_level_composes():
+  """The curve: each level its own ε (an alternative release); all of them: the levels'
+  Gaussian RDP curves composed by the accountant, checked against dp_accounting."""
+  sigmas, n, delta = [60.0, 30.0, 15.0], 1000, 1e-5
+  points, total = K.sound_curve([1.0, 2.0, 4.0], sigmas, n, 250, delta,
+                                np.full((3, 2), 0.9))
+  each = [pt["epsilon"] for pt in points]
+  assert total["epsilon_if_all_published"] > max(each)
+  assert total["epsilon_if_all_published"] < sum(each)  # RDP composes better than ε adds
+  assert all(pt["release"] == "alternative" for pt in points)
+  assert total["levels"] == 3 and "alternative release" in total["note"]
+  with jax.enable_x64(True):
+    rdp = jnp.stack([acc.sampled_gaussian_rdp(1.0, s, acc.DEFAULT_ORDERS) for s in sigmas])
+    ours = acc.rdp_accountant().compose(n * rdp).epsilon(delta)
+  assert total["epsilon_if_all_published"] == pytest.approx(float(ours[0]), rel=1e-9)
+  assert total["order"] == float(ours[1])
+  ref = rdp_privacy_accountant.RdpAccountant(list(ORDERS))
+  for s in sigmas:
+    ref.compose(dp_accounting.GaussianDpEvent(s), n)
+  assert K.soft_label_epsilon(sigmas, n, delta, orders=ORDERS)[0] == pytest.approx(
+      ref.get_epsilon(delta), rel=1e-6)
+  assert points[1]["epsilon"] == pytest.approx(K.soft_label_epsilon(30.0, n, delta)[0])
+  with pytest.raises(ValueError, match="noise_multiplier"):
+    K.soft_label_epsilon([30.0, 0.0], n, delta)
+  with pytest.raises(ValueError, match="accuracy"):
+    K.sound_curve([1.0, 2.0], sigmas, n, 250, delta, np.full((3, 2), 0.9))
 
 
 # ----------------------------------------------------------------------------- the audit

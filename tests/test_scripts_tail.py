@@ -1,7 +1,8 @@
 """The last lines of the scripts not covered elsewhere (issue 15): the accounting benchmark
 and the KD-GAN script end with their headline numbers and the absolute path of their
 results JSON. Run in-process on their smallest configs through
-``experiment.run_and_report`` (what ``run_main`` does after parsing flags)."""
+``experiment.run_and_report`` (what ``run_main`` does after parsing flags). The KD-GAN's
+sound variant (issue 23, finding 8): secret noise by default, its levels composed."""
 
 from __future__ import annotations
 
@@ -61,3 +62,55 @@ def test_train_kd_gan_ends_with_accuracy_epsilon_and_paths(tmp_path, data_dir, c
   assert "headline" in tail and f"{r['accuracy']:.2%}" in tail
   assert f"ε {r['epsilon_published']:.2f} as published" in tail
   assert "sound ε: none" in tail and "utility_vs_epsilon.png" in tail
+
+
+def _sound_votes(path, num_teachers=250):
+  """votes.npz of ``num_teachers`` simulated teachers on MNIST's 9,000-row student pool,
+  with averaged probabilities at temperature 1 (the sound variant's input)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  rs = np.random.default_rng(0)
+  y = rs.integers(0, 10, 9_000)
+  probs = 0.5 * np.eye(10)[y] + 0.5 * rs.dirichlet(np.ones(10), 9_000)
+  votes = np.stack([rs.multinomial(num_teachers, p) for p in probs])
+  votes_lib.save_votes(path / "votes.npz", votes, y, dataset="mnist",
+                       probabilities=probs[None], temperatures=(1.0,))
+  return path
+
+
+def _sound_release_digest(workdir):
+  """SHA-256 of the released soft labels the sound students trained on (their
+  checkpoints' fingerprint)."""
+  from pate_jax import checkpoint  # pylint: disable=g-import-not-at-top
+  path = pathlib.Path(workdir) / "checkpoints" / "sound" / checkpoint.FINGERPRINT_FILE
+  return json.loads(path.read_text())["data_sha256"]
+
+
+@pytest.mark.slow
+def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_dir, capsys,
+                                                               monkeypatch):
+  """Secret noise (``noise_seed`` None) is recorded as such and two runs release different
+  soft labels; a research seed repeats the release and says that the noise is public. The
+  curve's points are alternative releases; publishing them all composes."""
+  from pate_jax import kd_gan, rng  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("PATE_JAX_DATA_DIR", str(data_dir))
+  votes = _sound_votes(tmp_path)
+  small = dict(num_seeds=1, teacher__num_steps=20, curve__num_public=200,
+               curve__max_epsilon=1.0, audit_rounds=0, sound__votes_dir=str(votes))
+  r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "a", **small)
+  tail = _tail(capsys, tmp_path / "a", 6)
+  assert r["noise"] == rng.noise_record(None) and not r["noise"]["public"]
+  sigmas = [p["noise_multiplier"] for p in r["sound"]]
+  total = r["sound_all_published"]["epsilon_if_all_published"]
+  assert len(sigmas) == 2 and all(p["release"] == "alternative" for p in r["sound"])
+  assert total > max(p["epsilon"] for p in r["sound"])
+  assert total == kd_gan.soft_label_epsilon(sigmas, 200, r["delta"])[0]
+  assert "alternative release" in tail and f"composes to ε {total:.2f}" in tail
+  assert "secret" in tail
+  _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", **small)
+  assert _sound_release_digest(tmp_path / "a") != _sound_release_digest(tmp_path / "b")
+  for name in ("c", "d"):
+    r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / name, noise_seed=0, **small)
+  assert r["noise"]["public"] and r["noise"]["noise_seed"] == 0
+  assert "PUBLIC (research noise_seed 0)" in capsys.readouterr().out
+  assert _sound_release_digest(tmp_path / "c") == _sound_release_digest(tmp_path / "d")

@@ -12,7 +12,9 @@ The paper: ``../shared/papers/gao-private-kd-gan.txt``. Pieces:
 * privacy (``_privacy.py``): the published ε (sampled-Gaussian RDP over the steps),
   what the published loop really certifies (no finite ε for the private records, and
   why), and the sound variant: PATE soft labels (sensitivity √2/T) released once per
-  public input through the Gaussian mechanism, with RDP accounting and calibration.
+  public input through the Gaussian mechanism, with RDP accounting and calibration;
+  several noise levels are alternative releases with independent noise (publishing
+  several composes).
 """
 
 from pate_jax.kd_gan._losses import (Discriminator, adversarial_loss, clip_by_norm,
@@ -21,11 +23,12 @@ from pate_jax.kd_gan._losses import (Discriminator, adversarial_loss, clip_by_no
 from pate_jax.kd_gan._privacy import (SOUND_REASON, calibrate_soft_label_noise, check_rate,
                                       ensemble_soft_labels, project_to_simplex,
                                       published_epsilon, published_sound_epsilon,
-                                      release_soft_labels, soft_label_epsilon,
-                                      soft_label_sensitivity)
+                                      release_soft_label_levels, release_soft_labels,
+                                      soft_label_epsilon, soft_label_sensitivity)
 from pate_jax.kd_gan._train import (KDGAN, KDGANResult, accuracy, batch_capacity, check_teacher,
                                     discriminator_step, fit, init, init_runs, make_kd_gan, poisson_batch,
                                     student_loss, student_step, teacher_log_probs, train_round,
                                     train_teacher)
-from pate_jax.kd_gan._experiments import (at_epsilon, audit_eq5_noise, epsilon_curve, plot_utility_vs_epsilon,
-                                          public_data, sound_targets, steps_for_epsilon)
+from pate_jax.kd_gan._experiments import (SOUND_LEVELS_NOTE, at_epsilon, audit_eq5_noise,
+                                          epsilon_curve, plot_utility_vs_epsilon, public_data,
+                                          sound_curve, sound_targets, steps_for_epsilon)

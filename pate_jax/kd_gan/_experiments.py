@@ -78,13 +78,23 @@ def steps_for_epsilon(q: float, noise_multiplier: float, target: float, delta: f
   return lo
 
 
+SOUND_LEVELS_NOTE = (
+    "each point is an alternative release of the same soft labels, valid alone at its "
+    "epsilon, with its own independent noise; publishing several composes, and their total "
+    "epsilon is sound_all_published.epsilon_if_all_published")
+"""What the sound curve's points are (results.json, the report)."""
+
+
 def sound_targets(key: jax.Array, votes: dict, public_rows: np.ndarray,
                   noise_multipliers: Sequence[float], temperature: float = 1.0) -> np.ndarray:
   """The sound variant's cached answers: per noise level, log of the projected release
   of the ensemble's averaged probabilities on the public rows, ``[E, N, C]``.
 
-  Query ``i`` is pool row ``public_rows[i]`` and its noise is drawn from
-  ``fold_in(key, row)`` (the aggregation stream), whatever else is asked.
+  Level ``e`` is an alternative release
+  (:func:`pate_jax.kd_gan.release_soft_label_levels`): query ``i`` is pool row
+  ``public_rows[i]`` and its noise is drawn from ``fold_in(fold_in(key, e), row)``,
+  whatever else is asked, independent across levels. ``key``: the noise key of the
+  release (:func:`pate_jax.rng.noise_key`: secret unless a research seed is named).
   """
   if "probabilities" not in votes:
     raise ValueError("votes: no averaged teacher probabilities in votes.npz; train the "
@@ -93,18 +103,55 @@ def sound_targets(key: jax.Array, votes: dict, public_rows: np.ndarray,
   if float(temperature) not in temps:
     raise ValueError(f"temperature: {temperature} is not among the saved {temps}")
   soft = np.asarray(votes["probabilities"][temps.index(float(temperature))][public_rows])
-  out = []
-  for sigma in noise_multipliers:
-    released = P.release_soft_labels(key, soft, votes["num_teachers"], sigma, public_rows)
-    with np.errstate(divide="ignore"):
-      out.append(np.log(np.asarray(P.project_to_simplex(released))))
-  return np.stack(out).astype(np.float32)
+  released = P.release_soft_label_levels(key, soft, votes["num_teachers"], noise_multipliers,
+                                         public_rows)
+  with np.errstate(divide="ignore"):
+    return np.log(np.asarray(P.project_to_simplex(released))).astype(np.float32)
+
+
+def sound_curve(target_epsilons: Sequence[float], noise_multipliers: Sequence[float],
+                num_public: int, num_teachers: int, delta: float, accuracy: Any
+                ) -> tuple[list[dict], dict]:
+  """The sound variant's curve and what publishing all of it costs.
+
+  Args:
+    target_epsilons: ``[E]`` the ε each level was calibrated to.
+    noise_multipliers: ``[E]`` the levels' ``σ_e``.
+    num_public: ``n``, the public inputs released once per level.
+    num_teachers: ``T`` (the noise std is ``σ_e √2/T``).
+    delta: ``δ``.
+    accuracy: ``[E, S]`` the students' held-out accuracy per level and seed.
+
+  Returns:
+    ``(points, all_published)``: per level its own ``(ε, order)`` (an alternative
+    release, :data:`SOUND_LEVELS_NOTE`) and accuracies; and the ``(ε, order)`` of
+    publishing every level, ``RDP(α) = n Σ_e α/(2σ_e²)``
+    (:func:`pate_jax.kd_gan.soft_label_epsilon` of all the ``σ_e``).
+  """
+  accuracy = np.asarray(accuracy, np.float64)
+  levels = len(noise_multipliers)
+  if accuracy.ndim != 2 or accuracy.shape[0] != levels or len(target_epsilons) != levels:
+    raise ValueError(f"accuracy must be [E={levels}, S] with one target epsilon per level; "
+                     f"got shape {accuracy.shape} and {len(target_epsilons)} targets")
+  points = []
+  for e, s, a in zip(target_epsilons, noise_multipliers, accuracy):
+    eps, order = P.soft_label_epsilon(s, num_public, delta)
+    points.append({"epsilon": eps, "order": order, "target_epsilon": float(e),
+                   "noise_multiplier": float(s),
+                   "noise_std": float(s) * P.soft_label_sensitivity(num_teachers),
+                   "release": "alternative", "accuracy_mean": float(a.mean()),
+                   "accuracy_std": float(a.std()), "accuracy": a.tolist()})
+  eps, order = P.soft_label_epsilon(list(noise_multipliers), num_public, delta)
+  return points, {"epsilon_if_all_published": eps, "order": order, "levels": len(points),
+                  "delta": float(delta), "note": SOUND_LEVELS_NOTE}
 
 
 def plot_utility_vs_epsilon(path: str | pathlib.Path, published: Sequence[dict],
-                            sound: Sequence[dict], title: str) -> pathlib.Path:
+                            sound: Sequence[dict], title: str,
+                            epsilon_if_all_published: float | None = None) -> pathlib.Path:
   """Student accuracy vs ε: the published mechanism (its *published* ε, which certifies
-  nothing for the private data) and the sound variant (a real (ε, δ) guarantee)."""
+  nothing for the private data) and the sound variant (a real (ε, δ) guarantee for each
+  point, an alternative release; ``epsilon_if_all_published``: the ε of all of them)."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
@@ -117,7 +164,9 @@ def plot_utility_vs_epsilon(path: str | pathlib.Path, published: Sequence[dict],
   if sound:
     ax.errorbar([s["epsilon"] for s in sound], [100 * s["accuracy_mean"] for s in sound],
                 yerr=[100 * s["accuracy_std"] for s in sound], marker="o", capsize=3,
-                label="sound variant: PATE soft labels + Gaussian mechanism")
+                label="sound variant: PATE soft labels + Gaussian mechanism\n(each point an "
+                      "alternative release" + ("" if epsilon_if_all_published is None else
+                      f"; all published: ε {epsilon_if_all_published:.2f}") + ")")
   ax.set_xscale("log")
   ax.set_xlabel("ε (δ = 1e-5)")
   ax.set_ylabel("student test accuracy (%)")

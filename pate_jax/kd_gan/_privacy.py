@@ -28,6 +28,16 @@ public inputs is released once, ``p̄(x) + N(0, (σΔ)² I)``
 (:func:`release_soft_labels`), and reused in every epoch (post-processing), so the
 cost is ``n`` Gaussian mechanisms: ``RDP(α) = n α / (2σ²)`` (:func:`soft_label_epsilon`;
 :func:`calibrate_soft_label_noise` inverts it).
+
+**Several noise levels** (the utility-vs-ε curve) are *alternative* releases of the same
+``p̄``: level ``e`` at ``σ_e`` is valid alone at its own ε, with its own noise, drawn
+from ``fold_in(fold_in(key, e), query_id)`` (:func:`release_soft_label_levels`), so
+the levels' noises are independent. One draw ``z`` shared by the levels would be a
+leak, not a saving: ``r_e = p̄ + s_e z`` at two scales ``s_1 ≠ s_2`` give
+``p̄ = (s_2 r_1 − s_1 r_2)/(s_2 − s_1)`` exactly. Publishing several levels composes:
+``RDP(α) = n α Σ_e 1/(2σ_e²)``, the ε that :func:`soft_label_epsilon` answers when
+given every level's ``σ``. The key is the caller's: secret in a release
+(:func:`pate_jax.rng.noise_key`), a research seed's stream only for a measurement.
 """
 
 from __future__ import annotations
@@ -110,16 +120,58 @@ def release_soft_labels(key: jax.Array, soft_labels, num_teachers: int, noise_mu
     noise_multiplier: ``σ`` (noise std in units of the sensitivity ``√2/T``), ``≥ 0``.
     query_ids: ``[Q]`` ids of the public inputs (default ``0..Q-1``).
   """
-  soft_labels = jnp.asarray(soft_labels, jnp.float32)
-  if soft_labels.ndim != 2:
-    raise ValueError(f"soft_labels must be [Q, C]; got shape {soft_labels.shape}")
+  soft_labels, ids = _queries(soft_labels, query_ids)
   sigma = float(noise_multiplier)
   if not sigma >= 0.0:
     raise ValueError(f"noise_multiplier must be >= 0; got {noise_multiplier!r}")
   std = sigma * soft_label_sensitivity(num_teachers)
+  return _release(key, soft_labels, ids, jnp.float32(std))
+
+
+def release_soft_label_levels(key: jax.Array, soft_labels, num_teachers: int,
+                              noise_multipliers, query_ids=None) -> jax.Array:
+  """Alternative releases of the same soft labels at ``E`` noise levels, ``[E, Q, C]``.
+
+  Level ``e`` is :func:`release_soft_labels` at ``σ_e`` with the key
+  ``fold_in(key, e)``: query ``i`` at level ``e`` draws ``N(0, I)`` from
+  ``fold_in(fold_in(key, e), query_ids[i])``, so the levels' noises are independent
+  (and an answer still does not depend on the other queries). Each level alone is
+  ``n`` Gaussian mechanisms at ``σ_e``; publishing several composes
+  (:func:`soft_label_epsilon` of their ``σ``). Never one draw for every level: with a
+  shared ``z``, two levels give back ``p̄ = (s_2 r_1 − s_1 r_2)/(s_2 − s_1)``.
+
+  Args:
+    key: the release's key (:func:`pate_jax.rng.noise_key`).
+    soft_labels: ``[Q, C]`` averaged probabilities.
+    num_teachers: ``T``.
+    noise_multipliers: ``[E]`` the levels' ``σ_e ≥ 0`` (units of ``√2/T``).
+    query_ids: ``[Q]`` ids of the public inputs (default ``0..Q-1``).
+  """
+  soft_labels, ids = _queries(soft_labels, query_ids)
+  sigmas = _noise_levels(noise_multipliers, "noise_multipliers")
+  stds = jnp.asarray(sigmas * soft_label_sensitivity(num_teachers), jnp.float32)
+  return _release_levels(key, soft_labels, ids, stds)
+
+
+def _queries(soft_labels, query_ids) -> tuple[jax.Array, jax.Array]:
+  """``soft_labels`` as float32 ``[Q, C]`` and the ``[Q]`` uint32 ids (default ``0..Q-1``)."""
+  soft_labels = jnp.asarray(soft_labels, jnp.float32)
+  if soft_labels.ndim != 2:
+    raise ValueError(f"soft_labels must be [Q, C]; got shape {soft_labels.shape}")
   ids = (jnp.arange(soft_labels.shape[0], dtype=jnp.uint32) if query_ids is None
          else jnp.asarray(query_ids, jnp.uint32))
-  return _release(key, soft_labels, ids, jnp.float32(std))
+  return soft_labels, ids
+
+
+def _noise_levels(noise_multipliers, name: str, *, positive: bool = False) -> np.ndarray:
+  """``noise_multipliers`` as a non-empty float64 ``[E]`` (a scalar is one level) of
+  values ``≥ 0``, or ``> 0`` if ``positive``; a ``ValueError`` naming ``name``."""
+  sigmas = np.atleast_1d(np.asarray(noise_multipliers, np.float64))
+  ok = sigmas > 0 if positive else sigmas >= 0
+  if sigmas.ndim != 1 or sigmas.size == 0 or not np.all(ok):
+    raise ValueError(f"{name} must be a non-empty [E] of values {'>' if positive else '>='} 0; "
+                     f"got {noise_multipliers!r}")
+  return sigmas
 
 
 @jax.jit
@@ -129,13 +181,33 @@ def _release(key, soft_labels, ids, std):
   return soft_labels + std * noise
 
 
+@jax.jit
+def _release_levels(key, soft_labels, ids, stds):
+  levels = jnp.arange(stds.shape[0], dtype=jnp.uint32)
+  keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, levels)  # level e: fold_in(key, e)
+  return jax.vmap(_release, in_axes=(0, None, None, 0))(keys, soft_labels, ids, stds)
+
+
 def soft_label_epsilon(noise_multiplier, num_queries: int, delta, *,
                        orders=acc.DEFAULT_ORDERS) -> tuple[float, float]:
-  """``(ε, best order)`` of ``num_queries`` Gaussian releases: ``RDP(α) = n α / (2σ²)``."""
+  """``(ε, best order)`` of ``num_queries`` Gaussian releases at each of ``E`` levels.
+
+  ``RDP(α) = n Σ_e α / (2σ_e²)``: each level's curve (the Gaussian mechanism, the
+  sampled Gaussian at ``q = 1``), ``n`` times, composed by an RDP accountant and
+  converted at ``δ``. One ``σ``: the ε of one level's release; every level's ``σ``:
+  the ε of publishing all of them (:func:`release_soft_label_levels`).
+
+  Args:
+    noise_multiplier: ``σ > 0``, or ``[E]`` of them (composed).
+    num_queries: ``n``, the public inputs released once each per level.
+    delta: ``δ`` in (0, 1).
+    orders: Rényi orders.
+  """
   n = v.positive_int(num_queries, "num_queries")
+  sigmas = _noise_levels(noise_multiplier, "noise_multiplier", positive=True)
   with jax.enable_x64(True):
-    rdp = acc.sampled_gaussian_rdp(1.0, noise_multiplier, orders)  # q = 1: α / (2σ²)
-    eps, order = acc.rdp_to_epsilon(n * rdp, orders, delta)
+    rdp = jnp.stack([acc.sampled_gaussian_rdp(1.0, s, orders) for s in sigmas])  # α / (2σ²)
+    eps, order = acc.rdp_accountant(orders).compose(n * rdp).epsilon(delta)
   return float(eps), float(order)
 
 
