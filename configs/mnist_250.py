@@ -46,7 +46,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                # run's state is ~0.7 GB a step; votes.npz < 1 MB).
   c.crash_after_step = -1      # >0: exit abruptly after that checkpoint (resume tests).
   c.restart = False            # True: discard the workdir's checkpoints and start over
-                               # (a rerun with other training fields is refused otherwise).
+                               # (a rerun with other training fields is refused otherwise);
+                               # refused once votes.npz exists: use another workdir.
   c.gap_plot = True
   c.distill_temperatures = (1.0, 5.0)  # votes.npz also keeps the averaged teacher
                                        # probabilities at these T (distillation students)

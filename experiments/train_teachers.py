@@ -9,9 +9,13 @@ and ``gap.png``. Rerunning a finished run reuses its ``votes.npz``.
 
 A rerun resumes only the same run: the checkpoints carry a fingerprint of
 ``teachers.FINGERPRINT_FIELDS`` and of the training data, and a rerun with other values is
-refused (``--config.restart=True`` discards the checkpoints and starts over). A
-checkpoint that does not restore is set aside for the newest one that does. The
-workdir is locked while a run uses it.
+refused (``--config.restart=True`` discards the checkpoints and starts over). Once
+``votes.npz`` exists it is never replaced by other votes (labels answered from it would
+lose the votes they were paid from): its run's fingerprint and ``num_steps`` are kept
+beside it (``votes_fingerprint.json``), and a rerun with other values, or with
+``restart``, is refused; a new run needs another workdir. A checkpoint that does not
+restore is set aside for the newest one that does. The workdir is locked while a run
+uses it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 
 from pate_jax import data, distributed, experiment, memory, reporting, rng, teachers
 from pate_jax import votes as votes_lib
-from pate_jax.checkpoint import Checkpointer
+from pate_jax.checkpoint import RESTART_FLAG, Checkpointer, check_restart_flag
 
 
 def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
@@ -40,8 +44,13 @@ def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
   return ds
 
 
-def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
+def run(config: ml_collections.ConfigDict, workdir: str, *,
+        restart_flag: str = RESTART_FLAG) -> dict:
   """Trains (or resumes) the ensemble, computes votes and writes results.
+
+  ``restart_flag``: the flag that sets ``config.restart`` on the command line of the script
+  that runs this stage, named in the messages that refuse a resume:
+  ``--config.teachers.restart`` in a main job whose teachers' config is nested.
 
   With ``PATE_JAX_COORDINATOR`` / ``PATE_JAX_NUM_PROCESSES`` / ``PATE_JAX_PROCESS_ID``
   (or ``PATE_JAX_DISTRIBUTED=auto``) set, one such command per host trains one
@@ -49,9 +58,10 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict:
   the files.
   """
   teachers.check_config(config)
+  check_restart_flag(restart_flag)
   distributed.initialize()  # no-op for one process; precedes any JAX computation
   with experiment.locked_workdir(workdir, enabled=distributed.is_main_process()):
-    return _run(config, workdir)
+    return _run(config, workdir, restart_flag)
 
 
 def prepare_data(config: ml_collections.ConfigDict) -> tuple:
@@ -96,17 +106,22 @@ def plan(config: ml_collections.ConfigDict) -> dict:
   return out
 
 
-def _run(config: ml_collections.ConfigDict, workdir: str) -> dict:
+def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> dict:
   t_start = time.time()
   ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
   fingerprint = {**experiment.config_fields(config, teachers.FINGERPRINT_FIELDS),
                  "data_sha256": experiment.data_digest(train_x, train_y)}
-  # Refuses a changed configuration before anything is compiled; closed (and its lock
-  # released) whatever happens below.
+  restart = config.get("restart", False)
+  # Refuses a changed configuration before anything is compiled: one that would replace
+  # votes.npz, then one that would resume other checkpoints. The checkpointer is closed
+  # (and its lock released) whatever happens below.
+  teachers.protect_votes(workdir, fingerprint, _outputs(config), restart=restart,
+                         restart_flag=restart_flag)
   with Checkpointer(f"{workdir}/checkpoints", max_to_keep=config.get("max_to_keep", 1),
-                    fingerprint=fingerprint, restart=config.get("restart", False)) as ckpt:
+                    fingerprint=fingerprint, restart=restart,
+                    restart_flag=restart_flag) as ckpt:
     done = teachers.reused_results(workdir, ckpt, config.num_steps, _outputs(config))
     if done is not None:
       return done
@@ -138,7 +153,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   if step > config.num_steps:
     raise ValueError(f"config.num_steps={config.num_steps} is below the step of the "
                      f"checkpoint restored ({step}); ask for at least {step} steps, or start "
-                     "over with --config.restart=True")
+                     f"over with {ckpt.restart_flag}=True")
   if step:
     print(f"resumed from checkpoint at step {step}")
   resumed_from = step
@@ -164,6 +179,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   votes_seconds = time.time() - t_votes
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
   if distributed.is_main_process():
+    teachers.write_votes_record(workdir, ckpt.fingerprint, _outputs(config))
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
                          num_pool=num_pool, dataset=ds.name, probabilities=probs,
                          temperatures=temps or None, predictions=predictions)

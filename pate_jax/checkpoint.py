@@ -5,7 +5,9 @@ resume safe: it continues the *same* run, past a corrupted step, in one process 
   determines the run (seed, data digest, partition, optimiser, model: see
   :func:`fingerprint`) as ``fingerprint.json`` beside the step directories. A resume
   whose fingerprint differs is refused with :class:`ResumeMismatchError` naming the
-  differing fields, unless ``restart=True`` discards the checkpoints and starts over.
+  differing fields, unless ``restart=True`` discards the checkpoints and starts over
+  (the message names the flag that sets it: ``restart_flag``, ``--config.restart`` by
+  default, ``--config.teachers.restart`` in a main job whose stage configs are nested).
   For PATE this protects the privacy analysis: teachers resumed with another seed would
   continue on *another* partition, so one example could end up in two teachers.
 * **Fallback.** :meth:`Checkpointer.restore_or` tries the steps newest first; a step
@@ -21,9 +23,13 @@ resume safe: it continues the *same* run, past a corrupted step, in one process 
   needs). :meth:`Checkpointer.complete` marks a finished run in ``completed.json`` (its
   step and fingerprint) and deletes the step directories unless asked to keep them: a
   stage's outputs (votes, labels, results) are what a rerun reuses
-  (:meth:`Checkpointer.completed`). orbax's "Waiting for previous save" warning is
-  dropped (its time is in :attr:`Checkpointer.blocking_seconds`), so it does not break
-  the progress bar.
+  (:meth:`Checkpointer.completed`; :func:`read_completed` reads the record). orbax's
+  "Waiting for previous save" warning is dropped (its time is in
+  :attr:`Checkpointer.blocking_seconds`), so it does not break the progress bar.
+* **Paths.** orbax globs inside the directory without escaping it, so under a path with
+  ``[`` (``runs/run[1]``, a character class to glob) the glob matched nothing and no step
+  restored: orbax is given a directory whose path holds ``[``, ``*`` or ``?`` through a
+  symlink of a plain name.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ import json
 import logging
 import os
 import pathlib
+import re
 import shutil
+import tempfile
 import time
 from typing import Any, Mapping
 
@@ -50,8 +58,8 @@ LOCK_FILE = ".lock"
 FINGERPRINT_FILE = "fingerprint.json"
 CORRUPT_DIR = "corrupt"  # not a step name: orbax ignores it
 COMPLETED_FILE = "completed.json"
-_RESTART_HINT = ("start over with restart=True (--config.restart=True), which deletes these "
-                 "checkpoints, or use another --workdir")
+RESTART_FLAG = "--config.restart"  # the flag of a stage run by its own script
+_GLOB_CHARS = re.compile(r"[*?\[]")
 
 _log = logging.getLogger(__name__)
 
@@ -106,12 +114,39 @@ def fingerprint(fields: Mapping[str, Any]) -> dict[str, Any]:
   return out
 
 
-def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any],
+                     stored_name: str = "checkpoint") -> list[str]:
   """``"field: old (checkpoint) -> new (now)"`` for every field that differs (values as
-  JSON; a field one side lacks shows as ``<absent>``)."""
+  JSON; a field one side lacks shows as ``<absent>``); ``stored_name`` names the old side."""
   show = lambda d, k: json.dumps(d[k]) if k in d else "<absent>"
-  return [f"{k}: {show(stored, k)} (checkpoint) -> {show(current, k)} (now)"
+  return [f"{k}: {show(stored, k)} ({stored_name}) -> {show(current, k)} (now)"
           for k in sorted(set(stored) | set(current)) if show(stored, k) != show(current, k)]
+
+
+def restart_hint(restart_flag: str = RESTART_FLAG) -> str:
+  """How to start over: ``restart_flag`` (``--config.restart``, or the nested stage's
+  ``--config.teachers.restart``) set to True, or another workdir."""
+  return (f"start over with restart=True ({restart_flag}=True), which deletes these "
+          "checkpoints, or use another --workdir")
+
+
+def check_restart_flag(restart_flag: Any) -> str:
+  """``restart_flag`` if it names a config flag (``--config.restart``,
+  ``--config.teachers.restart``), else ValueError."""
+  if not isinstance(restart_flag, str) or not re.fullmatch(r"--config(\.\w+)+", restart_flag):
+    raise ValueError("restart_flag must name a config flag such as '--config.restart' or "
+                     f"'--config.teachers.restart'; got {restart_flag!r}")
+  return restart_flag
+
+
+def read_completed(directory: str | os.PathLike) -> dict[str, Any] | None:
+  """The completion record :meth:`Checkpointer.complete` left in ``directory``
+  (``{"step", "fingerprint", "outputs"}``), or None (none, or unreadable)."""
+  try:
+    record = json.loads((pathlib.Path(directory) / COMPLETED_FILE).read_text())
+  except (OSError, ValueError):
+    return None
+  return record if isinstance(record, dict) else None
 
 
 _as_fingerprint = fingerprint  # Checkpointer's argument of the same name shadows it
@@ -232,6 +267,31 @@ def _step_dirs(directory: pathlib.Path) -> list[int]:
   return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
 
 
+def _orbax_path(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path | None]:
+  """``directory`` as orbax may be given it, and the temporary folder to delete at close.
+
+  orbax globs inside the checkpoint directory (``<step>/default/ocdbt.process_*`` when it
+  merges a save, array metadata when it restores) with ``glob.glob`` on the joined path,
+  unescaped: under ``run[1]`` (``[1]`` is a character class) the glob matches nothing, the
+  save is left unmerged and no step restores. A directory whose path holds any glob
+  character (``[``, ``*``, ``?``) is handed to orbax as a symlink of a plain name in a
+  temporary folder (the files stay where they belong).
+  """
+  if not _GLOB_CHARS.search(str(directory)):
+    return directory, None
+  directory.mkdir(parents=True, exist_ok=True)
+  folder = pathlib.Path(tempfile.mkdtemp(prefix="pate_jax_checkpoints_"))
+  link = folder / "checkpoints"
+  link.symlink_to(directory, target_is_directory=True)
+  if _GLOB_CHARS.search(str(link)):
+    link.unlink()
+    folder.rmdir()
+    raise ValueError(f"directory: {directory} holds a glob character ([, * or ?), which orbax "
+                     f"cannot read back, and so does the temporary folder {folder.parent}; "
+                     "use another --workdir (or TMPDIR)")
+  return link, folder
+
+
 def _first_line(error: BaseException) -> str:
   text = str(error).strip().splitlines()
   return f"{type(error).__name__}: {text[0][:300] if text else ''}"
@@ -262,6 +322,9 @@ class Checkpointer:
       skips the check (and stores nothing).
     restart: discard whatever the directory holds and start over.
     lock: take the directory lock (process 0 of a multi-process run only).
+    restart_flag: the flag that sets ``restart`` for the script that runs this stage, named
+      in the mismatch message (``--config.teachers.restart`` in a main job whose stage
+      configs are nested; default ``--config.restart``).
 
   Raises:
     NotADirectoryError / PermissionError: ``directory`` cannot be used.
@@ -271,13 +334,15 @@ class Checkpointer:
 
   def __init__(self, directory: str | os.PathLike, max_to_keep: int = 1, *,
                fingerprint: Mapping[str, Any] | None = None, restart: bool = False,
-               lock: bool = True):
+               lock: bool = True, restart_flag: str = RESTART_FLAG):
     self.directory = check_directory(directory, "checkpoint directory")
     _checks.positive_int(max_to_keep, "max_to_keep")
     _checks.boolean(restart, "restart")
+    self.restart_flag = check_restart_flag(restart_flag)
     self._main = jax.process_index() == 0
     self._lock = DirectoryLock(self.directory) if lock and self._main else None
     self._manager = None
+    self._alias_folder: pathlib.Path | None = None
     self.bad_steps: tuple[int, ...] = ()
     self.blocking_seconds = 0.0
     self.saves = 0
@@ -293,7 +358,8 @@ class Checkpointer:
         self._write_fingerprint()
       self._options = ocp.CheckpointManagerOptions(
           max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True)
-      self._manager = ocp.CheckpointManager(self.directory, options=self._options)
+      self._orbax_directory, self._alias_folder = _orbax_path(self.directory)
+      self._manager = self._new_manager()
     except BaseException:
       self._release()
       raise
@@ -313,19 +379,21 @@ class Checkpointer:
       raise ResumeMismatchError(
           f"{self.directory} holds checkpoints (steps {steps}) but no fingerprint "
           f"({FINGERPRINT_FILE}), so they cannot be checked against this run's "
-          f"configuration; {_RESTART_HINT}")
+          f"configuration; {restart_hint(self.restart_flag)}")
     try:
       stored = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-      raise ResumeMismatchError(f"{path} is unreadable ({_first_line(e)}); {_RESTART_HINT}"
-                                ) from None
+      raise ResumeMismatchError(
+          f"{path} is unreadable ({_first_line(e)}); {restart_hint(self.restart_flag)}"
+          ) from None
     diff = fingerprint_diff(stored, self.fingerprint)
     if diff:
       raise ResumeMismatchError(
           f"refusing to resume: the checkpoints in {self.directory} (steps {steps}) were "
           "written with another configuration, and continuing them would mix two runs "
           "(for PATE teachers: another partition of the private data). Differing fields: "
-          + "; ".join(diff) + f". Rerun with the original values, or {_RESTART_HINT}.")
+          + "; ".join(diff) + f". Rerun with the original values, or "
+          f"{restart_hint(self.restart_flag)}.")
 
   def _write_fingerprint(self) -> None:
     path = self._fingerprint_path
@@ -347,6 +415,9 @@ class Checkpointer:
       _log.warning("restart=True: discarded %s from %s", sorted(removed), self.directory)
 
   # ------------------------------------------------------------------ orbax
+
+  def _new_manager(self) -> ocp.CheckpointManager:
+    return ocp.CheckpointManager(self._orbax_directory, options=self._options)
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
@@ -413,16 +484,14 @@ class Checkpointer:
         shutil.rmtree(d)
     # orbax caches the steps it saw: let it forget the deleted ones.
     self._manager.close()
-    self._manager = ocp.CheckpointManager(self.directory, options=self._options)
+    self._manager = self._new_manager()
     return freed
 
   def completed(self, outputs: Mapping[str, Any] | None = None) -> int | None:
     """The step of a finished run with this fingerprint and ``outputs``
     (:meth:`complete`), else ``None``."""
-    path = self.directory / COMPLETED_FILE
-    try:
-      record = json.loads(path.read_text())
-    except (OSError, ValueError):
+    record = read_completed(self.directory)
+    if record is None:
       return None
     same = (record.get("fingerprint") == self.fingerprint and record.get("outputs") ==
             (None if outputs is None else _as_fingerprint(outputs)))
@@ -446,7 +515,7 @@ class Checkpointer:
           self._quarantine(step, e)
           # A failed restore can leave the manager's view of the items wrong: start afresh.
           self._manager.close()
-          self._manager = ocp.CheckpointManager(self.directory, options=self._options)
+          self._manager = self._new_manager()
           continue
         if bad:
           _log.warning("%s: resuming from step %d, the newest checkpoint that restores",
@@ -473,6 +542,11 @@ class Checkpointer:
   # ------------------------------------------------------------------ lifetime
 
   def _release(self) -> None:
+    folder, self._alias_folder = self._alias_folder, None
+    if folder is not None:  # the symlink only: the checkpoints stay
+      with contextlib.suppress(OSError):
+        (folder / "checkpoints").unlink()
+        folder.rmdir()
     if self._lock is not None:
       self._lock.release()
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import pathlib
 from typing import Any, Callable
@@ -679,8 +680,9 @@ def reused_results(workdir: Any, ckpt: Any, num_steps: int,
   """The recorded results of this very run if it finished (``ckpt`` marked complete at
   ``num_steps`` with these ``outputs``, and its votes.npz and results.json are in
   ``workdir``): its votes.npz is reused and nothing is trained (``reused_votes``: True).
-  Else None. Without kept checkpoints, a finished run asked for more steps trains again
-  from step 0 (deterministic: the same teachers as a resume)."""
+  Else None. Without kept checkpoints, a finished run whose votes.npz is gone trains again
+  from step 0 (deterministic: the same teachers as a resume); while it is there, a rerun
+  with other values is refused first (:func:`protect_votes`)."""
   from pate_jax.checkpoint import COMPLETED_FILE  # pylint: disable=g-import-not-at-top  (orbax)
   path = pathlib.Path(workdir)
   if (ckpt.completed(outputs) != num_steps
@@ -695,6 +697,84 @@ def reused_results(workdir: Any, ckpt: Any, num_steps: int,
   results = experiment.read_results(path)
   results["reused_votes"] = True
   return results
+
+
+VOTES_FILE = "votes.npz"
+VOTES_RECORD = "votes_fingerprint.json"  # beside votes.npz: the run that wrote it
+
+
+def _record(fingerprint: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+  from pate_jax import checkpoint  # pylint: disable=g-import-not-at-top  (orbax)
+  return {"fingerprint": checkpoint.fingerprint(fingerprint),
+          "outputs": checkpoint.fingerprint(outputs)}
+
+
+def write_votes_record(workdir: Any, fingerprint: dict[str, Any],
+                       outputs: dict[str, Any]) -> None:
+  """Writes ``<workdir>/votes_fingerprint.json``: the ``fingerprint`` (the checkpoints'
+  fields) and ``outputs`` (what else votes.npz depends on) of the run about to write
+  votes.npz. Written *before* votes.npz, so a votes.npz of this version always has its
+  record (:func:`protect_votes`); it outlives the checkpoints."""
+  path = pathlib.Path(workdir) / VOTES_RECORD
+  tmp = path.with_suffix(".json.tmp")
+  tmp.write_text(json.dumps(_record(fingerprint, outputs), indent=1, sort_keys=True) + "\n")
+  tmp.replace(path)
+
+
+def _votes_record(workdir: pathlib.Path) -> dict[str, Any] | None:
+  """The record of the run that wrote ``workdir``'s votes.npz: votes_fingerprint.json, else
+  (a workdir of an older version) the completion record of its checkpoints, else None."""
+  from pate_jax import checkpoint  # pylint: disable=g-import-not-at-top  (orbax)
+  try:
+    record = json.loads((workdir / VOTES_RECORD).read_text())
+  except (OSError, ValueError):
+    record = checkpoint.read_completed(workdir / "checkpoints")
+  if not isinstance(record, dict) or not isinstance(record.get("fingerprint"), dict):
+    return None
+  return {"fingerprint": record["fingerprint"], "outputs": record.get("outputs") or {}}
+
+
+def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, Any], *,
+                  restart: bool = False, restart_flag: str = "--config.restart") -> None:
+  """Refuses a run that would replace the votes.npz in ``workdir`` by other votes.
+
+  Labels answered from these votes, and the privacy ledger that paid for them, refer to
+  them: votes from another partition, model or training would leave those labels (and
+  their ε, recomputed on the new votes) without the votes that produced them. So once
+  votes.npz exists, only the run that wrote it (the same ``fingerprint`` and ``outputs``,
+  as recorded by :func:`write_votes_record`) may go on here (it reuses them, or recomputes
+  the same ones), and ``restart`` is refused. With no votes.npz anything may run.
+
+  Raises:
+    ResumeMismatchError: ``restart``, another configuration (naming the differing fields)
+      or votes.npz without a record; the message says to use another workdir.
+  """
+  from pate_jax import checkpoint  # pylint: disable=g-import-not-at-top  (orbax)
+  workdir = pathlib.Path(workdir)
+  votes = workdir / VOTES_FILE
+  if not votes.exists():
+    return
+  invalidated = ("labels answered from these votes (and their privacy ledger) would refer to "
+                 "votes that no longer exist")
+  new_workdir = "use another --workdir for a new run"
+  if restart:
+    raise checkpoint.ResumeMismatchError(
+        f"refusing {restart_flag}=True: {votes} holds the teachers' votes, and {invalidated}; "
+        f"a restart discards checkpoints only while no votes exist: {new_workdir}")
+  stored = _votes_record(workdir)
+  if stored is None:
+    raise checkpoint.ResumeMismatchError(
+        f"refusing to replace {votes}: there is no record of the run that wrote it "
+        f"({VOTES_RECORD}, or checkpoints/{checkpoint.COMPLETED_FILE}), and {invalidated}; "
+        f"{new_workdir}")
+  now = _record(fingerprint, outputs)
+  diff = checkpoint.fingerprint_diff({**stored["fingerprint"], **stored["outputs"]},
+                                     {**now["fingerprint"], **now["outputs"]}, VOTES_FILE)
+  if diff:
+    raise checkpoint.ResumeMismatchError(
+        f"refusing to replace {votes}: it was written with another configuration, and "
+        f"{invalidated}. Differing fields: {'; '.join(diff)}. Rerun with the original values "
+        f"to reuse these votes, or {new_workdir}")
 
 
 def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: Any,

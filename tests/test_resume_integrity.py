@@ -14,6 +14,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import chex
@@ -125,6 +126,10 @@ def test_train_teachers_refuses_a_changed_config(script, finished, tmp_path):
   assert (workdir / "results.json").read_bytes() == before  # nothing recorded
   with changed.unlocked():
     changed.restart = True
+  with pytest.raises(checkpoint.ResumeMismatchError, match="labels answered from these"):
+    script.run(changed, str(workdir))  # issue 23: the finished votes are never discarded
+  assert (workdir / "results.json").read_bytes() == before
+  (workdir / "votes.npz").unlink()  # no votes (none paid from): a restart discards checkpoints
   results = script.run(changed, str(workdir))
   assert results["resumed_from_step"] == 0
 
@@ -207,6 +212,22 @@ def test_train_teachers_falls_back_and_ends_bit_identical(script, finished, tmp_
   assert results["resumed_from_step"] == 2
   np.testing.assert_array_equal(votes_lib.load_votes(workdir)["votes"],
                                 votes_lib.load_votes(finished)["votes"])
+
+
+@pytest.mark.parametrize("name", ["run[1]", "run*", "run?"])
+def test_checkpoints_under_a_path_with_glob_characters_restore(tmp_path, name, monkeypatch):
+  """orbax globs inside the directory unescaped: under ``run[1]`` no step restored (each
+  was moved to corrupt/ and the run started from 0). ``*`` and ``?`` happened to match
+  themselves; they take the same path now."""
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the alias goes
+  (tmp_path / "tmp").mkdir()
+  _saved(tmp_path / name / "ckpt", fingerprint={"seed": 0})
+  with checkpoint.Checkpointer(tmp_path / name / "ckpt", fingerprint={"seed": 0}) as ckpt:
+    state, step = ckpt.restore_or(_state(0.0))
+    assert ckpt.bad_steps == ()
+  assert step == 3 and not (tmp_path / name / "ckpt" / checkpoint.CORRUPT_DIR).exists()
+  chex.assert_trees_all_equal(state, _state(3.0))
+  assert not list((tmp_path / "tmp").iterdir())  # the alias is gone with the checkpointer
 
 
 # ----------------------------------------------------------------------- 11: no hangs

@@ -82,6 +82,34 @@ def test_killed_run_resumes_bit_identical(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_killed_run_in_a_workdir_with_brackets_resumes_from_its_checkpoint(tmp_path,
+                                                                           monkeypatch):
+  """Issue 23, 10: under ``run[1]`` every checkpoint was set aside as corrupt (orbax globs
+  the path unescaped) and the resumed run started from step 0."""
+  script = experiment.load_script(SCRIPT)
+  workdir = tmp_path / "run[1]"
+
+  def config(**overrides):
+    c = _small_config(num_teachers=2, num_steps=4, checkpoint_every=2,
+                      distill_temperatures=(), **overrides)
+    c.model.kwargs.hidden = (16,)
+    return c
+
+  def exit_(code):
+    raise _Exited(code)
+
+  with monkeypatch.context() as m:
+    m.setattr(os, "_exit", exit_)
+    with pytest.raises(_Exited):
+      script.run(config(crash_after_step=2), str(workdir))
+  assert [p.name for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()] == ["2"]
+  results = script.run(config(), str(workdir))
+  assert results["resumed_from_step"] == 2
+  assert not (workdir / "checkpoints" / "corrupt").exists()
+  votes_lib.load_votes(workdir)
+
+
+@pytest.mark.slow
 def test_mnist_results_and_votes(tmp_path, data_dir):
   _run(tmp_path, f"--config.data_dir={data_dir}", "--config.num_teachers=5",
        "--config.train_subset=1000", "--config.num_steps=40", "--config.checkpoint_every=20")
