@@ -292,11 +292,25 @@ def probability(x: Any, name: str = "q") -> jax.Array | np.ndarray:
 
 
 def budget(x: Any, name: str = "epsilon_max") -> np.float64:
-  """A concrete privacy budget ``> 0`` (``inf`` allowed: no budget)."""
-  value = np.asarray(x, dtype=np.float64) if np.ndim(x) == 0 else None
+  """A concrete privacy budget ``> 0`` (``inf`` allowed: no budget), given as a real number
+  (:func:`real_number`): ``"2"`` or ``True`` is refused, not read as 2.0 or 1.0."""
+  value = real_number(x)
   if value is None or np.isnan(value) or value <= 0:
-    raise ValueError(f"{name} must be a scalar > 0 (inf allowed); got {x!r}")
+    raise ValueError(f"{name} must be a real number > 0 (inf allowed); got {x!r}")
   return np.float64(value)
+
+
+def real_number(x: Any) -> float | None:
+  """``float(x)`` for a concrete real number: an ``int``, a ``float``, a numpy integer or
+  floating scalar, or a 0-d integer or floating array (numpy or JAX). ``None`` for anything
+  else: a string, a bool (numpy's too), ``None``, a complex, a tracer, a larger array."""
+  if isinstance(x, (bool, np.bool_)) or is_traced(x):
+    return None
+  if isinstance(x, (int, float, np.integer, np.floating)):
+    return float(x)
+  if isinstance(x, (np.ndarray, jax.Array)) and x.ndim == 0 and x.dtype.kind in "iuf":
+    return float(x)
+  return None
 
 
 def positive_int(x: Any, name: str, minimum: int = 1) -> int:

@@ -112,6 +112,23 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
   return out
 
 
+def remove_stale(workdir: str | os.PathLike, names: Iterable[str]) -> None:
+  """Removes an earlier run's outputs ``names`` from ``workdir`` before a stage spends
+  anything, so that a failure never leaves a report of less than was spent."""
+  for name in names:
+    with contextlib.suppress(FileNotFoundError):
+      (pathlib.Path(workdir) / name).unlink()
+
+
+def write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
+  """Writes ``text`` to ``path`` atomically (a temporary file, then a rename)."""
+  path = pathlib.Path(path)
+  tmp = path.with_name(path.name + ".tmp")
+  tmp.write_text(text)
+  tmp.replace(path)
+  return path
+
+
 def read_results(workdir: str | os.PathLike, name: str = "results.json") -> dict[str, Any]:
   """The ``results`` that :func:`write_results` wrote into ``workdir``."""
   return json.loads((pathlib.Path(workdir) / name).read_text())["results"]
@@ -200,10 +217,12 @@ HELP_FLAGS = ("--help", "-h", "-?", "--helpshort")
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-  """Errors a script reports in one line (a missing input, a refused resume, a held lock):
-  their messages say what to do, and a traceback would bury it."""
+  """Errors a script reports in one line (a missing input, a refused resume, a held lock,
+  a value refused by validation -- a bad config value, a refused budget, a wrong file):
+  their messages say what to do, and a traceback would bury it. ``TypeError`` is left
+  out on purpose: it usually means a bug, whose traceback is wanted."""
   from pate_jax.checkpoint import LockedError, ResumeMismatchError  # pylint: disable=g-import-not-at-top
-  return (FileNotFoundError, NotADirectoryError, LockedError, ResumeMismatchError)
+  return (FileNotFoundError, NotADirectoryError, LockedError, ResumeMismatchError, ValueError)
 
 
 def _config_arg(argv: list[str]) -> str | None:

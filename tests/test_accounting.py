@@ -148,3 +148,112 @@ def test_host_votes_are_copied_not_aliased(num_queries):
     arr = _checks.votes(votes)
     votes[0, 0] = 1000
     assert int(np.asarray(arr)[0, 0]) == 25
+
+
+# ----------------------------------------------------------------------------- under a 32-bit jit
+
+VOTES3 = np.array([[200, 30, 20, 0], [120, 0, 0, 130], [60, 60, 60, 70]], np.int32)  # T = 250
+MOMENTS = np.array([1.0, 2.0, 4.0, 8.0])
+KEY = jax.random.key(0)
+
+
+def _release(v):
+  return acc.smooth_sensitivity_release(v, num_teachers=250, threshold=150.0,
+                                        sigma_threshold=40.0, sigma=20.0, delta=1e-5)
+
+
+# name -> (fn, array arguments): every array input is an argument of the jit (concrete
+# votes closed over are validated with a device round trip, which a jit cannot do).
+_UNDER_JIT = {
+    "gnmax_log_q": (lambda v: acc.gnmax_log_q(v, 40.0), (VOTES3,)),
+    "gnmax_rdp": (lambda v, s: acc.gnmax_rdp(v, s, ORDERS), (VOTES3, 40.0)),
+    "gaussian_rdp_from_log_q": (lambda lq: acc.gaussian_rdp_from_log_q(lq, 40.0, ORDERS),
+                                (np.array([-1e3, -30.0, -2.0, -0.1]),)),
+    "confident_log_pr_answered": (lambda v: acc.confident_log_pr_answered(v, 150.0, 40.0),
+                                  (VOTES3,)),
+    "confident_threshold_rdp": (lambda v: acc.confident_threshold_rdp(v, 150.0, 40.0, ORDERS),
+                                (VOTES3,)),
+    "confident_gnmax_rdp": (lambda v, s: acc.confident_gnmax_rdp(v, 150.0, 40.0, s, ORDERS),
+                            (VOTES3, 20.0)),
+    "lnmax_log_q": (lambda v: acc.lnmax_log_q(v, 0.05), (VOTES3,)),
+    "lnmax_log_moments": (lambda v, g: acc.lnmax_log_moments(v, g, MOMENTS), (VOTES3, 0.05)),
+    "lnmax_moments_epsilon": (lambda v: acc.lnmax_moments_epsilon(v, 0.05, 1e-5), (VOTES3,)),
+    "moments_to_epsilon": (lambda a: acc.moments_to_epsilon(a, MOMENTS, 1e-5),
+                           (np.array([0.3, 1.0, 3.0, 9.0]),)),
+    "strong_composition_epsilon": (lambda g: acc.strong_composition_epsilon(100, g, 1e-5),
+                                   (0.05,)),
+    "rdp_to_epsilon": (lambda r: acc.rdp_to_epsilon(r, ORDERS, 1e-5), (0.01 * ORDERS,)),
+    "sampled_gaussian_rdp": (lambda q, s: acc.sampled_gaussian_rdp(q, s, ORDERS), (0.01, 1.1)),
+    # The accountant pytree: the default orders, composition and ε.
+    "rdp_accountant,compose,epsilon": (
+        lambda v: acc.rdp_accountant().compose(acc.gnmax_rdp(v, 40.0, acc.DEFAULT_ORDERS))
+        .epsilon(1e-5), (VOTES3,)),
+    "moments_accountant,make_accountant": (
+        lambda c: acc.moments_accountant(4).compose(c, np.array([True, False])).epsilon(1e-5)
+        + acc.make_accountant("rdp", ORDERS, cost=0.01 * ORDERS).epsilon(1e-5),
+        (np.full((2, 4), 0.1),)),
+    "calibrate_noise": (lambda e: acc.calibrate_noise(e, 1e-5, num_queries=100), (2.0,)),
+    "gnmax_local_sensitivity": (lambda v: acc.gnmax_local_sensitivity(v, 250, 40.0, 8.0),
+                                (VOTES3,)),
+    "threshold_local_sensitivity": (
+        lambda v: acc.threshold_local_sensitivity(v, 250, 150.0, 40.0, 8.0), (VOTES3,)),
+    "smooth_sensitivity": (lambda ls, b: acc.smooth_sensitivity(ls, b),
+                           (np.array([[0.1, 0.3, 0.2, 0.0], [1.0, 0.5, 2.0, 4.0]]), 0.05)),
+    "gnss_rdp": (lambda b: acc.gnss_rdp(b, 10.0, 8.0), (0.05,)),
+    "smooth_sensitivity_release": (_release, (VOTES3,)),  # default orders: λ chosen among them
+    "release_epsilon": (lambda v, k: acc.release_epsilon(k, _release(v)), (VOTES3, KEY)),
+}
+_NOT_UNDER_JIT = {"release_record"}  # Returns Python floats for results.json.
+_SLOW_UNDER_JIT = {"gnmax_local_sensitivity", "sampled_gaussian_rdp", "smooth_sensitivity_release",
+                   "release_epsilon"}  # compiles of 3 s and more
+
+
+def test_every_public_function_is_run_under_a_32_bit_jit():
+  public = {n for n in acc.__all__ if callable(getattr(acc, n)) and n[0].islower()}
+  covered = {n for key in _UNDER_JIT for n in key.split(",")}
+  assert covered | _NOT_UNDER_JIT == public
+
+
+def _eager_float64(name, fn, args):
+  """The eager result (64-bit locally), as the 32-bit jit should compute it."""
+  if name == "release_epsilon":  # The jit draws its N(0, 1) in float32 from the same key.
+    release = _release(args[0])
+    noise = np.float64(jax.random.normal(args[1], (), jnp.float32))
+    return np.float64(release.epsilon) + np.float64(release.noise_std) * noise
+  return fn(*args)
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_UNDER_JIT else n for n in _UNDER_JIT])
+def test_public_functions_work_under_jit_with_x64_off(name):
+  """A user's jit in JAX's default 32-bit mode computes in float32 (a float64 value cannot
+  live in that program), and matches the eager float64 result to float32 accuracy."""
+  fn, args = _UNDER_JIT[name]
+  with jax.enable_x64(False):
+    assert not jax.config.jax_enable_x64
+    got = jax.jit(fn)(*args)
+    # Then eagerly (float64) with the same array objects: the jit did not leave them,
+    # or DEFAULT_ORDERS, as float32 in JAX's canonicalisation cache.
+    want = _eager_float64(name, fn, args)
+    assert not jax.config.jax_enable_x64
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    if jnp.issubdtype(g.dtype, jnp.floating):
+      assert g.dtype == jnp.float32 and np.asarray(w).dtype == np.float64
+      w = np.asarray(w)
+      np.testing.assert_allclose(np.asarray(g, np.float64), w, rtol=5e-4,
+                                 atol=1e-6 * np.max(np.abs(w), initial=1e-30))
+    else:
+      np.testing.assert_array_equal(g, w)
+
+
+def test_gradients_under_jit_with_x64_off_match_the_eager_float64_ones():
+  def eps(sigma, gamma, votes):
+    return (acc.rdp_accountant(ORDERS).compose(acc.gnmax_rdp(votes, sigma, ORDERS))
+            .epsilon(1e-5)[0] + acc.lnmax_moments_epsilon(votes, gamma, 1e-5)[0])
+
+  grad = jax.grad(eps, argnums=(0, 1))
+  with jax.enable_x64(False):
+    got = jax.jit(grad)(2.0, 0.05, GOOD)
+    want = grad(2.0, 0.05, GOOD)
+  assert all(g.dtype == jnp.float32 for g in got)
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4)

@@ -33,6 +33,15 @@ The results are float64 arrays, but JAX truncates float64 to float32 in any
 operation run with 64-bit mode off: do not sum per-query costs by hand outside
 ``with jax.enable_x64(True):``; compose them with an :class:`Accountant`
 (``rdp_accountant(orders).compose(costs).epsilon(delta)``), which does it in 64-bit mode.
+
+Inside your own ``jax.jit`` (or ``lax.scan``, ``jax.checkpoint``) traced with 64-bit mode
+off, JAX's default, float64 is not available: the program is compiled in 32-bit mode and
+cannot hold a float64 value. There every function computes in float32 and returns
+float32, gradients included (relative error ~1e-6 to 1e-4 against the float64 result; the
+local sensitivities, differences of costs, lose the most). For float64 inside a jit,
+trace it with 64-bit mode on (``jax.config.update("jax_enable_x64", True)``, or call and
+trace it inside ``with jax.enable_x64(True):``); eager calls, ``grad`` and ``vmap`` are
+float64 either way.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ as static (pytree meta) data its ``kind`` and RDP ``conversion``:
 
 :func:`compose` adds per-query costs ``[..., K]`` (optionally masked) and
 :func:`epsilon` converts; both run with 64-bit mode enabled, so the float64 state never
-passes through a float32 operation (the truncation trap of the package docstring).
+passes through a float32 operation (the truncation trap of the package docstring) --
+except inside a jit traced in 32-bit mode, where everything is float32 (package docstring).
 Being a pytree, an accountant is carried through ``jit``/``vmap``/``lax.scan``; its kind
 and conversion are static, so a compiled step computes exactly one accounting.
 """
@@ -112,7 +113,7 @@ def compose(accountant: Accountant, costs: Any, mask: Any = None) -> Accountant:
   Returns:
     A new accountant (float64 cost, summed in 64-bit mode).
   """
-  costs = jnp.asarray(costs, jnp.float64)
+  costs = nm.as_float(costs)
   if costs.shape[-1:] != np.shape(accountant.orders):
     raise ValueError(f"costs must end in one value per order, {np.shape(accountant.orders)}; "
                      f"got shape {costs.shape}")
@@ -120,7 +121,7 @@ def compose(accountant: Accountant, costs: Any, mask: Any = None) -> Accountant:
     costs = costs[None]
   if mask is not None:
     costs = jnp.where(jnp.asarray(mask, bool)[:, None], costs, 0.0)
-  total = jnp.asarray(accountant.cost, jnp.float64) + costs.reshape(-1, costs.shape[-1]).sum(0)
+  total = nm.as_float(accountant.cost) + costs.reshape(-1, costs.shape[-1]).sum(0)
   return dataclasses.replace(accountant, cost=total)
 
 
@@ -128,8 +129,8 @@ def compose(accountant: Accountant, costs: Any, mask: Any = None) -> Accountant:
 def epsilon(accountant: Accountant, delta: Any) -> tuple[jax.Array, jax.Array]:
   """``(ε, best order)`` of the composed cost at ``δ`` (float64 scalars)."""
   delta = v.delta(delta)
-  cost = jnp.asarray(accountant.cost, jnp.float64)
-  orders = jnp.asarray(accountant.orders, jnp.float64)
+  cost = nm.as_float(accountant.cost)
+  orders = nm.as_float(accountant.orders)
   if accountant.kind == "moments":
     return _lnmax.moments_to_epsilon_core(cost, orders, delta)
   return _conversion.rdp_to_epsilon_core(cost, orders, delta, conversion=accountant.conversion)

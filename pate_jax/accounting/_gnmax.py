@@ -54,7 +54,7 @@ from pate_jax import _checks as v
 @jax.jit
 def gnmax_log_q_core(votes: jax.Array, sigma: jax.Array) -> jax.Array:
   """``log q`` for GNMax per query: ``[Q, C] -> [Q]`` (no validation)."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   # Φ̄(Δ/(√2σ)) = ½ erfc(x) = ½ erfcx(x) e^{-x²} with x = Δ/(2σ). Scaling by the
   # smallest x among j ≠ j*, log Σ_j Φ̄ = log ½ - x_min² + log Σ_j erfcx(x_j) e^{-(x_j² - x_min²)}:
   # one exp per class, no log, and exact for any gap (nothing underflows).
@@ -116,8 +116,8 @@ def rdp_from_log_q(log_q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax
   d = col(lq - log1mq) + lam1 * col(log_b - log_a)
   dependent = col(log_a) + (col(log1mq) + nm.softplus(d)) * (1.0 / lam1)
   # (No gradient flows through the penalty: it only switches between two branches.)
-  penalty = jax.lax.stop_gradient(
-      jnp.maximum(orders * (1.0 + 2.0**-52) - col(mu1), 0.0) * 1e300)
+  penalty = jax.lax.stop_gradient(jnp.maximum(
+      orders * (1.0 + jnp.finfo(orders.dtype).eps) - col(mu1), 0.0) * nm.big(orders.dtype))
   return jnp.minimum(dependent + penalty, orders / var)
 
 
@@ -125,7 +125,7 @@ def rdp_from_log_q(log_q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax
 def gnmax_rdp_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array,
                    data_dependent: bool = True) -> jax.Array:
   """Per-query GNMax RDP ``[Q, K]`` (no validation)."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   if not data_dependent:
     return jnp.broadcast_to(orders / sigma**2, votes.shape[:-1] + orders.shape)
   return rdp_from_log_q(gnmax_log_q_core(votes, sigma), sigma, orders)
@@ -135,7 +135,7 @@ def gnmax_rdp_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array,
 def confident_log_pr_answered_core(votes: jax.Array, threshold: jax.Array,
                                    sigma_threshold: jax.Array) -> jax.Array:
   """``log Pr[max_j n_j + N(0, σ_T²) ≥ T] = log Φ((max_j n_j - T)/σ_T)``: ``[Q]``."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   return nm.log_ndtr((nm.max_and_argmax(votes, axis=-1)[0] - threshold) / sigma_threshold)
 
 
@@ -143,7 +143,7 @@ def confident_log_pr_answered_core(votes: jax.Array, threshold: jax.Array,
 def confident_threshold_rdp_core(votes: jax.Array, threshold: jax.Array,
                                  sigma_threshold: jax.Array, orders: jax.Array) -> jax.Array:
   """RDP of the threshold step ``[Q, K]`` (paid by every query, answered or not)."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   z = (nm.max_and_argmax(votes, axis=-1)[0] - threshold) / sigma_threshold
   log_q = jnp.minimum(nm.log_ndtr(z), nm.log_ndtr(-z))  # min(log Pr[ans], log(1 - Pr[ans]))
   return rdp_from_log_q(log_q, nm.SQRT2 * sigma_threshold, orders)
@@ -153,7 +153,7 @@ def confident_threshold_rdp_core(votes: jax.Array, threshold: jax.Array,
 def confident_gnmax_rdp_core(votes: jax.Array, threshold: jax.Array, sigma_threshold: jax.Array,
                              sigma: jax.Array, orders: jax.Array) -> jax.Array:
   """Expected per-query Confident-GNMax RDP ``[Q, K]`` (no validation)."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   thr = confident_threshold_rdp_core(votes, threshold, sigma_threshold, orders)
   pr = jnp.exp(confident_log_pr_answered_core(votes, threshold, sigma_threshold))
   return thr + pr[:, None] * gnmax_rdp_core(votes, sigma, orders, data_dependent=True)

@@ -46,7 +46,7 @@ from pate_jax import _checks as v
 @jax.jit
 def lnmax_log_q_core(votes: jax.Array, gamma: jax.Array) -> jax.Array:
   """``log q`` of Lemma 4 (capped at ``log(1 - 1/C)``) per query: ``[Q, C] -> [Q]``."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   # Σ_j (2 + z_j) e^{-z_j} / 4 with z_j = γΔ_j, scaled by the smallest z among j ≠ j*:
   # log q = -z_min + log Σ_j (2 + z_j) e^{-(z_j - z_min)} - log 4 (one exp per class, no
   # underflow for any gap).
@@ -91,7 +91,7 @@ def log_moments_from_log_q(log_q: jax.Array, gamma: jax.Array, moments: jax.Arra
 def lnmax_log_moments_core(votes: jax.Array, gamma: jax.Array, moments: jax.Array,
                            data_dependent: bool = True) -> jax.Array:
   """Per-query log-moment bounds ``α(l)``: ``[Q, C] -> [Q, L]`` (no validation)."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   if data_dependent:
     log_q = lnmax_log_q_core(votes, gamma)
   else:
@@ -113,7 +113,7 @@ def lnmax_moments_epsilon_core(votes: jax.Array, gamma: jax.Array, delta: jax.Ar
                                data_dependent: bool = True,
                                max_moment: int = 8) -> tuple[jax.Array, jax.Array]:
   """Composed ``(ε, best moment)`` of all queries of ``votes[Q, C]`` (no validation)."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   moments = jnp.arange(1, max_moment + 1, dtype=votes.dtype)
   alpha = lnmax_log_moments_core(votes, gamma, moments, data_dependent).sum(axis=0)
   eps, best = moments_to_epsilon_core(alpha, moments, delta)

@@ -16,11 +16,15 @@ composed LNMax ε; tests/test_accounting_numerics.py replays it on CPU).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+import warnings
 from typing import Callable, TypeVar
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
+import numpy as np
 
 _F = TypeVar("_F", bound=Callable)
 
@@ -35,21 +39,76 @@ def with_x64(fn: _F) -> _F:
   per-query costs); the rest of the library keeps JAX's 32-bit default. The
   context only changes how arrays are created and traced inside ``fn``; the
   float64 arrays it returns stay float64.
+
+  Except inside a staged trace (a caller's ``jax.jit``, ``lax.scan``,
+  ``jax.checkpoint``, ...) begun with 64-bit mode off: that program is lowered
+  after ``fn`` returns, in 32-bit mode, which cannot hold the float64 values
+  traced here (JAX fails with an internal ``TypeError``, jax-ml/jax#5982). There
+  ``fn`` runs in the caller's mode and computes in float32, the best precision that
+  program has (:func:`float_dtype`); JAX's notices that float64 is truncated are
+  silenced, as that is the documented behaviour. Eager calls, ``grad`` and ``vmap``
+  keep float64.
+
+  In that 32-bit case the numpy arrays among the arguments (defaults included) are
+  copied first: JAX (0.10) caches the float32 version of a numpy array canonicalised in
+  32-bit mode and hands it to a later 64-bit call of the same array object, which
+  then fails (``RuntimeProgramInputMismatch``); so the caller's arrays and
+  :data:`DEFAULT_ORDERS` never meet a core in 32-bit mode.
   """
+  signature = inspect.signature(fn)
 
   @functools.wraps(fn)
   def wrapped(*args, **kwargs):
+    if jax.config.jax_enable_x64:
+      return fn(*args, **kwargs)
+    if staged_in_32_bit():
+      bound = signature.bind(*args, **kwargs)
+      bound.apply_defaults()
+      args, kwargs = jax.tree.map(_copy_numpy, (bound.args, bound.kwargs))
+      with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", _TRUNCATION_WARNING, UserWarning)
+        return fn(*args, **kwargs)
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 
   return wrapped  # type: ignore[return-value]
 
 
-def as_float64(x: jax.Array) -> jax.Array:
-  """``x`` as float64 (a no-op for float64). The cores call it on the votes, so that
-  integer counts cross to the device at their own width and are converted inside the
-  compiled program."""
-  return jnp.asarray(x, dtype=jnp.float64)
+def _copy_numpy(x):
+  """A private copy of a numpy array (other leaves as they are); see :func:`with_x64`."""
+  return np.array(x) if isinstance(x, np.ndarray) else x
+
+
+_TRUNCATION_WARNING = "Explicitly requested dtype .*float64.* is not available"
+
+
+def staged_in_32_bit() -> bool:
+  """True while a staged trace (``jit``, ``scan``, ...) begun in 32-bit mode is running.
+
+  JAX's own probe of its trace stack (``jax.extend.core``; ``grad`` and ``vmap``
+  alone do not stage, so they answer False).
+  """
+  return (not jax.config.jax_enable_x64
+          and jax.extend.core.unsafe_am_i_under_a_jit_DO_NOT_USE())
+
+
+def float_dtype() -> jnp.dtype:
+  """The accountants' float: float64, or float32 in 32-bit mode (see :func:`with_x64`)."""
+  return jnp.dtype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+
+
+def as_float(x: jax.Array) -> jax.Array:
+  """``x`` as :func:`float_dtype` (a no-op for float64 in 64-bit mode). The cores call
+  it on the votes, so that integer counts cross to the device at their own width and
+  are converted inside the compiled program."""
+  return jnp.asarray(x, dtype=float_dtype())
+
+
+def big(dtype: jnp.dtype) -> float:
+  """A finite number above every cost or log-probability, with room to spare in ``dtype``:
+  ``1e300`` in float64, ``1e30`` in float32 (``1e300`` would be ``inf`` there, and a
+  penalty ``0 · inf`` NaN)."""
+  return 1e300 if jnp.finfo(dtype).bits == 64 else 1e30
 
 
 def log_ndtr_pair(x: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -214,7 +214,7 @@ def sampled_gaussian_rdp(q, noise_multiplier, orders, *, num_terms: int | None =
     return sampled_gaussian_rdp_core(q, sigma, orders_arr, num_terms=num_terms)
   host = np.asarray(orders, dtype=np.float64).reshape(-1)
   is_int = np.floor(host) == host
-  out = jnp.zeros(host.shape, jnp.float64)
+  out = jnp.zeros(host.shape, nm.float_dtype())
   if is_int.any():
     ints = host[is_int]
     padded = np.full(_bucket(ints.size), 2.0)

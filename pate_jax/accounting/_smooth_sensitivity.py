@@ -85,7 +85,6 @@ _BISECTION_STEPS = 128   # float64 bisection of log q0 (the bracket shrinks by 2
 _NEWTON_STEPS = 2        # Newton polish of the inverse normal tail
 _LOG_2PI = math.log(2.0 * math.pi)
 _SQRT_PI_OVER_2 = math.sqrt(math.pi / 2.0)
-_LOG_Q_FLOOR = -1e300    # log q below this is treated as this (the bound is 0 there)
 
 
 # ----------------------------------------------------------------------------- GNMax pieces
@@ -109,7 +108,8 @@ def _theorem6(log_q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax.Arra
 def _rdp_gnmax(log_q, log_q0, sigma, orders):
   """``β(q)``: Theorem 6 below ``log q0``, ``λ/σ²`` from there on (tf-privacy's rule)."""
   dependent = log_q < log_q0
-  safe = jnp.clip(log_q, _LOG_Q_FLOOR, log_q0)  # Theorem 6 holds on (-inf, log q0].
+  # Theorem 6 holds on (-inf, log q0]; log q below -big is treated as -big (the bound is 0).
+  safe = jnp.clip(log_q, -nm.big(log_q.dtype), log_q0)
   return jnp.where(dependent, _theorem6(safe, sigma, orders), orders / sigma**2)
 
 
@@ -126,7 +126,7 @@ def _log_q0(sigma: jax.Array, orders: jax.Array) -> jax.Array:
   upper = jnp.minimum(jnp.minimum(-(1.0 + 1.0 / sigma)**2, -((orders - 0.99) / sigma)**2),
                       -1.0 / var)
   f_upper = f(upper)
-  steps = 1.5**jnp.arange(_BRACKET_STEPS, dtype=jnp.float64)[:, None]
+  steps = 1.5**jnp.arange(_BRACKET_STEPS, dtype=nm.float_dtype())[:, None]
   candidates = 2.0 * upper * steps                                     # [S, K], decreasing
   below = jax.lax.stop_gradient(f(candidates) <= 0.0)
   first = jnp.argmax(below, axis=0)
@@ -160,11 +160,13 @@ def _normal_tail_inverse(log_p: jax.Array) -> jax.Array:
 
   Start: ``ndtri`` where ``p`` is a normal float, the tail asymptote ``s² ≈ t - log t -
   log 2π`` (``t = -2 log p``) below; then Newton steps on ``log Φ̄``, whose slope is
-  ``-φ/Φ̄ = -√(2/π) / erfcx(s/√2)``.
+  ``-φ/Φ̄ = -√(2/π) / erfcx(s/√2)``. "Normal" is ``log p >= -700`` in float64 and
+  ``>= -80`` in float32 (``e^-87`` is float32's smallest normal number).
   """
-  deep = log_p < -700.0
+  limit = -700.0 if jnp.finfo(log_p.dtype).bits == 64 else -80.0
+  deep = log_p < limit
   p = jnp.exp(jnp.where(deep, -1.0, log_p))
-  t = -2.0 * jnp.where(deep, log_p, -701.0)
+  t = -2.0 * jnp.where(deep, log_p, limit - 1.0)
   s = jnp.where(deep, jnp.sqrt(t - jnp.log(t) - _LOG_2PI), -jax.scipy.special.ndtri(p))
 
   def newton(_, s):
@@ -200,7 +202,7 @@ def _ls_at_log_q(log_q, log_q0, log_q1, sigma, orders, num_classes):
 
 def _log_tail_table(sigma: jax.Array, size: int) -> jax.Array:
   """``log Φ̄(g/(√2σ))`` for the integer gaps ``g = 0..size-1`` (the union-bound terms)."""
-  g = jnp.arange(size, dtype=jnp.float64)
+  g = jnp.arange(size, dtype=nm.float_dtype())
   return nm.log_ndtr(-g / (nm.SQRT2 * sigma))
 
 
@@ -223,7 +225,7 @@ def _walk_gaps(votes: jax.Array, num_teachers: int):
   ``min(m_j, L + [j < rem])``. Right: ``(n_0 - d, m_1 + d, m_2, ...)``.
 
   Args:
-    votes: float64 ``[Q, C]`` integer counts.
+    votes: float ``[Q, C]`` integer counts (float64; float32 under a 32-bit jit).
     num_teachers: ``T``; steps ``d = 0..T-1``.
 
   Returns:
@@ -236,8 +238,8 @@ def _walk_gaps(votes: jax.Array, num_teachers: int):
   top = ordered[:, :1, None]                                       # [Q, 1, 1]
   others = ordered[:, 1:]                                          # [Q, C-1]
   m = others[:, None, :]                                           # [Q, 1, C-1]
-  d = jnp.arange(num_teachers, dtype=jnp.float64)[None, :, None]   # [1, T, 1]
-  j = jnp.arange(num_classes - 1, dtype=jnp.float64)               # [C-1]
+  d = jnp.arange(num_teachers, dtype=votes.dtype)[None, :, None]   # [1, T, 1]
+  j = jnp.arange(num_classes - 1, dtype=votes.dtype)               # [C-1]
   right = top - d - m - jnp.where(j == 0, d, 0.0)
   cum = jnp.cumsum(others, axis=-1)[:, None, :]                    # S_k
   level = jnp.floor(jnp.max((cum - d) / (j + 1.0), axis=-1, keepdims=True))  # [Q, T, 1]
@@ -275,7 +277,7 @@ def gnmax_local_sensitivity_core(votes: jax.Array, sigma: jax.Array, orders: jax
 def gnmax_walk_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array, log_q0: jax.Array,
                     log_q1: jax.Array, plateau: jax.Array, num_teachers: int) -> jax.Array:
   """``A(d)`` ``[Q, K, T]`` given :func:`gnmax_constants` (the walks and Algorithm 3)."""
-  votes = jnp.round(nm.as_float64(votes))
+  votes = jnp.round(nm.as_float(votes))
   num_classes = votes.shape[-1]
   table = _log_tail_table(sigma, 2 * num_teachers + 1)
   log_q_of = lambda gaps: _log_q_of_gaps(gaps, table, num_classes)
@@ -292,7 +294,7 @@ def gnmax_walk_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array, log_q
     prev_left, prev_right = _previous(left, 0.0), _previous(right, 0.0)
   row = lambda a: a[None, :, None]                                 # [K] -> [1, K, 1]
   # Step d is taken while step d-1 is still outside the plateau (and, left, votes remain).
-  d = jnp.arange(num_teachers, dtype=jnp.float64)
+  d = jnp.arange(num_teachers, dtype=nm.float_dtype())
   walk_left = (go_left[..., None] & (prev_left > row(log_q0))
                & (d <= others[:, None, None]))
   walk_right = go_right[..., None] & (prev_right < row(log_q1))
@@ -306,7 +308,7 @@ def gnmax_walk_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array, log_q
 
 def _threshold_rdp_table(threshold, sigma_threshold, orders, num_teachers):
   """``r(v)``: data-dependent threshold RDP at ``max_j n_j = v``, ``v = 0..T``: ``[T+1, K]``."""
-  v_max = jnp.arange(num_teachers + 1, dtype=jnp.float64)
+  v_max = jnp.arange(num_teachers + 1, dtype=nm.float_dtype())
   lower, upper = nm.log_ndtr_pair((v_max - threshold) / sigma_threshold)
   return _gnmax.rdp_from_log_q(jnp.minimum(lower, upper), nm.SQRT2 * sigma_threshold, orders)
 
@@ -319,13 +321,13 @@ def threshold_local_sensitivity_core(votes: jax.Array, threshold: jax.Array,
 
   The top count is rounded to the nearest integer (half to even), as in tf-privacy.
   """
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   r = _threshold_rdp_table(threshold, sigma_threshold, orders, num_teachers)  # [T+1, K]
   step = jnp.abs(r[1:] - r[:-1])                                   # [T, K]
   none = jnp.full_like(step[:1], -jnp.inf)
   ls_at = jnp.maximum(jnp.concatenate([none, step]), jnp.concatenate([step, none]))
   top = jnp.round(nm.max_and_argmax(votes, axis=-1)[0])[:, None]    # [Q, 1]
-  d = jnp.arange(num_teachers, dtype=jnp.float64)
+  d = jnp.arange(num_teachers, dtype=nm.float_dtype())
   up, down = top + d, top - d                                      # [Q, T]
 
   def at(v_max):
@@ -409,7 +411,7 @@ def _answer_weights(votes, weights, threshold, sigma_threshold, confident, reali
   top = jnp.round(nm.max_and_argmax(votes, axis=-1)[0])
   expected = jnp.where(confident, jnp.exp(nm.log_ndtr((top - threshold) / sigma_threshold)),
                        1.0)
-  return jnp.where(realised, jnp.asarray(weights, jnp.float64), expected)
+  return jnp.where(realised, nm.as_float(weights), expected)
 
 
 @functools.partial(jax.jit, static_argnames=("num_teachers", "conversion"))
@@ -423,7 +425,7 @@ def release_core(votes, weights, threshold, sigma_threshold, sigma, orders, beta
   where ``realised``). ``sigma_ss``: used where ``fixed_sigma_ss``. ``constants``:
   :func:`gnmax_constants` of ``(sigma, orders)``.
   """
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   num_queries, num_classes = votes.shape
   zeros = lambda: jnp.zeros((num_queries, orders.shape[0], num_teachers))
   ind_answer = orders / sigma**2
@@ -578,7 +580,7 @@ def threshold_local_sensitivity(votes, num_teachers, threshold, sigma, order) ->
 def _beta(beta, name="beta"):
   """Concrete β values must all be finite and > 0 (float64; tracers as they are)."""
   if v.is_traced(beta):
-    return jnp.asarray(beta, jnp.float64)
+    return nm.as_float(beta)
   arr = np.asarray(beta, np.float64)
   bad = ~(np.isfinite(arr) & (arr > 0))
   if bad.any():
@@ -638,14 +640,14 @@ def gnss_rdp(beta, sigma, order) -> jax.Array:
       raise ValueError(f"order must lie in (1, 1/(2·beta)) (Theorem 23); got order "
                        f"{o[tuple(i)]} with beta {np.broadcast_to(beta, o.shape)[tuple(i)]} "
                        f"(1/(2·beta) = {limit[tuple(i)]:g})")
-  return gnss_rdp_core(beta, sigma, jnp.asarray(orders, jnp.float64))
+  return gnss_rdp_core(beta, sigma, nm.as_float(orders))
 
 
 @functools.partial(jax.jit, static_argnames=("conversion",))
 def _best_order_core(votes, weights, threshold, sigma_threshold, sigma, orders, delta,
                      confident, realised, *, conversion: str) -> jax.Array:
   """tf-privacy's order: the one with the smallest data-dependent ε before the release."""
-  votes = nm.as_float64(votes)
+  votes = nm.as_float(votes)
   weights = _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised)
   rdp = (jnp.where(confident, _gnmax.confident_threshold_rdp_core(
       votes, threshold, sigma_threshold, orders), 0.0)
@@ -721,18 +723,18 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
     if np.shape(answered) != (votes.shape[0],):
       raise ValueError(f"answered must have shape [{votes.shape[0]}] (one flag per query); "
                        f"got shape {np.shape(answered)}")
-    weights = (jnp.asarray(answered, jnp.float64) if v.is_traced(answered)
+    weights = (nm.as_float(answered) if v.is_traced(answered)
                else np.asarray(answered, np.float64))
   else:
     weights = np.zeros((votes.shape[0],), np.float64)
-  if order is None:
-    orders = _best_order_core(votes, weights, thr, sig_thr, sigma, DEFAULT_ORDERS, delta,
+  if order is None:  # (A copy of DEFAULT_ORDERS: see _numerics.with_x64.)
+    orders = _best_order_core(votes, weights, thr, sig_thr, sigma, DEFAULT_ORDERS.copy(), delta,
                               np.bool_(confident), np.bool_(realised),
                               conversion=conversion)[None]
   else:
     orders = v.orders(order, "order")
   if betas is None:
-    grid = jnp.asarray(BETA_GRID, jnp.float64)
+    grid = nm.as_float(BETA_GRID)
     beta_grid = grid[None, :] / jnp.asarray(orders)[:, None]
   else:
     betas = _beta(betas, "betas")
@@ -767,9 +769,8 @@ def release_epsilon(key: jax.Array, release: Release) -> jax.Array:
   Returns:
     float64 scalar.
   """
-  noise = jax.random.normal(key, (), jnp.float64)
-  return jnp.asarray(release.epsilon, jnp.float64) + jnp.asarray(release.noise_std,
-                                                                 jnp.float64) * noise
+  noise = jax.random.normal(key, (), nm.float_dtype())
+  return nm.as_float(release.epsilon) + nm.as_float(release.noise_std) * noise
 
 
 _PUBLIC_FIELDS = ("order", "beta", "sigma_ss")

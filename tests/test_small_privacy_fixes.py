@@ -1,0 +1,76 @@
+"""Privacy issue 23, finding 10: budgets given as real numbers only, and a validation
+``ValueError`` reported by a script in one line. (The accountants under a 32-bit ``jax.jit``
+are tested in test_accounting.py.)"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pate_jax import _checks as v
+from pate_jax import experiment
+from pate_jax import votes as votes_lib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+# ----------------------------------------------------------------------------- budget
+
+
+@pytest.mark.parametrize("value,expected", [
+    (2, 2.0), (0.5, 0.5), (np.float32(1.5), 1.5), (np.int64(3), 3.0), (np.array(2.5), 2.5),
+    (jnp.asarray(4.0), 4.0), (float("inf"), np.inf), (np.inf, np.inf),
+])
+def test_budget_accepts_real_numbers(value, expected):
+  out = v.budget(value)
+  assert isinstance(out, np.float64) and out == expected
+
+
+@pytest.mark.parametrize("value", [
+    "2", "inf", b"2", True, False, np.bool_(True), np.array(True), None, 2 + 0j,
+    np.complex128(2.0), np.array("2"), np.array([2.0]), [2.0], 0, -1.0, float("nan"),
+])
+def test_budget_refuses_anything_but_a_positive_real_number(value):
+  with pytest.raises(ValueError, match="^epsilon_max must be a real number > 0") as e:
+    v.budget(value)
+  assert repr(value) in str(e.value)  # names the value as given
+
+
+def test_user_errors_include_value_error_not_type_error():
+  errors = experiment.user_errors()
+  assert issubclass(ValueError, errors) and not issubclass(TypeError, errors)
+
+
+# ----------------------------------------------------------------------------- one-line error
+
+
+def _aggregate(workdir: pathlib.Path, **env: str) -> subprocess.CompletedProcess:
+  """experiments/aggregate.py with a refused budget, on a 4-query votes.npz."""
+  votes = np.array([[8, 1, 1], [5, 3, 2], [0, 10, 0], [4, 4, 2]], np.int32)
+  votes_lib.save_votes(workdir / "votes.npz", votes, np.array([0, 0, 1, 2]),
+                       index=np.arange(4), num_pool=4, dataset="digits")
+  cmd = [sys.executable, "experiments/aggregate.py", "--config", "configs/aggregate_mnist.py",
+         "--config.num_queries=4", "--config.epsilon_max=-1", f"--workdir={workdir}"]
+  return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120,
+                        env={**os.environ, "PATE_JAX_TRACEBACK": "", **env})
+
+
+def test_a_validation_value_error_is_one_line_unless_the_traceback_is_asked(tmp_path):
+  proc = _aggregate(tmp_path)
+  lines = proc.stderr.strip().splitlines()
+  assert proc.returncode == 1, proc.stderr
+  assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+  assert re.fullmatch(r"error: ValueError: epsilon_max must be a real number > 0 \(inf "
+                      r"allowed\); got -1\.0 \(PATE_JAX_TRACEBACK=1 shows the traceback\)",
+                      lines[0]), lines[0]
+  shown = _aggregate(tmp_path, PATE_JAX_TRACEBACK="1")
+  assert shown.returncode != 0
+  assert "Traceback (most recent call last)" in shown.stderr
+  assert "ValueError: epsilon_max must be a real number > 0" in shown.stderr
