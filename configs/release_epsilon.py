@@ -5,9 +5,10 @@
 
 Default: the MNIST row of Papernot et al. 2018 (Table 2; tf-privacy
 ``ICLR2018/generate_table.sh``): the first 640 queries of 250 teachers' votes,
-Confident-GNMax with T = 200, σ_1 = 150, σ_2 = 40, δ = 1e-5, classic RDP conversion,
-the order chosen by tf-privacy's rule (smallest data-dependent ε before the release) on
-its list of orders (2, 2.5, ..., 100 and 100 log-spaced orders up to 500).
+Confident-GNMax with T = 200, σ_1 = 150, σ_2 = 40, δ = 1e-5, classic RDP conversion, on
+tf-privacy's list of orders (2, 2.5, ..., 100 and 100 log-spaced orders up to 500). The
+published release uses an order, β and σ_ss fixed here (the paper's procedure chose them
+on the votes; that analysis is reported in the private part only).
 """
 
 import ml_collections
@@ -15,7 +16,10 @@ import ml_collections
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.seed = 0                  # root seed: the realised answers and the release noise
+  c.seed = 0                  # root seed (what is not private)
+  # None: secret noise (answers and release); an int: a research seed (public noise, the ε
+  # is a measurement).
+  c.noise_seed = ml_collections.config_dict.placeholder(int)
   c.votes_dir = ""            # directory (or file) with votes.npz; "" = --workdir
   c.num_queries = 640         # first N rows of the public pool (paper's MNIST: 640)
   c.threshold = 200.0         # Confident-GNMax threshold T
@@ -25,7 +29,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.conversion = "classic"    # RDP -> (ε, δ) as in the paper; or "improved"
   c.orders = "tf_privacy"     # "tf_privacy" (its table script's list) or "default"
   c.joint_orders = True       # also release with (λ, β) chosen jointly over DEFAULT_ORDERS
-  c.draws = 1000              # noisy releases drawn to report their spread
+  c.draws = 1000              # noisy releases drawn to report their spread (private)
+  # The release's parameters, fixed before the data is seen: order None = the order where
+  # num_queries answers cost the least data-independent ε; beta None = 0.4/order.
+  c.release = ml_collections.ConfigDict({
+      "order": ml_collections.config_dict.placeholder(float),
+      "beta": ml_collections.config_dict.placeholder(float),
+      "sigma_ss": 7.5})
   if arg not in (None, ""):
     raise ValueError(f"configs/release_epsilon.py: unknown variant {arg!r}; use ''")
   return c

@@ -9,10 +9,9 @@ the student, sorts the unqueried pool rows by increasing maximum probability and
 queries the next ``round_sizes[r]``. One ledger (LNMax γ = 0.05, δ = 1e-5)
 accumulates over rounds and refuses queries beyond ``aggregate.epsilon_max``;
 compare with configs/student_supervised.py at the same number of queries
-(``--config.aggregate.num_queries``). The ledger is saved to
-``<workdir>/active_ledger.npz`` after every round's answers and resumed by a rerun;
-the aggregator is consistent (pool rows are the query ids), so a rerun that repeats
-the rounds gets the recorded answers without paying twice.
+(``--config.aggregate.num_queries``). The queries are paid from the teachers' budget
+(beside their votes.npz; a research noise seed keeps it in the workdir), which answers a
+row once: a rerun that repeats the rounds gets the recorded answers without paying twice.
 """
 
 import pathlib
@@ -27,7 +26,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.active = ml_collections.ConfigDict()
   c.active.round_sizes = (100, 100, 100, 100, 100)  # 500 queries in five rounds
   c.aggregate.epsilon_max = 8.0
-  c.aggregate.consistent = True     # a rerun's repeated rounds are answered from the record
   if arg == "cpu":
     c.num_steps = 1_500
   return c

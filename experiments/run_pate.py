@@ -8,10 +8,13 @@ Runs each stage's ``run(config, workdir)`` in its own sub-directory of
 ``student/`` (accuracy.png) and ``attack/`` (the attack paper's attacker on the run's
 lowest-consensus labelled queries, with fresh noise and with consistent answers;
 defense_consistent_answers.png), and writes a summary ``results.json`` with the headline
-numbers of every stage and ``report.md`` (Markdown with those figures); it ends by printing
-the headlines (teachers' accuracy, labels' accuracy, ε: data-dependent, released with smooth
-sensitivity, data-independent; the student's accuracy; the attack's errors) and the
-files' paths.
+numbers of every stage and ``report.md`` (Markdown with those figures), each in two parts:
+*publishable* (the labels' accuracy, ε data-independent and released with smooth
+sensitivity, the student's accuracy) and *private: for the data owner only* (the teachers'
+accuracy and vote gap, the data-dependent ε, the attack on the run's own vote
+histograms). It ends by printing the headlines (private lines say so) and the files' paths.
+Noise is secret unless ``--config.noise_seed`` names a research seed (then every output
+says that its ε is a measurement, not a release).
 A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
 written, unless ``--config.teachers.keep_checkpoints=True``; a finished one reuses
 votes.npz), the privacy ledger saved with ``aggregate/labels.npz`` (labels already paid
@@ -34,8 +37,8 @@ import numpy as np
 
 import train_student  # experiments/train_student.py
 import train_teachers  # experiments/train_teachers.py
-from pate_jax import attacks, experiment, labels as labels_lib, mechanisms, reporting, rng
-from pate_jax import votes as votes_lib
+from pate_jax import attacks, budget, experiment, labels as labels_lib, mechanisms, reporting
+from pate_jax import rng, votes as votes_lib
 
 
 def attack_stage(config, root: pathlib.Path) -> dict:
@@ -47,7 +50,7 @@ def attack_stage(config, root: pathlib.Path) -> dict:
   if agg.mechanism != "gnmax":  # the attack models GNMax's answers
     return {"skipped": f"the attack models GNMax answers; the labels used {agg.mechanism}"}
   data = votes_lib.load_votes(root / "teachers")
-  answered = labels_lib.load_labels(root / "aggregate")
+  answered = labels_lib.load_labels(root / "aggregate", votes_digest=budget.votes_digest(data))
   index = answered["query_index"][answered["answered"]]
   votes = np.asarray(data["votes"])[index]
   pick = attacks.lowest_consensus(votes, a.num_histograms)
@@ -66,14 +69,14 @@ def attack_stage(config, root: pathlib.Path) -> dict:
 
 
 def write_report(summary: dict, root: pathlib.Path) -> pathlib.Path:
-  """``report.md`` with the figures that exist (paths relative to the workdir)."""
+  """``report.md`` with the figures that exist (paths relative to the workdir), written
+  atomically."""
   figures = {"gap": "teachers/gap.png", "privacy": "aggregate/privacy.png",
              "student": "student/accuracy.png",
              "attack": "attack/defense_consistent_answers.png"}
   figures = {k: f for k, f in figures.items() if (root / f).exists()}
-  path = root / "report.md"
-  path.write_text(reporting.main_job_markdown(summary, figures))
-  return path
+  return experiment.write_text(root / "report.md",
+                               reporting.main_job_markdown(summary, figures))
 
 
 def wire(config, root: pathlib.Path | None) -> None:
@@ -83,6 +86,7 @@ def wire(config, root: pathlib.Path | None) -> None:
   with config.unlocked():
     for stage in (config.teachers, config.aggregate, config.student):
       stage.seed = config.seed
+    config.aggregate.noise_seed = config.noise_seed
     if root is not None:
       config.student.votes_dir = str(root / "teachers")
       config.student.labels_dir = str(root / "aggregate")
@@ -93,7 +97,9 @@ def run(config, workdir: str) -> dict:
   t0 = time.time()
   root = pathlib.Path(workdir)
   wire(config, root)
-  teachers = train_teachers.run(config.teachers, str(root / "teachers"))
+  experiment.remove_stale(root, ("results.json", "report.md"))
+  teachers = train_teachers.run(config.teachers, str(root / "teachers"),
+                                restart_flag="--config.teachers.restart")
   # The student stage labels its queries in aggregate/ (or reuses the labels paid for).
   student = train_student.run(config.student, str(root / "student"))
   labels = experiment.read_results(root / "aggregate")
@@ -103,11 +109,8 @@ def run(config, workdir: str) -> dict:
                            root / "student" / "accuracy.png")
   attack = attack_stage(config, root)
   summary = {
+      "noise_source": labels["noise_source"],
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},
-      "teachers": {k: teachers[k] for k in (
-          "dataset", "num_teachers", "examples_per_teacher", "teacher_test_accuracy",
-          "plurality_accuracy_eval", "plurality_accuracy_test", "mean_normalized_gap",
-          "wall_seconds")},
       "aggregate": labels,
       "student": {k: student[k] for k in (
           "student", "eval_accuracy", "num_eval", "num_labels", "label_accuracy", "epochs",
@@ -116,9 +119,18 @@ def run(config, workdir: str) -> dict:
       "epsilon_tight": labels.get("epsilon_tight"),
       "epsilon_at_grid_edge": labels["epsilon_at_grid_edge"],
       "epsilon_release": labels.get("epsilon_release"),
+      "ledger": labels["ledger"],
       "delta": labels["delta"],
-      "attack": attack,
       "wall_seconds": time.time() - t0,
+      "private": reporting.private_part(
+          teachers={**{k: teachers[k] for k in (
+              "dataset", "num_teachers", "examples_per_teacher", "wall_seconds")},
+                    **{k: teachers["private"][k] for k in (
+                        "teacher_test_accuracy", "plurality_accuracy_eval",
+                        "plurality_accuracy_test", "mean_normalized_gap")}},
+          epsilon=labels["private"]["epsilon"],
+          epsilon_release=labels["private"].get("epsilon_release"),
+          attack=attack),
   }
   record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
   mechanism = mechanisms.get(config.aggregate.mechanism, "config.aggregate.mechanism")
@@ -146,17 +158,19 @@ def plan(config) -> dict:
 
 
 def report(s: dict) -> None:
-  """The headline: teachers, labels and their ε (paper convention and tight), student."""
+  """The headline: labels, their ε, the student (publishable); then the teachers, the
+  data-dependent ε and the attack, on lines that say they are private."""
   if s["data"]["fallback_data"]:
     print("\n!!! FALLBACK DATA (sklearn 8x8 digits): NOT an MNIST result !!!")
-  st = s["student"]
+  st, p = s["student"], s["private"]
+  mark = "private (data owner only): "
   print("\n" + "\n".join([
-      reporting.teachers_headline(s["teachers"]),
       *reporting.aggregate_headline(s["aggregate"]),
       f"{st['student']} student: held-out accuracy {st['eval_accuracy']:.2%} on "
       f"{st['num_eval']} images from {st['num_labels']} noisy labels "
       f"({st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training)",
-      *reporting.attack_headline(s["attack"]),
+      mark + reporting.teachers_headline(p["teachers"]),
+      *[mark + line for line in reporting.attack_headline(p["attack"])],
       f"main job wall {s['wall_seconds']:.0f} s",
       f"report: {s['report']}"]))
 

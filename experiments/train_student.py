@@ -4,13 +4,14 @@
       --workdir runs/pate_g_100 --config.votes_dir=runs/pate_mnist_cpu/teachers
 
 Reads the teachers' ``votes.npz`` (``--config.votes_dir``), labels the first
-``aggregate.num_queries`` pool rows with the private aggregator (written to
-``<workdir>/labels/``, see experiments/aggregate.py; a rerun resumes that ledger
-and reuses the labels rather than paying for them again), trains the student with orbax
-checkpoints (a killed run resumes) and writes ``results.json``: held-out accuracy
-on the evaluation rows (never queried), queries, ε under each accountant, δ,
-label accuracy, epochs and wall time. The active learner
-(configs/student_active.py) queries the teachers itself, round by round.
+``aggregate.num_queries`` pool rows from the teachers' budget (the aggregate stage,
+pate_jax.stages.aggregate, into ``<workdir>/labels/``; rows answered before, by any run,
+come back as recorded, never paid for twice), trains the student with orbax checkpoints
+(a killed run resumes) and writes ``results.json``: publishable -- held-out accuracy on
+the evaluation rows (never queried), queries, the data-independent and released ε, δ,
+label accuracy, epochs and wall time; ``private`` (for the data owner only) -- the
+data-dependent ε. The active learner (configs/student_active.py) asks the teachers'
+budget itself, round by round.
 """
 
 from __future__ import annotations
@@ -21,25 +22,21 @@ import time
 import jax
 import numpy as np
 
-import aggregate  # experiments/aggregate.py (sibling script)
 from pate_jax import data as data_lib
-from pate_jax import experiment, memory, rng, students
+from pate_jax import experiment, memory, reporting, rng, students
 from pate_jax import labels as labels_lib
 from pate_jax import votes as votes_lib
-
-
-ACTIVE_LEDGER = "active_ledger.npz"  # the active learner's persisted ledger
+from pate_jax.stages import aggregate
 
 
 def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
-  """labels.npz and the aggregate stage's results in ``out``, from experiments/aggregate.py
-  with the run's seed. A rerun resumes the ledger saved with the labels: rows already
-  labelled are reused as they are (they were paid for) and labels.npz is left untouched
-  unless ``aggregate.num_queries`` asks for new rows; settings that differ from the
-  recorded ledger's are refused (pate_jax.ledger)."""
+  """labels.npz and the aggregate stage's results in ``out`` (pate_jax.stages.aggregate,
+  with the run's seed): the rows answered before come back from the teachers' budget as
+  recorded; settings that differ from the budget's are refused."""
   out = pathlib.Path(out)
   if (out / labels_lib.FILENAME).exists():
-    print(f"labels.npz found in {out}: reusing those labels and their ledger (already paid for)")
+    print(f"labels.npz found in {out}: its rows come back from the teachers' budget as "
+          "recorded (already paid for)")
   with config.aggregate.unlocked():
     config.aggregate.votes_dir = config.votes_dir
     config.aggregate.seed = config.seed
@@ -73,33 +70,37 @@ def run(config, workdir: str) -> dict:
   if config.get("active") and config.active.round_sizes:
     with config.aggregate.unlocked():
       config.aggregate.seed = config.seed
-    ledger_file = workdir / ACTIVE_LEDGER
-    prior = dict(np.load(ledger_file)) if ledger_file.exists() else None
-    if prior is not None:
-      print(f"resuming the active learner's ledger in {ledger_file}")
-    aggregator, mechanism, params, orders = aggregate.make_aggregator(config.aggregate,
-                                                                      ledger=prior)
+    budget = aggregate.make_budget(config.aggregate, votes, config.votes_dir, workdir)
     empty = np.zeros((0,), np.int64)
     out = students.active_learning(
         student, students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes),
-        aggregator, votes["votes"][:votes["num_pool"]], key,
-        round_sizes=config.active.round_sizes, fit_kwargs=fit_kwargs,
-        checkpoint_dir=str(workdir / "checkpoints"),
-        on_answer=lambda: _save_ledger(ledger_file, aggregator.ledger_record()))
+        budget, key, round_sizes=config.active.round_sizes, fit_kwargs=fit_kwargs,
+        checkpoint_dir=str(workdir / "checkpoints"))
     fit, index, labels = out.fit, out.labelled_index, out.labels
     every = np.ones(index.size, bool)
+    orders = (np.asarray(config.aggregate.orders, np.float64)
+              if config.aggregate.orders is not None and budget.mechanism.accountant == "rdp"
+              else None)
+    eps = reporting.epsilon_reports(
+        budget.mechanism, budget.params, votes["votes"][index], every, every, orders,
+        delta=config.aggregate.delta, max_moment=int(config.aggregate.max_moment))
+    public, private = reporting.split_epsilon(eps["epsilon"])
     results.update({"active_rounds": out.rounds, "stopped_by_budget": out.stopped_by_budget,
                     "num_queries": int(sum(r["asked"] for r in out.rounds)),
-                    "ledger_epsilon": aggregator.epsilon,
-                    **aggregate.epsilon_reports(config.aggregate, mechanism, params,
-                                                votes["votes"][index], every, every, orders)})
+                    "noise_source": rng.noise_record(config.aggregate.get("noise_seed")),
+                    "ledger_epsilon": budget.epsilon, "epsilon": public,
+                    "private": reporting.private_part(epsilon=private)})
   else:
     if config.labels == "noisy":
       label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
       index, labels = students.answered_labels(label_file)
       results.update({k: agg.get(k) for k in (
-          "mechanism", "noise", "num_queries", "num_answered", "epsilon", "epsilon_tight",
-          "epsilon_convention", "epsilon_at_grid_edge", "ledger") if k in agg})
+          "mechanism", "noise", "noise_source", "num_queries", "num_answered", "epsilon",
+          "epsilon_tight", "epsilon_convention", "epsilon_at_grid_edge", "epsilon_release",
+          "ledger") if k in agg})
+      results["private"] = reporting.private_part(**{
+          k: agg["private"][k] for k in ("epsilon", "epsilon_tight", "epsilon_release",
+                                         "ledger") if k in agg["private"]})
     else:  # non-private comparison points
       index, labels = _clean_labels(config, votes)
       results["num_queries"] = int(index.size)
@@ -178,14 +179,6 @@ def plan(config) -> dict:
   return out
 
 
-def _save_ledger(path: pathlib.Path, record: dict) -> None:
-  """Writes the active learner's ledger atomically (a rerun resumes it)."""
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(path.name + ".tmp.npz")
-  np.savez(tmp, **record)
-  tmp.replace(path)
-
-
 def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:
   """The first num_queries pool rows' plurality labels, or averaged teacher probabilities
   at the student's temperature (distillation)."""
@@ -204,15 +197,23 @@ def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 def report(r: dict) -> None:
-  eps = r["epsilon"]
-  if isinstance(eps, dict):
-    eps = ", ".join(f"{k} {v['epsilon']:.2f}" for k, v in eps.items())
-    tight = (r.get("epsilon_tight") or {}).get("moments_data_dependent")
-    if tight:
-      eps += f" (tight: data-dependent {tight['epsilon']:.2f}, moments to {tight['grid'][1]:g})"
+  """The headline: publishable first; the private ε on a line that says so."""
+  def fmt(eps):
+    return (", ".join(f"{k} {v['epsilon']:.2f}" for k, v in eps.items())
+            if isinstance(eps, dict) else str(eps))
+  source = r.get("noise_source") or {}
+  if source.get("public"):
+    print(f"\nNOTE: {source['note']}")
+  release = r.get("epsilon_release")
+  released = (f"; released ε {release['epsilon_released']:.2f}"
+              if isinstance(release, dict) else "")
   print(f"\n{r['student']} student: held-out accuracy {r['eval_accuracy']:.2%} on "
-        f"{r['num_eval']} images; {r['num_labels']} labels (accuracy {r['label_accuracy']:.2%})"
-        f"; ε: {eps} (δ {r['delta']:g}); {r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")
+        f"{r['num_eval']} images; {r['num_labels']} labels (accuracy "
+        f"{r['label_accuracy']:.2%}); ε: {fmt(r['epsilon'])}{released} (δ {r['delta']:g}); "
+        f"{r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")
+  private = (r.get("private") or {}).get("epsilon")
+  if private:
+    print(f"private (data owner only): data-dependent ε: {fmt(private)}")
 
 
 if __name__ == "__main__":

@@ -198,8 +198,6 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
       "deterministic_ops": experiment.deterministic_ops_enabled(),
       "train_plan": None if plan is None else dataclasses.asdict(plan),
       "predict_plan": None if predict_plan is None else dataclasses.asdict(predict_plan),
-      **reporting.vote_summary(votes, labels, num_pool, teacher_acc),
-      "final_train_loss": None if loss is None else float(loss[:t].mean()),
       "resumed_from_step": resumed_from,
       "train_seconds": train_seconds,
       "train_examples_per_second": (steps_trained * t * (config.batch_size or shard_y.shape[1])
@@ -210,6 +208,10 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
                       "share_of_training": ckpt.blocking_seconds / max(train_seconds, 1e-9),
                       "bytes": memory.tree_bytes(state)},
       "wall_seconds": time.time() - t_start,
+      # The teachers' accuracy, their votes' gap and loss are functions of the private data.
+      "private": reporting.private_part(
+          **reporting.vote_summary(votes, labels, num_pool, teacher_acc),
+          final_train_loss=None if loss is None else float(loss[:t].mean())),
   }
   keep = bool(config.get("keep_checkpoints", False))
   results["checkpoints"]["kept"] = keep
@@ -231,7 +233,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
 def report(results: dict) -> None:
   if results["fallback_data"]:
     print(f"!!! FALLBACK DATA ({results['data_source']}): NOT a {results['dataset']} result !!!")
-  print(reporting.teachers_headline(results))
+  print("private (data owner only): " + reporting.teachers_headline(results))
 
 
 if __name__ == "__main__":

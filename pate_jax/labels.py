@@ -1,24 +1,27 @@
-"""Noisy labels and the privacy ledger that paid for them: the hand-over to the student.
+"""Noisy labels: the hand-over from the aggregation stage to the student.
 
 The aggregation stage answers the student's queries (rows of ``votes.npz``, see
-:mod:`pate_jax.votes`) through a :class:`pate_jax.ledger.PrivateAggregator` and writes
-``labels.npz`` with :func:`save_labels`; the student reads it with :func:`load_labels`.
-The file keeps the whole ledger (:func:`pate_jax.ledger.ledger_record`), so that a
-rerun resumes the budget the labels were paid from instead of starting a new one
-(``PrivateAggregator(..., ledger=load_labels(workdir))``): the budget belongs to the
-private data, not to a process.
+:mod:`pate_jax.votes`) from the teachers' budget (:class:`pate_jax.budget.TeachersBudget`,
+which keeps the ledger and every answer beside the votes) and writes ``labels.npz`` with
+:func:`save_labels`: a copy of the answers to the rows it asked, for the student, which
+reads it with :func:`load_labels`. The file holds nothing private: the released labels
+and outcomes, the public pool's true labels (for evaluation), the digest of the votes
+they were answered on, and the publishable part of the ledger; it cannot spend a budget
+(the budget lives with the votes). :func:`check_against` refuses a labels.npz whose rows
+are not the budget's record (a file spliced from two runs, or restored from elsewhere).
 
-``labels.npz`` layout (all arrays, ``N`` queries asked):
+``labels.npz`` layout (``N`` queries asked):
   query_index    int64   [N]  row of each query in votes.npz
   dataset_index  int64   [N]  row of each query input in its dataset split
   labels         int32   [N]  noisy label, -1 where not answered
   answered       bool    [N]  a label was released (status == ANSWERED)
   status         int32   [N]  :class:`pate_jax.ledger.Status` of each query
-  true_labels    int32   [N]  true labels (for evaluation only)
-  mechanism, ledger_*         the ledger (:data:`pate_jax.ledger.RECORD_KEYS`): composed
-                              cost and orders, ε and δ, ε_max, the mechanism's
-                              parameters, mode flags, counters, number of teachers,
-                              next fresh id and (consistent mode) the answer record.
+  true_labels    int32   [N]  true labels of the public pool (for evaluation only)
+  votes_digest   str          :func:`pate_jax.budget.votes_digest` of the votes answered on
+  mechanism      str          the mechanism's name
+  epsilon        float64      the budget's data-independent ε (publishable) when written
+  epsilon_max, delta float64  the budget and its δ
+  noise          str          "secret" or "research:<seed>" (public noise)
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ FILENAME = "labels.npz"
 
 _ANSWERED = int(ledger_lib.Status.ANSWERED)
 _COLUMNS = ("query_index", "dataset_index", "labels", "answered", "status", "true_labels")
-KEYS = _COLUMNS + ledger_lib.RECORD_KEYS
+_SCALARS = ("votes_digest", "mechanism", "epsilon", "epsilon_max", "delta", "noise")
+KEYS = _COLUMNS + _SCALARS
 
 
 def _path(path_or_dir: str | os.PathLike) -> pathlib.Path:
@@ -45,8 +49,9 @@ def _path(path_or_dir: str | os.PathLike) -> pathlib.Path:
 
 
 def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, true_labels: Any,
-                dataset_index: Any, query_index: Any | None = None,
-                **ledger: Any) -> pathlib.Path:
+                dataset_index: Any, query_index: Any, votes_digest: str, mechanism: str,
+                epsilon: float, epsilon_max: float, delta: float,
+                noise: str) -> pathlib.Path:
   """Writes ``labels.npz`` (module docstring) atomically; returns its path.
 
   Args:
@@ -55,26 +60,19 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
     status: int ``[N]`` :class:`pate_jax.ledger.Status`; ``answered`` is derived.
     true_labels: int ``[N]`` true labels.
     dataset_index: int ``[N]`` row of each query input in its dataset split.
-    query_index: int ``[N]`` rows of votes.npz (default ``arange(N)``).
-    **ledger: exactly the :data:`pate_jax.ledger.RECORD_KEYS`
-      (:meth:`pate_jax.ledger.PrivateAggregator.ledger_record` gives them).
+    query_index: int ``[N]`` rows of votes.npz.
+    votes_digest, mechanism, epsilon, epsilon_max, delta, noise: see the layout.
   """
   labels = np.asarray(labels)
   n = labels.shape[0] if labels.ndim == 1 else -1
   columns = {"labels": labels, "status": np.asarray(status),
              "true_labels": np.asarray(true_labels), "dataset_index": np.asarray(dataset_index),
-             "query_index": np.arange(max(n, 0)) if query_index is None
-             else np.asarray(query_index)}
+             "query_index": np.asarray(query_index)}
   for name, col in columns.items():
     if col.shape != (n,):
       raise ValueError(f"{name} must have shape [N] like labels ({labels.shape}); got shape "
                        f"{col.shape}")
   _check_outcomes(labels, columns["status"], columns["status"] == _ANSWERED, "labels")
-  if set(ledger) != set(ledger_lib.RECORD_KEYS):
-    raise ValueError(f"the ledger must be given as the keys {ledger_lib.RECORD_KEYS}; missing "
-                     f"{sorted(set(ledger_lib.RECORD_KEYS) - set(ledger))}, unknown "
-                     f"{sorted(set(ledger) - set(ledger_lib.RECORD_KEYS))}")
-  ledger_lib.restore_ledger(ledger)  # Refuses a record that does not describe a ledger.
   path = _path(path_or_dir)
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp.npz")
@@ -83,7 +81,9 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
       dataset_index=columns["dataset_index"].astype(np.int64),
       labels=labels.astype(np.int32), answered=columns["status"] == _ANSWERED,
       status=columns["status"].astype(np.int32),
-      true_labels=columns["true_labels"].astype(np.int32), **ledger)
+      true_labels=columns["true_labels"].astype(np.int32), votes_digest=np.str_(votes_digest),
+      mechanism=np.str_(mechanism), epsilon=np.float64(epsilon),
+      epsilon_max=np.float64(epsilon_max), delta=np.float64(delta), noise=np.str_(noise))
   tmp.replace(path)
   return path
 
@@ -96,17 +96,21 @@ def _check_outcomes(labels: np.ndarray, status: np.ndarray, answered: np.ndarray
                      "where status is ANSWERED)")
 
 
-def load_labels(path_or_dir: str | os.PathLike) -> dict[str, Any]:
+def load_labels(path_or_dir: str | os.PathLike, votes_digest: str | None = None
+                ) -> dict[str, Any]:
   """Reads a ``labels.npz`` written by :func:`save_labels` into a dict.
 
-  Arrays stay numpy; ``ledger_epsilon``/``ledger_delta`` become floats and
-  ``mechanism`` a str; the other ``ledger_*`` entries stay numpy (a record for
-  :func:`pate_jax.ledger.restore_ledger`).
+  Arrays stay numpy; the scalars become ``str`` / ``float``.
+
+  Args:
+    path_or_dir: the file or its directory.
+    votes_digest: if given, the digest of the votes the labels must have been answered
+      on (:func:`pate_jax.budget.votes_digest`).
 
   Raises:
     FileNotFoundError: no file (run ``experiments/aggregate.py`` first).
     ValueError: a corrupted file, a missing key, columns of different lengths, labels
-      or status that do not agree, or a ledger that is not valid (names the file).
+      or status that do not agree, or labels answered on other votes (names the file).
   """
   path = _path(path_or_dir)
   if not path.exists():
@@ -119,33 +123,32 @@ def load_labels(path_or_dir: str | os.PathLike) -> dict[str, Any]:
       raise ValueError(f"{path}: {k} must be an integer column [N] like labels "
                        f"({out['labels'].shape}); got {out[k].dtype} {out[k].shape}")
   _check_outcomes(out["labels"], out["status"], out["answered"], str(path))
-  try:
-    ledger_lib.restore_ledger(out)
-  except ValueError as e:
-    raise ValueError(f"{path}: {e}") from e
-  for k in ("ledger_epsilon", "ledger_delta"):
+  for k in ("votes_digest", "mechanism", "noise"):
+    out[k] = str(out[k])
+  for k in ("epsilon", "epsilon_max", "delta"):
     out[k] = float(out[k])
-  out["mechanism"] = str(out["mechanism"])
+  if votes_digest is not None and out["votes_digest"] != votes_digest:
+    raise ValueError(f"{path} was answered on other votes than these (digest "
+                     f"{out['votes_digest'][:12]}... vs {votes_digest[:12]}...): labels "
+                     "belong to the votes they were paid from")
   return out
 
 
-def previous_labels(workdir: str | os.PathLike, index: np.ndarray) -> dict[str, Any] | None:
-  """The labels.npz of an earlier run in ``workdir`` (:func:`load_labels`; None if none),
-  checked against the current votes.npz rows: its ``N`` queries must be the first ``N``
-  rows of ``index`` (the dataset rows of the current public pool), in order.
+def check_against(labels: dict[str, Any], rows: np.ndarray, row_labels: np.ndarray,
+                  row_status: np.ndarray, where: str) -> None:
+  """Every answered or charged row of ``labels`` (:func:`load_labels`) is in the budget's
+  record (``rows``, ``row_labels``, ``row_status``) with the same outcome.
 
   Raises:
-    ValueError: the labels were paid for on other rows (keep that votes.npz, or start a
-      new budget in a new workdir).
+    ValueError: naming ``where``: a row the budget never charged, or another outcome (a
+      file spliced from two runs, or from another budget).
   """
-  workdir = pathlib.Path(workdir)
-  if not (workdir / FILENAME).exists():
-    return None
-  prior = load_labels(workdir)
-  m = prior["labels"].shape[0]
-  if (m > index.shape[0] or not np.array_equal(prior["query_index"], np.arange(m))
-      or not np.array_equal(prior["dataset_index"], index[:m])):
-    raise ValueError(f"{workdir / FILENAME} was paid for on other votes.npz rows "
-                     "than the current ones; keep its votes.npz, or start a new budget in a "
-                     "new workdir")
-  return prior
+  recorded = {int(r): (int(lab), int(st)) for r, lab, st in zip(rows, row_labels, row_status)}
+  charged = labels["status"] != int(ledger_lib.Status.REFUSED_BUDGET)
+  for r, lab, st in zip(labels["query_index"][charged], labels["labels"][charged],
+                        labels["status"][charged]):
+    if recorded.get(int(r)) != (int(lab), int(st)):
+      raise ValueError(f"{where}: row {int(r)} is not the teachers' budget's answer ("
+                       f"{(int(lab), int(st))} vs {recorded.get(int(r))}): the file was not "
+                       "written from this budget (spliced or copied); remove it to have it "
+                       "written again")

@@ -1,7 +1,8 @@
 """A privacy-budget ledger that answers teacher queries only while ε ≤ ε_max.
 
 Functional core: :class:`LedgerState` is a pytree holding the accountant (the
-composed privacy cost, :class:`pate_jax.accounting.Accountant`), the ε it gives, the
+composed data-independent privacy cost, :class:`pate_jax.accounting.Accountant`), the
+ε it gives, the private data-dependent accountant, the
 counts of distinct queries charged and answered, and the consistent-answer cache
 (:class:`AnswerCache`: a sorted record of the query ids already charged with their
 outcome); :func:`answer_batch` maps ``(state, key, votes[B, C], query ids[B]) ->
@@ -25,28 +26,33 @@ ones also pay GNMax at σ (the realised cost, as in the 2018 paper's analysis).
 Answering a batch. Queries are considered in order; query ``i`` is *processed*
 iff every earlier query in the batch was, and
 
-    ε(cost_before_i + worst_i) ≤ ε_max  and  ε(cost_before_i + realised_i) ≤ ε_max,
+    ε(bound_before_i + worst_i) ≤ ε_max  and  ε(bound_before_i + realised_i) ≤ ε_max,
 
-where ``worst_i`` is its cost if answered (for Confident-GNMax: threshold +
-GNMax) and ``realised_i`` what it actually costs. Requiring the worst case keeps
-the refusal decision independent of the mechanism's noise, so refusing reveals
-nothing about the (unreleased) threshold outcome. The rest of the batch is
-refused with status ``REFUSED_BUDGET``. The state is replaced by the cumulative
-cost *at the last processed query*, the very value checked against ε_max, so the
-ledger never exceeds its budget (not even by rounding) and never records a cost
-that was not paid, nor drops one that was.
+where the bound is the data-independent cost (λ/σ², λ/(2σ_T²), or the 2017 bound
+with q = 1), ``worst_i`` is query ``i``'s bound if answered (for Confident-GNMax:
+threshold + GNMax) and ``realised_i`` its bound given the released outcome. The rest
+of the batch is refused with status ``REFUSED_BUDGET``. The state is replaced by the
+cumulative cost *at the last processed query*, the very value checked against ε_max,
+so the ledger never exceeds its budget (not even by rounding) and never records a
+cost that was not paid, nor drops one that was.
 
-Data-dependent accounting. With ``data_dependent=True`` the per-query costs
-depend on the vote histograms, which are computed from the private data. As in
-Papernot et al. 2017 (Section 3.3) and 2018, the resulting ε is itself a
-sensitive statistic; the papers report it without the extra noise (calibrated to
-its smooth sensitivity) that would make it private, and so does this ledger.
-Likewise the *point at which the ledger refuses* depends on the data, so the
-guarantee "ε ≤ ε_max" is the papers' data-dependent one, not a DP statement about
-the stopping time. Use ``data_dependent=False`` for a budget whose stopping rule
-is data-independent (costs λ/σ², λ/(2σ_T²), or the 2017 bound with q = 1);
-Confident-GNMax then still depends on the data only through its released
-answered/not-answered outcomes.
+Refusals are data-independent. Whether a query is processed depends only on the
+settings, on how many queries were processed before, and on released outcomes
+(Confident-GNMax's answered / not answered), never on the votes themselves: a
+refusal decided on the data-dependent cost would tell, for free, whether that cost
+exceeds what is left of the budget (one bit of the private votes per refusal). The
+worst case (answered) is checked first, so a refusal does not reveal the unreleased
+threshold outcome either.
+
+Data-dependent accounting (private). With ``data_dependent=True`` the ledger also
+composes the data-dependent per-query costs (Papernot et al. 2017, Section 3; 2018,
+Theorem 6) in its ``private_accountant``: ``private_epsilon`` is the papers'
+data-dependent ε, a function of the private votes. It never decides anything and may
+not be published as it is (it is for the data owner only); publish instead the
+data-independent ``epsilon`` or a smooth-sensitivity release of the private one
+(:mod:`pate_jax.budget`), whose own cost is charged to the ledger with :func:`charge`
+(the ``extra_cost`` of the state). With ``data_dependent=False`` the private
+accountant equals the bound.
 
 Budget integrity. The budget belongs to the private data, not to a process or an
 object, so every way of spending it twice is closed:
@@ -66,8 +72,17 @@ object, so every way of spending it twice is closed:
 * :func:`ledger_record` / :func:`restore_ledger` turn the state into plain arrays
   and back (validated: a record whose ε does not match its cost is refused), and
   ``PrivateAggregator(..., ledger=record)`` resumes a persisted ledger, refusing one
-  whose settings differ from the arguments. ``experiments/aggregate.py`` keeps the
-  record in ``labels.npz`` beside the labels it paid for and resumes it on a rerun.
+  whose settings differ from the arguments. The budget of a set of teachers is kept
+  with their votes and spent through :mod:`pate_jax.budget`.
+
+* a ledger has a *lineage* (a random id drawn when it is created) and a *generation*
+  (how many times it has spent): :meth:`PrivateAggregator.ledger_record` writes both,
+  and the aggregators of one process keep, per lineage, the newest generation spent.
+  An aggregator resumed from a record older than that, or whose lineage another
+  aggregator has spent from since, is refused (:class:`StaleLedgerError`): two
+  aggregators built from one record cannot each spend the budget. Across processes the
+  budget of a set of teachers lives in one file next to their votes
+  (:mod:`pate_jax.budget`).
 
 The functional API cannot stop a caller from keeping an old state and answering from
 it again (a pure function has no memory); the guarantee holds for a chain of states
@@ -101,14 +116,18 @@ from pate_jax._compile import light_jit
 
 __all__ = [
     "Status", "AnswerCache", "LedgerState", "BatchResult", "init_ledger", "answer_batch",
-    "ledger_epsilon", "ledger_record", "restore_ledger", "RECORD_KEYS", "PrivateAggregator",
-    "DEFAULT_ORDERS",
+    "charge", "ledger_epsilon", "ledger_record", "restore_ledger", "RECORD_KEYS",
+    "PrivateAggregator", "StaleLedgerError", "DEFAULT_ORDERS",
 ]
 
 # Rényi orders used when none are given: the accountants' default grid.
 DEFAULT_ORDERS = np.asarray(acc.DEFAULT_ORDERS, dtype=np.float64)
 
 _ID_SENTINEL = np.uint64(np.iinfo(np.uint64).max)
+
+
+class StaleLedgerError(ValueError):
+  """A ledger copy that another aggregator has spent from since (or a newer copy has)."""
 
 
 class Status(enum.IntEnum):
@@ -140,12 +159,19 @@ class LedgerState:
   """Pytree state of the ledger: the spent budget and every setting it depends on.
 
   Attributes:
-    accountant: the composed cost (:class:`pate_jax.accounting.Accountant`: float64
-      ``cost[K]`` at ``orders[K]``, with its conversion; LNMax: summed log-moments at
-      the moment orders).
+    accountant: the composed data-independent cost, the budget's
+      (:class:`pate_jax.accounting.Accountant`: float64 ``cost[K]`` at ``orders[K]``,
+      with its conversion; LNMax: summed log-moments at the moment orders). It includes
+      ``extra_cost``.
     epsilon: float64 ``[]`` ε of the accountant at ``delta`` (as checked against
-      ε_max).
+      ε_max): publishable.
     best_order: float64 ``[]`` the order (moment) attaining ``epsilon``.
+    private_accountant: the composed cost of the answers under the ledger's
+      accounting (data-dependent when ``data_dependent``): private, for the data owner.
+    private_epsilon: float64 ``[]`` its ε at ``delta`` (private).
+    private_best_order: float64 ``[]`` the order attaining it (private).
+    extra_cost: float64 ``[K]`` charges other than answers (:func:`charge`: the
+      smooth-sensitivity releases of the private ε), already in ``accountant``.
     num_charged: int32 ``[]`` distinct queries processed (answered or not confident).
     num_answered: int32 ``[]`` distinct queries answered with a label.
     cache: the consistent-answer cache (capacity 0 without consistent answers).
@@ -161,6 +187,10 @@ class LedgerState:
   accountant: acc.Accountant
   epsilon: Any
   best_order: Any
+  private_accountant: acc.Accountant
+  private_epsilon: Any
+  private_best_order: Any
+  extra_cost: Any
   num_charged: Any
   num_answered: Any
   cache: AnswerCache
@@ -192,8 +222,10 @@ class LedgerState:
 
 jax.tree_util.register_dataclass(
     LedgerState,
-    data_fields=["accountant", "epsilon", "best_order", "num_charged", "num_answered", "cache",
-                 "delta", "epsilon_max", "params", "num_teachers", "next_id"],
+    data_fields=["accountant", "epsilon", "best_order", "private_accountant",
+                 "private_epsilon", "private_best_order", "extra_cost", "num_charged",
+                 "num_answered", "cache", "delta", "epsilon_max", "params", "num_teachers",
+                 "next_id"],
     meta_fields=["mechanism", "data_dependent", "consistent"])
 
 
@@ -230,11 +262,16 @@ def _empty_cache(capacity: int) -> AnswerCache:
 def init_ledger(cost: Any = None, *, orders: Any, delta: float, mechanism: str,
                 params: dict[str, Any], epsilon_max: float, data_dependent: bool = True,
                 consistent: bool = False, conversion: str = "improved",
-                capacity: int = 0) -> LedgerState:
-  """An empty ledger (or one starting from a composed ``cost[K]``) and its settings.
+                capacity: int = 0, private_cost: Any = None,
+                extra_cost: Any = None) -> LedgerState:
+  """An empty ledger (or one starting from composed costs) and its settings.
 
   Args:
-    cost: ``[K]`` composed cost to start from (``None``: zeros, a fresh ledger).
+    cost: ``[K]`` composed data-independent cost to start from, ``extra_cost``
+      included (``None``: zeros, a fresh ledger).
+    private_cost: ``[K]`` composed cost of the answers under the ledger's accounting
+      (``None``: zeros).
+    extra_cost: ``[K]`` the part of ``cost`` charged by :func:`charge` (``None``: zeros).
     orders: ``[K]`` RDP orders (LNMax: moment orders ``l``).
     delta: δ in (0, 1).
     mechanism: a name in :data:`pate_jax.mechanisms.REGISTRY` (selects the accountant).
@@ -252,13 +289,20 @@ def init_ledger(cost: Any = None, *, orders: Any, delta: float, mechanism: str,
   data_dependent = v.boolean(data_dependent, "data_dependent")
   consistent = v.boolean(consistent, "consistent")
   capacity = v.positive_int(capacity, "capacity", minimum=1 if consistent else 0)
-  accountant = acc.make_accountant(m.accountant, orders, conversion, cost)
-  accountant = dataclasses.replace(accountant, cost=np.asarray(accountant.cost, np.float64),
-                                   orders=np.asarray(accountant.orders, np.float64))
+  accountant = _host_accountant(m, orders, conversion, cost)
+  private = _host_accountant(m, orders, conversion, private_cost)
+  extra = np.zeros_like(accountant.cost) if extra_cost is None else np.asarray(extra_cost,
+                                                                               np.float64)
+  if extra.shape != accountant.cost.shape:
+    raise ValueError(f"extra_cost must have one value per order {accountant.cost.shape}; got "
+                     f"shape {extra.shape}")
   eps, best = accountant.epsilon(delta)
+  private_eps, private_best = private.epsilon(delta)
   # Host (numpy) leaves: float64 and uint64 stay exact outside 64-bit mode.
   return LedgerState(
-      accountant=accountant, epsilon=eps, best_order=best, num_charged=np.int32(0),
+      accountant=accountant, epsilon=eps, best_order=best, private_accountant=private,
+      private_epsilon=private_eps, private_best_order=private_best, extra_cost=extra,
+      num_charged=np.int32(0),
       num_answered=np.int32(0), cache=_empty_cache(capacity if consistent else 0),
       delta=np.float64(delta), epsilon_max=np.float64(epsilon_max),
       params={k: np.float64(p) for k, p in params.items()}, num_teachers=np.int32(0),
@@ -266,9 +310,44 @@ def init_ledger(cost: Any = None, *, orders: Any, delta: float, mechanism: str,
       consistent=consistent)
 
 
+def _host_accountant(m: mechanisms.Mechanism, orders: Any, conversion: str,
+                     cost: Any) -> acc.Accountant:
+  """An accountant with float64 numpy leaves (a cost may be ``+inf`` at some orders: a
+  smooth-sensitivity release is RDP only below ``1/(2β)``)."""
+  cost = None if cost is None else np.asarray(cost, np.float64)
+  accountant = acc.make_accountant(m.accountant, orders, conversion, cost)
+  return dataclasses.replace(accountant, cost=np.asarray(accountant.cost, np.float64),
+                             orders=np.asarray(accountant.orders, np.float64))
+
+
 def ledger_epsilon(state: LedgerState) -> tuple[float, float]:
-  """``(ε, best order)`` recorded in ``state``."""
+  """``(ε, best order)`` of the data-independent bound recorded in ``state``
+  (publishable)."""
   return float(state.epsilon), float(state.best_order)
+
+
+def charge(state: LedgerState, cost: Any) -> tuple[LedgerState, bool]:
+  """Charges a data-independent cost curve ``cost[K]`` (e.g. the RDP of a smooth-
+  sensitivity release of the private ε, ``+inf`` at orders where it is not RDP) to the
+  budget, if ``ε(bound + cost) <= ε_max``.
+
+  Returns:
+    ``(new state, True)``, or ``(state, False)`` where the charge would exceed ε_max
+    (nothing is charged).
+  """
+  state = _check_state(state)
+  cost = np.asarray(cost, np.float64)
+  if cost.shape != np.shape(state.accountant.cost) or np.any(np.isnan(cost) | (cost < 0)):
+    raise ValueError(f"cost must be a non-negative curve of shape "
+                     f"{np.shape(state.accountant.cost)} (+inf allowed); got {cost!r}")
+  total = np.asarray(state.accountant.cost, np.float64) + cost
+  accountant = dataclasses.replace(state.accountant, cost=total)
+  eps, best = accountant.epsilon(float(state.delta))
+  if not float(eps) <= float(state.epsilon_max):
+    return state, False
+  return state._replace(accountant=accountant, epsilon=np.float64(eps),
+                        best_order=np.float64(best),
+                        extra_cost=np.asarray(state.extra_cost, np.float64) + cost), True
 
 
 # ---------------------------------------------------------------------------
@@ -279,14 +358,23 @@ RECORD_KEYS = (
     "ledger_conversion", "ledger_epsilon", "ledger_best_order", "ledger_delta",
     "ledger_epsilon_max", "ledger_data_dependent", "ledger_consistent", "ledger_num_charged",
     "ledger_num_answered", "ledger_num_teachers", "ledger_next_id", "ledger_cache_ids",
-    "ledger_cache_labels", "ledger_cache_status")
+    "ledger_cache_labels", "ledger_cache_status", "ledger_extra_cost",
+    "ledger_private_cost", "ledger_private_epsilon", "ledger_private_best_order",
+    "ledger_lineage", "ledger_generation")
 """Keys of :func:`ledger_record` (and of the ledger part of ``labels.npz``)."""
 
 
-def ledger_record(state: LedgerState) -> dict[str, np.ndarray]:
+PRIVATE_RECORD_KEYS = ("ledger_private_cost", "ledger_private_epsilon",
+                       "ledger_private_best_order")
+"""The record's private entries (functions of the votes): for the data owner only."""
+
+
+def ledger_record(state: LedgerState, *, lineage: str = "",
+                  generation: int = 0) -> dict[str, np.ndarray]:
   """The state as numpy arrays keyed by :data:`RECORD_KEYS` (:func:`restore_ledger` inverts).
 
-  The cache is stored without its padding (its ``size`` recorded entries).
+  The cache is stored without its padding (its ``size`` recorded entries). ``lineage``
+  and ``generation`` identify the copy (:class:`PrivateAggregator` fills them in).
   """
   s = jax.device_get(state)
   size = int(s.cache.size)
@@ -309,6 +397,12 @@ def ledger_record(state: LedgerState) -> dict[str, np.ndarray]:
       "ledger_cache_ids": np.asarray(s.cache.ids[:size], np.uint64),
       "ledger_cache_labels": np.asarray(s.cache.labels[:size], np.int32),
       "ledger_cache_status": np.asarray(s.cache.status[:size], np.int32),
+      "ledger_extra_cost": np.asarray(s.extra_cost, np.float64),
+      "ledger_private_cost": np.asarray(s.private_accountant.cost, np.float64),
+      "ledger_private_epsilon": np.float64(s.private_epsilon),
+      "ledger_private_best_order": np.float64(s.private_best_order),
+      "ledger_lineage": np.str_(lineage),
+      "ledger_generation": np.int64(generation),
   }
 
 
@@ -343,18 +437,26 @@ def restore_ledger(record: Any, capacity: int = 0) -> LedgerState:
   ids = np.asarray(record["ledger_cache_ids"])
   size = ids.shape[0] if ids.ndim == 1 else -1
   capacity = max(v.positive_int(capacity, "capacity", minimum=0), size, 1 if consistent else 0)
-  cost = np.asarray(record["ledger_cost"], np.float64)
-  if cost.shape != np.shape(record["ledger_orders"]) or cost.ndim != 1:
-    raise ValueError(f"ledger_cost must have one value per order of ledger_orders "
-                     f"{np.shape(record['ledger_orders'])}; got shape {cost.shape}")
-  if not np.all(np.isfinite(cost) & (cost >= 0)):
-    raise ValueError(f"ledger_cost must be finite and non-negative; got {cost}")
+  costs = {}
+  for key in ("ledger_cost", "ledger_private_cost", "ledger_extra_cost"):
+    cost = np.asarray(record[key], np.float64)
+    if cost.shape != np.shape(record["ledger_orders"]) or cost.ndim != 1:
+      raise ValueError(f"{key} must have one value per order of ledger_orders "
+                       f"{np.shape(record['ledger_orders'])}; got shape {cost.shape}")
+    if np.any(np.isnan(cost) | (cost < 0)):
+      raise ValueError(f"{key} must be non-negative (+inf allowed); got {cost}")
+    costs[key] = cost
+  if np.any(costs["ledger_extra_cost"] > costs["ledger_cost"]):
+    raise ValueError("ledger_extra_cost must be part of ledger_cost; got "
+                     f"{costs['ledger_extra_cost']} > {costs['ledger_cost']}")
+  cost = costs["ledger_cost"]
   state = init_ledger(
       cost, orders=record["ledger_orders"], delta=_record_scalar(record, "ledger_delta", "f"),
       mechanism=str(record["mechanism"]), params=dict(zip(names, values)),
       epsilon_max=_record_scalar(record, "ledger_epsilon_max", "f"),
       data_dependent=_record_scalar(record, "ledger_data_dependent", "b"),
-      consistent=consistent, conversion=conversion, capacity=capacity)
+      consistent=consistent, conversion=conversion, capacity=capacity,
+      private_cost=costs["ledger_private_cost"], extra_cost=costs["ledger_extra_cost"])
   counts = {k: _record_scalar(record, f"ledger_{k}", "iu")
             for k in ("num_charged", "num_answered", "num_teachers", "next_id")}
   if not 0 <= counts["num_answered"] <= counts["num_charged"] < 2**31:
@@ -362,10 +464,15 @@ def restore_ledger(record: Any, capacity: int = 0) -> LedgerState:
                      f"<= charged < 2**31; got {counts}")
   if not 0 <= counts["num_teachers"] <= v.MAX_NOISY_TOTAL or not 0 <= counts["next_id"] < 2**64:
     raise ValueError(f"ledger_num_teachers and ledger_next_id must be in range; got {counts}")
-  if not np.isclose(float(state.epsilon), _record_scalar(record, "ledger_epsilon", "f"),
-                    rtol=1e-9, atol=0.0):
-    raise ValueError(f"ledger_epsilon {float(record['ledger_epsilon'])} is not the ε of "
-                     f"ledger_cost ({float(state.epsilon)}): the record is corrupted")
+  for key, value in (("ledger_epsilon", state.epsilon),
+                     ("ledger_private_epsilon", state.private_epsilon)):
+    recorded = _record_scalar(record, key, "f")
+    if not (np.isclose(float(value), recorded, rtol=1e-9, atol=0.0)
+            or float(value) == recorded == float("inf")):
+      raise ValueError(f"{key} {recorded} is not the ε of its cost ({float(value)}): the "
+                       "record is corrupted")
+  if _record_scalar(record, "ledger_generation", "iu") < 0:
+    raise ValueError("ledger_generation must be >= 0")
   labels = np.asarray(record["ledger_cache_labels"])
   status = np.asarray(record["ledger_cache_status"])
   if (ids.ndim != 1 or ids.dtype.kind not in "iu" or labels.shape != ids.shape
@@ -432,10 +539,13 @@ def _answer_core_impl(state, key, votes, ids, valid, num_teachers):
 
   accountant = state.accountant
   orders = accountant.orders
-  worst = m.cost(votes, jnp.ones(b, bool), params, orders, data_dependent)
-  realised = m.cost(votes, answered, params, orders, data_dependent)
+  # The budget is checked on the data-independent bound only (module docstring).
+  worst = m.cost(votes, jnp.ones(b, bool), params, orders, False)
+  realised = m.cost(votes, answered, params, orders, False)
+  private = m.cost(votes, answered, params, orders, True) if data_dependent else realised
   worst = jnp.where(fresh[:, None], worst, 0.0)
   realised = jnp.where(fresh[:, None], realised, 0.0)
+  private = jnp.where(fresh[:, None], private, 0.0)
   inclusive = accountant.cost + jnp.cumsum(realised, axis=0)                 # [B, K]
   exclusive = jnp.concatenate([accountant.cost[None], inclusive[:-1]], axis=0)
   eps_fn = jax.vmap(lambda c: dataclasses.replace(accountant, cost=c).epsilon(delta))
@@ -451,6 +561,10 @@ def _answer_core_impl(state, key, votes, ids, valid, num_teachers):
   last = jnp.maximum(n_proc - 1, 0)
   charged = processed & fresh
   any_charged = charged.any()
+  private_cost = state.private_accountant.cost + jnp.sum(
+      jnp.where(charged[:, None], private, 0.0), axis=0)
+  private_accountant = dataclasses.replace(state.private_accountant, cost=private_cost)
+  private_eps, private_best = private_accountant.epsilon(delta)
   # The new cost is the cumulative sum at the last processed query: exactly the
   # value whose ε was checked against ε_max.
   new_state = state._replace(
@@ -458,6 +572,9 @@ def _answer_core_impl(state, key, votes, ids, valid, num_teachers):
           accountant, cost=jnp.where(n_proc > 0, inclusive[last], accountant.cost)),
       epsilon=jnp.where(any_charged, eps_after[last], state.epsilon),
       best_order=jnp.where(any_charged, best_after[last], state.best_order),
+      private_accountant=private_accountant,
+      private_epsilon=jnp.where(any_charged, private_eps, state.private_epsilon),
+      private_best_order=jnp.where(any_charged, private_best, state.private_best_order),
       num_charged=state.num_charged + charged.sum(dtype=jnp.int32),
       num_answered=state.num_answered + (charged & answered).sum(dtype=jnp.int32),
       num_teachers=jnp.where(valid.any() & (state.num_teachers == 0), num_teachers,
@@ -532,9 +649,12 @@ def _check_state(state: Any) -> LedgerState:
   if not isinstance(state, LedgerState):
     raise ValueError(f"state must be a LedgerState (from init_ledger or answer_batch); got "
                      f"{type(state).__name__}")
-  cost = np.asarray(state.cost, np.float64)
-  if not np.all(np.isfinite(cost) & (cost >= 0)):
-    raise ValueError(f"state: the accountant's cost must be finite and non-negative; got {cost}")
+  for name, cost in (("accountant", state.cost), ("private_accountant",
+                                                   state.private_accountant.cost)):
+    cost = np.asarray(cost, np.float64)
+    if np.any(np.isnan(cost) | (cost < 0)):
+      raise ValueError(f"state: the {name}'s cost must be non-negative (+inf allowed); got "
+                       f"{cost}")
   if int(state.num_charged) < 0 or int(state.num_answered) < 0 or int(state.num_teachers) < 0:
     raise ValueError("state: counters must be non-negative; got num_charged "
                      f"{int(state.num_charged)}, num_answered {int(state.num_answered)}, "
@@ -628,6 +748,15 @@ def answer_batch(state: LedgerState, key: jax.Array, votes: Any, query_ids: Any,
 # ---------------------------------------------------------------------------
 # Stateful wrapper for host code.
 
+# lineage -> the newest generation spent by an aggregator of this process.
+_NEWEST: dict[str, int] = {}
+_NEWEST_LOCK = threading.Lock()
+
+
+def _new_lineage() -> str:
+  import secrets  # pylint: disable=g-import-not-at-top
+  return secrets.token_hex(16)
+
 
 class PrivateAggregator:
   """Answers teacher queries with a noisy aggregator until the budget ε_max is spent.
@@ -647,8 +776,15 @@ class PrivateAggregator:
   One budget, one object. ``answer`` holds a lock, so threads sharing an aggregator
   spend one budget. The aggregator cannot be copied or pickled (``TypeError``): a
   copy would duplicate the unspent budget; share the object, or persist its ledger
-  with :meth:`ledger_record` (``labels.npz``) and resume it with ``ledger=``. Its
+  with :meth:`ledger_record` and resume it with ``ledger=``. A record carries its
+  lineage and generation: resuming a record that is older than what an aggregator of
+  this process has spent from its lineage, or spending from an aggregator whose
+  lineage another one has spent from since, raises :class:`StaleLedgerError`. Its
   ``state`` is read-only.
+
+  Publishable: ``epsilon`` (the data-independent bound, including :meth:`charge`-d
+  releases), the counters, the settings. Private (for the data owner only):
+  ``private_epsilon`` and ``private_best_order``.
 
   Args:
     key: PRNG key; query ``i`` is answered with noise from ``fold_in(key, id_i)``.
@@ -698,8 +834,19 @@ class PrivateAggregator:
     state = init_ledger(orders=orders, delta=delta, mechanism=mechanism, params=params,
                         epsilon_max=epsilon_max, data_dependent=data_dependent,
                         consistent=consistent, conversion=conversion, capacity=capacity)
+    lineage, generation = _new_lineage(), 0
     if ledger is not None:
       state = _resume(state, ledger, capacity)
+      lineage = str(ledger["ledger_lineage"]) or lineage
+      generation = int(np.asarray(ledger["ledger_generation"]))
+    with _NEWEST_LOCK:
+      newest = _NEWEST.get(lineage, generation)
+      if newest > generation:
+        raise StaleLedgerError(
+            f"ledger: this record is generation {generation} of its ledger, but generation "
+            f"{newest} has been spent since: an old copy cannot spend the budget again")
+      _NEWEST[lineage] = generation
+    self._lineage, self._generation = lineage, generation
     self._lock = threading.RLock()
     self._state = state
     self._mechanism = m
@@ -742,6 +889,25 @@ class PrivateAggregator:
     return float(self._state.best_order)
 
   @property
+  def private_epsilon(self) -> float:
+    """Private (for the data owner only): ε of the answers under the ledger's accounting
+    (data-dependent when ``data_dependent``); a function of the votes."""
+    return float(self._state.private_epsilon)
+
+  @property
+  def private_best_order(self) -> float:
+    """Private: the order attaining :attr:`private_epsilon`."""
+    return float(self._state.private_best_order)
+
+  @property
+  def lineage(self) -> str:
+    return self._lineage
+
+  @property
+  def generation(self) -> int:
+    return self._generation
+
+  @property
   def num_answered(self) -> int:
     return int(self._state.num_answered)
 
@@ -754,12 +920,34 @@ class PrivateAggregator:
     """The accounting in words, e.g. ``"RDP (improved conversion), data-dependent"``."""
     kind = ("2017 moments" if self._state.accountant.kind == "moments"
             else f"RDP ({self._state.accountant.conversion} conversion)")
-    return kind + (", data-dependent" if self.data_dependent else ", data-independent")
+    return kind + (", data-independent budget; private data-dependent ε tracked"
+                   if self.data_dependent else ", data-independent")
 
   def ledger_record(self) -> dict[str, Any]:
-    """The ledger as plain arrays (:func:`ledger_record`; the ledger of ``labels.npz``)."""
+    """The ledger as plain arrays (:func:`ledger_record`), with its lineage and generation."""
     with self._lock:
-      return ledger_record(self._state)
+      return ledger_record(self._state, lineage=self._lineage, generation=self._generation)
+
+  def _spend(self, new_state: LedgerState) -> None:
+    """Replaces the state after a spend; refuses if this aggregator's copy is stale."""
+    with _NEWEST_LOCK:
+      if _NEWEST.get(self._lineage, self._generation) != self._generation:
+        raise StaleLedgerError(
+            f"ledger: another aggregator has spent from this ledger since this one was "
+            f"built (generation {_NEWEST[self._lineage]} > {self._generation}): its copy of "
+            "the budget is stale")
+      self._generation += 1
+      _NEWEST[self._lineage] = self._generation
+    self._state = new_state
+
+  def charge(self, cost: Any) -> bool:
+    """Charges a data-independent cost curve to the budget (:func:`charge`); returns
+    whether it fitted (nothing is charged otherwise)."""
+    with self._lock:
+      state, ok = charge(self._state, cost)
+      if ok:
+        self._spend(state)
+      return ok
 
   # -- answering
   def _ensure_capacity(self, needed: int) -> None:
@@ -835,7 +1023,8 @@ class PrivateAggregator:
         if self.consistent:
           self._ensure_capacity(int(self._state.cache.size) + n)
         # Inputs were validated above for the whole batch.
-        self._state, out = _step(self._state, self.key, chunk, chunk_ids, valid, total)
+        new_state, out = _step(self._state, self.key, chunk, chunk_ids, valid, total)
+        self._spend(new_state)
         out = jax.device_get(out)
         labels[start:stop] = out.labels[:m]
         status[start:stop] = out.status[:m]

@@ -20,14 +20,13 @@ import dataclasses
 import pathlib
 from typing import Any
 
-import jax
 import numpy as np
 
-from pate_jax import accounting as acc
 from pate_jax import aggregation
 from pate_jax import experiment
 from pate_jax import ledger as ledger_lib
 from pate_jax import mechanisms
+from pate_jax import rng
 from pate_jax import votes as votes_lib
 
 # --------------------------------------------------------------------- aggregate stage
@@ -84,23 +83,6 @@ def epsilon_reports(mechanism: Any, params: dict, votes: np.ndarray, answered: n
         f"comparison with the paper); epsilon_tight: moments 1..{tight}")
   out["epsilon_at_grid_edge"] = edges
   return out
-
-
-def publishable_epsilon(key: jax.Array, mechanism: Any, params: dict, votes: np.ndarray,
-                        answered: np.ndarray, *, delta: float,
-                        conversion: str) -> dict[str, Any] | str:
-  """The publishable ε of the charged queries (``votes [Q, C]``, ``answered [Q]``): the
-  data-dependent ε released with smooth sensitivity (Papernot et al. 2018;
-  :func:`pate_jax.accounting.release_record`, noise drawn from ``key``), for GNMax and
-  Confident-GNMax. LNMax has no such analysis: its publishable ε is the data-independent
-  one (a sentence saying so)."""
-  if mechanism.name not in ("gnmax", "confident_gnmax"):
-    return (f"{mechanism.name}: no smooth-sensitivity analysis; publish the "
-            "data-independent ε")
-  if not votes.shape[0]:
-    return "nothing was charged"
-  return acc.release_record(key, votes, mechanism=mechanism.name, params=params, delta=delta,
-                            answered=answered, conversion=conversion)
 
 
 def privacy_curve(mechanism: Any, params: dict, votes: np.ndarray, answered: np.ndarray,
@@ -169,72 +151,154 @@ def config_record(config: Any, mechanism: Any) -> dict[str, Any]:
   return record
 
 
-def label_results(data: dict[str, Any], labels: np.ndarray, status: np.ndarray,
-                  mechanism: Any, params: dict, *, delta: float,
-                  num_asked_now: int) -> dict[str, Any]:
-  """The counts and accuracies of the aggregate stage's results.json (before its ε).
+PRIVATE_NOTE = ("for the data owner only: functions of the private data (votes, teachers); "
+                "never publish them, nor a figure or line drawn from them")
+"""The note of every ``private`` part."""
 
-  ``data``: :func:`pate_jax.votes.load_votes` (its first ``N`` rows are the queries);
-  ``labels``/``status`` ``[N]``: the noisy labels and :class:`pate_jax.ledger.Status` of
-  every query asked.
+
+def private_part(**values: Any) -> dict[str, Any]:
+  """A results entry marked private: ``{"note": PRIVATE_NOTE, **values}``."""
+  return {"note": PRIVATE_NOTE, **values}
+
+
+def split_epsilon(report: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+  """``(data-independent entries, data-dependent entries)`` of an ε report."""
+  public = {k: e for k, e in report.items() if "data_dependent" not in k}
+  return public, {k: e for k, e in report.items() if "data_dependent" in k}
+
+
+def aggregate_results(data: dict[str, Any], out: Any, state: dict[str, Any],
+                      release: dict[str, Any] | None, budget: Any, config: Any, *,
+                      num_asked_now: int) -> dict[str, Any]:
+  """The aggregate stage's results: a publishable part and a ``private`` one.
+
+  Publishable: the counts, the released labels' accuracy on the public pool's true
+  labels, the data-independent ε of the labels, the budget's ε (labels and releases, the
+  bound the budget is spent on), the released ε and its fixed parameters, the noise
+  source. Private: the plurality accuracy, the data-dependent ε, the un-noised release,
+  the budget's data-dependent ε, ε vs queries.
+
+  Args:
+    data: :func:`pate_jax.votes.load_votes` (its first ``N`` rows were asked).
+    out: the budget's :class:`pate_jax.ledger.BatchResult` for those rows.
+    state: :meth:`pate_jax.budget.TeachersBudget.state`.
+    release: :meth:`pate_jax.budget.TeachersBudget.release` (``None``: none drawn).
+    budget: the :class:`pate_jax.budget.TeachersBudget`.
+    config: the stage's config (δ, the moment grids, orders).
+    num_asked_now: rows not asked by an earlier run of this workdir.
   """
-  total = int(labels.shape[0])
-  votes, true_labels = data["votes"][:total], data["labels"][:total]
+  labels, status = np.asarray(out.labels), np.asarray(out.status)
+  n = int(labels.shape[0])
+  votes, true_labels = np.asarray(data["votes"][:n]), np.asarray(data["labels"][:n])
   answered = status == ledger_lib.Status.ANSWERED
-  num_answered = int(answered.sum())
-  return {
-      "dataset": data["dataset"],
-      "num_teachers": data["num_teachers"],
-      "mechanism": mechanism.name,
-      "noise": params,
-      "num_queries": total,
-      "num_asked_now": num_asked_now,
-      "num_answered": num_answered,
+  charged = answered | (status == ledger_lib.Status.NOT_CONFIDENT)
+  m, params = budget.mechanism, budget.params
+  orders = (np.asarray(config.orders, np.float64)
+            if config.orders is not None and m.accountant == "rdp" else None)
+  grids = {"delta": config.delta, "max_moment": int(config.max_moment),
+           "tight_max_moment": int(config.get("tight_max_moment") or 0)}
+  reports = epsilon_reports(m, params, votes, answered, charged, orders, **grids)
+  public_eps, private_eps = split_epsilon(reports["epsilon"])
+  public_tight, private_tight = split_epsilon(reports.get("epsilon_tight") or {})
+  edges = reports["epsilon_at_grid_edge"]
+  record = state["record"]
+  noise = budget.research_seed
+  where = ("the teachers' directory (ledger.npz beside votes.npz)" if noise is None else
+           "this work directory (research_ledger.npz: research noise)")
+  results: dict[str, Any] = {
+      "dataset": data["dataset"], "num_teachers": data["num_teachers"], "mechanism": m.name,
+      "noise": params, "noise_source": rng.noise_record(noise), "num_queries": n,
+      "num_asked_now": int(num_asked_now), "num_answered": int(answered.sum()),
       "num_refused_budget": int((status == ledger_lib.Status.REFUSED_BUDGET).sum()),
       "num_not_confident": int((status == ledger_lib.Status.NOT_CONFIDENT).sum()),
-      "delta": float(delta),
+      "delta": float(config.delta),
       "label_accuracy_answered": (float(np.mean(labels[answered] == true_labels[answered]))
-                                  if num_answered else None),
+                                  if answered.any() else None),
       "label_accuracy_overall": float(np.mean(labels == true_labels)),
-      "plurality_accuracy": float(np.mean(np.asarray(aggregation.plurality(votes))
-                                          == true_labels)),
+      "epsilon": public_eps,
+      "epsilon_at_grid_edge": [e for e in edges if "data_dependent" not in e],
+      "epsilon_release": (release["public"] if release else _no_release(budget, release)),
+      "ledger": {"epsilon": float(record["ledger_epsilon"]),
+                 "best_order": float(record["ledger_best_order"]),
+                 "epsilon_max": float(record["ledger_epsilon_max"]),
+                 "accounting": "data-independent bound of the labels and the releases",
+                 "num_charged": int(len(state["rows"])),
+                 "num_answered": int(np.sum(state["status"] == ledger_lib.Status.ANSWERED)),
+                 "releases": int(state["release_count"]), "kept_in": where},
   }
+  if public_tight:
+    results["epsilon_tight"] = public_tight
+    results["epsilon_convention"] = reports["epsilon_convention"]
+  private = private_part(
+      plurality_accuracy=float(np.mean(np.asarray(aggregation.plurality(votes))
+                                       == true_labels)),
+      epsilon=private_eps,
+      epsilon_at_grid_edge=[e for e in edges if "data_dependent" in e],
+      epsilon_release=None if not release else release["private"],
+      ledger={"epsilon_data_dependent": float(record["ledger_private_epsilon"]),
+              "best_order": float(record["ledger_private_best_order"])})
+  if private_tight:
+    private["epsilon_tight"] = private_tight
+  if charged.any():
+    private["privacy_curve"] = privacy_curve(m, params, votes, answered, charged, orders,
+                                             **grids)
+  results["private"] = private
+  return results
 
 
-def ledger_summary(aggregator: ledger_lib.PrivateAggregator, resumed: bool) -> dict[str, Any]:
-  """The ledger as the aggregate stage's results.json records it."""
-  return {"epsilon": aggregator.epsilon, "best_order": aggregator.best_order,
-          "epsilon_max": aggregator.epsilon_max, "accounting": aggregator.accounting,
-          "num_charged": aggregator.num_charged, "num_answered": aggregator.num_answered,
-          "resumed": resumed}
+def _no_release(budget: Any, release: Any) -> str:
+  """Why there is no released ε."""
+  if budget.release_spec is None:
+    return (f"{budget.mechanism.name}: no smooth-sensitivity release (LNMax has none; or "
+            "data-independent accounting): publish the data-independent ε")
+  return ("no release: nothing charged, or the budget has no room for a new release after "
+          "new answers")
 
 
 def aggregate_headline(r: dict[str, Any]) -> list[str]:
-  """Readable lines of an aggregate results dict (also the main job's)."""
+  """Readable lines of an aggregate results dict (also the main job's): publishable lines
+  first; every line with a private value starts with ``private``."""
   acc_answered = r["label_accuracy_answered"]
-  lines = [f"{r['mechanism']} {r['noise']}: {r['num_answered']} of {r['num_queries']} queries "
-           f"answered, label accuracy "
-           + (f"{acc_answered:.1%}" if acc_answered is not None else "n/a")
-           + f" (plurality {r['plurality_accuracy']:.1%})"]
-  for name, e in r["epsilon"].items():
+  lines = []
+  if r["noise_source"]["public"]:
+    lines.append(f"NOTE: {r['noise_source']['note']}")
+  lines.append(f"{r['mechanism']} {r['noise']}: {r['num_answered']} of {r['num_queries']} "
+               "queries answered, label accuracy "
+               + (f"{acc_answered:.1%}" if acc_answered is not None else "n/a"))
+  lines += _epsilon_lines(r["epsilon"], r.get("epsilon_tight"), "")
+  if r.get("epsilon_tight"):
+    lines.append(f"  ({r['epsilon_convention']})")
+  release = r.get("epsilon_release")
+  if isinstance(release, str):
+    lines.append(f"  released ε: {release}")
+  elif isinstance(release, dict):
+    lines.append(f"  ε released with smooth sensitivity = {release['epsilon_released']:.3g} "
+                 f"(release {release['release']}; order {_g(release['order'])}, β "
+                 f"{_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])} fixed in the config; "
+                 f"{release['conversion']} conversion)")
+  led = r["ledger"]
+  lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent "
+               f"({led['num_charged']} queries charged, {led['releases']} release(s); "
+               f"kept in {led['kept_in']})")
+  p = r["private"]
+  lines.append(f"private (data owner only): plurality accuracy {p['plurality_accuracy']:.1%}")
+  lines += _epsilon_lines(p["epsilon"], p.get("epsilon_tight"), "private (data owner only): ")
+  return lines
+
+
+def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
+                   prefix: str) -> list[str]:
+  lines = []
+  for name, e in report.items():
     best = e.get("best_moment", e.get("best_order"))
-    tight = (r.get("epsilon_tight") or {}).get(name)
+    tight = (tight_report or {}).get(name)
     where = "" if best is None else f" (best {'moment' if 'best_moment' in e else 'order'} {best:g}"
     if best is not None:
       where += ", AT THE GRID'S END)" if e.get("best_at_grid_edge") else ")"
     if tight is not None and tight["epsilon"] != e["epsilon"]:
       where += (f"; tight {tight['epsilon']:.3g} (moments to {tight['grid'][1]:g}, best "
                 f"{tight['best_moment']:g})")
-    lines.append(f"  ε {name} = {e['epsilon']:.3g}{where} at δ = {e['delta']:g}")
-  if r.get("epsilon_tight"):
-    lines.append(f"  ({r['epsilon_convention']})")
-  release = r.get("epsilon_release")
-  if isinstance(release, str):
-    lines.append(f"  publishable: {release}")
-  elif isinstance(release, dict):
-    lines.append(f"  ε released with smooth sensitivity = {release['epsilon_released']:.3g} "
-                 f"(order {_g(release['order'])}, {release['conversion']} conversion; "
-                 "publishable, unlike the data-dependent values above)")
+    lines.append(f"  {prefix}ε {name} = {e['epsilon']:.3g}{where} at δ = {e['delta']:g}")
   return lines
 
 
@@ -248,7 +312,8 @@ def plot_gap(gap: np.ndarray, num_teachers: int, path: str | pathlib.Path) -> No
   ax.hist(gap * 100, bins=50, color="tab:blue")
   ax.set_xlabel("normalized gap between top two vote counts (%)")
   ax.set_ylabel("test queries")
-  ax.set_title(f"{num_teachers} teachers: mean gap {gap.mean():.1%}")
+  ax.set_title(f"PRIVATE (data owner only): {num_teachers} teachers, mean gap {gap.mean():.1%}",
+               fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
@@ -272,7 +337,9 @@ def vote_summary(votes: np.ndarray, labels: np.ndarray, num_pool: int,
 
 
 def teachers_headline(r: dict[str, Any]) -> str:
-  """One readable line of a teachers results dict (also the main job's)."""
+  """One readable line of a teachers results dict (also the main job's): private values,
+  for the data owner only (the caller prints it marked so)."""
+  r = {**r, **r.get("private", {})}
   a = r["teacher_test_accuracy"]
   return (f"{r['num_teachers']} teachers × {r['examples_per_teacher']} examples "
           f"({r['dataset']}): test accuracy mean {a['mean']:.2%} ({a['min']:.2%}–{a['max']:.2%}),"
@@ -352,84 +419,113 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
           + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
 
-def _epsilon_rows(labels: dict[str, Any]) -> list[list[str]]:
+def _epsilon_rows(report: dict[str, Any]) -> list[list[str]]:
   rows = []
-  release = labels.get("epsilon_release")
-  for name, e in labels["epsilon"].items():
-    private = "data_dependent" in name
+  for name, e in report.items():
     best = e.get("best_order", e.get("best_moment"))
-    rows.append([name.replace("_", " "), f"{e['epsilon']:.3f}",
-                 "" if best is None else f"{best:g}",
-                 "private (depends on the votes): do not publish" if private
-                 else "publishable (data-independent)"])
-  if isinstance(release, dict):
-    note = ("nothing data-dependent to hide: the data-independent bound"
-            if release["beta"] == 0 else f"one noisy draw; β {_g(release['beta'])}, σ_ss "
-            f"{_g(release['sigma_ss'])}")
-    rows.append(["released with smooth sensitivity", f"{release['epsilon_released']:.3f}",
-                 _g(release["order"]), f"publishable ({note}, {release['conversion']} "
-                 "conversion)"])
-  elif isinstance(release, str):
-    rows.append(["released", "—", "", release])
+    rows.append([name.replace("_", " "), f"{e['epsilon']:.3f}", "" if best is None
+                 else f"{best:g}"])
   return rows
 
 
 def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
-  """The main job's ``report.md``: every stage's numbers and figures (paths relative to
-  the workdir, ``figures[name]``; a missing name leaves its figure out)."""
-  t, lab, st = s["teachers"], s["aggregate"], s["student"]
+  """The main job's ``report.md`` in two parts: *Publishable* (the labels, the student, the
+  data-independent and released ε) and *Private: for the data owner only* (the teachers,
+  the data-dependent ε, the attack on the run's own vote histograms, and the figures drawn
+  from them). ``figures[name]``: paths relative to the workdir (a missing name leaves its
+  figure out)."""
+  p = s["private"]
+  t, lab, st = p["teachers"], s["aggregate"], s["student"]
   fig = lambda name, alt: [f"![{alt}]({figures[name]})", ""] if name in figures else []
   acc = t["teacher_test_accuracy"]
   out = [f"# PATE main job: {t['dataset']}, {t['num_teachers']} teachers", ""]
   if s["data"]["fallback_data"]:
     out += ["**FALLBACK DATA (scikit-learn 8×8 digits): NOT an MNIST result.**", ""]
+  source = s["noise_source"]
+  noise = (f"**The noise of this run is public**: {source['note']}." if source["public"]
+           else "The noise of this run is secret (drawn from the operating system, never "
+           "written).")
+  release = s.get("epsilon_release")
+  if isinstance(release, dict):
+    released = (f"ε released with smooth sensitivity: **{release['epsilon_released']:.3f}** "
+                f"(release {release['release']} of this budget; order {_g(release['order'])}, "
+                f"β {_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])}, all fixed in the "
+                f"config before the data was seen; {release['conversion']} conversion).")
+  else:
+    released = f"No released ε: {release}."
+  led = s["ledger"]
   out += [f"Data: {s['data']['data_source']}. Wall time {s['wall_seconds']:.0f} s. Numbers from "
-          "`results.json` here and in each stage's directory.", "",
-          "## Teachers", "",
+          "`results.json` here and in each stage's directory. " + noise, "",
+          "## Publishable", "",
+          "Everything in this part may be published: it depends on the private data only "
+          "through the released labels and the released ε.", "",
+          "### Noisy labels and their privacy cost", "",
+          f"{lab['mechanism']} {lab['noise']}: {lab['num_answered']} of {lab['num_queries']} "
+          f"queries answered, label accuracy {_pct(lab['label_accuracy_answered'])}. ε at "
+          f"δ = {lab['delta']:g}:", "",
+          *_table(["data-independent ε of the labels", "value", "best order"],
+                  _epsilon_rows(lab["epsilon"])), "",
+          released, "",
+          f"The teachers' budget: ε {led['epsilon']:.3f} of ε_max {_g(led['epsilon_max'])} "
+          f"spent ({led['num_charged']} queries charged and {led['releases']} release(s); the "
+          f"data-independent bound of everything published), kept in {led['kept_in']}.", "",
+          "### Student", "",
+          f"{st['student']}: held-out accuracy {_pct(st['eval_accuracy'])} on {st['num_eval']} "
+          f"images, from {st['num_labels']} noisy labels ({_pct(st['label_accuracy'])} correct),"
+          f" {st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training.", "",
+          *fig("student", "student accuracy"),
+          "## Private: for the data owner only", "",
+          "Nothing below may be published, nor any figure or number drawn from it: each is a "
+          "function of the private data (the teachers, their votes).", "",
+          "### Teachers", "",
           f"{t['num_teachers']} teachers on disjoint partitions of {t['examples_per_teacher']} "
           f"examples each: test accuracy mean {_pct(acc['mean'])} (min {_pct(acc['min'])}, max "
           f"{_pct(acc['max'])}); their plurality vote {_pct(t['plurality_accuracy_test'])} on "
           f"the test split; mean normalized gap between the top two vote counts "
-          f"{_pct(t['mean_normalized_gap'])}.", "", *fig("gap", "vote gap"),
-          "## Noisy labels and their privacy cost", "",
-          f"{lab['mechanism']} {lab['noise']}: {lab['num_answered']} of {lab['num_queries']} "
-          f"queries answered, label accuracy {_pct(lab['label_accuracy_answered'])} "
-          f"(plurality {_pct(lab['plurality_accuracy'])}). ε at δ = {lab['delta']:g}:", "",
-          *_table(["ε", "value", "best order", "may be published?"], _epsilon_rows(lab)), "",
-          *fig("privacy", "epsilon vs queries"),
-          "## Student", "",
-          f"{st['student']}: held-out accuracy {_pct(st['eval_accuracy'])} on {st['num_eval']} "
-          f"images, from {st['num_labels']} noisy labels ({_pct(st['label_accuracy'])} correct),"
-          f" {st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training.", "",
-          *fig("student", "student accuracy")]
-  a = s.get("attack") or {"skipped": "not run"}
-  if "skipped" in a:
-    out += ["## Histogram attack", "", f"Skipped: {a['skipped']}.", ""]
-  else:
-    variants = a["variants"]
-    rows = [[r["query_index"], " ".join(map(str, r["votes"])),
-             *[f"{r[f'error_fresh_noise/{v}']:.3f}" for v in variants],
-             *[f"{r[f'error_consistent/{v}']:.3f}" for v in variants],
-             f"{r['epsilon_of_fresh_repeats']:.3g}"] for r in a["histograms"]]
-    fresh, cons = a["ledger_check"]
-    out += ["## Histogram attack", "",
-            f"The attacker repeats each of the {len(rows)} labelled queries with the fewest "
-            f"votes on their top class {a['num_queries']} times against GNMax "
-            f"(σ = {a['sigma']:g}) and reconstructs the private vote histogram from the answer "
-            "frequencies (error: Σ|H − Ĥ| / 2N). With fresh noise per answer the frequencies "
-            "reveal the histogram; with consistent answers (the defense: noise keyed by the "
-            "query) every repeat gets the same answer and the attacker learns the top class "
-            f"only (guessing all votes on it: error {a['guess_all_votes_on_top_class']:.3f}).",
-            "",
-            *_table(["query", "votes", *[f"error fresh, {v}" for v in variants],
-                     *[f"error consistent, {v}" for v in variants],
-                     "ε of the fresh repeats"], rows), "",
-            f"Ledger replay of {fresh['num_queries']} repeats of query "
-            f"{a['histograms'][0]['query_index']}: fresh noise charges {fresh['num_charged']} "
-            f"queries (ε {fresh['epsilon']:.3g}, {fresh['distinct_labels']} distinct labels); "
-            f"consistent answers charge {cons['num_charged']} (ε {cons['epsilon']:.3g}, "
-            f"{cons['distinct_labels']} distinct label).", "", *fig("attack", "attack")]
+          f"{_pct(t['mean_normalized_gap'])}.", "", *fig("gap", "private: vote gap"),
+          "### Data-dependent ε", "",
+          *_table(["data-dependent ε (private)", "value", "best order"],
+                  _epsilon_rows(p["epsilon"])), "",
+          *_release_private(p.get("epsilon_release")),
+          *fig("privacy", "private: epsilon vs queries")]
+  out += _attack_markdown(p.get("attack") or {"skipped": "not run"}, fig)
   return "\n".join(out).rstrip() + "\n"
+
+
+def _release_private(r: dict[str, Any] | None) -> list[str]:
+  if not r:
+    return []
+  return [f"The un-noised value behind the release: data-dependent ε "
+          f"{r['epsilon_data_dependent']:.3f}, expected release {r['epsilon_expected_release']:.3f}"
+          f" ± {r['noise_std']:.3f} (smooth sensitivity {r['smooth_sensitivity']:.3g}).", ""]
+
+
+def _attack_markdown(a: dict[str, Any], fig: Any) -> list[str]:
+  if "skipped" in a:
+    return ["### Histogram attack", "", f"Skipped: {a['skipped']}.", ""]
+  variants = a["variants"]
+  rows = [[r["query_index"], " ".join(map(str, r["votes"])),
+           *[f"{r[f'error_fresh_noise/{v}']:.3f}" for v in variants],
+           *[f"{r[f'error_consistent/{v}']:.3f}" for v in variants],
+           f"{r['epsilon_of_fresh_repeats']:.3g}"] for r in a["histograms"]]
+  fresh, cons = a["ledger_check"]
+  return ["### Histogram attack", "",
+          f"The attacker repeats each of the {len(rows)} labelled queries with the fewest "
+          f"votes on their top class {a['num_queries']} times against GNMax "
+          f"(σ = {a['sigma']:g}) and reconstructs the private vote histogram from the answer "
+          "frequencies (error: Σ|H − Ĥ| / 2N). With fresh noise per answer the frequencies "
+          "reveal the histogram; with consistent answers (the defense: noise keyed by the "
+          "query) every repeat gets the same answer and the attacker learns the top class "
+          f"only (guessing all votes on it: error {a['guess_all_votes_on_top_class']:.3f}).",
+          "",
+          *_table(["query", "votes (private)", *[f"error fresh, {v}" for v in variants],
+                   *[f"error consistent, {v}" for v in variants],
+                   "ε of the fresh repeats"], rows), "",
+          f"Ledger replay of {fresh['num_queries']} repeats of query "
+          f"{a['histograms'][0]['query_index']}: fresh noise charges {fresh['num_charged']} "
+          f"queries (ε {fresh['epsilon']:.3g}, {fresh['distinct_labels']} distinct labels); "
+          f"consistent answers charge {cons['num_charged']} (ε {cons['epsilon']:.3g}, "
+          f"{cons['distinct_labels']} distinct label).", "", *fig("attack", "private: attack")]
 
 
 def _pyplot():

@@ -1,4 +1,5 @@
-"""Tests for pate_jax.labels: the labels.npz writer and reader."""
+"""Tests for pate_jax.labels: the labels.npz writer and reader, and its check against a
+budget's record."""
 
 from __future__ import annotations
 
@@ -6,31 +7,37 @@ import numpy as np
 import pytest
 
 from pate_jax import labels as labels_lib
-from pate_jax import ledger as ledger_lib
 
 
-def _record():
-  state = ledger_lib.init_ledger(np.array([0.1, 0.2]), orders=np.array([2.0, 4.0]),
-                                 delta=1e-5, mechanism="gnmax", params={"sigma": 3.0},
-                                 epsilon_max=10.0)
-  return dict(labels=np.array([3, -1, -1]), status=np.array([0, 1, 2]),
-              true_labels=np.array([3, 2, 1]), dataset_index=np.array([10, 11, 12]),
-              **ledger_lib.ledger_record(state))
+def _record(**override):
+  record = dict(labels=np.array([3, -1, -1]), status=np.array([0, 1, 2]),
+                true_labels=np.array([3, 2, 1]), dataset_index=np.array([10, 11, 12]),
+                query_index=np.array([0, 1, 2]), votes_digest="ab" * 32, mechanism="gnmax",
+                epsilon=1.25, epsilon_max=2.0, delta=1e-5, noise="secret")
+  record.update(override)
+  return record
 
 
 def test_round_trip_in_a_work_directory(tmp_path):
   path = labels_lib.save_labels(tmp_path / "run", **_record())
   assert path == tmp_path / "run" / "labels.npz"
-  out = labels_lib.load_labels(tmp_path / "run")
+  out = labels_lib.load_labels(tmp_path / "run", votes_digest="ab" * 32)
   assert set(out) == set(labels_lib.KEYS)
   np.testing.assert_array_equal(out["query_index"], [0, 1, 2])
   np.testing.assert_array_equal(out["answered"], [True, False, False])
   np.testing.assert_array_equal(out["labels"], [3, -1, -1])
   assert out["labels"].dtype == np.int32 and out["dataset_index"].dtype == np.int64
-  assert out["ledger_epsilon"] == _record()["ledger_epsilon"] and out["ledger_delta"] == 1e-5
-  assert out["mechanism"] == "gnmax"
-  np.testing.assert_array_equal(out["ledger_orders"], [2.0, 4.0])
+  assert (out["epsilon"], out["epsilon_max"], out["delta"]) == (1.25, 2.0, 1e-5)
+  assert out["mechanism"] == "gnmax" and out["noise"] == "secret"
   assert labels_lib.load_labels(path)["mechanism"] == "gnmax"  # The file itself.
+
+
+def test_the_file_holds_no_private_value(tmp_path):
+  # Issue 23: labels.npz goes to the student: the released labels and public facts only.
+  path = labels_lib.save_labels(tmp_path, **_record())
+  with np.load(path) as f:
+    assert sorted(f.files) == sorted(labels_lib.KEYS)
+  assert not any("private" in k or "cost" in k or "order" in k for k in labels_lib.KEYS)
 
 
 def test_bad_files_and_arguments(tmp_path):
@@ -40,23 +47,29 @@ def test_bad_files_and_arguments(tmp_path):
   with pytest.raises(ValueError, match=r"labels.npz must hold the keys .*missing \['query_index'"):
     labels_lib.load_labels(tmp_path)
   with pytest.raises(ValueError, match="status must have shape"):
-    labels_lib.save_labels(tmp_path / "x", **{**_record(), "status": np.zeros(2)})
-  with pytest.raises(ValueError, match="ledger_cost"):
-    labels_lib.save_labels(tmp_path / "x", **{**_record(), "ledger_cost": np.zeros(3)})
-  with pytest.raises(ValueError, match="ledger_cost must be finite and non-negative"):
-    labels_lib.save_labels(tmp_path / "x", **{**_record(), "ledger_cost": -np.ones(2)})
-  with pytest.raises(ValueError, match="missing .*ledger_epsilon_max"):
-    labels_lib.save_labels(tmp_path / "x", **{k: a for k, a in _record().items()
-                                              if k != "ledger_epsilon_max"})
+    labels_lib.save_labels(tmp_path / "x", **_record(status=np.zeros(2)))
+  with pytest.raises(ValueError, match="labels, answered and status must agree"):
+    labels_lib.save_labels(tmp_path / "x", **_record(labels=np.array([3, 1, -1])))
 
 
-def test_a_tampered_ledger_is_refused(tmp_path):
+def test_labels_of_other_votes_and_tampered_outcomes_are_refused(tmp_path):
   path = labels_lib.save_labels(tmp_path, **_record())
+  with pytest.raises(ValueError, match="answered on other votes"):
+    labels_lib.load_labels(tmp_path, votes_digest="cd" * 32)
   with np.load(path) as f:
     arrays = dict(f)
-  np.savez(path, **{**arrays, "ledger_cost": np.zeros(2)})  # ε no longer matches the cost.
-  with pytest.raises(ValueError, match=f"{path}: ledger_epsilon .* is not the ε of ledger_cost"):
-    labels_lib.load_labels(tmp_path)
   np.savez(path, **{**arrays, "labels": np.array([3, 1, 0])})  # A label where none was paid.
   with pytest.raises(ValueError, match="labels, answered and status must agree"):
     labels_lib.load_labels(tmp_path)
+
+
+def test_check_against_the_budgets_record():
+  labels = labels_lib.load_labels  # noqa: F841  (the dict below is what it returns)
+  f = {"query_index": np.array([0, 1, 2]), "labels": np.array([3, -1, -1]),
+       "status": np.array([0, 1, 2])}
+  rows, row_labels, row_status = np.array([1, 0, 7]), np.array([-1, 3, 5]), np.array([1, 0, 0])
+  labels_lib.check_against(f, rows, row_labels, row_status, "x")  # Row 2 was refused: free.
+  with pytest.raises(ValueError, match="x: row 0 is not the teachers' budget's answer"):
+    labels_lib.check_against(f, rows, np.array([-1, 4, 5]), row_status, "x")  # Spliced.
+  with pytest.raises(ValueError, match="row 1"):
+    labels_lib.check_against(f, np.array([0]), np.array([3]), np.array([0]), "x")  # Unpaid.

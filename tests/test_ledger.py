@@ -98,15 +98,16 @@ def test_lnmax_ledger_matches_2017_accountant():
   out = a.answer(votes)
   assert np.all(out.status == ANSWERED)
   eps, moment = acc.lnmax_moments_epsilon(votes, 0.05, delta, data_dependent=True)
-  np.testing.assert_allclose(a.epsilon, float(eps), rtol=1e-10)
-  assert a.best_order == float(moment)
+  np.testing.assert_allclose(a.private_epsilon, float(eps), rtol=1e-10)
+  assert a.private_best_order == float(moment)
   np.testing.assert_array_equal(out.labels, agg.lnmax(KEY, votes, 0.05))
   di = _make("lnmax", epsilon_max=float("inf"), delta=delta, data_dependent=False)
   di.answer(votes)
-  np.testing.assert_allclose(
-      di.epsilon, float(acc.lnmax_moments_epsilon(votes, 0.05, delta, data_dependent=False)[0]),
-      rtol=1e-10)
-  assert di.epsilon > a.epsilon
+  bound = float(acc.lnmax_moments_epsilon(votes, 0.05, delta, data_dependent=False)[0])
+  np.testing.assert_allclose(di.epsilon, bound, rtol=1e-10)
+  # The budget (public ε) is the data-independent bound whatever the private accounting.
+  np.testing.assert_allclose(a.epsilon, bound, rtol=1e-10)
+  assert di.private_epsilon == di.epsilon > a.private_epsilon
 
 
 def test_confident_gnmax_charges_threshold_for_all_and_gnmax_for_answered():
@@ -123,8 +124,13 @@ def test_confident_gnmax_charges_threshold_for_all_and_gnmax_for_answered():
   thr = np.asarray(acc.confident_threshold_rdp(votes, 30.0, 10.0, ORDERS))
   gn = np.asarray(acc.gnmax_rdp(votes, 20.0, ORDERS))
   rdp = thr.sum(0) + gn[ans].sum(0)
-  np.testing.assert_allclose(np.asarray(a.state.cost), rdp, rtol=1e-10)
-  np.testing.assert_allclose(a.epsilon, float(acc.rdp_to_epsilon(rdp, ORDERS, 1e-5)[0]),
+  np.testing.assert_allclose(np.asarray(a.state.private_accountant.cost), rdp, rtol=1e-10)
+  np.testing.assert_allclose(a.private_epsilon,
+                             float(acc.rdp_to_epsilon(rdp, ORDERS, 1e-5)[0]), rtol=1e-10)
+  # The budget: λ/(2σ_T²) per query checked plus λ/σ² per query answered.
+  bound = POOL * ORDERS / (2 * 10.0**2) + ans.sum() * ORDERS / 20.0**2
+  np.testing.assert_allclose(np.asarray(a.state.cost), bound, rtol=1e-10)
+  np.testing.assert_allclose(a.epsilon, float(acc.rdp_to_epsilon(bound, ORDERS, 1e-5)[0]),
                              rtol=1e-10)
   assert a.num_charged == POOL and a.num_answered == ans.sum()
 
@@ -340,19 +346,24 @@ def test_random_sessions_never_overrun_and_match_recomputation():
     # composed by a fresh accountant: the ledger must have charged exactly this.
     m = mechanisms.get(mechanism)
     p = {k: params[k] for k in m.param_names}
+    # The budget composes the data-independent bound; the private accountant the
+    # session's accounting.
     empty = _accountant(mechanism, orders, conversion)
-    total = empty.compose(m.cost(pool, answered, p, orders, dd), mask=charged)
+    total = empty.compose(m.cost(pool, answered, p, orders, False), mask=charged)
+    private = empty.compose(m.cost(pool, answered, p, orders, dd), mask=charged)
     if charged.any():
       np.testing.assert_allclose(np.asarray(a.state.cost), np.asarray(total.cost), rtol=1e-9,
                                  atol=1e-15)
       np.testing.assert_allclose(a.epsilon, float(total.epsilon(delta)[0]), rtol=1e-9,
                                  atol=1e-12)
+      np.testing.assert_allclose(a.private_epsilon, float(private.epsilon(delta)[0]),
+                                 rtol=1e-9, atol=1e-12)
     else:
       assert a.epsilon == eps_empty
     if first_refused is not None:  # Refusal was necessary: answering it could overrun.
       r, ch, an = first_refused
-      before = empty.compose(m.cost(pool, an, p, orders, dd), mask=ch)
-      worst_r = m.cost(pool[r:r + 1], np.ones(1, bool), p, orders, dd)
+      before = empty.compose(m.cost(pool, an, p, orders, False), mask=ch)
+      worst_r = m.cost(pool[r:r + 1], np.ones(1, bool), p, orders, False)
       worst = float(before.compose(worst_r).epsilon(delta)[0])
       assert worst > eps_max * (1 - 1e-9), (s, worst, eps_max)
   assert overruns == 0
@@ -459,7 +470,7 @@ def test_aggregate_experiment_on_synthetic_votes(tmp_path):
                        dataset="synthetic")
   experiment = _load_by_path("experiments", "aggregate.py")
   config = _load_by_path("configs", "aggregate_mnist.py").get_config("cpu")
-  config.num_queries, config.chunk_size, config.capacity = POOL, CHUNK, CAP
+  config.num_queries, config.chunk_size = POOL, CHUNK
   config.orders = tuple(ORDERS)  # Shapes shared with the tests above: no new compilation.
   config.votes_dir = str(tmp_path)
   delta = config.delta

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from pate_jax import labels as labels_lib
 from pate_jax import mechanisms, reporting
 
 
@@ -27,16 +26,22 @@ def test_headlines_and_config_record():
       "plurality 50.00% (test) / 100.00% (eval); mean normalized gap 0.125; wall 3 s "
       "(an earlier run's; votes.npz reused)")
   agg = {"mechanism": "lnmax", "noise": {"gamma": 0.05}, "num_answered": 3, "num_queries": 4,
-         "label_accuracy_answered": None, "plurality_accuracy": 0.5,
+         "label_accuracy_answered": None,
+         "noise_source": {"public": True, "note": "this run's noise is public"},
          "epsilon": {"strong_composition": {"epsilon": 2.0, "delta": 1e-5}},
-         "epsilon_release": "lnmax: no smooth-sensitivity analysis"}
+         "epsilon_release": "lnmax: no smooth-sensitivity analysis",
+         "ledger": {"epsilon": 2.5, "epsilon_max": 6.0, "num_charged": 4, "releases": 0,
+                    "kept_in": "here"},
+         "private": {"plurality_accuracy": 0.5, "epsilon": {
+             "moments_data_dependent": {"epsilon": 1.5, "best_moment": 3, "delta": 1e-5}}}}
   assert reporting.aggregate_headline(agg) == [
-      "lnmax {'gamma': 0.05}: 3 of 4 queries answered, label accuracy n/a (plurality 50.0%)",
+      "NOTE: this run's noise is public",
+      "lnmax {'gamma': 0.05}: 3 of 4 queries answered, label accuracy n/a",
       "  ε strong_composition = 2 at δ = 1e-05",
-      "  publishable: lnmax: no smooth-sensitivity analysis"]
+      "  released ε: lnmax: no smooth-sensitivity analysis",
+      "  budget: ε 2.5 of ε_max 6 spent (4 queries charged, 0 release(s); kept in here)",
+      "private (data owner only): plurality accuracy 50.0%",
+      "  private (data owner only): ε moments_data_dependent = 1.5 (best moment 3) at "
+      "δ = 1e-05"]
   record = reporting.config_record({"gamma": 0.1, "sigma": 40.0, "seed": 0}, mechanisms.LNMAX)
   assert record == {"gamma": 0.1, "seed": 0}
-
-
-def test_previous_labels_absent_is_none(tmp_path):
-  assert labels_lib.previous_labels(tmp_path, np.arange(5)) is None

@@ -56,24 +56,30 @@ def test_aggregate_prints_labels_and_both_epsilons_then_the_paths(tmp_path, vote
   work = tmp_path / "agg"
   r = experiment.run_and_report(_script("aggregate").run, _script("aggregate").report,
                                 _config("aggregate_mnist", "cpu", votes_dir=str(votes_dir),
-                                        num_queries=40, chunk_size=32), str(work))
-  tail = _tail(capsys, work, 9)
+                                        num_queries=40, chunk_size=32, noise_seed=0,
+                                        epsilon_max=20.0), str(work))
+  tail = _tail(capsys, work, 12)
   assert "40 of 40 queries answered, label accuracy" in tail
-  assert "ε moments_data_dependent" in tail and "tight" in tail and "δ = 1e-05" in tail
+  assert "private (data owner only): ε moments_data_dependent" in tail
+  assert "tight" in tail and "δ = 1e-05" in tail
+  assert "NOTE: this run's noise came from a research seed" in tail  # issue 23
   assert f"figures: {(work / 'privacy.png').resolve()}" in tail
   assert "{" not in tail.replace("{'gamma': 0.05}", "")  # no raw dicts
-  # 8: the paper's convention, the tight value, and the grid-edge flags.
+  # 8: the paper's convention, the tight value, and the grid-edge flags (private here).
   record = json.loads((work / "results.json").read_text())
-  eps, tight = record["results"]["epsilon"], record["results"]["epsilon_tight"]
+  private = record["results"]["private"]
+  eps, tight = private["epsilon"], private["epsilon_tight"]
   dd = eps["moments_data_dependent"]
   assert dd["grid"] == [1, 8] and tight["moments_data_dependent"]["grid"] == [1, 128]
   assert dd["best_at_grid_edge"] == (dd["best_moment"] == 8)
   assert tight["moments_data_dependent"]["epsilon"] <= dd["epsilon"]
-  assert ("moments_data_dependent" in r["epsilon_at_grid_edge"]) == dd["best_at_grid_edge"]
+  assert (("moments_data_dependent" in r["private"]["epsilon_at_grid_edge"])
+          == dd["best_at_grid_edge"])
+  assert not any("data_dependent" in k for k in record["results"]["epsilon"])
   # 7: an LNMax run records no GNMax fields; the privacy curve ends at the reported ε.
   assert "gamma" in record["config"]
   assert not {"sigma", "threshold", "sigma_threshold"} & set(record["config"])
-  curve = r["privacy_curve"]
+  curve = r["private"]["privacy_curve"]
   assert curve["queries_answered"][-1] == 40
   assert curve["epsilon"]["data-dependent, moments to 8 (2017 code)"][-1] == pytest.approx(
       dd["epsilon"])

@@ -354,12 +354,26 @@ def test_release_epsilon_script(tmp_path):
   script = experiment.load_script(REPO / "experiments" / "release_epsilon.py")
   config = experiment.load_script(REPO / "configs" / "release_epsilon.py").get_config()
   config.num_queries, config.orders, config.joint_orders, config.draws = 40, "default", False, 8
+  config.noise_seed = 0  # a research seed: the draws below are reproducible
   out = script.run(config, tmp_path)
   record = json.loads((tmp_path / "results.json").read_text())["results"]
-  assert record["realised"]["weights"] == "realised"
-  release = out["expected"]["release"]
+  # Issue 23: the published release's parameters are the config's (the order from the
+  # data-independent rule), never chosen on the votes; the rest is in the private part.
+  spec = record["release"]
+  assert spec["sigma_ss"] == config.release.sigma_ss
+  np.testing.assert_allclose(spec["beta"], 0.4 / spec["order"])
+  other = synthetic_votes(11, 40, 250, 10)  # Other votes, same settings: the same parameters.
+  votes_lib.save_votes(tmp_path / "other" / "votes.npz", other, np.argmax(other, axis=1),
+                       dataset="synthetic")
+  assert script.run(config, tmp_path / "other")["release"] == spec
+  public = {k: v for k, v in record.items() if k != "private"}
+  assert set(public) == {"dataset", "num_teachers", "num_queries", "noise", "noise_source",
+                         "delta", "conversion", "orders", "num_answered", "epsilon_released",
+                         "release", "epsilon_data_independent",
+                         "epsilon_data_independent_order", "time_s"}
+  assert record["noise_source"]["public"] and record["noise_source"]["noise_seed"] == 0
+  release = out["private"]["expected_tf_privacy"]["release"]
   direct = acc.smooth_sensitivity_release(votes, threshold=200.0, sigma_threshold=150.0,
                                           sigma=40.0, order=release["order"], delta=1e-5)
   np.testing.assert_allclose(release["epsilon"], direct.epsilon, rtol=1e-14)
-  assert out["realised"]["epsilon_data_independent"] > out["realised"]["private"][
-      "epsilon_data_dependent"]
+  assert out["epsilon_data_independent"] > out["private"]["fixed"]["epsilon_before"]

@@ -1,0 +1,557 @@
+"""The privacy budget of a set of teachers, kept with their votes.
+
+A budget belongs to the private data -- the teachers' votes -- not to a work directory,
+a process or an object. :class:`TeachersBudget` keeps it in one file beside the votes it
+was spent on, and every consumer (the aggregate stage, the main job, the active student,
+any number of work directories) spends from that one ledger::
+
+  <teachers>/votes.npz        the votes (private)
+  <teachers>/ledger.npz       the budget (private): the ledger record, the votes' digest,
+                              every charged row of votes.npz with its released outcome,
+                              the smooth-sensitivity releases of the private ε
+  <teachers>/ledger.journal   one line per spend: generation and SHA-256 of ledger.npz
+  <teachers>/ledger.lock      held (``flock``) while a process reads, spends and writes
+
+Every operation takes the lock, reads the newest ledger.npz and checks it before
+spending:
+
+* it was spent on *these* votes (their digest), and it is the newest copy: its
+  generation and hash are the journal's last line (a restored older copy, or a copy from
+  another directory, is refused; a crash between writing the file and its journal line
+  is recognised and completed);
+* its recorded cost is the cost of its recorded answers, recomputed from votes.npz and
+  the recorded outcomes with the mechanism's own ``cost`` (plus its releases): a forged
+  or spliced ledger is refused, naming the file;
+* it was spent under the settings asked for (mechanism, noise, δ, ε_max, orders,
+  conversion, release parameters); another setting on the same teachers is refused --
+  one budget per set of teachers.
+
+A row of votes.npz is answered at most once: asking it again returns the recorded
+outcome, free (post-processing of an answer already paid for). New rows are answered by a
+:class:`pate_jax.ledger.PrivateAggregator` whose refusals depend only on the
+data-independent bound (see its module), with noise from the key given -- a secret key
+from :func:`pate_jax.rng.noise_key` unless a research seed was named.
+
+The smooth-sensitivity release of the private data-dependent ε (Papernot et al. 2018,
+Section 4 and Appendix B: GNSS) is drawn with parameters fixed before the data is seen
+(:class:`ReleaseSpec`: order λ, β, σ_ss), once per ledger state: a rerun re-reports the
+stored release; a new release is drawn only after new answers. Every release's RDP
+(Theorem 23, at every order below ``1/(2β)``, +inf above) is charged to the budget, so
+the ledger's data-independent ε bounds everything published: the labels and every
+released ε. The first release is paid for when the ledger is created (so that answering
+can never leave too little budget to release what it cost); each later one when it is
+drawn, if it fits. The k-th release publishes ``rdp(D) + k·ε_ss(λ) + SS_β(D)·σ_ss·z +
+δ-term(λ)``.
+
+What a file may be shown to whom: ledger.npz and the journal are private (for the data
+owner only), like votes.npz; what may be published is listed by :meth:`TeachersBudget.
+public_summary`.
+
+Research mode. With a research noise seed the noise is public (anyone holding the seed
+recomputes it), so no budget can be protected: the ledger of a research run lives in its
+work directory (``research_ledger.npz``), records the seed, and measures ε; the outputs
+say that its ε is a measurement, not a release.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import math
+import os
+import pathlib
+import threading
+from typing import Any, Iterator, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pate_jax import _checks as v
+from pate_jax import accounting as acc
+from pate_jax import ledger as ledger_lib
+from pate_jax import mechanisms
+
+__all__ = [
+    "ReleaseSpec", "TeachersBudget", "BudgetError", "votes_digest", "default_release_order",
+    "LEDGER_FILE", "RESEARCH_LEDGER_FILE", "JOURNAL_SUFFIX",
+]
+
+LEDGER_FILE = "ledger.npz"
+RESEARCH_LEDGER_FILE = "research_ledger.npz"
+JOURNAL_SUFFIX = ".journal"
+LOCK_SUFFIX = ".lock"
+
+_ANSWERED = int(ledger_lib.Status.ANSWERED)
+_NOT_CONFIDENT = int(ledger_lib.Status.NOT_CONFIDENT)
+_REFUSED = int(ledger_lib.Status.REFUSED_BUDGET)
+_CHARGED = (_ANSWERED, _NOT_CONFIDENT)
+
+# A β of 0.4/λ: the middle of tf-privacy's grid 0.30/λ .. 0.49/λ.
+DEFAULT_BETA_TIMES_ORDER = 0.4
+
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+class BudgetError(ValueError):
+  """A teachers' ledger that cannot be trusted or spent under the settings asked for."""
+
+
+class ReleaseSpec(NamedTuple):
+  """Parameters of the smooth-sensitivity release, fixed before the data is seen.
+
+  Attributes:
+    order: the Rényi order λ > 1 at which the private RDP is released.
+    beta: the smoothing β, ``0 < β < 1/(2λ)``.
+    sigma_ss: the GNSS noise multiplier σ_ss > 0.
+  """
+  order: float
+  beta: float
+  sigma_ss: float
+
+  @classmethod
+  def make(cls, order: float, sigma_ss: float, beta: float | None = None) -> "ReleaseSpec":
+    """Validated parameters; ``beta`` defaults to ``0.4 / order``."""
+    order = float(v.orders(order, "release order").reshape(()))
+    sigma_ss = float(v.positive(sigma_ss, "release sigma_ss"))
+    beta = DEFAULT_BETA_TIMES_ORDER / order if beta is None else float(
+        v.positive(beta, "release beta"))
+    if not beta * order < 0.5:
+      raise ValueError(f"release beta must be < 1/(2·order) = {0.5 / order:g} (Theorem 23); "
+                       f"got {beta!r}")
+    return cls(order, beta, sigma_ss)
+
+  def rdp_curve(self, orders: np.ndarray) -> np.ndarray:
+    """The release's RDP ``ε_ss(β, σ_ss, α)`` at every order ``α < 1/(2β)`` (Theorem 23),
+    ``+inf`` at the others: what one release costs the budget."""
+    orders = np.asarray(orders, np.float64)
+    valid = orders < 0.5 / self.beta
+    out = np.full(orders.shape, np.inf)
+    if valid.any():
+      with jax.enable_x64(True):
+        out[valid] = np.asarray(acc.gnss_rdp(self.beta, self.sigma_ss, orders[valid]))
+    return out
+
+
+def default_release_order(mechanism: mechanisms.Mechanism, params: dict[str, Any],
+                          num_queries: int, delta: float, orders: Any = None,
+                          conversion: str = "improved") -> float:
+  """A data-independent order for the release: the order of ``orders`` (default
+  :data:`pate_jax.accounting.DEFAULT_ORDERS`) at which ``num_queries`` answers cost the
+  least data-independent ε. A function of the settings only, so it may be chosen before
+  the data is seen."""
+  num_queries = v.positive_int(num_queries, "num_queries")
+  accountant = mechanisms.make_accountant(mechanism, orders, conversion)
+  votes = np.zeros((1, 2), np.int32)
+  per_query = mechanism.cost(votes, np.ones(1, bool), params, accountant.orders, False)
+  with jax.enable_x64(True):
+    _, best = accountant.compose(num_queries * np.asarray(per_query)[0]).epsilon(delta)
+  return float(best)
+
+
+def votes_digest(votes: dict[str, Any]) -> str:
+  """SHA-256 of what a budget is spent on: the votes and the dataset rows they are of."""
+  h = hashlib.sha256()
+  for name in ("votes", "index"):
+    a = np.ascontiguousarray(votes[name])
+    h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+    h.update(memoryview(a).cast("B"))
+  return h.hexdigest()
+
+
+def _file_sha256(path: pathlib.Path) -> str:
+  return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: pathlib.Path) -> Iterator[None]:
+  """Holds ``path`` (an ``flock``, blocking) and a lock of this process's threads."""
+  with _THREAD_LOCKS_GUARD:
+    thread_lock = _THREAD_LOCKS.setdefault(str(path.resolve()), threading.Lock())
+  with thread_lock:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX)
+      yield
+    finally:
+      fcntl.flock(fd, fcntl.LOCK_UN)
+      os.close(fd)
+
+
+@dataclasses.dataclass
+class _Loaded:
+  """A verified ledger file: the aggregator record and the teachers' bookkeeping."""
+  record: dict[str, np.ndarray]
+  rows: np.ndarray          # int64 [N] charged rows of votes.npz, in the order charged
+  labels: np.ndarray        # int32 [N]
+  status: np.ndarray        # int32 [N]
+  release_count: int              # releases drawn
+  releases_paid: int              # releases charged to the budget (>= release_count)
+  release: dict[str, Any] | None   # the newest release (public and private parts)
+  generation: int                 # writes of the file (its journal's last line)
+
+
+class TeachersBudget:
+  """The one budget of a set of teachers (module docstring).
+
+  Args:
+    directory: where the ledger lives: the teachers' directory (beside votes.npz) for
+      secret noise, the run's work directory for a research seed.
+    votes: :func:`pate_jax.votes.load_votes` of the teachers.
+    key: the noise key of the answers (:func:`pate_jax.rng.noise_key`).
+    mechanism: a name in :data:`pate_jax.mechanisms.REGISTRY`.
+    params: its parameters.
+    epsilon_max: the budget (finite for a release; ``inf`` only for research).
+    delta: δ.
+    orders, max_moment, data_dependent, conversion, chunk_size: as in
+      :class:`pate_jax.ledger.PrivateAggregator` (no ``consistent``: the budget answers a
+      row once and returns its record after, which is consistent by construction).
+    release: the :class:`ReleaseSpec` of the private ε's release (GNMax and
+      Confident-GNMax with ``data_dependent``), or ``None`` (no release).
+    research_seed: the research noise seed (``None``: secret noise). It is recorded and
+      must match the ledger's.
+    release_key: the noise key of the releases (the k-th uses ``fold_in(key, k)``).
+  """
+
+  def __init__(self, directory: str | os.PathLike, votes: dict[str, Any], key: jax.Array, *,
+               mechanism: str, params: dict[str, float], epsilon_max: float, delta: float,
+               orders: Any = None, max_moment: int = 8, data_dependent: bool = True,
+               conversion: str = "improved", chunk_size: int = 256, release: ReleaseSpec | None = None,
+               research_seed: int | None = None, release_key: jax.Array | None = None):
+    self.directory = pathlib.Path(directory)
+    self.path = self.directory / (LEDGER_FILE if research_seed is None
+                                  else RESEARCH_LEDGER_FILE)
+    self.votes = np.asarray(votes["votes"])
+    self.index = np.asarray(votes["index"])
+    self.digest = votes_digest(votes)
+    self.key, self.release_key = key, release_key
+    self.mechanism = mechanisms.get(mechanism)
+    self.params = {k: float(x) for k, x in mechanisms.check_params(self.mechanism,
+                                                                   dict(params)).items()}
+    self.aggregator_kwargs = dict(
+        epsilon_max=epsilon_max, delta=delta, orders=orders, max_moment=max_moment,
+        data_dependent=data_dependent, conversion=conversion,
+        chunk_size=chunk_size, **self.params)
+    self.release_spec = release
+    if release is not None and (self.mechanism.accountant != "rdp" or not data_dependent):
+      raise ValueError("release: a smooth-sensitivity release exists for the data-dependent "
+                       "ε of GNMax and Confident-GNMax only; got mechanism "
+                       f"{self.mechanism.name!r}, data_dependent={data_dependent}")
+    self.research_seed = research_seed
+    self.noise = "secret" if research_seed is None else f"research:{int(research_seed)}"
+    # One empty aggregator up front: validates the settings before anything is read.
+    self._settings = self._aggregator(None).ledger_record()
+
+  # -- files
+  @property
+  def journal(self) -> pathlib.Path:
+    return self.path.with_name(self.path.name + JOURNAL_SUFFIX)
+
+  @property
+  def lock_path(self) -> pathlib.Path:
+    return self.path.with_name(self.path.name + LOCK_SUFFIX)
+
+  def _aggregator(self, record: dict | None) -> ledger_lib.PrivateAggregator:
+    return ledger_lib.PrivateAggregator(self.key, self.mechanism.name, ledger=record,
+                                        **self.aggregator_kwargs)
+
+  def _journal_last(self) -> tuple[int, str] | None:
+    if not self.journal.exists():
+      return None
+    lines = [ln.split() for ln in self.journal.read_text().splitlines() if ln.strip()]
+    if not lines:
+      return None
+    generation, sha = lines[-1][:2]
+    return int(generation), sha
+
+  def _read(self) -> _Loaded | None:
+    """The verified ledger file, or ``None`` for a budget never spent (caller holds the
+    lock)."""
+    last = self._journal_last()
+    if not self.path.exists():
+      if last is not None:
+        raise BudgetError(f"{self.path} is missing but {self.journal} records "
+                          f"{last[0]} spends: this budget was spent; restore the file (a "
+                          "deleted ledger does not give the budget back)")
+      return None
+    sha = _file_sha256(self.path)
+    try:
+      with np.load(self.path, allow_pickle=False) as f:
+        data = {k: f[k] for k in f.files}
+    except Exception as e:  # pylint: disable=broad-except
+      raise BudgetError(f"{self.path}: not a readable ledger ({type(e).__name__}: {e})") from e
+    generation = int(np.asarray(data.get("generation", -1)))
+    if last is None or generation < last[0] or (generation == last[0] and sha != last[1]):
+      known = "no journal" if last is None else f"the journal's generation {last[0]}"
+      raise BudgetError(f"{self.path} is not the newest copy of this budget (generation "
+                        f"{generation}, {known}): an older or copied ledger cannot spend "
+                        "again")
+    if generation > last[0] + 1:
+      raise BudgetError(f"{self.path}: generation {generation} skips the journal's "
+                        f"{last[0]}: the ledger does not belong to this journal")
+    if generation == last[0] + 1:  # Written, then interrupted before its journal line.
+      self._append_journal(generation, sha)
+    return self._verify(data, generation)
+
+  def _verify(self, data: dict[str, np.ndarray], generation: int) -> _Loaded:
+    """Checks a ledger file's digest, settings and cost against the votes."""
+    where = str(self.path)
+    if str(data.get("votes_digest", "")) != self.digest:
+      raise BudgetError(f"{where} was spent on other votes than these (votes.npz digest "
+                        f"{self.digest[:12]}..., ledger {str(data.get('votes_digest'))[:12]}"
+                        "...): a budget belongs to the votes it was spent on")
+    if str(data.get("noise", "")) != self.noise:
+      raise BudgetError(f"{where}: its noise is {str(data.get('noise'))!r}, this run's is "
+                        f"{self.noise!r}; secret and research answers never share a budget")
+    rows = np.asarray(data["rows"]).astype(np.int64)
+    labels = np.asarray(data["row_labels"]).astype(np.int32)
+    status = np.asarray(data["row_status"]).astype(np.int32)
+    n = rows.shape[0]
+    if (rows.ndim != 1 or labels.shape != (n,) or status.shape != (n,)
+        or np.unique(rows).size != n or (n and (rows.min() < 0 or rows.max() >= len(self.votes)))
+        or not np.all(np.isin(status, _CHARGED))
+        or np.any((labels >= 0) != (status == _ANSWERED))):
+      raise BudgetError(f"{where}: rows, row_labels and row_status must list distinct rows of "
+                        "votes.npz with their outcomes")
+    record = {k: data[k] for k in ledger_lib.RECORD_KEYS}
+    try:
+      self._aggregator(record)  # The record itself: settings, ε of its cost, counters.
+    except ledger_lib.StaleLedgerError:
+      raise
+    except ValueError as e:
+      raise BudgetError(f"{where}: {e}; one budget per set of teachers: another setting "
+                        "needs other teachers") from e
+    release_count = int(np.asarray(data["release_count"]))
+    releases_paid = int(np.asarray(data["releases_paid"]))
+    if not 0 <= release_count <= releases_paid:
+      raise BudgetError(f"{where}: release_count {release_count} and releases_paid "
+                        f"{releases_paid} must satisfy 0 <= drawn <= paid")
+    spec = (None if not np.isfinite(np.asarray(data["release_order"]))
+            else ReleaseSpec(float(data["release_order"]), float(data["release_beta"]),
+                             float(data["release_sigma_ss"])))
+    if spec != self.release_spec:
+      raise BudgetError(f"{where}: its release parameters are {spec}, this run asks for "
+                        f"{self.release_spec}; they are fixed once per budget")
+    self._check_cost(where, record, rows, status, releases_paid)
+    release = json.loads(str(data["release_json"])) if str(data["release_json"]) else None
+    return _Loaded(record, rows, labels, status, release_count, releases_paid, release,
+                   generation)
+
+  def _check_cost(self, where: str, record: dict, rows: np.ndarray, status: np.ndarray,
+                  releases_paid: int) -> None:
+    """The recorded costs and counters are those of the recorded answers (recomputed)."""
+    orders = np.asarray(record["ledger_orders"], np.float64)
+    answered = status == _ANSWERED
+    bound, private = self._answers_cost(rows, answered, orders)
+    extra = (releases_paid * self.release_spec.rdp_curve(orders)
+             if releases_paid else np.zeros_like(orders))
+    checks = {"ledger_cost": bound + extra, "ledger_private_cost": private,
+              "ledger_extra_cost": extra}
+    for key, want in checks.items():
+      got = np.asarray(record[key], np.float64)
+      same = np.isclose(got, want, rtol=1e-9, atol=1e-12) | ((got == want) & np.isinf(want))
+      if not np.all(same):
+        raise BudgetError(f"{where}: {key} is not the cost of the recorded answers on "
+                          f"votes.npz (recorded {got.tolist()}, recomputed {want.tolist()}): "
+                          "the ledger was altered")
+    if (int(record["ledger_num_charged"]) != rows.size
+        or int(record["ledger_num_answered"]) != int(answered.sum())):
+      raise BudgetError(f"{where}: its counters are not those of its recorded answers")
+
+  def _answers_cost(self, rows: np.ndarray, answered: np.ndarray,
+                    orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(bound, private)`` composed costs ``[K]`` of the answers to ``rows``."""
+    if not rows.size:
+      return np.zeros_like(orders), np.zeros_like(orders)
+    size = 1 << int(math.ceil(math.log2(rows.size)))   # Padded: one compile per power of 2.
+    votes = np.zeros((size, self.votes.shape[1]), np.int32)
+    votes[:rows.size] = self.votes[rows]
+    votes[rows.size:, 0] = self.votes[rows[0]].sum()    # Valid padding rows (not summed).
+    ans = np.zeros(size, bool)
+    ans[:rows.size] = answered
+    dd = bool(self.aggregator_kwargs["data_dependent"])
+    with jax.enable_x64(True):
+      m = self.mechanism
+      costs = [np.asarray(m.cost(votes, ans, self.params, orders, flag), np.float64)
+               for flag in ((False, True) if dd else (False,))]
+    bound = costs[0][:rows.size].sum(0)
+    return bound, (costs[1][:rows.size].sum(0) if dd else bound)
+
+  def _empty(self) -> _Loaded:
+    """A budget never spent (generation 0)."""
+    return _Loaded(self._settings, np.zeros(0, np.int64), np.zeros(0, np.int32),
+                   np.zeros(0, np.int32), 0, 0, None, 0)
+
+  def _write(self, loaded: _Loaded) -> None:
+    """Writes ``loaded`` as the next generation: the file (atomically), then its journal
+    line."""
+    spec = self.release_spec
+    nan = np.float64(np.nan)
+    loaded.generation += 1
+    tmp = self.path.with_name(self.path.name + ".tmp.npz")
+    np.savez(tmp, **loaded.record, votes_digest=np.str_(self.digest),
+             noise=np.str_(self.noise), generation=np.int64(loaded.generation),
+             rows=np.asarray(loaded.rows, np.int64),
+             row_labels=np.asarray(loaded.labels, np.int32),
+             row_status=np.asarray(loaded.status, np.int32),
+             release_order=np.float64(spec.order) if spec else nan,
+             release_beta=np.float64(spec.beta) if spec else nan,
+             release_sigma_ss=np.float64(spec.sigma_ss) if spec else nan,
+             release_count=np.int64(loaded.release_count),
+             releases_paid=np.int64(loaded.releases_paid),
+             release_json=np.str_(json.dumps(loaded.release) if loaded.release else ""))
+    with open(tmp, "rb") as f:
+      os.fsync(f.fileno())
+    tmp.replace(self.path)
+    self._append_journal(loaded.generation, _file_sha256(self.path))
+
+  def _append_journal(self, generation: int, sha: str) -> None:
+    with open(self.journal, "a", encoding="utf-8") as f:
+      f.write(f"{generation} {sha}\n")
+      f.flush()
+      os.fsync(f.fileno())
+
+  # -- public
+  def answer(self, rows: Any) -> ledger_lib.BatchResult:
+    """Answers rows of votes.npz, in order, within the budget.
+
+    A row answered before (in any work directory) returns its recorded outcome and costs
+    nothing (``repeated``); new rows go through the aggregator, whose refusals depend only
+    on the data-independent bound; once one is refused, every later new row is.
+
+    Args:
+      rows: int ``[B]`` rows of votes.npz (repeats within the batch are answered once).
+
+    Returns:
+      A :class:`pate_jax.ledger.BatchResult` of numpy arrays.
+    """
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or rows.dtype.kind not in "iu" or (
+        rows.size and (rows.min() < 0 or rows.max() >= len(self.votes))):
+      raise ValueError(f"rows must be a 1-D integer array of rows of votes.npz (0 to "
+                       f"{len(self.votes) - 1}); got {rows!r}")
+    rows = rows.astype(np.int64)
+    with _locked(self.lock_path):
+      loaded = self._read() or self._empty()
+      known = {int(r): (int(lab), int(st))
+               for r, lab, st in zip(loaded.rows, loaded.labels, loaded.status)}
+      new = np.array([r for r in dict.fromkeys(rows.tolist()) if r not in known], np.int64)
+      if new.size:
+        aggregator = self._aggregator(loaded.record if loaded.generation else None)
+        spent = aggregator.generation
+        paid = loaded.releases_paid
+        if self.release_spec is not None and paid == loaded.release_count:
+          # New answers need a release of their own: reserve (pay for) it first, so that
+          # answering never leaves too little budget to release what it cost.
+          if aggregator.charge(self.release_spec.rdp_curve(aggregator.orders)):
+            paid += 1
+          elif not loaded.generation:
+            raise BudgetError(f"epsilon_max {aggregator.epsilon_max:g} leaves no room for "
+                              f"the release of the private ε ({self.release_spec}); raise "
+                              "it or release nothing")
+        if paid > loaded.release_count or self.release_spec is None:
+          out = aggregator.answer(self.votes[new])
+          ok = out.status != _REFUSED
+          for r, lab, st in zip(new[ok], out.labels[ok], out.status[ok]):
+            known[int(r)] = (int(lab), int(st))
+          loaded.rows = np.concatenate([loaded.rows, new[ok]])
+          loaded.labels = np.concatenate([loaded.labels, out.labels[ok]]).astype(np.int32)
+          loaded.status = np.concatenate([loaded.status, out.status[ok]]).astype(np.int32)
+        if aggregator.generation != spent:  # Something was charged: the file follows.
+          loaded.record, loaded.releases_paid = aggregator.ledger_record(), paid
+          self._write(loaded)
+      labels = np.full(rows.size, mechanisms.NOT_ANSWERED, np.int32)
+      status = np.full(rows.size, _REFUSED, np.int32)
+      repeated = np.zeros(rows.size, bool)
+      seen: set[int] = set()
+      fresh = set(new.tolist())
+      for i, r in enumerate(rows.tolist()):
+        if r in known:
+          labels[i], status[i] = known[r]
+          repeated[i] = r not in fresh or r in seen
+        seen.add(r)
+      return ledger_lib.BatchResult(labels, status, repeated)
+
+  @property
+  def epsilon(self) -> float:
+    """The budget's data-independent ε so far (labels and releases): publishable."""
+    return float(self.state()["record"]["ledger_epsilon"])
+
+  def state(self) -> dict[str, Any]:
+    """The ledger as it stands: ``record``, ``rows``, ``labels``, ``status`` (all
+    private) and ``release`` (``None`` if none was drawn)."""
+    with _locked(self.lock_path):
+      return dataclasses.asdict(self._read() or self._empty())
+
+  def release(self) -> dict[str, Any] | None:
+    """The smooth-sensitivity release of the private ε of everything charged so far.
+
+    Drawn once per ledger state: if the newest release already covers every charged
+    query it is returned as it is; otherwise a new one is drawn with the fixed
+    :class:`ReleaseSpec`; a release not prepaid is charged to the budget first (``None`` is
+    returned, and nothing drawn, if that would exceed ε_max). ``None`` too without a spec
+    or with nothing charged.
+
+    Returns:
+      ``{"public": {...}, "private": {...}}``: ``public`` may be published (the released
+      ε, δ, the fixed λ, β, σ_ss, the conversion, which release of this ledger it is and
+      how many queries it covers); ``private`` is for the data owner only.
+    """
+    spec = self.release_spec
+    if spec is None:
+      return None
+    with _locked(self.lock_path):
+      loaded = self._read()
+      if loaded is None or not loaded.rows.size:
+        return None
+      covered = (loaded.release or {}).get("public", {}).get("num_charged")
+      if covered == int(loaded.rows.size):
+        return loaded.release
+      aggregator = self._aggregator(loaded.record)
+      count = loaded.release_count + 1
+      if count > loaded.releases_paid:
+        if not aggregator.charge(spec.rdp_curve(aggregator.orders)):
+          return None
+        loaded.releases_paid = count
+      loaded.release, loaded.release_count = self._draw(loaded, count), count
+      loaded.record = aggregator.ledger_record()
+      self._write(loaded)
+      return loaded.release
+
+  def _draw(self, loaded: _Loaded, count: int) -> dict[str, Any]:
+    """The ``count``-th release (GNSS) of the ledger's charged queries."""
+    spec = self.release_spec
+    kw = self.aggregator_kwargs
+    extra = {}
+    if self.mechanism.name == "confident_gnmax":
+      extra = {"threshold": self.params["threshold"],
+               "sigma_threshold": self.params["sigma_threshold"]}
+    rel = acc.smooth_sensitivity_release(
+        self.votes[loaded.rows], sigma=self.params["sigma"], order=spec.order,
+        betas=np.array([spec.beta]), sigma_ss=spec.sigma_ss, delta=kw["delta"],
+        answered=loaded.status == _ANSWERED, conversion=kw["conversion"],
+        num_teachers=int(self.votes[loaded.rows[0]].sum()), **extra)
+    key = self.release_key
+    if key is None:
+      raise ValueError("release_key: a release needs its noise key (pate_jax.rng.noise_key)")
+    with jax.enable_x64(True):
+      z = float(jax.random.normal(jax.random.fold_in(key, count), (), jnp.float64))
+    f = lambda x: float(np.asarray(x))  # noqa: E731
+    expected = f(rel.epsilon) + (count - 1) * f(rel.rdp_release)
+    released = expected + f(rel.noise_std) * z
+    return {
+        "public": {"epsilon_released": released, "delta": float(kw["delta"]),
+                   "order": spec.order, "beta": spec.beta, "sigma_ss": spec.sigma_ss,
+                   "conversion": kw["conversion"], "release": count,
+                   "num_charged": int(loaded.rows.size)},
+        "private": {"epsilon_data_dependent": f(rel.epsilon_before),
+                    "epsilon_expected_release": expected,
+                    "rdp_data_dependent": f(rel.rdp), "rdp_release": f(rel.rdp_release),
+                    "smooth_sensitivity": f(rel.smooth_sensitivity),
+                    "noise_std": f(rel.noise_std)},
+    }

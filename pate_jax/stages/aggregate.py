@@ -1,0 +1,190 @@
+"""The aggregate stage: the student's noisy labels from the teachers' budget, and their ε.
+
+``run(config, workdir)`` reads ``votes.npz`` (``config.votes_dir``, else the workdir),
+answers the first ``config.num_queries`` rows of the public pool from the teachers'
+budget (:class:`pate_jax.budget.TeachersBudget`: one ledger beside votes.npz, shared by
+every work directory and rerun; rows answered before come back as recorded, free), draws
+the smooth-sensitivity release of the private ε once per ledger state (GNMax,
+Confident-GNMax), and writes ``labels.npz``, ``results.json`` (publishable part and a
+``private`` part) and the private ``privacy.png`` into the workdir. Stale outputs of an
+earlier run are removed before anything is spent, so a failure never leaves a
+results.json that reports less than was spent.
+
+Config fields (``configs/aggregate_mnist.py``): ``mechanism`` and its noise, ``delta``,
+``epsilon_max`` (the budget; it must be finite for secret noise), ``orders`` /
+``max_moment`` / ``tight_max_moment`` / ``conversion`` / ``data_dependent`` (what is
+reported), ``release`` (``order``: ``None`` for the data-independent rule of
+:func:`pate_jax.budget.default_release_order`; ``beta``: ``None`` for 0.4/order;
+``sigma_ss``), ``noise_seed`` (``None``: secret noise), ``chunk_size``. Each row is
+answered once by the budget, so answers are consistent by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pathlib
+import time
+from typing import Any
+
+import numpy as np
+
+from pate_jax import budget as budget_lib
+from pate_jax import experiment
+from pate_jax import labels as labels_lib
+from pate_jax import mechanisms
+from pate_jax import reporting
+from pate_jax import rng
+from pate_jax import votes as votes_lib
+
+__all__ = ["run", "plan", "report", "make_budget", "release_spec", "teachers_dir"]
+
+
+def teachers_dir(source: str | os.PathLike) -> pathlib.Path:
+  """The directory of a votes.npz given as the file or its directory."""
+  path = pathlib.Path(source)
+  return path.parent if path.suffix == ".npz" else path
+
+
+def release_spec(config: Any, mechanism: mechanisms.Mechanism,
+                 params: dict[str, float]) -> budget_lib.ReleaseSpec | None:
+  """The release's fixed parameters, from the config and the data-independent rule only
+  (``None`` where there is nothing to release: LNMax, or data-independent accounting)."""
+  release = config.get("release")
+  if (release is None or not release.get("enabled", True) or mechanism.accountant != "rdp"
+      or not config.data_dependent):
+    return None
+  order = release.get("order")
+  if order is None:
+    orders = None if config.orders is None else np.asarray(config.orders, np.float64)
+    order = budget_lib.default_release_order(mechanism, params, int(config.num_queries),
+                                             float(config.delta), orders, config.conversion)
+  return budget_lib.ReleaseSpec.make(order, release.sigma_ss, release.get("beta"))
+
+
+def make_budget(config: Any, data: dict[str, Any], source: Any,
+                workdir: pathlib.Path) -> budget_lib.TeachersBudget:
+  """The budget the config spends: the teachers' (beside votes.npz) with secret noise, the
+  work directory's with a research noise seed."""
+  noise_seed = rng.check_noise_seed(config.get("noise_seed"), "config.noise_seed")
+  mechanism = mechanisms.get(config.mechanism, "config.mechanism")
+  params = {name: float(config[name]) for name in mechanism.param_names}
+  if noise_seed is None and not math.isfinite(float(config.epsilon_max)):
+    raise ValueError("config.epsilon_max must be finite with secret noise: a release needs a "
+                     "budget (inf is for research runs with config.noise_seed set)")
+  orders = None
+  if config.orders is not None and mechanism.accountant == "rdp":
+    orders = np.asarray(config.orders, np.float64)
+  return budget_lib.TeachersBudget(
+      teachers_dir(source) if noise_seed is None else workdir, data,
+      rng.noise_key("aggregation", noise_seed), mechanism=mechanism.name, params=params,
+      epsilon_max=config.epsilon_max, delta=config.delta, orders=orders,
+      max_moment=int(config.max_moment), data_dependent=config.data_dependent,
+      conversion=config.conversion,
+      chunk_size=int(config.chunk_size), release=release_spec(config, mechanism, params),
+      research_seed=noise_seed, release_key=rng.noise_key("epsilon_release", noise_seed))
+
+
+def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:
+  """Runs the stage (module docstring); the workdir is locked meanwhile."""
+  with experiment.locked_workdir(workdir):
+    return _run(config, pathlib.Path(workdir))
+
+
+def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
+  t0 = time.perf_counter()
+  source = config.votes_dir or workdir
+  if not config.votes_dir and not (workdir / "votes.npz").exists():
+    raise FileNotFoundError(
+        f"no votes in {workdir / 'votes.npz'}: name a teachers workdir with "
+        "--config.votes_dir=DIR (e.g. runs/pate_mnist_cpu/teachers after the main job), or "
+        "run experiments/train_teachers.py into this --workdir first")
+  data = votes_lib.load_votes(source)
+  n = int(config.num_queries)
+  if not 0 < n <= data["num_pool"]:
+    raise ValueError(f"config.num_queries must be in [1, num_pool={data['num_pool']}], got {n}")
+  budget = make_budget(config, data, source, workdir)
+  done = _check_prior(workdir, budget)
+  experiment.remove_stale(workdir, ("results.json", "privacy.png"))
+  out = budget.answer(np.arange(n))
+  release = budget.release()
+  state = budget.state()
+  labels_lib.save_labels(workdir, **_labels_file(data, out, state, budget))
+  results = reporting.aggregate_results(data, out, state, release, budget, config,
+                                        num_asked_now=max(n - done, 0))
+  results["time_s"] = time.perf_counter() - t0
+  curve = results["private"].get("privacy_curve")
+  if config.get("privacy_plot", True) and curve:
+    reporting.plot_privacy(curve, f"PRIVATE (data owner only): {budget.mechanism.name} "
+                           f"{budget.params}, {data['num_teachers']} teachers",
+                           workdir / "privacy.png")
+  experiment.write_results(workdir, results,
+                           config=reporting.config_record(config, budget.mechanism),
+                           seed=config.seed)
+  return results
+
+
+def _check_prior(workdir: pathlib.Path, budget: budget_lib.TeachersBudget) -> int:
+  """Rows in an earlier ``labels.npz`` of the workdir (0 if none), after checking that it
+  is this budget's: answered on these votes, every outcome the budget's record."""
+  path = workdir / labels_lib.FILENAME
+  if not path.exists():
+    return 0
+  prior = labels_lib.load_labels(path, votes_digest=budget.digest)
+  state = budget.state()
+  labels_lib.check_against(prior, state["rows"], state["labels"], state["status"], str(path))
+  return int(prior["labels"].shape[0])
+
+
+def _labels_file(data: dict[str, Any], out: Any, state: dict[str, Any],
+                 budget: budget_lib.TeachersBudget) -> dict[str, Any]:
+  """The arguments of :func:`pate_jax.labels.save_labels` for rows ``0..n-1``."""
+  n = out.labels.shape[0]
+  record = state["record"]
+  return {"labels": out.labels, "status": out.status, "true_labels": data["labels"][:n],
+          "dataset_index": data["index"][:n], "query_index": np.arange(n),
+          "votes_digest": budget.digest, "mechanism": budget.mechanism.name,
+          "epsilon": float(record["ledger_epsilon"]),
+          "epsilon_max": float(record["ledger_epsilon_max"]),
+          "delta": float(record["ledger_delta"]), "noise": budget.noise}
+
+
+def release_plan(config: Any) -> Any:
+  """The release's fixed parameters as ``--dry_run`` shows them."""
+  mechanism = mechanisms.get(config.mechanism, "config.mechanism")
+  params = {name: float(config[name]) for name in mechanism.param_names}
+  spec = release_spec(config, mechanism, params)
+  return "none" if spec is None else spec._asdict()
+
+
+def plan(config: Any) -> dict[str, Any]:
+  """``--dry_run``: the mechanism, its noise and its source, the queries asked and the
+  votes they come from (or that the votes are missing), the release's fixed parameters,
+  and the temporary memory of the compiled answer of one ledger chunk."""
+  mechanism = mechanisms.get(config.mechanism, "config.mechanism")
+  params = {name: config[name] for name in mechanism.param_names}
+  n, chunk = int(config.num_queries), int(config.chunk_size)
+  out: dict[str, Any] = {"mechanism": mechanism.name, "noise": params,
+                         "noise_source": rng.noise_record(config.get("noise_seed")),
+                         "accountant": mechanism.accountant, "num_queries": n,
+                         "delta": config.delta, "epsilon_max": config.epsilon_max,
+                         "release": release_plan(config), "ledger_chunk_size": chunk,
+                         "ledger_chunks": -(-n // chunk)}
+  sizes, data = experiment.votes_plan(
+      config.votes_dir, "config.votes_dir (run() would read <workdir>/votes.npz)")
+  out.update(sizes)
+  if data is None:
+    return out
+  out["num_queries_within_pool"] = 0 < n <= data["num_pool"]
+  import jax  # pylint: disable=g-import-not-at-top
+  key = rng.stream(rng.root_key(0), "aggregation")  # Shapes only: nothing is drawn.
+  votes = jax.ShapeDtypeStruct((chunk, data["votes"].shape[1]), data["votes"].dtype)
+  out["answer_temp_bytes_per_chunk"] = experiment.compiled_temp_bytes(
+      lambda k, x, q: mechanism.answer(k, x, q, params), key, votes,
+      jax.ShapeDtypeStruct((chunk,), np.int32))
+  return out
+
+
+def report(r: dict[str, Any]) -> None:
+  """Prints the stage's headline (private lines say so)."""
+  print("\n".join(reporting.aggregate_headline(r)))
