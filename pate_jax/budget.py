@@ -213,6 +213,10 @@ class TeachersBudget:
       row once and returns its record after, which is consistent by construction).
     release: the :class:`ReleaseSpec` of the private ε's release (GNMax and
       Confident-GNMax with ``data_dependent``), or ``None`` (no release).
+    release_by_rule: ``release`` came from a data-independent rule (the settings only, e.g.
+      :func:`default_release_order` of the queries asked now): a ledger created earlier
+      keeps the spec it was created with, which is adopted instead. Otherwise a ledger with
+      another spec is refused.
     research_seed: the research noise seed (``None``: secret noise). It is recorded and
       must match the ledger's.
     release_key: the noise key of the releases (the k-th uses ``fold_in(key, k)``).
@@ -222,7 +226,8 @@ class TeachersBudget:
                mechanism: str, params: dict[str, float], epsilon_max: float, delta: float,
                orders: Any = None, max_moment: int = 8, data_dependent: bool = True,
                conversion: str = "improved", chunk_size: int = 256, release: ReleaseSpec | None = None,
-               research_seed: int | None = None, release_key: jax.Array | None = None):
+               research_seed: int | None = None, release_key: jax.Array | None = None,
+               release_by_rule: bool = False):
     self.directory = pathlib.Path(directory)
     self.path = self.directory / (LEDGER_FILE if research_seed is None
                                   else RESEARCH_LEDGER_FILE)
@@ -238,6 +243,7 @@ class TeachersBudget:
         data_dependent=data_dependent, conversion=conversion,
         chunk_size=chunk_size, **self.params)
     self.release_spec = release
+    self.release_by_rule = bool(release_by_rule)
     if release is not None and (self.mechanism.accountant != "rdp" or not data_dependent):
       raise ValueError("release: a smooth-sensitivity release exists for the data-dependent "
                        "ε of GNMax and Confident-GNMax only; got mechanism "
@@ -334,6 +340,8 @@ class TeachersBudget:
     spec = (None if not np.isfinite(np.asarray(data["release_order"]))
             else ReleaseSpec(float(data["release_order"]), float(data["release_beta"]),
                              float(data["release_sigma_ss"])))
+    if spec is not None and self.release_spec is not None and self.release_by_rule:
+      self.release_spec = spec  # The rule's value when the ledger was created.
     if spec != self.release_spec:
       raise BudgetError(f"{where}: its release parameters are {spec}, this run asks for "
                         f"{self.release_spec}; they are fixed once per budget")

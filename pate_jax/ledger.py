@@ -1024,8 +1024,9 @@ class PrivateAggregator:
           self._ensure_capacity(int(self._state.cache.size) + n)
         # Inputs were validated above for the whole batch.
         new_state, out = _step(self._state, self.key, chunk, chunk_ids, valid, total)
-        self._spend(new_state)
         out = jax.device_get(out)
+        if np.any(out.status[:m] < int(Status.REFUSED_BUDGET)):  # Something was processed.
+          self._spend(new_state)
         labels[start:stop] = out.labels[:m]
         status[start:stop] = out.status[:m]
         repeated[start:stop] = out.repeated[:m]

@@ -475,18 +475,22 @@ def test_aggregate_experiment_on_synthetic_votes(tmp_path):
   config.votes_dir = str(tmp_path)
   delta = config.delta
 
+  config.noise_seed = 0  # A research seed: each workdir measures in its own ledger.
+  config.epsilon_max = float("inf")
   res = experiment.run(config, tmp_path / "lnmax")  # Default: LNMax, gamma = 0.05.
-  eps = res["epsilon"]
-  assert set(eps) == {"moments_data_dependent", "moments_data_independent",
-                      "strong_composition"}
+  eps, private = res["epsilon"], res["private"]["epsilon"]
+  assert set(eps) == {"moments_data_independent", "strong_composition"}
+  assert set(private) == {"moments_data_dependent"}
   assert res["num_answered"] == POOL and res["delta"] == delta
-  assert 0 < eps["moments_data_dependent"]["epsilon"] < eps["moments_data_independent"]["epsilon"]
-  assert 1 <= eps["moments_data_dependent"]["best_moment"] <= 8
+  dd, di = private["moments_data_dependent"], eps["moments_data_independent"]
+  assert 0 < dd["epsilon"] < di["epsilon"] and 1 <= dd["best_moment"] <= 8
   t, g = POOL, 0.05
   np.testing.assert_allclose(eps["strong_composition"]["epsilon"],
                              4 * t * g**2 + 2 * g * np.sqrt(2 * t * np.log(1 / delta)))
-  np.testing.assert_allclose(res["ledger"]["epsilon"], eps["moments_data_dependent"]["epsilon"],
-                             rtol=1e-9)
+  # The budget is spent on the data-independent bound; the data-dependent ε is private.
+  np.testing.assert_allclose(res["ledger"]["epsilon"], di["epsilon"], rtol=1e-9)
+  np.testing.assert_allclose(res["private"]["ledger"]["epsilon_data_dependent"],
+                             dd["epsilon"], rtol=1e-9)
   with np.load(tmp_path / "lnmax" / "labels.npz") as f:
     np.testing.assert_array_equal(f["query_index"], np.arange(POOL))
     np.testing.assert_array_equal(f["true_labels"], labels[:POOL])
@@ -494,22 +498,24 @@ def test_aggregate_experiment_on_synthetic_votes(tmp_path):
     np.testing.assert_allclose(res["label_accuracy_overall"],
                                np.mean(f["labels"] == labels[:POOL]))
   assert 0.5 < res["label_accuracy_answered"] <= 1.0
-  assert res["plurality_accuracy"] == pytest.approx(np.mean(votes[:POOL].argmax(1)
-                                                            == labels[:POOL]))
+  assert res["private"]["plurality_accuracy"] == pytest.approx(
+      np.mean(votes[:POOL].argmax(1) == labels[:POOL]))
   record = json.loads((tmp_path / "lnmax" / "results.json").read_text())
-  assert record["results"]["epsilon"]["moments_data_dependent"]["epsilon"] == pytest.approx(
-      eps["moments_data_dependent"]["epsilon"])
+  assert record["results"]["private"]["epsilon"]["moments_data_dependent"][
+      "epsilon"] == pytest.approx(dd["epsilon"])
   assert record["config"]["mechanism"] == "lnmax" and record["seed"] == 0
 
   config.mechanism = "gnmax"
   res = experiment.run(config, tmp_path / "gnmax")
   e = {k: v["epsilon"] for k, v in res["epsilon"].items()}
-  assert set(e) == {"rdp_data_independent_classic", "rdp_data_independent_improved",
-                    "rdp_data_dependent_classic", "rdp_data_dependent_improved"}
-  assert e["rdp_data_dependent_improved"] <= e["rdp_data_independent_improved"]
-  assert e["rdp_data_dependent_improved"] <= e["rdp_data_dependent_classic"]
-  np.testing.assert_allclose(res["ledger"]["epsilon"], e["rdp_data_dependent_improved"],
-                             rtol=1e-9)
+  p = {k: v["epsilon"] for k, v in res["private"]["epsilon"].items()}
+  assert set(e) == {"rdp_data_independent_classic", "rdp_data_independent_improved"}
+  assert set(p) == {"rdp_data_dependent_classic", "rdp_data_dependent_improved"}
+  assert p["rdp_data_dependent_improved"] <= e["rdp_data_independent_improved"]
+  assert p["rdp_data_dependent_improved"] <= p["rdp_data_dependent_classic"]
+  # The budget: the labels' bound and the (prepaid) release of their private ε.
+  assert res["ledger"]["epsilon"] > e["rdp_data_independent_improved"]
+  assert res["epsilon_release"]["release"] == 1
 
   config.mechanism = "confident_gnmax"
   config.threshold, config.sigma_threshold, config.sigma = 180.0, 40.0, 20.0
@@ -521,15 +527,9 @@ def test_aggregate_experiment_on_synthetic_votes(tmp_path):
   config.epsilon_max = 0.5 * (empty + full["ledger"]["epsilon"])
   with pytest.raises(ValueError, match="epsilon_max"):  # Not the recorded budget's.
     experiment.run(config, tmp_path / "confident")
+  config.data_dependent = False  # No release to reserve room for: labels only.
   res = experiment.run(config, tmp_path / "budget")
   assert 0 < res["num_refused_budget"] < POOL
   assert res["ledger"]["epsilon"] <= config.epsilon_max
-  np.testing.assert_allclose(res["ledger"]["epsilon"],
-                             res["epsilon"]["rdp_data_dependent_improved"]["epsilon"], rtol=1e-9)
   with np.load(tmp_path / "budget" / "labels.npz") as f:
     assert f["answered"].sum() == res["num_answered"] < POOL
-    np.testing.assert_array_equal(f["labels"][~f["answered"]], -1)
-
-  config.num_queries = POOL + 1
-  with pytest.raises(ValueError, match="num_queries"):
-    experiment.run(config, tmp_path / "bad")

@@ -7,7 +7,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pate_jax import ledger as ledger_lib
 from pate_jax.checkpoint import ResumeMismatchError
 from pate_jax import models, students
 from pate_jax.students import _pate_g
@@ -254,22 +253,25 @@ def test_student_data_rejects_bad_labels(index, labels, match):
 
 
 @pytest.mark.slow
-def test_active_learner_never_exceeds_its_budget():
+def test_active_learner_never_exceeds_its_budget(tmp_path):
+  from pate_jax import budget as budget_lib, rng, votes as votes_lib  # pylint: disable=g-import-not-at-top
   data, pool_y = _toy_data(num_pool=60)
   votes = np.zeros((60, C), np.int32)
   votes[np.arange(60), pool_y] = 40  # 50 teachers, 40 agree on the true class
   votes[np.arange(60), (pool_y + 1) % C] += 10
+  votes_lib.save_votes(tmp_path / "votes.npz", votes, pool_y, dataset="toy")
   eps_max = 2.0  # about 30 data-independent GNMax answers at sigma 20
-  agg = ledger_lib.PrivateAggregator(jax.random.key(0), "gnmax", sigma=20.0,
-                                     epsilon_max=eps_max, delta=1e-5, data_dependent=False,
-                                     chunk_size=16)
+  budget = budget_lib.TeachersBudget(tmp_path, votes_lib.load_votes(tmp_path),
+                                     rng.noise_key("aggregation"), mechanism="gnmax",
+                                     params={"sigma": 20.0}, epsilon_max=eps_max, delta=1e-5,
+                                     data_dependent=False, chunk_size=16)
   st = students.supervised(students.classifier("gan_discriminator", C, hidden=(16, 8)))
-  out = students.active_learning(st, data, agg, votes, jax.random.key(1),
+  out = students.active_learning(st, data, budget, jax.random.key(1),
                                  round_sizes=[10, 10, 10, 10, 10],
                                  fit_kwargs={"num_steps": 10, "batch_size": 8,
                                              "segment_steps": 10}, log=None)
   assert out.stopped_by_budget
-  assert agg.epsilon <= eps_max
+  assert budget.epsilon <= eps_max
   assert 0 < out.labelled_index.size < 50
   assert all(r["epsilon"] <= eps_max for r in out.rounds)
   assert np.unique(out.labelled_index).size == out.labelled_index.size

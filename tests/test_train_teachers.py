@@ -117,8 +117,8 @@ def test_mnist_results_and_votes(tmp_path, data_dir):
   r = record["results"]
   assert r["dataset"] == "mnist" and not r["fallback_data"]
   assert r["examples_per_teacher"] == 200 and r["dropped_examples"] == 0
-  assert r["num_eval"] == 1000 and r["num_test"] == 10_000
   p = r["private"]
+  assert p["num_eval"] == 1000 and p["num_test"] == 10_000
   assert 0.5 < p["teacher_test_accuracy"]["mean"] <= p["teacher_test_accuracy"]["max"]
   assert p["plurality_accuracy_test"] > 0.5 and 0 < p["mean_normalized_gap"] <= 1
   for key in ("config", "seed", "git", "versions", "device"):

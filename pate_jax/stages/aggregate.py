@@ -82,7 +82,8 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
       max_moment=int(config.max_moment), data_dependent=config.data_dependent,
       conversion=config.conversion,
       chunk_size=int(config.chunk_size), release=release_spec(config, mechanism, params),
-      research_seed=noise_seed, release_key=rng.noise_key("epsilon_release", noise_seed))
+      research_seed=noise_seed, release_key=rng.noise_key("epsilon_release", noise_seed),
+      release_by_rule=config.get("release") is not None and config.release.get("order") is None)
 
 
 def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:

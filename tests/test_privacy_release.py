@@ -1,0 +1,436 @@
+"""What pate_jax publishes is a valid (ε, δ) release of the teachers' data (issue 23).
+
+One test per finding of the issue (1-7 here; 8 in test_kd_gan.py, 9 in
+test_stage_fingerprints.py, 10 in test_small_privacy_fixes.py, test_accounting.py and
+test_resume_integrity.py), then two properties over random usage: the ε recomputed from
+everything released never exceeds ε_max, and nothing outside a ``private`` part is a
+function of the private votes other than the released labels and the released ε.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import threading
+
+import jax
+import numpy as np
+import pytest
+
+from pate_jax import accounting as acc
+from pate_jax import budget as budget_lib
+from pate_jax import experiment
+from pate_jax import labels as labels_lib
+from pate_jax import ledger as L
+from pate_jax import mechanisms
+from pate_jax import reporting
+from pate_jax import rng
+from pate_jax import votes as votes_lib
+from pate_jax.stages import aggregate
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ORDERS = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 16.0, 32.0, 64.0])
+C, T = 10, 250
+ANSWERED, NOT_CONFIDENT, REFUSED = (int(L.Status.ANSWERED), int(L.Status.NOT_CONFIDENT),
+                                    int(L.Status.REFUSED_BUDGET))
+
+
+def _votes(seed, q, t=T, c=C, concentration=2.0):
+  r = np.random.default_rng(seed)
+  p = r.dirichlet(np.full(c, concentration), size=q)
+  return np.stack([r.multinomial(t, pi) for pi in p]).astype(np.int32)
+
+
+def _teachers(path, votes, num_pool=None, labels=None):
+  path.mkdir(parents=True, exist_ok=True)
+  labels = votes.argmax(1) if labels is None else labels  # The public pool's true labels.
+  votes_lib.save_votes(path / "votes.npz", votes, labels.astype(np.int32),
+                       num_pool=num_pool or len(votes), dataset="synthetic")
+  return path
+
+
+def _config(votes_dir, **overrides):
+  c = experiment.load_script(REPO / "configs" / "aggregate_mnist.py").get_config("cpu")
+  c.votes_dir, c.mechanism, c.sigma = str(votes_dir), "gnmax", 40.0
+  c.num_queries, c.chunk_size, c.orders = 20, 16, tuple(ORDERS)
+  c.epsilon_max, c.privacy_plot = 20.0, False
+  for k, v in overrides.items():
+    c[k] = v
+  return c
+
+
+# --- 1. The noise is secret ---------------------------------------------------------------
+
+
+def test_1_labels_cannot_be_recomputed_from_what_a_run_wrote(tmp_path):
+  """An attacker holding results.json (its seed) and the votes recomputes the noise of a
+  seeded stream; with secret noise the released labels are not those."""
+  votes = _votes(1, 40, concentration=50.0)        # Small gaps: the noise decides labels.
+  teachers = _teachers(tmp_path / "t", votes)
+  r = aggregate.run(_config(teachers, num_queries=40), tmp_path / "w")
+  record = json.loads((tmp_path / "w" / "results.json").read_text())
+  assert record["results"]["noise_source"] == {
+      "source": "secret (os.urandom, never written)", "public": False}
+  released = labels_lib.load_labels(tmp_path / "w")["labels"]
+  seed = record["seed"]
+  guess = mechanisms.GNMAX.answer(rng.stream(rng.root_key(seed), "aggregation"), votes,
+                                  np.arange(40, dtype=np.uint32), {"sigma": 40.0})[0]
+  assert np.mean(np.asarray(guess) == released) < 0.9, r["label_accuracy_overall"]
+  # Nothing any file of the run holds is a key: the noise is in no file.
+  assert "key" not in json.dumps(record).lower().replace("kept_in", "")
+
+
+def test_1_a_research_seed_reproduces_and_says_so(tmp_path):
+  teachers = _teachers(tmp_path / "t", _votes(1, 40, concentration=50.0))
+  a = aggregate.run(_config(teachers, noise_seed=7), tmp_path / "a")
+  b = aggregate.run(_config(teachers, noise_seed=7), tmp_path / "b")
+  np.testing.assert_array_equal(labels_lib.load_labels(tmp_path / "a")["labels"],
+                                labels_lib.load_labels(tmp_path / "b")["labels"])
+  assert a["noise_source"]["public"] and a["epsilon_release"] == b["epsilon_release"]
+  assert "measurement, not a release" in a["noise_source"]["note"]
+  assert "NOTE: " + rng.PUBLIC_NOISE_NOTE in reporting.aggregate_headline(a)
+  assert (tmp_path / "a" / budget_lib.RESEARCH_LEDGER_FILE).exists()
+  assert not (teachers / budget_lib.LEDGER_FILE).exists()  # The teachers' budget untouched.
+
+
+# --- 2. The release's parameters do not come from the votes -------------------------------
+
+
+def test_2_the_release_parameters_are_the_same_for_any_votes(tmp_path):
+  specs = []
+  for seed in (1, 2, 3):
+    teachers = _teachers(tmp_path / f"t{seed}", _votes(seed, 20, concentration=0.3 * seed))
+    r = aggregate.run(_config(teachers), tmp_path / f"w{seed}")
+    specs.append({k: r["epsilon_release"][k] for k in ("order", "beta", "sigma_ss")})
+    for k in ("smooth_sensitivity", "noise_std", "epsilon_data_dependent"):
+      assert k not in r["epsilon_release"] and k in r["private"]["epsilon_release"]
+  assert specs[0] == specs[1] == specs[2]
+  want = budget_lib.default_release_order(mechanisms.GNMAX, {"sigma": 40.0}, 20, 1e-5,
+                                          ORDERS)
+  assert specs[0] == {"order": want, "beta": 0.4 / want, "sigma_ss": 10.0}
+
+
+# --- 3. One release per ledger ------------------------------------------------------------
+
+
+def test_3_reruns_re_report_the_release_and_new_answers_pay_for_a_new_one(tmp_path):
+  teachers = _teachers(tmp_path / "t", _votes(4, 40))
+  first = aggregate.run(_config(teachers, seed=0), tmp_path / "w")
+  for seed in (1, 2):  # Other seeds, other workdirs: the same release, nothing charged.
+    again = aggregate.run(_config(teachers, seed=seed), tmp_path / f"w{seed}")
+    assert again["epsilon_release"] == first["epsilon_release"]
+    assert again["ledger"] == first["ledger"]
+  more = aggregate.run(_config(teachers, num_queries=30), tmp_path / "w")
+  assert more["epsilon_release"]["release"] == 2 and more["ledger"]["releases"] == 2
+  assert more["epsilon_release"]["epsilon_released"] != first["epsilon_release"][
+      "epsilon_released"]
+  # Its cost was charged: the bound is the labels' plus two releases.
+  spec = budget_lib.ReleaseSpec(**{k: more["epsilon_release"][k]
+                                   for k in ("order", "beta", "sigma_ss")})
+  cost = 30 * ORDERS / 40.0**2 + 2 * spec.rdp_curve(ORDERS)
+  eps = acc.rdp_accountant(ORDERS).compose(cost).epsilon(1e-5)[0]
+  assert more["ledger"]["epsilon"] == pytest.approx(float(eps), rel=1e-9)
+
+
+# --- 4. The budget belongs to the teachers ------------------------------------------------
+
+
+def test_4_two_aggregators_from_one_record_cannot_both_spend():
+  votes = _votes(5, 8)
+  a = L.PrivateAggregator(jax.random.key(0), "gnmax", sigma=40.0, epsilon_max=2.0,
+                          delta=1e-5, orders=ORDERS, chunk_size=16)
+  a.answer(votes[:2])
+  record = a.ledger_record()
+  b = L.PrivateAggregator(jax.random.key(1), "gnmax", sigma=40.0, epsilon_max=2.0,
+                          delta=1e-5, orders=ORDERS, chunk_size=16, ledger=record)
+  b.answer(votes[2:4])
+  with pytest.raises(L.StaleLedgerError, match="stale"):  # a's copy is now behind.
+    a.answer(votes[4:])
+  with pytest.raises(L.StaleLedgerError, match="generation"):  # So is the record.
+    L.PrivateAggregator(jax.random.key(2), "gnmax", sigma=40.0, epsilon_max=2.0, delta=1e-5,
+                        orders=ORDERS, chunk_size=16, ledger=record)
+
+
+def test_4_two_workdirs_and_a_restored_labels_file_spend_one_budget(tmp_path):
+  teachers = _teachers(tmp_path / "t", _votes(6, 60))
+  config = _config(teachers, num_queries=40, epsilon_max=1.0)  # About 14 answers fit.
+  a = aggregate.run(config, tmp_path / "a")
+  saved = (tmp_path / "a" / "labels.npz").read_bytes()
+  b = aggregate.run(config, tmp_path / "b")
+  assert a["num_answered"] == b["num_answered"] < 40
+  np.testing.assert_array_equal(labels_lib.load_labels(tmp_path / "a")["labels"],
+                                labels_lib.load_labels(tmp_path / "b")["labels"])
+  (tmp_path / "a" / "labels.npz").write_bytes(saved)  # An older copy put back: answered
+  again = aggregate.run(config, tmp_path / "a")       # from the record, nothing new.
+  assert again["ledger"] == a["ledger"] == b["ledger"] and again["ledger"]["epsilon"] <= 1.0
+  with pytest.raises(ValueError, match="must be finite with secret noise"):
+    aggregate.run(_config(teachers, epsilon_max=float("inf")), tmp_path / "c")
+
+
+# --- 5. Labels and ledgers are checked against the votes ----------------------------------
+
+
+def test_5_a_spliced_labels_file_and_a_forged_ledger_are_refused(tmp_path):
+  teachers = _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
+  aggregate.run(_config(teachers), tmp_path / "a")
+  path = tmp_path / "a" / "labels.npz"
+  with np.load(path) as f:
+    arrays = dict(f)
+  other = (arrays["labels"] + 1) % C
+  np.savez(path, **{**arrays, "labels": np.where(arrays["answered"], other, -1)})
+  with pytest.raises(ValueError, match="not the teachers' budget's answer"):
+    aggregate.run(_config(teachers), tmp_path / "a")
+  ledger = teachers / budget_lib.LEDGER_FILE
+  with np.load(ledger) as f:
+    arrays = dict(f)
+  forged = {**arrays, "ledger_cost": np.zeros_like(arrays["ledger_cost"]),
+            "ledger_extra_cost": np.zeros_like(arrays["ledger_cost"])}
+  forged["ledger_epsilon"] = np.float64(acc.rdp_accountant(ORDERS).epsilon(1e-5)[0])
+  np.savez(ledger, **forged)
+  with pytest.raises(budget_lib.BudgetError, match="not the newest copy"):  # The journal.
+    aggregate.run(_config(teachers), tmp_path / "b")
+  journal = ledger.with_name(ledger.name + budget_lib.JOURNAL_SUFFIX)
+  import hashlib  # pylint: disable=g-import-not-at-top
+  journal.write_text(journal.read_text() + f"{int(forged['generation'])} "
+                     f"{hashlib.sha256(ledger.read_bytes()).hexdigest()}\n")
+  with pytest.raises(budget_lib.BudgetError, match="ledger_cost is not the cost"):
+    aggregate.run(_config(teachers), tmp_path / "b")  # Self-consistent, yet refused.
+
+
+# --- 6. Refusals do not depend on the votes -----------------------------------------------
+
+
+def test_6_the_refusal_point_is_the_same_for_any_votes(tmp_path):
+  answered = set()
+  for seed, concentration in ((8, 0.05), (9, 50.0)):  # Unanimous teachers vs a toss-up.
+    teachers = _teachers(tmp_path / f"t{seed}", _votes(seed, 60, concentration=concentration))
+    r = aggregate.run(_config(teachers, num_queries=60, epsilon_max=1.0), tmp_path / f"{seed}")
+    answered.add(r["num_answered"])
+    assert r["num_refused_budget"] > 0
+    if concentration < 1:  # The data-dependent ε would have allowed more: not used.
+      assert r["private"]["epsilon"]["rdp_data_dependent_improved"]["epsilon"] < 0.75
+  assert len(answered) == 1
+
+
+# --- 7. Reports print private values only in private parts --------------------------------
+
+
+def _public(results):
+  """Everything outside ``private`` parts, the released ε values left out."""
+  if isinstance(results, dict):
+    return {k: _public(v) for k, v in results.items()
+            if k not in ("private", "epsilon_released", "time_s")}
+  if isinstance(results, list):
+    return [_public(v) for v in results]
+  return results
+
+
+def _perturbed(votes, labels, status, seed):
+  """Other private votes that give the same released outcome under the same noise: votes
+  move from other classes to each answered row's label (its noisy argmax only gains),
+  away from the top of each not-confident row, anywhere on a refused row."""
+  r = np.random.default_rng(seed)
+  out = votes.copy()
+  for i in range(len(votes)):
+    if status[i] == ANSWERED:
+      others = [j for j in range(votes.shape[1]) if j != labels[i] and out[i, j] > 0]
+      for j in r.choice(others, size=min(len(others), 3), replace=False):
+        k = r.integers(0, out[i, j] + 1)
+        out[i, j] -= k
+        out[i, labels[i]] += k
+    elif status[i] == REFUSED:
+      out[i] = r.multinomial(votes[i].sum(), np.full(votes.shape[1], 1 / votes.shape[1]))
+  return out
+
+
+def test_7_publishable_parts_do_not_depend_on_the_votes(tmp_path, capsys):
+  """The same released labels from other votes (the same research noise): every
+  publishable value, printed line and the publishable half of report.md are the same but
+  for the released ε; the private parts differ."""
+  votes = _votes(10, 40, concentration=3.0)
+  outs = []
+  for name, v in (("a", votes), ("b", None)):
+    if v is None:
+      first = labels_lib.load_labels(tmp_path / "a")
+      v = _perturbed(votes, first["labels"], first["status"], 0)
+    teachers = _teachers(tmp_path / f"t{name}", v, labels=votes.argmax(1))
+    config = _config(teachers, num_queries=40, epsilon_max=2.0, noise_seed=3)
+    r = experiment.run_and_report(aggregate.run, aggregate.report, config,
+                                  str(tmp_path / name))
+    printed = capsys.readouterr().out.splitlines()
+    summary = {"noise_source": r["noise_source"], "data": {
+        "data_source": "x", "fallback_data": False}, "aggregate": r, "student": {
+            "student": "s", "eval_accuracy": 0.5, "num_eval": 10, "num_labels": 20,
+            "label_accuracy": 0.5, "epochs": 1, "train_seconds": 1},
+        "epsilon_release": r["epsilon_release"], "ledger": r["ledger"], "wall_seconds": 1,
+        "private": reporting.private_part(
+            teachers={"dataset": "x", "num_teachers": T, "examples_per_teacher": 1,
+                      "teacher_test_accuracy": {"mean": v.mean(), "min": 0, "max": 1},
+                      "plurality_accuracy_test": float(v[0, 0]), "mean_normalized_gap": 0.1},
+            epsilon=r["private"]["epsilon"],
+            epsilon_release=r["private"]["epsilon_release"], attack={"skipped": "x"})}
+    md = reporting.main_job_markdown(summary, {})
+    outs.append((r, printed, md))
+  (ra, pa, ma), (rb, pb, mb) = outs
+  assert ra["num_answered"] > 20 and rb["num_answered"] == ra["num_answered"]
+  np.testing.assert_array_equal(labels_lib.load_labels(tmp_path / "a")["labels"],
+                                labels_lib.load_labels(tmp_path / "b")["labels"])
+  assert _public(ra) == _public(rb)
+  assert ra["private"] != rb["private"]
+  strip = lambda lines: [ln for ln in lines if "private" not in ln and "released" not in ln
+                         and str(tmp_path) not in ln]
+  assert strip(pa) == strip(pb) and len(strip(pa)) >= 4
+  pub_a, priv_a = ma.split("## Private: for the data owner only")
+  pub_b, priv_b = mb.split("## Private: for the data owner only")
+  cut = lambda s: "\n".join(ln for ln in s.splitlines() if "released with smooth" not in ln)
+  assert cut(pub_a) == cut(pub_b) and priv_a != priv_b
+
+
+# --- Property: ε of everything released <= ε_max, over random usage -----------------------
+
+
+def _random_settings(r):
+  mechanism = ("gnmax", "confident_gnmax", "lnmax")[r.integers(3)]
+  kw = {"mechanism": mechanism, "delta": 1e-5, "epsilon_max": float(r.uniform(0.8, 4.0)),
+        "data_dependent": bool(r.random() < 0.7), "chunk_size": 16}
+  if mechanism == "lnmax":
+    kw["params"] = {"gamma": float(r.uniform(0.02, 0.15))}
+  else:
+    kw["orders"] = ORDERS
+    kw["params"] = {"sigma": float(r.uniform(10.0, 40.0))}
+    if mechanism == "confident_gnmax":
+      kw["params"].update(threshold=35.0, sigma_threshold=float(r.uniform(5.0, 20.0)))
+    if kw["data_dependent"] and r.random() < 0.7:
+      kw["release"] = budget_lib.ReleaseSpec.make(float(r.choice([5.0, 8.0])), 10.0)
+  return kw
+
+
+class _Recorder:
+  """Every answer and release a session lets out, to recompute ε from them alone."""
+
+  def __init__(self):
+    self.fresh = []        # (row, status) of every answer drawn from fresh noise
+    self.outcome = {}      # row -> (label, status) as first released
+    self.releases = set()  # numbers of the releases drawn
+    self.lock = threading.Lock()
+
+  def answers(self, rows, out):
+    with self.lock:
+      for r, lab, st, rep in zip(rows, out.labels, out.status, out.repeated):
+        if st == REFUSED:
+          continue
+        if int(r) in self.outcome:  # Asked again anywhere: the recorded answer, free.
+          assert self.outcome[int(r)] == (int(lab), int(st)) and (rep or int(r) in rows[:0])
+        else:
+          self.outcome[int(r)] = (int(lab), int(st))
+          self.fresh.append((int(r), int(st)))
+
+  def epsilon(self, kw, votes, spec):
+    m = mechanisms.get(kw["mechanism"])
+    accountant = mechanisms.make_accountant(m, kw.get("orders"))
+    if not self.fresh:
+      return 0.0
+    rows = np.array([r for r, _ in self.fresh])
+    answered = np.array([s == ANSWERED for _, s in self.fresh])
+    cost = np.asarray(m.cost(votes[rows], answered, kw["params"], accountant.orders, False))
+    total = cost.sum(0) + (len(self.releases) * spec.rdp_curve(accountant.orders)
+                           if self.releases else 0.0)
+    return float(accountant.compose(total).epsilon(kw["delta"])[0])
+
+
+def _answer(rec, budget, rows, ledger):
+  try:
+    rec.answers(rows, budget.answer(rows))
+  except budget_lib.BudgetError as e:  # ε_max below one release: nothing is ever spent.
+    assert "leaves no room" in str(e) and not ledger.exists(), e
+
+
+def _session(seed, root):
+  """One random usage session on one set of teachers (module docstring)."""
+  r = np.random.default_rng(seed)
+  kw = _random_settings(r)
+  votes = _votes(seed, 24, t=50, c=5, concentration=float(r.choice([0.1, 1.0, 10.0])))
+  teachers = _teachers(root / f"s{seed}", votes)
+  data = votes_lib.load_votes(teachers)
+  spec = kw.get("release")
+  make = lambda: budget_lib.TeachersBudget(  # noqa: E731  A new process, or aggregator.
+      teachers, data, rng.noise_key("aggregation"), release_key=rng.noise_key(
+          "epsilon_release"), **kw)
+  rec, budgets = _Recorder(), [make()]
+  ledger = teachers / budget_lib.LEDGER_FILE
+  if spec is not None and not budget_lib.ReleaseSpec.rdp_curve(spec, ORDERS).min() < np.inf:
+    return {"refused_files": 0, "threads": 0, "releases": 0}, 0
+  snapshots, stats = [], {"refused_files": 0, "threads": 0, "releases": 0}
+  for _ in range(int(r.integers(3, 9))):
+    op = r.choice(["answer", "answer", "new", "threads", "release", "restore", "splice"])
+    rows = r.integers(0, 24, size=int(r.integers(1, 8)))
+    if ledger.exists():
+      snapshots.append(ledger.read_bytes())
+    if op == "new":
+      budgets.append(make())
+    if op in ("answer", "new"):
+      b = budgets[r.integers(len(budgets))]
+      _answer(rec, b, rows, ledger)
+    elif op == "threads":
+      stats["threads"] += 1
+      work = [(make(), r.integers(0, 24, size=5)) for _ in range(2)]
+      threads = [threading.Thread(target=lambda b=b, x=x: _answer(rec, b, x, ledger))
+                 for b, x in work]
+      for t in threads:
+        t.start()
+      for t in threads:
+        t.join()
+    elif op == "release":
+      out = budgets[0].release()
+      if out is not None:
+        rec.releases.add(out["public"]["release"])
+        stats["releases"] += 1
+    elif op in ("restore", "splice") and len(snapshots) > 1:
+      newest = ledger.read_bytes()
+      if op == "restore":  # An older copy of the ledger put back.
+        ledger.write_bytes(snapshots[r.integers(len(snapshots) - 1)])
+      else:                # The newest with another row's outcome spliced in.
+        with np.load(ledger) as f:
+          arrays = dict(f)
+        if arrays["rows"].size < 2:
+          continue
+        arrays["row_labels"] = np.roll(arrays["row_labels"], 1)
+        arrays["row_status"] = np.roll(arrays["row_status"], 1)
+        np.savez(ledger, **arrays)
+      if ledger.read_bytes() != newest:
+        with pytest.raises(budget_lib.BudgetError):
+          make().answer(rows)
+        stats["refused_files"] += 1
+      ledger.write_bytes(newest)
+  eps = rec.epsilon(kw, votes, spec)
+  recorded = budgets[0].epsilon
+  assert eps <= kw["epsilon_max"] * (1 + 1e-9), (seed, eps, kw)
+  assert eps <= recorded * (1 + 1e-9) + 1e-12
+  if ledger.exists():  # Something was spent (an empty ledger's ε is its floor, e.g. LNMax's).
+    assert recorded <= kw["epsilon_max"] * (1 + 1e-9)
+  return stats, len(rec.fresh)
+
+
+def _sessions(n, root):
+  totals = {"refused_files": 0, "threads": 0, "releases": 0, "answers": 0}
+  for seed in range(n):
+    stats, answers = _session(seed, root)
+    for k, x in stats.items():
+      totals[k] += x
+    totals["answers"] += answers
+  return totals
+
+
+def test_property_few_sessions(tmp_path):
+  totals = _sessions(30, tmp_path)
+  assert totals["answers"] > 100
+
+
+@pytest.mark.slow
+def test_property_everything_released_fits_the_budget(tmp_path):
+  """500 random sessions on one set of teachers each: budgets re-created (processes),
+  threads, releases, older ledger copies put back and spliced ledgers; the ε recomputed
+  from every answer and release let out is <= ε_max and <= the ledger's public ε."""
+  totals = _sessions(500, tmp_path)
+  assert min(totals.values()) > 50 and totals["answers"] > 2000, totals
