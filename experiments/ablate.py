@@ -119,7 +119,8 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
   out.mkdir(parents=True, exist_ok=True)
   ablation.plot_grid(grid, mechanisms, counts, scales, out / "ablation.png",
                      f"{data['dataset']}: first {q} queries, {len(keys)} seeds, δ={config.delta:g}")
-  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.MEASUREMENT)
   return results
 
 

@@ -228,7 +228,8 @@ def run(config, workdir: str) -> dict:
                      f"{config.setting!r}")
   results = runners[config.setting](config, key, workdir)
   results["setting"] = config.setting
-  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.MEASUREMENT)
   return results
 
 

@@ -165,7 +165,8 @@ def run(config, workdir: str) -> dict:
   }
   # The resolved config plus the orders (acc.DEFAULT_ORDERS) and the loop subset actually used.
   record = {**config.to_dict(), "loop_queries": n_loop, "orders": orders.tolist()}
-  path = experiment.write_results(workdir, results, config=record, seed=config.seed)
+  path = experiment.write_results(workdir, results, config=record, seed=config.seed,
+                                  disclosure=experiment.NO_PRIVATE_DATA)
   logging.info("bench_accounting: wrote %s", path)
   return results
 

@@ -212,7 +212,8 @@ def run(config, workdir: str) -> dict:
   results["load_average_after"] = os.getloadavg()
   print("load average before/after:", results["load_average_before"],
         results["load_average_after"])
-  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.NO_PRIVATE_DATA)
   return results
 
 

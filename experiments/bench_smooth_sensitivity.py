@@ -88,7 +88,8 @@ def run(config, workdir: str) -> dict:
       "cpu_count": os.cpu_count(),
   }
   record = {**config.to_dict(), "loop_queries": n_loop}
-  path = experiment.write_results(workdir, results, config=record, seed=config.seed)
+  path = experiment.write_results(workdir, results, config=record, seed=config.seed,
+                                  disclosure=experiment.NO_PRIVATE_DATA)
   logging.info("bench_smooth_sensitivity: wrote %s", path)
   return results
 

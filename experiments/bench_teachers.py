@@ -132,7 +132,8 @@ def run(config, workdir: str) -> dict:
     loop = results["strategies"]["loop"]["examples_per_second"]
     for s, r in results["strategies"].items():
       r["throughput_vs_loop"] = r["examples_per_second"] / loop
-  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.NO_PRIVATE_DATA)
   return results
 
 

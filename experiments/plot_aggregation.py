@@ -98,7 +98,8 @@ def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path,
   settings = {"workdirs": [str(w) for w in workdirs], "num_points": num_points,
               "eps_min": eps_min, "eps_max": eps_max, "num_seeds": num_seeds, "rows": rows,
               "epsilon_convention": epsilon_convention}
-  experiment.write_results(out, results, config=settings, seed=seed, name="figure2.json")
+  experiment.write_results(out, results, config=settings, seed=seed, name="figure2.json",
+                           disclosure=experiment.MEASUREMENT)
   return results
 
 

@@ -59,7 +59,8 @@ def run(config, workdir: str) -> dict:
   out.mkdir(parents=True, exist_ok=True)
   plot(rows, out / "figure3.png")
   results = {"figure3": rows}
-  experiment.write_results(out, results, config=config, seed=None)
+  experiment.write_results(out, results, config=config, seed=None,
+                           disclosure=experiment.MEASUREMENT)
   return results
 
 

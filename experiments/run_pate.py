@@ -64,7 +64,8 @@ def attack_stage(config, root: pathlib.Path) -> dict:
   workdir.mkdir(parents=True, exist_ok=True)
   results["figures"] = [attacks.plot_defense(workdir / "defense_consistent_answers.png",
                                              results)]
-  experiment.write_results(workdir, results, config=a, seed=config.seed)
+  experiment.write_results(workdir, results, config=a, seed=config.seed,
+                           disclosure=experiment.MEASUREMENT)
   return reporting.attack_summary(results)
 
 

@@ -146,7 +146,8 @@ def _run(config, workdir: pathlib.Path) -> dict:
       "cpu_load_average_1_5_15min": {"start": load_at_start, "end": list(os.getloadavg())},
       "files": ["votes.npz", "teacher_predictions.npz", "student_accuracy.png"],
   }
-  path = experiment.write_results(workdir, results, config=config, seed=config.seed)
+  path = experiment.write_results(workdir, results, config=config, seed=config.seed,
+                                  disclosure=experiment.MEASUREMENT)
   logging.info("wrote %s (%.1f s)", path, timings["total_s"])
   return results
 

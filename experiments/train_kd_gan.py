@@ -142,7 +142,8 @@ def run(config, workdir: str) -> dict:
         None if all_published is None else all_published["epsilon_if_all_published"])
     results.update({"wall_seconds": time.time() - t0, "results_json": str(
         (workdir / "results.json").resolve()), "pngs": [str(png.resolve())]})
-    experiment.write_results(workdir, results, config=config, seed=config.seed)
+    experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.MEASUREMENT)
   return results
 
 

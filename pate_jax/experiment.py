@@ -80,8 +80,22 @@ def to_jsonable(value: Any) -> Any:
   return value
 
 
+PUBLISHABLE = ("publishable: every value outside a `private` part (functions of the private "
+               "data, for the data owner only)")
+"""The disclosure of a stage's results: what may be published, and what not."""
+
+MEASUREMENT = ("private: a research measurement of the private data (many noisy answers "
+               "and no privacy budget, or the teachers themselves); for the data owner only")
+"""The disclosure of a research experiment's results (figures of the papers, ablations,
+attacks on the run's own votes)."""
+
+NO_PRIVATE_DATA = "publishable: synthetic or public data only"
+"""The disclosure of a benchmark on synthetic data."""
+
+
 def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, config: Any,
-                  seed: int | None, name: str = "results.json") -> pathlib.Path:
+                  seed: int | None, name: str = "results.json",
+                  disclosure: str = PUBLISHABLE) -> pathlib.Path:
   """Writes ``results`` with the resolved config, seed, versions and git hash.
 
   Args:
@@ -90,6 +104,8 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
     config: the resolved experiment config (a ConfigDict or mapping).
     seed: the root seed of the run.
     name: file name inside ``workdir``.
+    disclosure: what of the file may be published (:data:`PUBLISHABLE`,
+      :data:`MEASUREMENT` or :data:`NO_PRIVATE_DATA`), written first in the file.
 
   Returns:
     The path written.
@@ -97,6 +113,7 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
   path = pathlib.Path(workdir)
   path.mkdir(parents=True, exist_ok=True)
   record = {
+      "disclosure": disclosure,
       "results": to_jsonable(results),
       "config": to_jsonable(config),
       "seed": seed,
