@@ -48,8 +48,7 @@ _DATA = "PATE_JAX_DATA_DIR=../shared/data "
 _V = "--config.votes_dir=runs/pate_mnist_cpu/teachers"
 _TFDS = ("SVHN and CIFAR-10 come from tensorflow-datasets, which needs a connected "
          "machine (only MNIST and Adult are in ../shared/data)")
-_GPU = ("the paper's CNN teachers and 300-epoch students need a GPU; none has been "
-        "available to these sessions")
+_GPU = ("the paper's CNN teachers and 300-epoch students need a GPU; not yet run on one")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +78,28 @@ class Row:
   key: str | None = None
   fmt: str = "pct"
   note: str = ""
+
+  @property
+  def private(self) -> bool:
+    """A function of the teachers' private data beyond the released labels and ε: the
+    teachers' accuracy, plurality votes and gaps, the data-dependent ε and the un-noised
+    release (marked *private* in the report)."""
+    return self.run is not None and self.key is not None and any(
+        p in self.key for p in _PRIVATE_KEYS)
+
+
+# Key paths of private values (see Row.private).
+_PRIVATE_KEYS = ("data_dependent", "teacher_test_accuracy", "plurality_accuracy",
+                 "mean_normalized_gap", "private", "ledger.epsilon", "epsilon_before")
+
+DISCLOSURE = (
+    "What may be published (README, *What you may publish*): every run here used a "
+    "research noise seed (the code's default seed before noise became secret, or "
+    "`--config.noise_seed`), so its noise is public and every ε below is a *measurement* of "
+    "the method on our data, not a release. Values that are functions of the teachers' "
+    "private data beyond the released labels and the released ε -- the teachers' accuracy, "
+    "plurality votes and vote gaps, the data-dependent ε (the papers print it un-noised) -- "
+    "are marked *(private)*: they are here to compare with the papers, for the data owner.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -697,7 +718,8 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
            "*published*: as printed in the paper (`—`: the paper gives no number for this "
            "setting). *ours*: read from the run's `results.json`; **not run** rows say why "
            "we cannot measure them here, **not run yet** rows give the command to run. "
-           "The runs' commands, configs, code versions and hardware are under *Runs*.", ""]
+           "The runs' commands, configs, code versions and hardware are under *Runs*.", "",
+           DISCLOSURE, ""]
   kinds = {}
   for rec in records.values():
     kinds[hardware(rec)] = kinds.get(hardware(rec), 0) + 1
@@ -726,6 +748,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
           run_cell = f"[{row.run}](#run-{row.run})"
         else:
           ours = value_of(row, records[row.run]["results"])
+          ours += " *(private)*" if row.private else ""
           run_cell = f"[{row.run}](#run-{row.run})"
         lines.append(f"| {_cell(row.setting)} | {_cell(row.published)} | {_cell(ours)} | "
                      f"{run_cell} | {_cell(row.note)} |")
