@@ -293,7 +293,10 @@ def load_image_dataset(name: str, data_dir: str | os.PathLike | None = None, *,
   for directory in candidates:
     splits = _load_local(name, directory) if directory.is_dir() else None
     if splits is not None:
-      return _assemble(name, splits, f"local:{directory}")
+      # No absolute path: results files record where the data came from, not the machine.
+      where = "the data directory" if root is not None and directory == root / name else (
+          "a system directory")
+      return _assemble(name, splits, f"local:{name}/ in {where}")
     looked.append(f"{directory}: " + ("no train/test npz, idx or *_32x32.mat files"
                                       if directory.is_dir() else "does not exist"))
   if use_tfds:

@@ -120,7 +120,7 @@ def init_state(student: Student, pool: jax.Array, key: jax.Array,
 def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
         init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
-        restart: bool = False, max_to_keep: int = 1,
+        restart: bool = False, max_to_keep: int = 1, restart_flag: str = "--config.restart",
         log: Callable[[str], None] | None = print) -> FitResult:
   """Trains ``student`` on ``data`` for ``num_steps`` steps (resuming if checkpointed).
 
@@ -141,6 +141,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
     restart: discard the checkpoints in ``checkpoint_dir`` and start over.
     max_to_keep: checkpoint steps kept (the newest; at the end, the final state: the
       trained student, which a rerun restores instead of training again).
+    restart_flag: the flag that sets ``restart`` in the calling script, named by a refused
+      resume's message (``--config.student.restart`` in the main job).
     log: prints one line per segment (None: silent).
 
   Returns:
@@ -157,7 +159,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
   state = init_state(student, pool, key, init_examples)
   ckpt = None
   if checkpoint_dir:
-    ckpt = Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart, fingerprint={
+    ckpt = Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
+                        restart_flag=restart_flag, fingerprint={
         "key": np.asarray(jax.random.key_data(key)).tolist(), "batch_size": batch_size,
         "init_examples": init_examples,
         "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),

@@ -1,0 +1,176 @@
+"""The main job: teachers → noisy labels and their privacy cost → the PATE-G student →
+the histogram attack on the run's own votes → report.md.
+
+  python experiments/run_pate.py --config configs/pate_mnist.py:cpu --workdir runs/pate_mnist_cpu
+
+Runs each stage's ``run(config, workdir)`` in its own sub-directory of
+``--workdir``: ``teachers/`` (votes.npz, gap.png), ``aggregate/`` (labels.npz, privacy.png),
+``student/`` (accuracy.png) and ``attack/`` (the attack paper's attacker on the run's
+lowest-consensus labelled queries, with fresh noise and with consistent answers;
+defense_consistent_answers.png), and writes a summary ``results.json`` with the headline
+numbers of every stage and ``report.md`` (Markdown with those figures), each in two parts:
+*publishable* (the labels' accuracy, ε data-independent and released with smooth
+sensitivity, the student's accuracy) and *private: for the data owner only* (the teachers'
+accuracy and vote gap, the data-dependent ε, the attack on the run's own vote
+histograms). It ends by printing the headlines (private lines say so) and the files' paths.
+Noise is secret unless ``--config.noise_seed`` names a research seed (then every output
+says that its ε is a measurement, not a release).
+A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
+written, unless ``--config.teachers.keep_checkpoints=True``; a finished one reuses
+votes.npz), the privacy ledger saved with ``aggregate/labels.npz`` (labels already paid
+for are reused, never bought again), and the student from its last checkpoint (the one
+kept: the trained model, ~30 MB). About 32 MB remain on disk after the CPU run.
+
+Overrides name the stage: ``--config.teachers.num_teachers=100``,
+``--config.aggregate.num_queries=1000``, ``--config.student.num_steps=450``. The stages'
+``seed`` and ``student.aggregate`` / ``student.votes_dir`` are set from ``--config.seed``,
+``--config.aggregate`` and the workdir.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import numpy as np
+
+from pate_jax import attacks, budget, experiment, labels as labels_lib, mechanisms, reporting
+from pate_jax import rng, votes as votes_lib
+from pate_jax.stages import student as student_stage
+from pate_jax.stages import teachers as teachers_stage
+
+
+def attack_stage(config, root: pathlib.Path) -> dict:
+  """The histogram attack on the run's ``config.attack.num_histograms`` lowest-consensus
+  answered queries (GNMax with the labels' σ), fresh noise vs consistent answers."""
+  a, agg = config.attack, config.aggregate
+  if not a.enabled:
+    return {"skipped": "--config.attack.enabled=False"}
+  if agg.mechanism != "gnmax":  # the attack models GNMax's answers
+    return {"skipped": f"the attack models GNMax answers; the labels used {agg.mechanism}"}
+  data = votes_lib.load_votes(root / "teachers")
+  answered = labels_lib.load_labels(root / "aggregate", votes_digest=budget.votes_digest(data))
+  index = answered["query_index"][answered["answered"]]
+  votes = np.asarray(data["votes"])[index]
+  pick = attacks.lowest_consensus(votes, a.num_histograms)
+  key = rng.root_key(config.seed)
+  results = attacks.produced_histograms(
+      attacks.seed_keys(rng.stream(key, "attack_answers"), a.num_seeds),
+      rng.stream(key, "attack_ledger"), votes[pick], index[pick], sigma=agg.sigma,
+      num_queries=a.num_queries, variants=attacks.reconstruction_variants(a),
+      delta=agg.delta, dataset=str(data["dataset"]), conversion=a.conversion)
+  workdir = root / "attack"
+  workdir.mkdir(parents=True, exist_ok=True)
+  results["figures"] = [attacks.plot_defense(workdir / "defense_consistent_answers.png",
+                                             results)]
+  experiment.write_results(workdir, results, config=a, seed=config.seed,
+                           disclosure=experiment.MEASUREMENT)
+  return reporting.attack_summary(results)
+
+
+def write_report(summary: dict, root: pathlib.Path) -> pathlib.Path:
+  """``report.md`` with the figures that exist (paths relative to the workdir), written
+  atomically."""
+  figures = {"gap": "teachers/gap.png", "privacy": "aggregate/privacy.png",
+             "student": "student/accuracy.png",
+             "attack": "attack/defense_consistent_answers.png"}
+  figures = {k: f for k, f in figures.items() if (root / f).exists()}
+  return experiment.write_text(root / "report.md",
+                               reporting.main_job_markdown(summary, figures))
+
+
+def wire(config, root: pathlib.Path | None) -> None:
+  """One root seed for every stage (pate_jax.rng streams); the student labels with the
+  aggregate stage's config, from the teachers' votes and into aggregate/ under ``root``
+  (``None``: a dry run, before any stage has written anything)."""
+  with config.unlocked():
+    for stage in (config.teachers, config.aggregate, config.student):
+      stage.seed = config.seed
+    config.aggregate.noise_seed = config.noise_seed
+    if root is not None:
+      config.student.votes_dir = str(root / "teachers")
+      config.student.labels_dir = str(root / "aggregate")
+    config.student.aggregate = config.aggregate
+
+
+def run(config, workdir: str) -> dict:
+  t0 = time.time()
+  root = pathlib.Path(workdir)
+  wire(config, root)
+  experiment.remove_stale(root, ("results.json", "report.md"))
+  teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
+                                restart_flag="--config.teachers.restart")
+  # The student stage labels its queries in aggregate/ (or reuses the labels paid for).
+  student = student_stage.run(config.student, str(root / "student"),
+                              restart_flag="--config.student.restart")
+  labels = experiment.read_results(root / "aggregate")
+  if student.get("history"):
+    reporting.plot_history(student["history"], f"{student['student']} student, "
+                           f"{student['num_labels']} noisy labels",
+                           root / "student" / "accuracy.png")
+  attack = attack_stage(config, root)
+  summary = {
+      "noise_source": labels["noise_source"],
+      "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},
+      "aggregate": labels,
+      "student": {k: student[k] for k in (
+          "student", "eval_accuracy", "num_eval", "num_labels", "label_accuracy", "epochs",
+          "train_seconds", "wall_seconds")},
+      "epsilon": labels["epsilon"],
+      "epsilon_tight": labels.get("epsilon_tight"),
+      "epsilon_at_grid_edge": labels["epsilon_at_grid_edge"],
+      "epsilon_release": labels.get("epsilon_release"),
+      "ledger": labels["ledger"],
+      "delta": labels["delta"],
+      "wall_seconds": time.time() - t0,
+      "private": reporting.private_part(
+          teachers={**{k: teachers[k] for k in (
+              "dataset", "num_teachers", "examples_per_teacher", "wall_seconds")},
+                    **{k: teachers["private"][k] for k in (
+                        "teacher_test_accuracy", "plurality_accuracy_eval",
+                        "plurality_accuracy_test", "mean_normalized_gap")}},
+          epsilon=labels["private"]["epsilon"],
+          epsilon_release=labels["private"].get("epsilon_release"),
+          attack=attack),
+  }
+  record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
+  mechanism = mechanisms.get(config.aggregate.mechanism, "config.aggregate.mechanism")
+  record["aggregate"] = record["student"]["aggregate"] = reporting.config_record(
+      config.aggregate, mechanism)
+  experiment.write_results(root, summary, config=record, seed=config.seed)
+  summary["report"] = str(write_report(summary, root).resolve())
+  return summary
+
+
+def plan(config) -> dict:
+  """``--dry_run``: the teachers' and the student's plans (data sizes, state bytes, the memory
+  planner's chunks; the student sized from MNIST's student split, since the votes do not
+  exist yet) and the attack's size."""
+  a = config.attack
+  wire(config, None)
+  return {"teachers": teachers_stage.plan(config.teachers),
+          "aggregate": {"mechanism": config.aggregate.mechanism,
+                        "num_queries": config.aggregate.num_queries},
+          "student": student_stage.plan(config.student),
+          "attack": ({"histograms": a.num_histograms, "repeats_each": a.num_queries,
+                      "seeds": a.num_seeds, "variants": list(a.variants.keys())}
+                     if a.enabled and config.aggregate.mechanism == "gnmax"
+                     else "skipped (needs gnmax labels and attack.enabled)")}
+
+
+def report(s: dict) -> None:
+  """The headline: labels, their ε, the student (publishable); then the teachers, the
+  data-dependent ε and the attack, on lines that say they are private."""
+  if s["data"]["fallback_data"]:
+    print("\n!!! FALLBACK DATA (sklearn 8x8 digits): NOT an MNIST result !!!")
+  st, p = s["student"], s["private"]
+  mark = "private (data owner only): "
+  print("\n" + "\n".join([
+      *reporting.aggregate_headline(s["aggregate"]),
+      f"{st['student']} student: held-out accuracy {st['eval_accuracy']:.2%} on "
+      f"{st['num_eval']} images from {st['num_labels']} noisy labels "
+      f"({st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training)",
+      mark + reporting.teachers_headline(p["teachers"]),
+      *[mark + line for line in reporting.attack_headline(p["attack"])],
+      f"main job wall {s['wall_seconds']:.0f} s",
+      f"report: {s['report']}"]))

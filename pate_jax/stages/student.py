@@ -1,0 +1,216 @@
+"""Trains a student on the public pool and noisy teacher labels (PATE's published model).
+
+  python experiments/train_student.py --config configs/student_pate_g.py:cpu \\
+      --workdir runs/pate_g_100 --config.votes_dir=runs/pate_mnist_cpu/teachers
+
+Reads the teachers' ``votes.npz`` (``--config.votes_dir``), labels the first
+``aggregate.num_queries`` pool rows from the teachers' budget (the aggregate stage,
+pate_jax.stages.aggregate, into ``<workdir>/labels/``; rows answered before, by any run,
+come back as recorded, never paid for twice), trains the student with orbax checkpoints
+(a killed run resumes) and writes ``results.json``: publishable -- held-out accuracy on
+the evaluation rows (never queried), queries, the data-independent and released ε, δ,
+label accuracy, epochs and wall time; ``private`` (for the data owner only) -- the
+data-dependent ε. The active learner (configs/student_active.py) asks the teachers'
+budget itself, round by round.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import jax
+import numpy as np
+
+from pate_jax import data as data_lib
+from pate_jax import experiment, memory, reporting, rng, students
+from pate_jax import labels as labels_lib
+from pate_jax import votes as votes_lib
+from pate_jax.stages import aggregate
+
+
+def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
+  """labels.npz and the aggregate stage's results in ``out`` (pate_jax.stages.aggregate,
+  with the run's seed): the rows answered before come back from the teachers' budget as
+  recorded; settings that differ from the budget's are refused."""
+  out = pathlib.Path(out)
+  if (out / labels_lib.FILENAME).exists():
+    print(f"labels.npz found in {out}: its rows come back from the teachers' budget as "
+          "recorded (already paid for)")
+  with config.aggregate.unlocked():
+    config.aggregate.votes_dir = config.votes_dir
+    config.aggregate.seed = config.seed
+  results = aggregate.run(config.aggregate, out)
+  return labels_lib.load_labels(out), results
+
+
+def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
+  t0 = time.time()
+  workdir = pathlib.Path(workdir)
+  if not config.votes_dir:
+    raise ValueError("config.votes_dir: give the teachers' workdir (with votes.npz)")
+  votes = votes_lib.load_votes(config.votes_dir)
+  pool, eval_x, eval_y, num_classes = students.load_public_data(votes, config.data_dir)
+  root = rng.root_key(config.seed)
+  student = students.build_student(config.student.name, num_classes, pool.shape[1:],
+                                   **config.student.kwargs.to_dict())
+  fit_kwargs = {"num_steps": int(config.num_steps), "batch_size": int(config.batch_size),
+                "segment_steps": int(config.segment_steps),
+                "fingerprint": {"student": config.student.to_dict(), "labels": config.labels},
+                "restart": bool(config.get("restart", False)),
+                "max_to_keep": int(config.get("max_to_keep", 1)), "restart_flag": restart_flag}
+  key = rng.stream(root, "student_train")
+  results: dict = {"student": config.student.name, "labels": config.labels,
+                   "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],
+                   "pool_size": int(pool.shape[0]),
+                   "num_eval": int(eval_x.shape[0])}
+  if config.labels not in ("noisy", "plurality", "probabilities"):
+    raise ValueError(f"config.labels must be 'noisy', 'plurality' or 'probabilities', got "
+                     f"{config.labels!r}")
+  if config.get("active") and config.active.round_sizes:
+    with config.aggregate.unlocked():
+      config.aggregate.seed = config.seed
+    budget = aggregate.make_budget(config.aggregate, votes, config.votes_dir, workdir)
+    empty = np.zeros((0,), np.int64)
+    out = students.active_learning(
+        student, students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes),
+        budget, key, round_sizes=config.active.round_sizes, fit_kwargs=fit_kwargs,
+        checkpoint_dir=str(workdir / "checkpoints"))
+    fit, index, labels = out.fit, out.labelled_index, out.labels
+    every = np.ones(index.size, bool)
+    orders = (np.asarray(config.aggregate.orders, np.float64)
+              if config.aggregate.orders is not None and budget.mechanism.accountant == "rdp"
+              else None)
+    eps = reporting.epsilon_reports(
+        budget.mechanism, budget.params, votes["votes"][index], every, every, orders,
+        delta=config.aggregate.delta, max_moment=int(config.aggregate.max_moment))
+    public, private = reporting.split_epsilon(eps["epsilon"])
+    results.update({"active_rounds": out.rounds, "stopped_by_budget": out.stopped_by_budget,
+                    "num_queries": int(sum(r["asked"] for r in out.rounds)),
+                    "noise_source": rng.noise_record(config.aggregate.get("noise_seed")),
+                    "ledger_epsilon": budget.epsilon, "epsilon": public,
+                    "private": reporting.private_part(epsilon=private)})
+  else:
+    if config.labels == "noisy":
+      label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
+      index, labels = students.answered_labels(label_file)
+      results.update({k: agg.get(k) for k in (
+          "mechanism", "noise", "noise_source", "num_queries", "num_answered", "epsilon",
+          "epsilon_tight", "epsilon_convention", "epsilon_at_grid_edge", "epsilon_release",
+          "ledger") if k in agg})
+      results["private"] = reporting.private_part(**{
+          k: agg["private"][k] for k in ("epsilon", "epsilon_tight", "epsilon_release",
+                                         "ledger") if k in agg["private"]})
+    else:  # non-private comparison points
+      index, labels = _clean_labels(config, votes)
+      results["num_queries"] = int(index.size)
+      if config.labels == "probabilities":
+        results["temperature"] = float(config.student.kwargs.temperature)
+      what = ("plurality labels" if config.labels == "plurality" else
+              f"averaged probabilities at T = {config.student.kwargs.temperature:g}")
+      results["epsilon"] = f"not private: the ensemble's {what}, without noise"
+    data = students.make_student_data(pool, index, labels, eval_x, eval_y, num_classes)
+    fit = students.fit(student, data, key, checkpoint_dir=str(workdir / "checkpoints"),
+                       **fit_kwargs)
+  true = np.asarray(votes["labels"])[index]
+  hard = labels if labels.ndim == 1 else labels.argmax(1)
+  results.update({
+      "eval_accuracy": fit.eval_accuracy,
+      "num_labels": int(index.size),
+      "label_accuracy": float(np.mean(hard == true)) if index.size else None,
+      "delta": float(config.aggregate.delta),
+      "steps": int(config.num_steps),
+      "epochs": int(config.num_steps) * int(config.batch_size) / pool.shape[0],
+      "resumed_from_step": fit.resumed_from,
+      "train_seconds": fit.train_seconds,
+      "history": fit.history,
+      "wall_seconds": time.time() - t0,
+  })
+  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  return results
+
+
+def plan(config) -> dict:
+  """``--dry_run``: pool / labelled / held-out sizes, queries, the student's parameters and
+  state, the training schedule and the compiled training step's temporary memory per batch
+  (XLA's memory analysis of one step on abstract inputs). Without the teachers' votes
+  (e.g. before the main job's teachers stage) the sizes are those of MNIST's student split,
+  the split the teachers' votes.npz will cover, and the plan says so."""
+  n = int(config.aggregate.num_queries)
+  out: dict = {"student": config.student.name, "labels": config.labels,
+               "mechanism": config.aggregate.mechanism, "num_queries": n}
+  sizes, votes = experiment.votes_plan(config.votes_dir)
+  out.update(sizes)
+  if votes is not None:
+    pool, eval_x, _, num_classes = students.load_public_data(votes, config.data_dir)
+    pool_shape, num_eval = pool.shape, len(eval_x)
+  else:
+    ds = data_lib.load_image_dataset("mnist", config.data_dir or None)
+    split = data_lib.student_split(ds.name, len(ds.test_labels))
+    pool_shape = (len(split.pool_index), *ds.test_images.shape[1:])
+    num_eval, num_classes = len(split.eval_index), ds.num_classes
+    out["sizes_from"] = f"{ds.name} student split ({ds.source}): the votes are missing"
+  batch, steps = int(config.batch_size), int(config.num_steps)
+  active = config.get("active") and config.active.round_sizes
+  out.update({
+      "pool_size": int(pool_shape[0]), "labelled": n if not active else
+      f"up to {sum(config.active.round_sizes)} (active rounds {tuple(config.active.round_sizes)})",
+      "num_eval": int(num_eval), "image_shape": tuple(pool_shape[1:]),
+      "num_classes": int(num_classes), "batch_size": batch, "num_steps": steps,
+      "segment_steps": int(config.segment_steps), "epochs": steps * batch / pool_shape[0],
+      "pool_bytes": int(np.prod(pool_shape)) * 4})
+  student = students.build_student(config.student.name, num_classes, tuple(pool_shape[1:]),
+                                   **config.student.kwargs.to_dict())
+  key = rng.stream(rng.root_key(config.seed), "student_train")
+  pool_abs = jax.ShapeDtypeStruct(tuple(pool_shape), np.float32)
+  state = jax.eval_shape(lambda k, x: students.init_state(student, x, k), key, pool_abs)
+  params = state  # the trained parameters: every "*params" collection (PATE-G: g_ and d_)
+  if isinstance(state, dict) and any("params" in k for k in state):
+    params = {k: v for k, v in state.items() if "params" in k}
+  out.update({"parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(params))),
+              "parameter_bytes": memory.tree_bytes(params),
+              "state_bytes": memory.tree_bytes(state)})
+  labels = (jax.ShapeDtypeStruct((n, num_classes), np.float32) if config.labels ==
+            "probabilities" else jax.ShapeDtypeStruct((n,), np.int32))
+  step = students._loop._segment  # pylint: disable=protected-access  # the compiled step
+  out["train_step_temp_bytes_per_batch"] = experiment.compiled_temp_bytes(
+      lambda s, k, x, i, y: step(student, batch, 1, s, k, np.int32(0), x, i, y),
+      state, key, pool_abs, jax.ShapeDtypeStruct((n,), np.int32), labels)
+  return out
+
+
+def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:
+  """The first num_queries pool rows' plurality labels, or averaged teacher probabilities
+  at the student's temperature (distillation)."""
+  n = int(config.aggregate.num_queries)
+  if config.labels == "plurality":
+    return np.arange(n), np.asarray(votes["votes"][:n]).argmax(1)
+  if "probabilities" not in votes:
+    raise ValueError(f"config.labels='probabilities': {config.votes_dir} has no teacher "
+                     "probabilities; train the teachers with distill_temperatures set")
+  temps = [float(t) for t in votes["temperatures"]]
+  t = float(config.student.kwargs.get("temperature", 1.0))
+  if t not in temps:
+    raise ValueError(f"student.kwargs.temperature: {t} is not among the teachers' saved "
+                     f"temperatures {temps}")
+  return np.arange(n), np.asarray(votes["probabilities"][temps.index(t), :n], np.float64)
+
+
+def report(r: dict) -> None:
+  """The headline: publishable first; the private ε on a line that says so."""
+  def fmt(eps):
+    return (", ".join(f"{k} {v['epsilon']:.2f}" for k, v in eps.items())
+            if isinstance(eps, dict) else str(eps))
+  source = r.get("noise_source") or {}
+  if source.get("public"):
+    print(f"\nNOTE: {source['note']}")
+  release = r.get("epsilon_release")
+  released = (f"; released ε {release['epsilon_released']:.2f}"
+              if isinstance(release, dict) else "")
+  print(f"\n{r['student']} student: held-out accuracy {r['eval_accuracy']:.2%} on "
+        f"{r['num_eval']} images; {r['num_labels']} labels (accuracy "
+        f"{r['label_accuracy']:.2%}); ε: {fmt(r['epsilon'])}{released} (δ {r['delta']:g}); "
+        f"{r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")
+  private = (r.get("private") or {}).get("epsilon")
+  if private:
+    print(f"private (data owner only): data-dependent ε: {fmt(private)}")

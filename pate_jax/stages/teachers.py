@@ -1,0 +1,236 @@
+"""Trains a PATE teacher ensemble and writes its vote histograms.
+
+  python experiments/train_teachers.py --config configs/mnist_250.py:cpu --workdir runs/mnist_n250
+
+Writes into ``--workdir``: ``checkpoints/`` (orbax, the newest ``max_to_keep`` steps while
+it trains; a restarted run resumes; deleted when the run finishes unless
+``--config.keep_checkpoints=True``), ``votes.npz`` (see pate_jax.votes), ``results.json``
+and ``gap.png``. Rerunning a finished run reuses its ``votes.npz``.
+
+A rerun resumes only the same run: the checkpoints carry a fingerprint of
+``teachers.FINGERPRINT_FIELDS`` and of the training data, and a rerun with other values is
+refused (``--config.restart=True`` discards the checkpoints and starts over). Once
+``votes.npz`` exists it is never replaced by other votes (labels answered from it would
+lose the votes they were paid from): its run's fingerprint and ``num_steps`` are kept
+beside it (``votes_fingerprint.json``), and a rerun with other values, or with
+``restart``, is refused; a new run needs another workdir. A checkpoint that does not
+restore is set aside for the newest one that does. The workdir is locked while a run
+uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from pate_jax import data, distributed, experiment, memory, reporting, rng, teachers
+from pate_jax import votes as votes_lib
+from pate_jax.checkpoint import RESTART_FLAG, Checkpointer, check_restart_flag
+
+
+def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
+  ds = data.load_image_dataset(config.dataset, config.data_dir or None,
+                               allow_fallback=config.allow_fallback)
+  if ds.fallback:
+    logging.warning("!!! FALLBACK DATA: %s — these are not %s results !!!", ds.source,
+                    config.dataset)
+    print(f"\n!!! FALLBACK DATA: {ds.source} — these are NOT {config.dataset} results !!!\n")
+  return ds
+
+
+def run(config: ml_collections.ConfigDict, workdir: str, *,
+        restart_flag: str = RESTART_FLAG) -> dict:
+  """Trains (or resumes) the ensemble, computes votes and writes results.
+
+  ``restart_flag``: the flag that sets ``config.restart`` on the command line of the script
+  that runs this stage, named in the messages that refuse a resume:
+  ``--config.teachers.restart`` in a main job whose teachers' config is nested.
+
+  With ``PATE_JAX_COORDINATOR`` / ``PATE_JAX_NUM_PROCESSES`` / ``PATE_JAX_PROCESS_ID``
+  (or ``PATE_JAX_DISTRIBUTED=auto``) set, one such command per host trains one
+  ensemble whose teachers are spread over every host's devices; process 0 writes
+  the files.
+  """
+  teachers.check_config(config)
+  check_restart_flag(restart_flag)
+  distributed.initialize()  # no-op for one process; precedes any JAX computation
+  with experiment.locked_workdir(workdir, enabled=distributed.is_main_process()):
+    return _run(config, workdir, restart_flag)
+
+
+def prepare_data(config: ml_collections.ConfigDict) -> tuple:
+  """The run's data, root key and teachers' shards: ``(ds, train_x, train_y, (shard_x
+  [T, n, H, W, C], shard_y [T, n], dropped), root)`` (what :func:`run` trains on and
+  :func:`plan` sizes)."""
+  ds = load_data(config)
+  train_x, train_y = ds.train_images, ds.train_labels
+  if config.get("use_extra") and ds.extra_images is not None:  # SVHN: train + extra.
+    train_x = np.concatenate([train_x, ds.extra_images])
+    train_y = np.concatenate([train_y, ds.extra_labels])
+  teachers.check_data(config, train_x)
+  if config.train_subset:
+    train_x, train_y = train_x[:config.train_subset], train_y[:config.train_subset]
+  root = rng.root_key(config.seed)  # the run's root seed; stages draw named streams
+  shards = data.partition(rng.stream(root, "partition"), train_x, train_y, config.num_teachers)
+  return ds, train_x, train_y, shards, root
+
+
+def plan(config: ml_collections.ConfigDict) -> dict:
+  """``--dry_run``: data sizes, the stacked state's size and the memory planner's chunks
+  (:meth:`pate_jax.teachers.Ensemble.plan_train` / ``plan_predict`` on abstract inputs of
+  the run's padded shapes: the plans the run would make). With the ``loop`` strategy (the
+  CPU default) the run trains one teacher at a time; the plans shown are then those of
+  ``vmap`` on the teacher mesh, for comparison. Loads the data; trains nothing."""
+  teachers.check_config(config)
+  ds, train_x, _, (shard_x, shard_y, dropped), root = prepare_data(config)
+  t, n = config.num_teachers, int(shard_y.shape[1])
+  ensemble = teachers.build_ensemble(config, ds.num_classes)
+  index, num_pool = teachers.query_set(ds)
+  out = {
+      "dataset": ds.name, "data_source": ds.source, "fallback_data": ds.fallback,
+      "train_examples": len(train_x), "test_examples": len(ds.test_labels),
+      "num_classes": ds.num_classes, "image_shape": tuple(shard_x.shape[2:]),
+      "num_teachers": t, "examples_per_teacher": n, "dropped_examples": int(dropped),
+      "queries": len(index), "queries_pool": num_pool, "queries_eval": len(index) - num_pool,
+      "batch_size": config.batch_size or f"full batch ({n})", "num_steps": config.num_steps,
+      "checkpoint_every": config.checkpoint_every, "strategy": ensemble.strategy,
+  }
+  out.update(teachers.memory_plan(ensemble, t, shard_x, shard_y, len(index), config.query_chunk,
+                                  rng.stream(root, "teacher_init")))
+  return out
+
+
+def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> dict:
+  t_start = time.time()
+  ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config)
+  print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
+        f"data: {ds.source}")
+  fingerprint = {**experiment.config_fields(config, teachers.FINGERPRINT_FIELDS),
+                 "data_sha256": experiment.data_digest(train_x, train_y)}
+  restart = config.get("restart", False)
+  # Refuses a changed configuration before anything is compiled: one that would replace
+  # votes.npz, then one that would resume other checkpoints. The checkpointer is closed
+  # (and its lock released) whatever happens below.
+  teachers.protect_votes(workdir, fingerprint, _outputs(config), restart=restart,
+                         restart_flag=restart_flag)
+  with Checkpointer(f"{workdir}/checkpoints", max_to_keep=config.get("max_to_keep", 1),
+                    fingerprint=fingerprint, restart=restart,
+                    restart_flag=restart_flag) as ckpt:
+    done = teachers.reused_results(workdir, ckpt, config.num_steps, _outputs(config))
+    if done is not None:
+      return done
+    return _train_and_vote(config, workdir, ds, (shard_x, shard_y, dropped), root, ckpt,
+                           t_start)
+
+
+def _outputs(config: ml_collections.ConfigDict) -> dict:
+  """What votes.npz depends on besides the fingerprint."""
+  return {"num_steps": config.num_steps,
+          "distill_temperatures": list(config.get("distill_temperatures", ()) or ())}
+
+
+def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
+  """Trains (resuming from ``ckpt``), computes the votes and writes the results."""
+  shard_x, shard_y, dropped = shards
+  shard_x = data.to_float(shard_x)  # host arrays: each device receives only its teachers
+
+  ensemble = teachers.build_ensemble(config, ds.num_classes)
+  t = config.num_teachers
+  init_keys = jax.random.split(rng.stream(root, "teacher_init"), t)
+  train_keys = jax.random.split(rng.stream(root, "teacher_train"), t)
+  # Padded to the device count and sharded once; the state stays so between segments.
+  sample = shard_x[0]
+  train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
+  state = ensemble.init(init_keys, sample)
+
+  state, step = ckpt.restore_or(state)
+  if step > config.num_steps:
+    raise ValueError(f"config.num_steps={config.num_steps} is below the step of the "
+                     f"checkpoint restored ({step}); ask for at least {step} steps, or start "
+                     f"over with {ckpt.restart_flag}=True")
+  if step:
+    print(f"resumed from checkpoint at step {step}")
+  resumed_from = step
+  plan = None
+  if ensemble.strategy != "loop":
+    plan = ensemble.plan_train(state, train_keys, shard_x, shard_y)
+    print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
+  t_train = time.time()
+  state, loss = teachers.train_with_checkpoints(
+      ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,
+      num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
+      plan=plan, crash_after_step=config.crash_after_step)
+  train_seconds = time.time() - t_train
+
+  t_votes = time.time()
+  index, num_pool = teachers.query_set(ds)
+  queries = jnp.asarray(data.to_float(ds.test_images[index]))
+  labels = ds.test_labels[index]
+  temps = tuple(float(x) for x in config.get("distill_temperatures", ()) or ())
+  votes, teacher_acc, probs, predict_plan, predictions = teachers.compute_votes(
+      ensemble, state, queries, labels, num_classes=ds.num_classes, num_teachers=t,
+      query_chunk=config.query_chunk or None, temperatures=temps, return_predictions=True)
+  votes_seconds = time.time() - t_votes
+  checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
+  if distributed.is_main_process():
+    teachers.write_votes_record(workdir, ckpt.fingerprint, _outputs(config))
+    votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
+                         num_pool=num_pool, dataset=ds.name, probabilities=probs,
+                         temperatures=temps or None, predictions=predictions)
+
+  steps_trained = config.num_steps - resumed_from
+  results = {
+      "dataset": ds.name,
+      "data_source": ds.source,
+      "fallback_data": ds.fallback,
+      "num_teachers": t,
+      "examples_per_teacher": int(shard_y.shape[1]),
+      "dropped_examples": dropped,
+      "strategy": ensemble.strategy,
+      "devices": jax.device_count(),
+      "compute_dtype": config.get("compute_dtype", "float32"),
+      "deterministic_ops": experiment.deterministic_ops_enabled(),
+      "train_plan": None if plan is None else dataclasses.asdict(plan),
+      "predict_plan": None if predict_plan is None else dataclasses.asdict(predict_plan),
+      "resumed_from_step": resumed_from,
+      "train_seconds": train_seconds,
+      "train_examples_per_second": (steps_trained * t * (config.batch_size or shard_y.shape[1])
+                                    / train_seconds if steps_trained else None),
+      "votes_seconds": votes_seconds,
+      "checkpoints": {"saves": ckpt.saves, "blocking_seconds": ckpt.blocking_seconds,
+                      "final_wait_seconds": checkpoint_wait,
+                      "share_of_training": ckpt.blocking_seconds / max(train_seconds, 1e-9),
+                      "bytes": memory.tree_bytes(state)},
+      "wall_seconds": time.time() - t_start,
+      # The teachers' accuracy, their votes' gap and loss are functions of the private data.
+      "private": reporting.private_part(
+          **reporting.vote_summary(votes, labels, num_pool, teacher_acc),
+          final_train_loss=None if loss is None else float(loss[:t].mean())),
+  }
+  keep = bool(config.get("keep_checkpoints", False))
+  results["checkpoints"]["kept"] = keep
+  results["checkpoints"]["bytes_deleted_at_completion"] = 0
+  if distributed.is_main_process():
+    if config.gap_plot:
+      gap = np.asarray(votes_lib.normalized_gap(votes))
+      reporting.plot_gap(gap, t, f"{workdir}/gap.png")
+    experiment.write_results(workdir, results, config=config, seed=config.seed)
+  # The outputs are on disk: a rerun reuses them; the checkpoints go unless kept.
+  freed = ckpt.complete(config.num_steps, keep=keep, outputs=_outputs(config))
+  ckpt.close()
+  if distributed.is_main_process() and freed:
+    results["checkpoints"]["bytes_deleted_at_completion"] = freed
+    experiment.write_results(workdir, results, config=config, seed=config.seed)
+  return results
+
+
+def report(results: dict) -> None:
+  if results["fallback_data"]:
+    print(f"!!! FALLBACK DATA ({results['data_source']}): NOT a {results['dataset']} result !!!")
+  print("private (data owner only): " + reporting.teachers_headline(results))
