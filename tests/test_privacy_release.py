@@ -100,11 +100,21 @@ def test_1_a_research_seed_reproduces_and_says_so(tmp_path):
 def test_2_the_release_parameters_are_the_same_for_any_votes(tmp_path):
   specs = []
   for seed in (1, 2, 3):
-    teachers = _teachers(tmp_path / f"t{seed}", _votes(seed, 20, concentration=0.3 * seed))
+    votes = _votes(seed, 20, concentration=0.3 * seed)
+    teachers = _teachers(tmp_path / f"t{seed}", votes)
     r = aggregate.run(_config(teachers), tmp_path / f"w{seed}")
-    specs.append({k: r["epsilon_release"][k] for k in ("order", "beta", "sigma_ss")})
+    spec = {k: r["epsilon_release"][k] for k in ("order", "beta", "sigma_ss")}
+    specs.append(spec)
     for k in ("smooth_sensitivity", "noise_std", "epsilon_data_dependent"):
       assert k not in r["epsilon_release"] and k in r["private"]["epsilon_release"]
+    # The release was drawn at those parameters, not at ones chosen on the votes.
+    status = labels_lib.load_labels(tmp_path / f"w{seed}")["status"]
+    want = acc.smooth_sensitivity_release(
+        votes, sigma=40.0, order=spec["order"], betas=np.array([spec["beta"]]),
+        sigma_ss=spec["sigma_ss"], delta=1e-5, answered=status == ANSWERED,
+        conversion="improved")
+    assert r["private"]["epsilon_release"]["epsilon_expected_release"] == pytest.approx(
+        float(want.epsilon), rel=1e-9)
   assert specs[0] == specs[1] == specs[2]
   want = budget_lib.default_release_order(mechanisms.GNMAX, {"sigma": 40.0}, 20, 1e-5,
                                           ORDERS)
@@ -248,7 +258,7 @@ def test_7_publishable_parts_do_not_depend_on_the_votes(tmp_path, capsys):
   """The same released labels from other votes (the same research noise): every
   publishable value, printed line and the publishable half of report.md are the same but
   for the released ε; the private parts differ."""
-  votes = _votes(10, 40, concentration=3.0)
+  votes = _votes(10, 40, concentration=0.5)  # Gaps wide enough for a data-dependent ε.
   outs = []
   for name, v in (("a", votes), ("b", None)):
     if v is None:
