@@ -46,6 +46,7 @@ REPORT_COMMAND = ("python experiments/report.py --config configs/report.py "
 
 _DATA = "PATE_JAX_DATA_DIR=../shared/data "
 _V = "--config.votes_dir=runs/pate_mnist_cpu/teachers"
+_SEED0 = "--config.noise_seed=0"  # a research noise seed: exact reproduction, public noise
 _TFDS = ("SVHN and CIFAR-10 come from tensorflow-datasets, which needs a connected "
          "machine (only MNIST and Adult are in ../shared/data)")
 _GPU = ("the paper's CNN teachers and 300-epoch students need a GPU; not yet run on one")
@@ -90,7 +91,7 @@ class Row:
 
 # Key paths of private values (see Row.private).
 _PRIVATE_KEYS = ("data_dependent", "teacher_test_accuracy", "plurality_accuracy",
-                 "mean_normalized_gap", "private", "ledger.epsilon", "epsilon_before")
+                 "mean_normalized_gap", "private", "ledger_epsilon", "epsilon_before")
 
 DISCLOSURE = (
     "What may be published (README, *What you may publish*): every run here used a "
@@ -130,8 +131,10 @@ def _attack(setting: str, source: str) -> Run:
 
 
 RUNS: tuple[Run, ...] = (
-    Run("pate_mnist_cpu", _cmd("run_pate", "configs/pate_mnist.py:cpu", "pate_mnist_cpu"),
-        "configs/pate_mnist.py:cpu", "/tmp/r3/main_job_idle"),
+    Run("pate_mnist_cpu", _cmd("run_pate", "configs/pate_mnist.py:cpu", "pate_mnist_cpu",
+                               _SEED0), "configs/pate_mnist.py:cpu", "/tmp/rs/pate_mnist_cpu",
+        note="with a research noise seed, for exact reproduction; the README's main job runs "
+        "without one (secret noise)"),
     Run("pate_mnist_cpu_lnmax", _cmd("run_pate", "configs/pate_mnist.py:cpu",
                                      "pate_mnist_cpu_lnmax", "--config.aggregate.mechanism=lnmax"),
         "configs/pate_mnist.py:cpu", "/tmp/r2/main_job",
@@ -163,18 +166,19 @@ RUNS: tuple[Run, ...] = (
                              "--config.eps_min=0.05", "--config.eps_max=0.5",
                              "--config.num_points=2", "--config.num_seeds=10", data=False),
         "configs/plot_aggregation.py:paper", "/tmp/rep/figure2_g005", "figure2.json"),
-    Run("agg_q100", _cmd("aggregate", "configs/aggregate_mnist.py", "agg_q100", _V,
+    Run("agg_q100", _cmd("aggregate", "configs/aggregate_mnist.py", "agg_q100", _V, _SEED0,
                          "--config.num_queries=100", data=False),
-        "configs/aggregate_mnist.py", "/tmp/rep/agg_q100"),
-    Run("agg_q1000", _cmd("aggregate", "configs/aggregate_mnist.py", "agg_q1000", _V,
-                          "--config.num_queries=1000", data=False),
-        "configs/aggregate_mnist.py", "/tmp/rep/agg_q1000"),
+        "configs/aggregate_mnist.py", "/tmp/rs/agg_q100"),
+    Run("agg_q1000", _cmd("aggregate", "configs/aggregate_mnist.py", "agg_q1000", _V, _SEED0,
+                          "--config.num_queries=1000", "--config.epsilon_max=25", data=False),
+        "configs/aggregate_mnist.py", "/tmp/rs/agg_q1000"),
     Run("agg_cgn_1000", _cmd("aggregate", "configs/aggregate_mnist.py", "agg_cgn_1000", _V,
-                             "--config.mechanism=confident_gnmax", "--config.num_queries=1000",
-                             data=False), "configs/aggregate_mnist.py", "/tmp/rep/agg_cgn_1000"),
+                             _SEED0, "--config.mechanism=confident_gnmax",
+                             "--config.num_queries=1000", data=False),
+        "configs/aggregate_mnist.py", "/tmp/rs/agg_cgn_1000"),
     Run("release_mnist", _cmd("release_epsilon", "configs/release_epsilon.py", "release_mnist",
-                              _V, data=False), "configs/release_epsilon.py",
-        "/tmp/rep/release_mnist"),
+                              _V, _SEED0, data=False), "configs/release_epsilon.py",
+        "/tmp/rs/release_mnist"),
     Run("pate_g_100_long", _cmd("train_student", "configs/student_pate_g.py:cpu",
                                 "pate_g_100_long", _V, "--config.num_steps=27000"),
         "configs/student_pate_g.py:cpu", "/tmp/r2/pate_g_100_long"),
@@ -252,11 +256,12 @@ ROWS: tuple[Row, ...] = (
     Row("pate2017", "Figure 1", "overview of the approach (diagram)",
         fmt="none", note="a diagram"),
     Row("pate2017", "Section 4.1 (text)", "MNIST, 250 teachers: mean teacher test accuracy",
-        "83.86%", _MAIN, "teachers.teacher_test_accuracy.mean", "pct2", _CPU_TEACHERS),
+        "83.86%", _MAIN, "private.teachers.teacher_test_accuracy.mean", "pct2", _CPU_TEACHERS),
     _not_run("pate2017", "Section 4.1 (text)", "SVHN, 250 teachers: mean teacher test accuracy",
              "83.18%", _TFDS),
     Row("pate2017", "Section 4.1 (text)", "MNIST, 250 teachers: plurality (no noise), test set",
-        "—", _MAIN, "teachers.plurality_accuracy_test", "pct2", "no published counterpart"),
+        "—", _MAIN, "private.teachers.plurality_accuracy_test", "pct2",
+        "no published counterpart"),
     Row("pate2017", "Figure 2", "MNIST, n = 250, LNMax γ = 0.05: label accuracy, test set",
         "93.18%", "figure2_g005", "curves[2].accuracy_mean[0]", "pct2",
         "mean of 10 noise draws, full test set (γ = 0.05 is the first point of "
@@ -503,12 +508,19 @@ ROWS: tuple[Row, ...] = (
         "aggregate.label_accuracy_overall", "pct", "the main job's default since issue 14"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "ε data-dependent (RDP, improved conversion; private)", "—", _MAIN,
-        "epsilon.rdp_data_dependent_improved.epsilon", "f3",
+        "private.epsilon.rdp_data_dependent_improved.epsilon", "f3",
         "depends on the votes: not publishable as is"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "ε released with smooth sensitivity (publishable)", "—", _MAIN,
         "epsilon_release.epsilon_released", "f3",
-        "one noisy draw (Papernot et al. 2018, GNSS), includes the release's own cost"),
+        "one noisy draw (Papernot et al. 2018, GNSS) at the order, β and σ_ss fixed in the "
+        "config; includes the release's own cost"),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "the release's order (data-independent rule)", "—", _MAIN, "epsilon_release.order",
+        "f2", "the order where 100 answers cost the least data-independent ε; β = 0.4/order"),
+    Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
+        "the teachers' budget spent: labels and the release (publishable)", "—", _MAIN,
+        "ledger.epsilon", "f3", "data-independent bound of everything published; ε_max 2"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "ε data-independent (publishable)", "—", _MAIN,
         "epsilon.rdp_data_independent_improved.epsilon", "f3"),
@@ -516,12 +528,12 @@ ROWS: tuple[Row, ...] = (
         "PATE-G student, 75 epochs", "—", _MAIN, "student.eval_accuracy", "pct", _PATE_G),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "attack on its 5 lowest-consensus queries, 10⁴ fresh answers each: mean error (paper's "
-        "estimator)", "—", _MAIN, "attack.mean_error.fresh_noise/paper", "f3"),
+        "estimator)", "—", _MAIN, "private.attack.mean_error.fresh_noise/paper", "f3"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
-        "the same, maximum likelihood", "—", _MAIN, "attack.mean_error.fresh_noise/mle", "f3"),
+        "the same, maximum likelihood", "—", _MAIN, "private.attack.mean_error.fresh_noise/mle", "f3"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "the same against consistent answers (paper's estimator)", "—", _MAIN,
-        "attack.mean_error.consistent/paper", "f3",
+        "private.attack.mean_error.consistent/paper", "f3",
         "the defense: the attacker learns the top class only"),
     Row("beyond", "Vectorised ablation", "grid cells (mechanism × teachers × scale × seed), "
         "1,000 queries each", "—", "ablation", "grid_cells", "int"),
@@ -542,15 +554,21 @@ ROWS: tuple[Row, ...] = (
     Row("beyond", "Confident-GNMax labels (2018 setting)", "accuracy of the answered labels",
         "—", "agg_cgn_1000", "label_accuracy_answered", "pct"),
     Row("beyond", "Confident-GNMax labels (2018 setting)", "ε (data-dependent RDP, improved "
-        "conversion)", "—", "agg_cgn_1000", "epsilon.rdp_data_dependent_improved.epsilon", "f2",
+        "conversion)", "—", "agg_cgn_1000",
+        "private.epsilon.rdp_data_dependent_improved.epsilon", "f2",
         "not publishable as is: see the smooth-sensitivity release"),
     Row("beyond", "Confident-GNMax labels (2018 setting)", "ε (data-independent)", "—",
         "agg_cgn_1000", "epsilon.rdp_data_independent_improved.epsilon", "f2"),
-    Row("beyond", "Smooth-sensitivity release", "MNIST, 640 queries: expected released ε", "—",
-        "release_mnist", "expected.release.epsilon", "f3",
-        "2018 paper's GNSS release; its table is not in ../shared/papers"),
+    Row("beyond", "Smooth-sensitivity release", "MNIST, 640 queries: released ε at a fixed "
+        "order 18.5 (publishable)", "—", "release_mnist", "epsilon_released", "f3",
+        "one noisy draw; order, β = 0.4/order and σ_ss 7.5 fixed in the config"),
+    Row("beyond", "Smooth-sensitivity release", "MNIST, 640 queries: expected released ε, "
+        "tf-privacy's analysis (order and β chosen on the votes)", "—",
+        "release_mnist", "private.expected_tf_privacy.release.epsilon", "f3",
+        "2018 paper's GNSS analysis, private here since its parameters come from the votes; "
+        "its table is not in ../shared/papers"),
     Row("beyond", "Smooth-sensitivity release", "noise std of the released ε", "—",
-        "release_mnist", "expected.release.noise_std", "f3",
+        "release_mnist", "private.expected_tf_privacy.release.noise_std", "f3",
         "PATE 2017 §3.3 bounds this noise scale in words only in our copies"),
     Row("beyond", "Smooth-sensitivity release", "speed: release of 10,000 queries, after "
         "compilation", "—", "bench_smooth_sensitivity", "jax_seconds_median", "s",
@@ -575,8 +593,8 @@ FIGURES: tuple[Figure, ...] = (
            "ε vs queries answered (main job, LNMax)"),
     Figure("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)", _MAIN,
            "attack/defense_consistent_answers.png", "main_job_attack.png",
-           "the attack on the main job's 5 lowest-consensus labelled queries: fresh noise vs "
-           "consistent answers"),
+           "private (the run's own vote histograms): the attack on the main job's 5 "
+           "lowest-consensus labelled queries, fresh noise vs consistent answers"),
     Figure("beyond", "Vectorised ablation", "ablation", "ablation.png", "ablation.png",
            "label accuracy, fraction answered and ε vs noise scale, per mechanism and teacher "
            "count (mean over 5 seeds)"),

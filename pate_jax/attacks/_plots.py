@@ -140,9 +140,10 @@ def plot_edge(path, results: Mapping[str, Any], title: str) -> str:
   return _save(fig, path)
 
 
-def plot_defense(path, results: Mapping[str, Any]) -> str:
+def plot_defense(path, results: Mapping[str, Any], title_prefix: str = "") -> str:
   """Section 5 from :func:`pate_jax.attacks.consistent_answers`: fresh noise vs consistent
-  answers per histogram (mean over σ), one panel per variant."""
+  answers per histogram (mean over σ), one panel per variant. ``title_prefix`` starts every
+  panel's title (e.g. ``"PRIVATE (data owner only): "`` for a run's own vote histograms)."""
   rows, variants = results["histograms"], results["variants"]
   fig, axes = _subplots(len(variants), 1, figsize=(13, 3.8 * len(variants)), squeeze=False)
   x = np.arange(len(rows))
@@ -157,8 +158,8 @@ def plot_defense(path, results: Mapping[str, Any]) -> str:
     ax.set_xticks(x, [r["name"].replace("mnist/", "M:").replace("svhn/", "S:") for r in rows],
                   rotation=90, fontsize=7)
     ax.set_ylabel(f"error (mean over σ ∈ {[float(s) for s in results['sigmas']]})", fontsize=8)
-    ax.set_title(f"{results['num_queries']} repeated queries, reconstruction '{v}': fresh "
-                 "noise vs consistent answers", fontsize=9)
+    ax.set_title(f"{title_prefix}{results['num_queries']} repeated queries, reconstruction "
+                 f"'{v}': fresh noise vs consistent answers", fontsize=9)
     ax.legend(fontsize=7)
   return _save(fig, path)
 

@@ -17,9 +17,9 @@ Noise is secret unless ``--config.noise_seed`` names a research seed (then every
 says that its ε is a measurement, not a release).
 A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
 written, unless ``--config.teachers.keep_checkpoints=True``; a finished one reuses
-votes.npz), the privacy ledger saved with ``aggregate/labels.npz`` (labels already paid
-for are reused, never bought again), and the student from its last checkpoint (the one
-kept: the trained model, ~30 MB). About 32 MB remain on disk after the CPU run.
+votes.npz), the teachers' privacy budget kept beside their votes
+(``teachers/ledger.npz``: labels already paid for come back as recorded, never bought
+again), and the student from its last checkpoint (the one kept: the trained model, ~30 MB). About 32 MB remain on disk after the CPU run.
 
 Overrides name the stage: ``--config.teachers.num_teachers=100``,
 ``--config.aggregate.num_queries=1000``, ``--config.student.num_steps=450``. The stages'
@@ -62,7 +62,7 @@ def attack_stage(config, root: pathlib.Path) -> dict:
   workdir = root / "attack"
   workdir.mkdir(parents=True, exist_ok=True)
   results["figures"] = [attacks.plot_defense(workdir / "defense_consistent_answers.png",
-                                             results)]
+                                             results, "PRIVATE (data owner only): ")]
   experiment.write_results(workdir, results, config=a, seed=config.seed,
                            disclosure=experiment.MEASUREMENT)
   return reporting.attack_summary(results)
