@@ -346,7 +346,10 @@ def positive_vector(x: Any, name: str, what: str = "values", lower: float = 0.0)
     raise ValueError(f"{name} must be a non-empty 1-D array of {what}; got shape {np.shape(x)}")
   if is_traced(x):
     return jnp.asarray(x, dtype=jnp.float64)
-  arr = np.asarray(x, dtype=np.float64)
+  raw = np.asarray(x)
+  if raw.dtype == np.bool_ or raw.dtype.kind not in "iuf":  # "2", True: not numbers.
+    raise ValueError(f"{name} must be a 1-D array of real {what}; got {x!r}")
+  arr = raw.astype(np.float64)
   _raise_first(arr, ~(np.isfinite(arr) & (arr > lower)), name, f"be finite and > {lower:g}")
   return arr
 

@@ -881,7 +881,7 @@ class PrivateAggregator:
   # -- read-outs
   @property
   def epsilon(self) -> float:
-    """ε spent so far (at δ), as recorded by the ledger."""
+    """ε spent so far (at δ): the data-independent bound the budget is spent on (publishable)."""
     return float(self._state.epsilon)
 
   @property

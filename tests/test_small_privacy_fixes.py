@@ -74,3 +74,11 @@ def test_a_validation_value_error_is_one_line_unless_the_traceback_is_asked(tmp_
   assert shown.returncode != 0
   assert "Traceback (most recent call last)" in shown.stderr
   assert "ValueError: epsilon_max must be a real number > 0" in shown.stderr
+
+
+@pytest.mark.parametrize("bad", [["2", "3"], "2", np.array([True, False])])
+def test_orders_and_moments_refuse_strings_and_booleans(bad):
+  with pytest.raises(ValueError, match="orders must be a 1-D array of real"):
+    v.orders(bad)
+  with pytest.raises(ValueError, match="moments must be a 1-D array of real"):
+    v.moments(bad)
