@@ -37,6 +37,30 @@ def require_data(*required: str) -> pathlib.Path:
   return path
 
 
+_MAPPINGS_BEFORE_CLEARING = 25_000
+
+
+def _num_mappings() -> int:
+  try:
+    with open("/proc/self/maps", "rb") as f:
+      return sum(1 for _ in f)
+  except OSError:  # Not Linux: no such limit to watch.
+    return 0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_programs():
+  """Drops JAX's compiled programs after a test module once the process holds many memory
+  mappings. Every XLA:CPU executable keeps mappings of its own, and one process running
+  the whole suite would otherwise reach the kernel's limit of 65,530 (vm.max_map_count)
+  and crash inside the compiler; clearing only past a threshold keeps the programs that
+  later modules share."""
+  yield
+  if _num_mappings() > _MAPPINGS_BEFORE_CLEARING:
+    import jax  # pylint: disable=g-import-not-at-top
+    jax.clear_caches()
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> pathlib.Path:
   """The offline data directory with real MNIST (CI: ../shared/data)."""
