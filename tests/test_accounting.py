@@ -246,6 +246,7 @@ def test_public_functions_work_under_jit_with_x64_off(name):
       np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.slow
 def test_gradients_under_jit_with_x64_off_match_the_eager_float64_ones():
   def eps(sigma, gamma, votes):
     return (acc.rdp_accountant(ORDERS).compose(acc.gnmax_rdp(votes, sigma, ORDERS))

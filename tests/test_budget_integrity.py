@@ -455,6 +455,7 @@ def test_property_released_epsilon_never_exceeds_the_budget():
       stats, num_released, num_binding)
 
 
+@pytest.mark.slow
 def test_the_aggregate_stage_reports_a_publishable_epsilon(tmp_path):
   # GNMax: the data-dependent ε is released with smooth sensitivity at parameters fixed in
   # the config (issue 23); the private part is kept apart. LNMax has none and says so.

@@ -307,6 +307,7 @@ def test_teacher_class_count_mismatch():
 # ----------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow
 def test_tiny_fit_learns_the_teacher_vmapped_over_seeds():
   x, tl, y = _toy()
   gan = _fit_gan()

@@ -432,6 +432,7 @@ def _sessions(n, root):
   return totals
 
 
+@pytest.mark.slow
 def test_property_few_sessions(tmp_path):
   totals = _sessions(15, tmp_path)
   assert totals["answers"] > 50

@@ -236,6 +236,7 @@ def test_gradient_of_local_sensitivity_in_sigma():
 
 # ------------------------------------------------------------------ release
 
+@pytest.mark.slow
 def test_release_data_independent_and_noise():
   votes = synthetic_votes(7, 40, 250, 10)
   # σ = 150: GNMax's data-dependent bound never helps at λ = 2 -> nothing to release.
@@ -346,6 +347,7 @@ def test_bad_input_names_the_argument(name, call):
 
 # ------------------------------------------------------------------ the MNIST-row script
 
+@pytest.mark.slow
 def test_release_epsilon_script(tmp_path):
   votes = synthetic_votes(10, 40, 250, 10)
   from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top

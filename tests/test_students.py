@@ -192,6 +192,7 @@ def test_fit_resumes_bit_identically(tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_fit_refuses_to_resume_another_run(tmp_path):
   data, pool_y = _toy_data()
   st = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
