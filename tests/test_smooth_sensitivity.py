@@ -288,21 +288,6 @@ def test_release_choices():
                              rtol=1e-14)
 
 
-def test_release_record_is_json_ready():
-  votes = synthetic_votes(9, 40, 250, 10)
-  answered = np.arange(40) % 2 == 0
-  rec = acc.release_record(jax.random.key(0), votes, mechanism="confident_gnmax",
-                           params={"threshold": 200.0, "sigma_threshold": 150.0,
-                                   "sigma": 40.0}, delta=1e-5, answered=answered, order=20.0)
-  json.dumps(rec)
-  assert rec["weights"] == "realised" and rec["order"] == 20.0
-  assert rec["private"]["answered"] == 20.0
-  assert set(rec) >= {"epsilon_released", "delta", "beta", "sigma_ss", "private"}
-  with pytest.raises(ValueError, match="mechanism"):
-    acc.release_record(jax.random.key(0), votes, mechanism="lnmax", params={"gamma": 0.05},
-                       delta=1e-5)
-
-
 # ------------------------------------------------------------------ bad input
 
 def _bad_cases():

@@ -15,8 +15,9 @@ Public API (per-query costs are arrays ``[Q, ...]``; compose by summing over que
 * Releasing data-dependent ε privately (Papernot et al. 2018, Sec. 4, Apps. B-C):
   :func:`gnmax_local_sensitivity`, :func:`threshold_local_sensitivity`,
   :func:`smooth_sensitivity`, :func:`gnss_rdp` (Thm 23),
-  :func:`smooth_sensitivity_release` (a :class:`Release`), :func:`release_epsilon`
-  (the publishable noisy ε) and :func:`release_record` (a results.json entry).
+  :func:`smooth_sensitivity_release` (a :class:`Release`) and :func:`release_epsilon`
+  (the publishable noisy ε; its parameters fixed before the data, and drawn once per
+  ledger, by :mod:`pate_jax.budget`).
 * :class:`Accountant` (a pytree), :func:`rdp_accountant`, :func:`moments_accountant`,
   :func:`make_accountant`, :func:`compose`, :func:`epsilon`: compose per-query costs
   and answer ε, always in float64.
@@ -78,7 +79,6 @@ from pate_jax.accounting._smooth_sensitivity import (
     gnmax_local_sensitivity,
     gnss_rdp,
     release_epsilon,
-    release_record,
     smooth_sensitivity,
     smooth_sensitivity_release,
     threshold_local_sensitivity,
@@ -110,7 +110,6 @@ __all__ = [
     "rdp_accountant",
     "rdp_to_epsilon",
     "release_epsilon",
-    "release_record",
     "sampled_gaussian_rdp",
     "smooth_sensitivity",
     "smooth_sensitivity_release",
