@@ -14,134 +14,14 @@ checks that both give the same labels and ε, and writes to ``--workdir``:
 Usage:
   python experiments/ablate.py --config configs/ablation_mnist.py \\
       --config.votes_dir=runs/mnist_cpu/teachers --workdir runs/ablation
+
+The stage and its loop baseline: :mod:`pate_jax.stages.ablation`.
 """
 
-from __future__ import annotations
-
-import os
-import pathlib
-import time
-from typing import Any
-
-import jax
-import numpy as np
-
-from pate_jax import ablation
 from pate_jax import experiment
-from pate_jax import rng
-from pate_jax import votes as votes_lib
+from pate_jax.stages import ablation as stage
 
-
-def plan(config: Any) -> dict[str, Any]:
-  """``--dry_run``: the votes (and whether they carry per-teacher predictions), the grid's
-  size and an estimate of its largest intermediate (one float32 noise draw per cell, query
-  and class), without compiling."""
-  grid = (len(config.mechanisms), len(config.teacher_counts), len(config.noise_scales),
-          int(config.num_seeds))
-  cells = int(np.prod(grid))
-  q = int(config.num_queries)
-  out: dict[str, Any] = {"grid": " × ".join(map(str, grid)) + " (mechanisms × teachers × "
-                         "scales × seeds)", "cells": cells, "num_queries": q,
-                         "loop_cells": int(config.loop_max_cells) or cells,
-                         "repeats": int(config.repeats)}
-  sizes, data = experiment.votes_plan(config.votes_dir)
-  out.update(sizes)
-  if data is None:
-    return out
-  c, t = data["votes"].shape[1], int(data["num_teachers"])
-  out["predictions"] = (f"{list(data['predictions'].shape)}" if "predictions" in data
-                        else "MISSING: rerun experiments/train_teachers.py")
-  out["num_queries_within_pool"] = 0 < q <= data["num_pool"]
-  out["teacher_counts_within_ensemble"] = max(config.teacher_counts) <= t
-  out["noise_bytes_estimate"] = cells * q * c * 4
-  return out
-
-
-def run(config: Any, workdir: str) -> dict[str, Any]:
-  data = votes_lib.load_votes(config.votes_dir or workdir)
-  if "predictions" not in data:
-    raise ValueError(f"{config.votes_dir or workdir}/votes.npz has no per-teacher predictions "
-                     "(written before they were stored): rerun experiments/train_teachers.py "
-                     "for that teachers workdir, or name another with --config.votes_dir")
-  q = int(config.num_queries)
-  if not 0 < q <= data["num_pool"]:
-    raise ValueError(f"config.num_queries must be in [1, num_pool={data['num_pool']}], got {q}")
-  mechanisms = tuple(config.mechanisms)
-  counts, scales = np.asarray(config.teacher_counts), np.asarray(config.noise_scales, float)
-  keys = jax.random.split(rng.stream(rng.root_key(config.seed), "aggregation"),
-                          int(config.num_seeds))
-  kwargs = {"delta": config.delta, "threshold_fraction": config.threshold_fraction,
-            "sigma_threshold_fraction": config.sigma_threshold_fraction,
-            "orders": config.orders, "max_moment": config.max_moment}
-  inputs = (data["predictions"][:, :q], data["labels"][:q], counts, scales, keys)
-  num_classes = data["votes"].shape[1]
-
-  start = time.perf_counter()
-  compiled = ablation.ablation_grid(*inputs, num_classes=num_classes, mechanisms=mechanisms,
-                                    compile_only=True, **kwargs)
-  compile_s = time.perf_counter() - start
-  args, _ = ablation.grid_args(*inputs, num_classes=num_classes, mechanisms=mechanisms,
-                               **kwargs)
-  with jax.enable_x64(True):
-    wall, _ = experiment.timed(lambda: compiled(*args), int(config.repeats))
-    grid = ablation.as_grid(compiled(*args), q)
-  load_grid = os.getloadavg()[0]
-  shape = grid.accuracy.shape
-  cells = ablation.grid_cells(shape, int(config.loop_max_cells))
-  loop, loop_compile_s, loop_s = ablation.loop_grid(
-      *inputs, cells, num_classes=num_classes, mechanisms=mechanisms, **kwargs)
-  load_loop = os.getloadavg()[0]
-  vec = np.stack([getattr(grid, f)[tuple(cells.T)] for f in ablation.FIELDS], axis=1)
-  both = np.isfinite(loop) & np.isfinite(vec)
-  if not (np.array_equal(np.isnan(loop), np.isnan(vec))
-          and np.allclose(loop[both], vec[both], rtol=1e-12, atol=0)):
-    raise AssertionError("the loop baseline differs from the vectorised grid")
-  loop_full_s = loop_s * grid.accuracy.size / len(cells)
-  vectorised_s = min(wall)
-  results = {
-      "grid_shape": dict(zip(("mechanism", "teachers", "noise", "seed"), shape)),
-      "grid_cells": int(grid.accuracy.size), "num_queries": q,
-      "num_teachers_trained": data["num_teachers"], "mechanisms": mechanisms,
-      "teacher_counts": counts, "noise_scales": scales,
-      "compile_s": compile_s, "vectorised_s": vectorised_s, "vectorised_runs_s": wall,
-      "loop_compile_s": loop_compile_s, "loop_cells": len(cells), "loop_measured_s": loop_s,
-      "loop_s": loop_full_s, "loop_extrapolated": len(cells) < grid.accuracy.size,
-      "speedup": loop_full_s / vectorised_s,
-      "speedup_with_compile": (loop_full_s + loop_compile_s) / (vectorised_s + compile_s),
-      "loadavg_1min": {"vectorised": load_grid, "loop": load_loop},
-      "loop_vs_grid": {"labels_equal": bool(np.array_equal(loop[:, :2], vec[:, :2])),
-                       "max_relative_difference": float(np.max(
-                           np.abs(loop[both] - vec[both]) / np.maximum(np.abs(vec[both]),
-                                                                       1e-300)))},
-      "table": ablation.grid_table(grid, mechanisms, counts, scales),
-  }
-  out = pathlib.Path(workdir)
-  out.mkdir(parents=True, exist_ok=True)
-  ablation.plot_grid(grid, mechanisms, counts, scales, out / "ablation.png",
-                     f"{data['dataset']}: first {q} queries, {len(keys)} seeds, δ={config.delta:g}")
-  experiment.write_results(workdir, results, config=config, seed=config.seed,
-                           disclosure=experiment.MEASUREMENT)
-  return results
-
-
-def report(r: dict[str, Any]) -> None:
-  shape = " × ".join(f"{v} {k}" for k, v in r["grid_shape"].items())
-  print(f"grid: {shape} = {r['grid_cells']} cells, {r['num_queries']} queries each")
-  print(f"vectorised: compile {r['compile_s']:.1f} s, run {r['vectorised_s']:.3g} s "
-        f"(load {r['loadavg_1min']['vectorised']:.1f})")
-  loop = "extrapolated from %d cells" % r["loop_cells"] if r["loop_extrapolated"] else "measured"
-  print(f"Python loop: {r['loop_s']:.1f} s ({loop}; compile {r['loop_compile_s']:.1f} s, "
-        f"load {r['loadavg_1min']['loop']:.1f}); speed-up {r['speedup']:.0f}× "
-        f"({r['speedup_with_compile']:.1f}× counting compilation); loop = grid: labels "
-        f"{r['loop_vs_grid']['labels_equal']}, ε to "
-        f"{r['loop_vs_grid']['max_relative_difference']:.0e}")
-  for row in r["table"]:
-    if row["teachers"] == max(r["teacher_counts"]) and row["scale"] in (20.0, 40.0):
-      print(f"  {row['mechanism']:>15} n={row['teachers']} s={row['scale']:g}: accuracy "
-            f"{row['accuracy']['mean']:.3f}, answered {row['answered']['mean']:.3f}, "
-            f"ε {row['epsilon']['mean']:.2f} (data-independent "
-            f"{row['epsilon_independent']['mean']:.1f})")
-
+run, plan, report = stage.run, stage.plan, stage.report
 
 if __name__ == "__main__":
   experiment.run_main(run, report=report, plan=plan)

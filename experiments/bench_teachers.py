@@ -2,140 +2,17 @@
 
   python experiments/bench_teachers.py --config configs/bench_teachers.py --workdir runs/bench_teachers
 
-(a) ``vmap``: one jitted program over all teachers (sharded over devices, chunked
-over teachers only if the memory budget demands it); (b) ``chunked``: vmapped
-chunks of ``chunk_size`` teachers run one after another; (c) ``loop``: a Python
-loop over teachers calling the same jitted single-teacher segment. Each strategy
-runs one warm-up (compiling) call, then ``repeats`` timed calls of
-``steps_per_call`` steps; data are random (speed does not depend on pixel
-values). FLOPs per step come from XLA's cost analysis of the lowered one-step
-program, so speed is read against the device's peak (``peak_tflops``, or a
-datasheet value for known devices). Writes results.json with examples/s, TFLOP/s
-and the fraction of peak per strategy, and each strategy relative to the loop.
+``vmap`` (one jitted program over all teachers), ``chunked`` (vmapped chunks one after
+another) and ``loop`` (a Python loop over teachers) on random data, each strategy's line
+printed as it is measured; writes ``results.json`` with examples/s, TFLOP/s, the fraction
+of peak and each strategy relative to the loop. The benchmark itself:
+:mod:`pate_jax.stages.bench_teachers`.
 """
 
-from __future__ import annotations
+from pate_jax import experiment
+from pate_jax.stages import bench_teachers as stage
 
-import time
-
-import jax
-import jax.numpy as jnp
-import optax
-
-from pate_jax import experiment, memory, models, rng, teachers
-
-# Dense datasheet peaks (TFLOP/s) by device kind and compute dtype; float32 matmuls on
-# NVIDIA GPUs run as TF32 by default.
-PEAK_TFLOPS = {
-    "NVIDIA H100 80GB HBM3": {"bfloat16": 989.0, "float32": 494.7},
-    "NVIDIA H200": {"bfloat16": 989.0, "float32": 494.7},
-    "NVIDIA A100-SXM4-80GB": {"bfloat16": 312.0, "float32": 156.0},
-}
-
-
-def step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> float | None:
-  """FLOPs of one vmapped optimisation step of every teacher (XLA cost analysis)."""
-  def one_step(s, k, x, y):
-    return jax.vmap(lambda *a: fns.train_segment(*a, jnp.int32(0), 1))(s, k, x, y)
-  # The lowered (pre-optimisation) HLO's count: once compiled for GPU, convolutions
-  # become library calls whose FLOPs the compiled cost analysis omits.
-  cost = jax.jit(one_step).lower(state, keys, images, labels).cost_analysis()
-  if isinstance(cost, (list, tuple)):
-    cost = cost[0] if cost else None
-  return None if not cost or "flops" not in cost else float(cost["flops"])
-
-
-def plan(config) -> dict:
-  """``--dry_run``: the synthetic ensemble's sizes, its stacked state, and the chunk the
-  memory planner picks for the ``vmap`` strategy on the teacher mesh (abstract inputs:
-  nothing is trained)."""
-  t, n = int(config.num_teachers), int(config.examples_per_teacher)
-  model = models.get_model(config.model.name, 10, compute_dtype=config.compute_dtype,
-                           **config.model.kwargs)
-  fns = teachers.TeacherFns(model, optax.adamw(1e-3, weight_decay=1e-2),
-                            config.batch_size or None, config.max_shift)
-  ens = teachers.Ensemble(fns, "vmap", None, teachers.teacher_mesh())
-  padded = ens.padded_size(t)
-  keys = jax.eval_shape(lambda: jax.random.split(rng.root_key(config.seed), padded))
-  images = jax.ShapeDtypeStruct((padded, n, *config.image_shape), jnp.float32)
-  labels = jax.ShapeDtypeStruct((padded, n), jnp.int32)
-  sample = jax.ShapeDtypeStruct(images.shape[1:], jnp.float32)  # one teacher's shard
-  state = jax.eval_shape(jax.vmap(fns.init, in_axes=(0, None)), keys, sample)
-  p = ens.plan_train(state, keys, images, labels)
-  return {"num_teachers": t, "examples_per_teacher": n, "image_shape": tuple(config.image_shape),
-          "model": config.model.name, "compute_dtype": config.compute_dtype,
-          "examples_per_step": t * (config.batch_size or n),
-          "strategies": tuple(config.strategies), "chunked_chunk_size": int(config.chunk_size),
-          "steps_per_call": int(config.steps_per_call), "repeats": int(config.repeats),
-          "padded_teachers": padded, "devices": ens.num_shards,
-          "state_bytes": memory.tree_bytes(state),
-          "data_bytes": memory.tree_bytes((images, labels)),
-          "vmap_train_plan": {"teachers_per_chunk": p.teachers,
-                              "estimate_bytes_per_chunk": p.estimate_bytes,
-                              "budget_bytes_left_for_chunks": p.budget_bytes,
-                              "description": memory.fits_description(p, ("teachers",))}}
-
-
-def run(config, workdir: str) -> dict:
-  t, n = config.num_teachers, config.examples_per_teacher
-  root = rng.root_key(config.seed)
-  data_key = rng.stream(root, "bench_data")
-  images = jax.random.uniform(jax.random.fold_in(data_key, 0), (t, n, *config.image_shape))
-  labels = jax.random.randint(jax.random.fold_in(data_key, 1), (t, n), 0, 10)
-  keys = jax.random.split(rng.stream(root, "teacher_train"), t)
-  model = models.get_model(config.model.name, 10, compute_dtype=config.compute_dtype,
-                           **config.model.kwargs)
-  fns = teachers.TeacherFns(model, optax.adamw(1e-3, weight_decay=1e-2),
-                            config.batch_size or None, config.max_shift)
-  per_step = t * (config.batch_size or n)
-  device = jax.devices()[0]
-  peak = config.peak_tflops or PEAK_TFLOPS.get(device.device_kind, {}).get(
-      config.compute_dtype)
-  abstract_state = jax.eval_shape(jax.vmap(fns.init, in_axes=(0, None)), keys, images[0])
-  flops = step_flops(fns, abstract_state, keys, images, labels)
-  results = {"num_teachers": t, "examples_per_step": per_step, "flops_per_step": flops,
-             "flops_per_example": None if flops is None else flops / per_step,
-             "peak_tflops": peak, "compute_dtype": config.compute_dtype,
-             "device_kind": device.device_kind,
-             "default_strategy": teachers.default_strategy(), "strategies": {}}
-  for strategy in experiment.progress(config.strategies, desc="strategies"):
-    ens = teachers.Ensemble(fns, strategy, config.chunk_size if strategy == "chunked" else None,
-                            teachers.teacher_mesh() if strategy != "loop" else None)
-    state = ens.init(keys, images[0])
-    k, x, y = ens.prepare((keys, images, labels))
-    plan = None if strategy == "loop" else ens.plan_train(state, k, x, y)
-    t0 = time.perf_counter()
-    state, _ = ens.train(state, k, x, y, 0, config.steps_per_call, plan=plan)
-    jax.block_until_ready(state)
-    compile_and_first = time.perf_counter() - t0
-    times = []
-    for r in range(config.repeats):
-      t0 = time.perf_counter()
-      state, _ = ens.train(state, k, x, y, (r + 1) * config.steps_per_call,
-                           config.steps_per_call, plan=plan)
-      jax.block_until_ready(state)
-      times.append(time.perf_counter() - t0)
-    del state
-    best = min(times)
-    tflops = None if flops is None else flops * config.steps_per_call / best / 1e12
-    results["strategies"][strategy] = {
-        "examples_per_second": per_step * config.steps_per_call / best,
-        "achieved_tflops": tflops,
-        "fraction_of_peak": None if tflops is None or not peak else tflops / peak,
-        "teachers_per_chunk": None if plan is None else plan.teachers,
-        "seconds_per_call": times, "first_call_seconds": compile_and_first}
-    print(f"{strategy:8s} {per_step * config.steps_per_call / best:10.0f} examples/s"
-          + ("" if tflops is None else f"  {tflops:7.2f} TFLOP/s")
-          + ("" if tflops is None or not peak else f" ({tflops / peak:.1%} of {peak:g} peak)")
-          + f"  (first call {compile_and_first:.1f}s)")
-  if "loop" in results["strategies"]:
-    loop = results["strategies"]["loop"]["examples_per_second"]
-    for s, r in results["strategies"].items():
-      r["throughput_vs_loop"] = r["examples_per_second"] / loop
-  experiment.write_results(workdir, results, config=config, seed=config.seed,
-                           disclosure=experiment.NO_PRIVATE_DATA)
-  return results
-
+run, plan = stage.run, stage.plan  # run prints each strategy as measured: no report
 
 if __name__ == "__main__":
   experiment.run_main(run, plan=plan)

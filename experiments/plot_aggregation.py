@@ -16,129 +16,14 @@ called ε = 0.05), i.e. γ = ε: ``--config.epsilon_convention=paper`` (or the c
 Usage:
   python experiments/plot_aggregation.py --config configs/plot_aggregation.py \\
       --workdir runs/figure2 --config.runs=runs/m10,runs/m100,runs/m250
+
+The stage: :mod:`pate_jax.stages.figures`.
 """
 
-from __future__ import annotations
+from pate_jax import experiment
+from pate_jax.stages import figures as stage
 
-import pathlib
-from typing import Sequence
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from pate_jax import aggregation  # noqa: E402
-from pate_jax import experiment  # noqa: E402
-from pate_jax import rng  # noqa: E402
-from pate_jax import votes as votes_lib  # noqa: E402
-
-ROWS = ("all", "pool", "eval")  # votes.npz rows: all, the public pool, the evaluation set
-
-
-def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path, *,
-                num_points: int = 25, eps_min: float = 0.01, eps_max: float = 1.0,
-                num_seeds: int = 5, rows: str = "all", epsilon_convention: str = "dp",
-                seed: int = 0) -> dict:
-  """Computes, plots and writes Figure 2; returns the numbers written to figure2.json."""
-  if not workdirs:
-    raise ValueError("workdirs must name at least one directory, got none")
-  if not 0 < eps_min < eps_max:
-    raise ValueError(f"need 0 < eps_min < eps_max, got eps_min={eps_min}, eps_max={eps_max}")
-  if num_points < 2:
-    raise ValueError(f"num_points must be >= 2, got {num_points}")
-  if rows not in ROWS:
-    raise ValueError(f"rows must be one of {ROWS}, got {rows!r}")
-  if epsilon_convention not in ("dp", "paper"):
-    raise ValueError(f"epsilon_convention must be 'dp' or 'paper', got {epsilon_convention!r}")
-  eps = np.logspace(np.log10(eps_min), np.log10(eps_max), num_points)
-  gammas = eps / 2.0 if epsilon_convention == "dp" else eps
-  key = rng.stream(rng.root_key(seed), "aggregation")
-  curves = []
-  for workdir in workdirs:
-    data = votes_lib.load_votes(workdir)
-    sl = {"all": slice(None), "pool": slice(None, data["num_pool"]),
-          "eval": slice(data["num_pool"], None)}[rows]
-    votes, labels = data["votes"][sl], data["labels"][sl]
-    if votes.shape[0] == 0:
-      raise ValueError(f"rows={rows!r} selects no votes in {workdir}")
-    acc = np.asarray(aggregation.label_accuracy_grid(key, votes, labels, "lnmax", gammas,
-                                                     num_seeds), np.float64)
-    curves.append({
-        "workdir": str(workdir), "dataset": data["dataset"],
-        "num_teachers": data["num_teachers"], "num_queries": int(votes.shape[0]),
-        "plurality_accuracy": float(np.mean(np.asarray(aggregation.plurality(votes)) == labels)),
-        "accuracy_mean": acc.mean(axis=1), "accuracy_std": acc.std(axis=1),
-    })
-
-  out = pathlib.Path(out)
-  out.mkdir(parents=True, exist_ok=True)
-  fig, ax = plt.subplots(figsize=(5.5, 4))
-  for c in curves:
-    line, = ax.plot(eps, 100 * c["accuracy_mean"], marker="o", ms=3,
-                    label=f"{c['dataset'] or 'votes'} n={c['num_teachers']}")
-    ax.fill_between(eps, 100 * (c["accuracy_mean"] - c["accuracy_std"]),
-                    100 * (c["accuracy_mean"] + c["accuracy_std"]), color=line.get_color(),
-                    alpha=0.2)
-    # Noise-free plurality accuracy: the limit as ε grows.
-    ax.axhline(100 * c["plurality_accuracy"], color=line.get_color(), ls=":", lw=1)
-  ax.set_xscale("log")
-  ax.set_xlabel("per-query ε" + (" (= 2γ)" if epsilon_convention == "dp" else " (= γ, as 2017)"))
-  ax.set_ylabel("noisy aggregation accuracy (%)")
-  ax.set_title("LNMax label accuracy (Papernot et al. 2017, Fig. 2)")
-  ax.grid(True, which="both", alpha=0.3)
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(out / "figure2.png", dpi=150)
-  plt.close(fig)
-
-  results = {"epsilon": eps, "gamma": gammas, "epsilon_convention": epsilon_convention,
-             "rows": rows, "num_seeds": num_seeds, "curves": curves}
-  settings = {"workdirs": [str(w) for w in workdirs], "num_points": num_points,
-              "eps_min": eps_min, "eps_max": eps_max, "num_seeds": num_seeds, "rows": rows,
-              "epsilon_convention": epsilon_convention}
-  experiment.write_results(out, results, config=settings, seed=seed, name="figure2.json",
-                           disclosure=experiment.MEASUREMENT)
-  return results
-
-
-def run(config, workdir: str) -> dict:
-  """The entry point: Figure 2 of the comma-separated ``config.runs`` into ``workdir``."""
-  runs = [r for r in str(config.runs).split(",") if r]
-  if not runs:
-    raise ValueError("config.runs: give a comma-separated list of workdirs with votes.npz")
-  return make_figure(runs, workdir, num_points=int(config.num_points),
-                     eps_min=float(config.eps_min), eps_max=float(config.eps_max),
-                     num_seeds=int(config.num_seeds), rows=config.rows,
-                     epsilon_convention=config.epsilon_convention, seed=int(config.seed))
-
-
-def plan(config) -> dict:
-  """``--dry_run``: the grid (points × seeds), the rows, and each run's votes (or that
-  they are missing) with the size of its [points × seeds × queries] accuracy draws."""
-  runs = [r for r in str(config.runs).split(",") if r]
-  points, seeds = int(config.num_points), int(config.num_seeds)
-  out = {"runs": len(runs) or "MISSING: config.runs is empty", "num_points": points,
-         "num_seeds": seeds, "rows": config.rows, "eps_range": (config.eps_min, config.eps_max)}
-  for i, r in enumerate(runs):
-    sizes, data = experiment.votes_plan(r, f"config.runs[{i}]")
-    out[f"run{i}"] = sizes
-    if data is not None:
-      q = {"all": len(data["votes"]), "pool": data["num_pool"],
-           "eval": len(data["votes"]) - data["num_pool"]}.get(config.rows, len(data["votes"]))
-      out[f"run{i}"].update({"queries": q, "noisy_votes_bytes_per_point":
-                             seeds * q * data["votes"].shape[1] * 4})
-  return out
-
-
-def report(results: dict) -> None:
-  for c in results["curves"]:
-    print(f"{c['dataset'] or 'votes'} n={c['num_teachers']}: accuracy "
-          f"{100 * c['accuracy_mean'][0]:.1f}% at ε={results['epsilon'][0]:.3g} .. "
-          f"{100 * c['accuracy_mean'][-1]:.1f}% at ε={results['epsilon'][-1]:.3g} "
-          f"(plurality {100 * c['plurality_accuracy']:.1f}%)")
-
+run, plan, report = stage.run_aggregation, stage.plan_aggregation, stage.report_aggregation
 
 if __name__ == "__main__":
   experiment.run_main(run, report=report, plan=plan)

@@ -3,70 +3,15 @@
   python experiments/report.py --config configs/report.py --config.runs_dir=results/runs --workdir .
 
 Reads ``<runs_dir>/<run>/results.json`` for each run of the catalogue in
-``pate_jax/reproduction.py`` (the committed snapshot is ``results/runs``; a user's own runs
-land in ``runs/``), and writes the report to ``<workdir>/<output>`` with links to the
-figures under ``<workdir>/<figures_dir>`` (``--config.copy_figures=True`` copies the runs'
-PNGs there first). A run not made yet shows as "not run yet" with its command.
+``pate_jax/reproduction.py`` and writes the report to ``<workdir>/<output>``
+(``--config.copy_figures=True`` copies the runs' PNGs first). A run not made yet shows as
+"not run yet" with its command. The stage: :mod:`pate_jax.stages.report`.
 """
 
-from __future__ import annotations
+from pate_jax import experiment
+from pate_jax.stages import report as stage
 
-import pathlib
-import shutil
-
-from pate_jax import experiment, reproduction
-
-
-def copy_figures(runs_dir: pathlib.Path, figures_dir: pathlib.Path) -> list[pathlib.Path]:
-  """Copies each catalogue figure that a run produced into ``figures_dir``."""
-  copied = []
-  for fig in reproduction.FIGURES:
-    src = runs_dir / fig.run / fig.file
-    if src.is_file():
-      figures_dir.mkdir(parents=True, exist_ok=True)
-      shutil.copyfile(src, figures_dir / fig.name)
-      copied.append(figures_dir / fig.name)
-  return copied
-
-
-def run(config, workdir: str) -> dict:
-  out_dir = pathlib.Path(workdir)
-  runs_dir = pathlib.Path(config.runs_dir)
-  figures_dir = out_dir / config.figures_dir
-  if not runs_dir.is_dir():
-    print(f"note: {runs_dir} does not exist; every row will read 'not run yet'")
-  if config.copy_figures:
-    copy_figures(runs_dir, figures_dir)
-  output = out_dir / config.output
-  text = reproduction.render(runs_dir, output_dir=output.parent, figures_dir=figures_dir)
-  output.parent.mkdir(parents=True, exist_ok=True)
-  output.write_text(text)
-  present = reproduction.load_runs(runs_dir)
-  rows = reproduction.ROWS
-  return {"output": str(output.resolve()),
-          "rows": len(rows),
-          "measured": sum(r.run in present for r in rows if r.run),
-          "not_run_yet": sorted({r.run for r in rows if r.run and r.run not in present}),
-          "cannot_run": sum(r.run is None for r in rows)}
-
-
-def plan(config) -> dict:
-  """``--dry_run``: which of the catalogue's runs ``runs_dir`` holds and which are missing."""
-  present = reproduction.load_runs(pathlib.Path(config.runs_dir))
-  names = [r.name for r in reproduction.RUNS]
-  return {"runs_dir": config.runs_dir, "rows": len(reproduction.ROWS), "runs": len(names),
-          "runs_present": sum(n in present for n in names),
-          "runs_missing": [n for n in names if n not in present] or "none"}
-
-
-def report(results: dict) -> None:
-  print(f"{results['rows']} rows: {results['measured']} measured, {results['cannot_run']} "
-        f"that cannot run here (the report says why)")
-  if results["not_run_yet"]:
-    print("runs not made yet (their commands are in the report): "
-          + ", ".join(results["not_run_yet"]))
-  print(f"report: {results['output']}")
-
+run, plan, report = stage.run, stage.plan, stage.report
 
 if __name__ == "__main__":
   experiment.run_main(run, report=report, plan=plan)

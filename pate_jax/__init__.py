@@ -3,6 +3,13 @@
 Sub-modules are imported on first use (``pate_jax.accounting``,
 ``pate_jax.aggregation``, ...), so ``import pate_jax`` stays cheap and a
 researcher who only needs the accountants does not load scikit-learn.
+
+Three layers, imports pointing down only: the entry scripts (``experiments/``) call the
+stages (``pate_jax.stages``, with the harness ``pate_jax.experiment``,
+``pate_jax.reporting`` and ``pate_jax.reproduction``), which call the core (every other
+module: arrays in, arrays out, explicit arguments, its one I/O module ``pate_jax.io``).
+The core never imports a stage, the harness or ``ml_collections``
+(``tests/test_import_graph.py``).
 """
 
 import importlib
@@ -10,9 +17,9 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "labels",
-    "kd_gan", "ledger", "mechanisms", "models", "reporting", "rng", "students", "tabular",
-    "teachers", "votes",
+    "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "io",
+    "labels", "kd_gan", "ledger", "mechanisms", "models", "reporting", "rng", "students",
+    "tabular", "teachers", "votes",
 )
 
 

@@ -29,10 +29,11 @@ Axes:
 
 Each mechanism's ``answer`` and ``cost`` come from :data:`pate_jax.mechanisms.REGISTRY`;
 costs are composed with the mechanism's accountant (moments 1..``max_moment`` for LNMax,
-RDP at ``orders`` with the improved conversion otherwise), so a cell's ε equals what
-:func:`loop_cell` gets cell by cell through the public API. The whole grid is one
-``jax.jit`` of nested ``vmap``\\ s (the mechanisms are stacked branches of the same
-program), run in 64-bit mode (the noise is float32 either way).
+RDP at ``orders`` with the improved conversion otherwise), so a cell's ε equals what the
+public API gives cell by cell (the loop baseline of :mod:`pate_jax.stages.ablation`, which
+``experiments/ablate.py`` times against the grid and tests/test_ablation.py compares with
+it). The whole grid is one ``jax.jit`` of nested ``vmap``\\ s (the mechanisms are stacked
+branches of the same program), run in 64-bit mode (the noise is float32 either way).
 
 References:
   Papernot et al. 2017 (ICLR), Section 2.1, Figure 2; Papernot et al. 2018 (ICLR),
@@ -49,13 +50,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import _checks as v
-from pate_jax import aggregation
 from pate_jax import mechanisms as mech_lib
-from pate_jax import votes as votes_lib
 
 __all__ = ["MECHANISMS", "FIELDS", "Grid", "mechanism_params", "subset_histograms",
-           "ablation_grid", "grid_args", "as_grid", "loop_cell", "loop_histograms", "loop_grid",
-           "grid_cells", "grid_table", "plot_grid"]
+           "ablation_grid", "grid_args", "as_grid", "grid_table", "plot_grid"]
 
 MECHANISMS = ("lnmax", "gnmax", "confident_gnmax")
 FIELDS = ("accuracy", "answered", "epsilon", "epsilon_order", "epsilon_independent",
@@ -108,7 +106,7 @@ def _cell(name, votes, n, scale, key, labels, fractions, orders, delta, max_mome
                             sigma_threshold_fraction=fractions[1])
   ids = jnp.arange(votes.shape[0], dtype=jnp.uint32)
   answers, answered = m.answer(key, votes, ids, params)
-  # Counts (exact in float64); as_grid divides on the host, as loop_cell does.
+  # Counts (exact in float64); as_grid divides on the host, as the loop baseline does.
   out = [jnp.sum((answers == labels) & answered), answered.sum()]
   for dd in (True, False):
     empty = mech_lib.make_accountant(m, orders if m.accountant == "rdp" else None, "improved",
@@ -241,82 +239,6 @@ def as_grid(stacked: Any, num_queries: int) -> Grid:
   with np.errstate(invalid="ignore", divide="ignore"):
     accuracy = np.where(answered > 0, correct / np.maximum(answered, 1), np.nan)
   return Grid(accuracy, answered / num_queries, *(stacked[i] for i in range(2, len(FIELDS))))
-
-
-def loop_cell(mechanism: str, votes: Any, labels: Any, num_teachers: int, scale: float,
-              key: jax.Array, *, delta: float, threshold_fraction: float = 0.8,
-              sigma_threshold_fraction: float = 0.6, orders: Any = None,
-              max_moment: int = 8) -> tuple[float, ...]:
-  """One grid cell through the public API, as a user would write it (the loop baseline).
-
-  ``votes``: the histogram of the first ``num_teachers`` teachers
-  (:func:`pate_jax.votes.histogram`). Answers with :mod:`pate_jax.aggregation`, composes
-  ``mechanism.cost`` with :func:`pate_jax.mechanisms.make_accountant` data-dependently
-  and data-independently. Returns the cell's values in :data:`FIELDS` order.
-  """
-  m = mech_lib.get(mechanism, "mechanism")
-  params = mechanism_params(mechanism, float(scale), float(num_teachers),
-                            threshold_fraction=threshold_fraction,
-                            sigma_threshold_fraction=sigma_threshold_fraction)
-  if mechanism == "lnmax":
-    answers = aggregation.lnmax(key, votes, params["gamma"])
-    answered = np.ones(answers.shape, bool)
-  elif mechanism == "gnmax":
-    answers = aggregation.gnmax(key, votes, params["sigma"])
-    answered = np.ones(answers.shape, bool)
-  else:
-    answers, answered = aggregation.confident_gnmax(key, votes, **params)
-  answers, answered = np.asarray(answers), np.asarray(answered)
-  n = int(answered.sum())
-  out = [float(np.sum((answers == np.asarray(labels)) & answered) / np.float64(n)) if n
-         else float("nan"), n / answered.shape[0]]
-  orders = None if orders is None else np.asarray(orders, np.float64)
-  for dd in (True, False):
-    empty = mech_lib.make_accountant(m, orders if m.accountant == "rdp" else None, "improved",
-                                     max_moment)
-    eps, best = empty.compose(m.cost(votes, answered, params, empty.orders, dd)).epsilon(delta)
-    out += [float(eps), float(best)]
-  return tuple(out)
-
-
-def loop_histograms(predictions: Any, teacher_counts: Any, num_classes: int) -> list[jax.Array]:
-  """``votes.histogram`` of the first ``n`` teachers for each ``n`` (the loop baseline's)."""
-  predictions = jnp.asarray(predictions, jnp.int32)
-  return [votes_lib.histogram(predictions[:int(n)], num_classes) for n in teacher_counts]
-
-
-def loop_grid(predictions: Any, labels: Any, teacher_counts: Any, noise_scales: Any,
-              keys: jax.Array, cells: Any, *, num_classes: int, delta: float,
-              mechanisms: tuple[str, ...] = MECHANISMS, **kwargs: Any
-              ) -> tuple[np.ndarray, float, float]:
-  """The loop baseline over ``cells`` (int ``[K, 4]`` grid indices ``(m, n, s, r)``).
-
-  First answers one cell of each mechanism (its time, mostly the public API's compilation,
-  is returned separately), then every cell of ``cells`` with
-  :func:`loop_cell` (histograms by :func:`loop_histograms`, each computed once per teacher
-  count, inside the timed region). Returns ``(values [K, F], compile_s, loop_s)``.
-  """
-  import time  # pylint: disable=g-import-not-at-top
-  counts = [int(n) for n in np.asarray(teacher_counts)]
-  scales = [float(s) for s in np.asarray(noise_scales)]
-  start = time.perf_counter()
-  warm = loop_histograms(predictions, counts[:1], num_classes)[0]
-  for name in mechanisms:
-    loop_cell(name, warm, labels, counts[0], scales[0], keys[0], delta=delta, **kwargs)
-  compile_s = time.perf_counter() - start
-  start = time.perf_counter()
-  hists = loop_histograms(predictions, counts, num_classes)
-  out = np.array([loop_cell(mechanisms[m], hists[n], labels, counts[n], scales[s], keys[r],
-                            delta=delta, **kwargs) for m, n, s, r in np.asarray(cells)])
-  return out, compile_s, time.perf_counter() - start
-
-
-def grid_cells(shape: tuple[int, ...], max_cells: int = 0) -> np.ndarray:
-  """Indices ``[K, 4]`` of every cell of ``shape``, or ``max_cells`` evenly spaced ones."""
-  cells = np.stack(np.unravel_index(np.arange(int(np.prod(shape))), shape), axis=1)
-  if 0 < max_cells < len(cells):
-    cells = cells[np.linspace(0, len(cells) - 1, max_cells).round().astype(int)]
-  return cells
 
 
 def grid_table(grid: Grid, mechanisms: tuple[str, ...], teacher_counts: Any,

@@ -1,14 +1,15 @@
-"""Helpers shared by the entry scripts in ``experiments/``.
+"""The harness: helpers shared by the stages and the entry scripts in ``experiments/``.
 
 Everything here runs at the boundary (host side): resolving the work directory,
-recording provenance and writing ``results.json``. Library code below the entry
-points never reads configs or writes files through this module.
+recording provenance and writing ``results.json``, reading configs, ``run_main``. The
+core library never imports this module; the generic file and array helpers it needs
+(:func:`data_digest`, :func:`progress`, :func:`write_text`) live in :mod:`pate_jax.io`
+and are re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -19,6 +20,8 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
+
+from pate_jax.io import data_digest, progress, write_text  # re-exported: the harness's too
 
 _PACKAGES = (
     "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "ml-collections",
@@ -122,11 +125,7 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
       "device": device_info(),
       "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
   }
-  out = path / name
-  tmp = out.with_suffix(out.suffix + ".tmp")
-  tmp.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n")
-  tmp.replace(out)
-  return out
+  return write_text(path / name, json.dumps(record, indent=2, sort_keys=False) + "\n")
 
 
 def remove_stale(workdir: str | os.PathLike, names: Iterable[str]) -> None:
@@ -135,15 +134,6 @@ def remove_stale(workdir: str | os.PathLike, names: Iterable[str]) -> None:
   for name in names:
     with contextlib.suppress(FileNotFoundError):
       (pathlib.Path(workdir) / name).unlink()
-
-
-def write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
-  """Writes ``text`` to ``path`` atomically (a temporary file, then a rename)."""
-  path = pathlib.Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  tmp.write_text(text)
-  tmp.replace(path)
-  return path
 
 
 def read_results(workdir: str | os.PathLike, name: str = "results.json") -> dict[str, Any]:
@@ -164,16 +154,6 @@ def config_fields(config: Any, fields: Iterable[str]) -> dict[str, Any]:
   return out
 
 
-def data_digest(*arrays: Any) -> str:
-  """SHA-256 of arrays' dtypes, shapes and bytes: which data a run trained on."""
-  h = hashlib.sha256()
-  for a in arrays:
-    a = np.ascontiguousarray(a)
-    h.update(f"{a.dtype.str}|{a.shape}|".encode())
-    h.update(memoryview(a).cast("B"))
-  return h.hexdigest()
-
-
 @contextlib.contextmanager
 def locked_workdir(workdir: str | os.PathLike, *, enabled: bool = True) -> Iterator[pathlib.Path]:
   """Holds ``<workdir>/.lock`` for a run: a second run on the same workdir fails at once
@@ -186,14 +166,6 @@ def locked_workdir(workdir: str | os.PathLike, *, enabled: bool = True) -> Itera
     return
   with DirectoryLock(workdir) as lock:
     yield lock.directory
-
-
-def progress(iterable=None, **kwargs):
-  """A tqdm progress bar that writes to stderr and stays quiet when disabled."""
-  from tqdm.auto import tqdm
-  kwargs.setdefault("dynamic_ncols", True)
-  kwargs.setdefault("disable", os.environ.get("PATE_JAX_NO_PROGRESS") == "1")
-  return tqdm(iterable, **kwargs)
 
 
 DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"

@@ -14,11 +14,13 @@ A :class:`Mechanism` is a NamedTuple of pure functions, like optax's
   (static: one accounting per compiled step).
 
 plus its name, its parameters (:class:`Param`: a name and a kind that says how it is
-validated), and optional helpers (``noise_params`` maps one noise scale to the params,
-for calibration and ablation grids; ``baselines`` adds reference ε values to reports).
+validated), and an optional helper (``baselines`` adds reference ε values to reports).
 Everything that needs a mechanism (:mod:`pate_jax.aggregation`, :mod:`pate_jax.ledger`,
-:func:`pate_jax.accounting.calibrate_noise`, the aggregate experiment) looks it up here
-with :func:`get`: a new mechanism is one new entry of :data:`REGISTRY` plus its tests.
+the aggregate stage) looks it up here with :func:`get`: a new mechanism is one new entry
+of :data:`REGISTRY` plus its tests. The costs are built on :mod:`pate_jax.accounting`,
+which never imports this module: calibrating a noise scale
+(:func:`pate_jax.accounting.calibrate_noise`) uses the accounting's own table of the
+mechanisms with one noise scale (``accounting._calibrate.NOISE_ACCOUNTINGS``).
 
 References:
   Papernot et al. 2017, "Semi-supervised Knowledge Transfer for Deep Learning from
@@ -75,7 +77,6 @@ class Mechanism(NamedTuple):
   # it: its cost assumes that one teacher moves one vote between two classes of a row
   # of T votes (a row with a larger total would be charged as if its gap were real).
   equal_totals: bool = True
-  noise_params: Callable[[Any], dict[str, Any]] | None = None
   baselines: Callable[[int, dict[str, Any], float], dict[str, float]] | None = None
 
   @property
@@ -127,7 +128,6 @@ LNMAX = Mechanism(
     name="lnmax",
     params=(Param("gamma", "positive", "inverse Laplace scale (2017 MNIST: 0.05)"),),
     accountant="moments", answer=_lnmax_answer, cost=_lnmax_cost,
-    noise_params=lambda b: {"gamma": 1.0 / b},  # Noise scale: the Laplace scale b = 1/γ.
     baselines=_lnmax_baselines)
 
 
@@ -152,8 +152,7 @@ def _gnmax_cost(votes, answered, params, orders, data_dependent):
 GNMAX = Mechanism(
     name="gnmax",
     params=(Param("sigma", "positive", "Gaussian noise standard deviation"),),
-    accountant="rdp", answer=_gnmax_answer, cost=_gnmax_cost,
-    noise_params=lambda sigma: {"sigma": sigma})
+    accountant="rdp", answer=_gnmax_answer, cost=_gnmax_cost)
 
 
 # ----------------------------------------------------------------------------- Confident-GNMax

@@ -47,6 +47,11 @@ REPORT_COMMAND = ("python experiments/report.py --config configs/report.py "
 _DATA = "PATE_JAX_DATA_DIR=../shared/data "
 _V = "--config.votes_dir=runs/pate_mnist_cpu/teachers"
 _SEED0 = "--config.noise_seed=0"  # a research noise seed: exact reproduction, public noise
+_KD_STREAMS = ("measured when the KD-GAN drew from the students' and the baseline's PRNG "
+               "streams; it now has its own (kd_gan_train, kd_gan_data, kd_gan_teacher), so a "
+               "re-run draws other keys (other public rows, teacher and student draws)")
+_KD_NOISE = ("; its soft-label release then used one noise draw for every ε level (each level "
+             "now draws its own, secret unless --config.noise_seed is given)")
 _TFDS = ("SVHN and CIFAR-10 come from tensorflow-datasets, which needs a connected "
          "machine (only MNIST and Adult are in ../shared/data)")
 _GPU = ("the paper's CNN teachers and 300-epoch students need a GPU; not yet run on one")
@@ -208,16 +213,17 @@ RUNS: tuple[Run, ...] = (
     Run("adult_rf", _cmd("tabular", "configs/adult_rf.py", "adult_rf"), "configs/adult_rf.py",
         "/tmp/rep/adult_rf"),
     Run("kd_gan_cpu", _cmd("train_kd_gan", "configs/kd_gan.py:cpu", "kd_gan_cpu"),
-        "configs/kd_gan.py:cpu", "/tmp/kd/published_cpu"),
+        "configs/kd_gan.py:cpu", "/tmp/kd/published_cpu", note=_KD_STREAMS),
     Run("kd_gan_sound", _cmd("train_kd_gan", "configs/kd_gan_sound.py:cpu", "kd_gan_sound",
                              "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers"),
-        "configs/kd_gan_sound.py:cpu", "/tmp/kd/sound_cpu"),
+        "configs/kd_gan_sound.py:cpu", "/tmp/kd/sound_cpu", note=_KD_STREAMS + _KD_NOISE),
     Run("kd_gan_sound_n1000", _cmd("train_kd_gan", "configs/kd_gan_sound.py:cpu",
                                    "kd_gan_sound_n1000",
                                    "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers",
                                    "--config.curve.num_public=1000",
                                    "--config.segment_rounds=100"),
-        "configs/kd_gan_sound.py:cpu", "/tmp/kd/sound_cpu_n1000"),
+        "configs/kd_gan_sound.py:cpu", "/tmp/kd/sound_cpu_n1000",
+        note=_KD_STREAMS + _KD_NOISE),
     _attack("budget", "/tmp/rep/attack_budget"),
     _attack("fixed", "/tmp/rep/attack_fixed"),
     _attack("edge", "/tmp/rep/attack_edge"),

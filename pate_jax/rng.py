@@ -69,6 +69,10 @@ STREAMS: Mapping[str, int] = types.MappingProxyType({
     "attack_sample": 12,  # which individuals / rows the attacker draws
     "bench_data": 13,     # synthetic inputs of the benchmarks
     "epsilon_release": 14,  # noise of the smooth-sensitivity release of a data-dependent ε
+    # KD-GAN (Gao et al., pate_jax.stages.kd_gan): its own streams, not the main job's.
+    "kd_gan_train": 15,   # fold_in(k, seed): each vmapped student run (init, batches, Gumbel)
+    "kd_gan_data": 16,    # which rows are the public inputs
+    "kd_gan_teacher": 17,  # the published setting's teacher on all private training data
 })
 """Stream name -> id (offset by :data:`STREAMS_BASE`). Append; never reuse an id."""
 

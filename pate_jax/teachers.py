@@ -29,15 +29,17 @@ so there is no host round trip inside it; step ``s`` of teacher ``t`` draws its
 minibatch and augmentation from ``fold_in(key_t, s)``, so results do not depend
 on how training is cut into segments (checkpoint/resume is bit-identical) nor
 on the strategy.
+
+Everything here takes explicit arguments (:func:`build_ensemble`,
+:func:`train_with_checkpoints`, :func:`compute_votes`, :func:`memory_plan`): reading
+the config, the work directory's files (``votes.npz`` and the record that protects it)
+and the resume tests' kill belong to the stage, :mod:`pate_jax.stages.teachers`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import os
-import pathlib
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -47,7 +49,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from pate_jax import _checks, data, distributed, experiment, memory, models
+from pate_jax import _checks, data, distributed, io, memory, models
 from pate_jax import votes as votes_lib
 
 STRATEGIES = ("vmap", "chunked", "loop")
@@ -555,51 +557,41 @@ def accuracy_of(predictions: jax.Array, labels: jax.Array) -> jax.Array:
   return (predictions == labels[None]).mean(axis=1)
 
 
-# ----------------------------------------------------------------- experiment configs
-
-# What determines the partition and the training (with the training data's digest);
-# not num_steps (a longer run continues the same one), nor how it is computed.
-FINGERPRINT_FIELDS = ("seed", "dataset", "train_subset", "use_extra", "num_teachers", "model",
-                      "learning_rate", "weight_decay", "batch_size", "max_shift",
-                      "compute_dtype")
+# ------------------------------------------------------------------ building and running
 
 
-def check_config(config: Any) -> None:
-  """Rejects out-of-range values before anything is loaded or written (naming the field)."""
-  for name in ("num_steps", "checkpoint_every"):
-    _checks.positive_int(config[name], f"config.{name}")
-  for name in ("train_subset", "batch_size", "max_shift", "query_chunk", "chunk_size"):
-    _checks.positive_int(config.get(name, 0), f"config.{name}", minimum=0)  # 0: off / auto
-  _checks.positive(config.learning_rate, "config.learning_rate")
-  if not _checks.scalar(config.weight_decay, "config.weight_decay") >= 0:
-    raise ValueError(f"config.weight_decay must be >= 0; got {config.weight_decay}")
-  _checks.boolean(config.get("restart", False), "config.restart")
+def build_ensemble(model_name: str, num_classes: int, *, learning_rate: float,
+                   weight_decay: float, model_kwargs: dict[str, Any] | None = None,
+                   batch_size: int | None = None, max_shift: int = 0, strategy: str = "auto",
+                   chunk_size: int | None = None, memory_fraction: float = 0.6,
+                   compute_dtype: str = "float32") -> Ensemble:
+  """An ensemble of ``model_name`` teachers (:func:`pate_jax.models.get_model`) trained
+  with AdamW.
 
-
-def check_data(config: Any, images: np.ndarray) -> None:
-  """The config values that depend on the data (``images [N, H, W, C]``)."""
-  if config.max_shift >= min(images.shape[1:3]):
-    raise ValueError(f"config.max_shift must be smaller than the images "
-                     f"({images.shape[1]}×{images.shape[2]}); got {config.max_shift}")
-  if config.train_subset > len(images):
-    raise ValueError(f"config.train_subset must be <= the {len(images)} training examples; "
-                     f"got {config.train_subset}")
-
-
-# ------------------------------------------------------------------ the teachers stage
-
-
-def build_ensemble(config: Any, num_classes: int) -> Ensemble:
-  """The ensemble a teachers config describes (model by name, AdamW, strategy, mesh)."""
-  model = models.get_model(config.model.name, num_classes,
-                           compute_dtype=config.get("compute_dtype", "float32"),
-                           **config.model.kwargs)
-  tx = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
-  fns = TeacherFns(model, tx, config.batch_size or None, config.max_shift)
-  strategy = default_strategy() if config.strategy == "auto" else config.strategy
+  Args:
+    model_name: the teachers' network, by name.
+    num_classes: classes of the task.
+    learning_rate: AdamW's step size (> 0).
+    weight_decay: AdamW's decoupled weight decay (>= 0).
+    model_kwargs: keyword arguments of the network.
+    batch_size: examples per step (``None``: the whole shard every step).
+    max_shift: random-translation augmentation, pixels.
+    strategy: ``"vmap"``, ``"chunked"``, ``"loop"`` or ``"auto"``
+      (:func:`default_strategy`); the sharded ones use :func:`teacher_mesh`.
+    chunk_size: see :class:`Ensemble` (``None``: planned).
+    memory_fraction: see :class:`Ensemble`.
+    compute_dtype: the networks' compute dtype.
+  """
+  _checks.positive(learning_rate, "learning_rate")
+  if not _checks.scalar(weight_decay, "weight_decay") >= 0:
+    raise ValueError(f"weight_decay must be >= 0; got {weight_decay}")
+  model = models.get_model(model_name, num_classes, compute_dtype=compute_dtype,
+                           **(model_kwargs or {}))
+  tx = optax.adamw(learning_rate, weight_decay=weight_decay)
+  fns = TeacherFns(model, tx, batch_size, max_shift)
+  strategy = default_strategy() if strategy == "auto" else strategy
   mesh = teacher_mesh() if strategy != "loop" else None
-  return Ensemble(fns, strategy, config.chunk_size or None, mesh,
-                  config.get("memory_fraction", 0.6))
+  return Ensemble(fns, strategy, chunk_size, mesh, memory_fraction)
 
 
 def query_set(ds: data.ImageDataset) -> tuple[np.ndarray, int]:
@@ -613,14 +605,14 @@ def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
                            images: jax.Array, labels: jax.Array, ckpt: Any, *, step: int,
                            num_steps: int, checkpoint_every: int, num_teachers: int,
                            plan: memory.ChunkPlan | None = None,
-                           crash_after_step: int = 0) -> tuple[PyTree, jax.Array | None]:
+                           after_save: Callable[[int], None] | None = None
+                           ) -> tuple[PyTree, jax.Array | None]:
   """Trains from ``step`` to ``num_steps`` in segments of ``checkpoint_every`` steps,
   saving ``state`` to ``ckpt`` (a :class:`pate_jax.checkpoint.Checkpointer`, asynchronous)
   after each, with a progress bar (mean loss of the first ``num_teachers``, the padding
   left out). Returns the state (ready) and the last segment's loss (None if no step was
-  left). ``crash_after_step``: exits the process without cleanup after that step (the
-  resume tests' killed job; 0: never)."""
-  bar = experiment.progress(total=num_steps, initial=step, desc="training steps", unit="step")
+  left). ``after_save(step)`` is called after each save is started."""
+  bar = io.progress(total=num_steps, initial=step, desc="training steps", unit="step")
   loss = None
   while step < num_steps:
     n = min(checkpoint_every, num_steps - step)
@@ -629,9 +621,8 @@ def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
     ckpt.save(step, state)  # asynchronous: training goes on while it is written
     bar.update(n)
     bar.set_postfix(loss=f"{float(loss[:num_teachers].mean()):.3f}")
-    if step == crash_after_step:
-      ckpt.close()
-      os._exit(3)  # Simulates a killed job (no cleanup) for the resume test.
+    if after_save is not None:
+      after_save(step)
   bar.close()
   jax.block_until_ready(state)
   return state, loss
@@ -675,108 +666,6 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
   return votes, accuracy, probs, plan
 
 
-def reused_results(workdir: Any, ckpt: Any, num_steps: int,
-                   outputs: dict[str, Any]) -> dict[str, Any] | None:
-  """The recorded results of this very run if it finished (``ckpt`` marked complete at
-  ``num_steps`` with these ``outputs``, and its votes.npz and results.json are in
-  ``workdir``): its votes.npz is reused and nothing is trained (``reused_votes``: True).
-  Else None. Without kept checkpoints, a finished run whose votes.npz is gone trains again
-  from step 0 (deterministic: the same teachers as a resume); while it is there, a rerun
-  with other values is refused first (:func:`protect_votes`)."""
-  from pate_jax.checkpoint import COMPLETED_FILE  # pylint: disable=g-import-not-at-top  (orbax)
-  path = pathlib.Path(workdir)
-  if (ckpt.completed(outputs) != num_steps
-      or not (path / "votes.npz").exists() or not (path / "results.json").exists()):
-    if ckpt.latest_step() is None and (ckpt.directory / COMPLETED_FILE).exists():
-      print("the earlier run's checkpoints were deleted when it finished "
-            "(keep_checkpoints=False): training from step 0")
-    return None
-  votes_lib.load_votes(path)  # validated
-  print(f"teachers already trained ({num_steps} steps; this configuration): reusing "
-        f"{path / 'votes.npz'}")
-  results = experiment.read_results(path)
-  results["reused_votes"] = True
-  return results
-
-
-VOTES_FILE = "votes.npz"
-VOTES_RECORD = "votes_fingerprint.json"  # beside votes.npz: the run that wrote it
-
-
-def _record(fingerprint: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
-  from pate_jax import checkpoint  # pylint: disable=g-import-not-at-top  (orbax)
-  return {"fingerprint": checkpoint.fingerprint(fingerprint),
-          "outputs": checkpoint.fingerprint(outputs)}
-
-
-def write_votes_record(workdir: Any, fingerprint: dict[str, Any],
-                       outputs: dict[str, Any]) -> None:
-  """Writes ``<workdir>/votes_fingerprint.json``: the ``fingerprint`` (the checkpoints'
-  fields) and ``outputs`` (what else votes.npz depends on) of the run about to write
-  votes.npz. Written *before* votes.npz, so a votes.npz of this version always has its
-  record (:func:`protect_votes`); it outlives the checkpoints."""
-  path = pathlib.Path(workdir) / VOTES_RECORD
-  tmp = path.with_suffix(".json.tmp")
-  tmp.write_text(json.dumps(_record(fingerprint, outputs), indent=1, sort_keys=True) + "\n")
-  tmp.replace(path)
-
-
-def _votes_record(workdir: pathlib.Path) -> dict[str, Any] | None:
-  """The record of the run that wrote ``workdir``'s votes.npz: votes_fingerprint.json, else
-  (a workdir of an older version) the completion record of its checkpoints, else None."""
-  from pate_jax import checkpoint  # pylint: disable=g-import-not-at-top  (orbax)
-  try:
-    record = json.loads((workdir / VOTES_RECORD).read_text())
-  except (OSError, ValueError):
-    record = checkpoint.read_completed(workdir / "checkpoints")
-  if not isinstance(record, dict) or not isinstance(record.get("fingerprint"), dict):
-    return None
-  return {"fingerprint": record["fingerprint"], "outputs": record.get("outputs") or {}}
-
-
-def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, Any], *,
-                  restart: bool = False, restart_flag: str = "--config.restart") -> None:
-  """Refuses a run that would replace the votes.npz in ``workdir`` by other votes.
-
-  Labels answered from these votes, and the privacy ledger that paid for them, refer to
-  them: votes from another partition, model or training would leave those labels (and
-  their ε, recomputed on the new votes) without the votes that produced them. So once
-  votes.npz exists, only the run that wrote it (the same ``fingerprint`` and ``outputs``,
-  as recorded by :func:`write_votes_record`) may go on here (it reuses them, or recomputes
-  the same ones), and ``restart`` is refused. With no votes.npz anything may run.
-
-  Raises:
-    ResumeMismatchError: ``restart``, another configuration (naming the differing fields)
-      or votes.npz without a record; the message says to use another workdir.
-  """
-  from pate_jax import checkpoint  # pylint: disable=g-import-not-at-top  (orbax)
-  workdir = pathlib.Path(workdir)
-  votes = workdir / VOTES_FILE
-  if not votes.exists():
-    return
-  invalidated = ("labels answered from these votes (and their privacy ledger) would refer to "
-                 "votes that no longer exist")
-  new_workdir = "use another --workdir for a new run"
-  if restart:
-    raise checkpoint.ResumeMismatchError(
-        f"refusing {restart_flag}=True: {votes} holds the teachers' votes, and {invalidated}; "
-        f"a restart discards checkpoints only while no votes exist: {new_workdir}")
-  stored = _votes_record(workdir)
-  if stored is None:
-    raise checkpoint.ResumeMismatchError(
-        f"refusing to replace {votes}: there is no record of the run that wrote it "
-        f"({VOTES_RECORD}, or checkpoints/{checkpoint.COMPLETED_FILE}), and {invalidated}; "
-        f"{new_workdir}")
-  now = _record(fingerprint, outputs)
-  diff = checkpoint.fingerprint_diff({**stored["fingerprint"], **stored["outputs"]},
-                                     {**now["fingerprint"], **now["outputs"]}, VOTES_FILE)
-  if diff:
-    raise checkpoint.ResumeMismatchError(
-        f"refusing to replace {votes}: it was written with another configuration, and "
-        f"{invalidated}. Differing fields: {'; '.join(diff)}. Rerun with the original values "
-        f"to reuse these votes, or {new_workdir}")
-
-
 def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: Any,
                 num_queries: int, query_chunk: int | None, init_key: jax.Array) -> dict[str, Any]:
   """What a dry run reports of an ensemble's memory: the stacked state's bytes and the
@@ -792,7 +681,7 @@ def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: 
     shard_x, shard_y: the teachers' shards ``[T, n, ...]`` and ``[T, n]`` (only shapes and
       dtypes are used).
     num_queries: query images to vote on.
-    query_chunk: the config's fixed query chunk (falsy: planned).
+    query_chunk: a fixed query chunk (``None`` or 0: planned).
     init_key: the key the run splits into the teachers' init keys.
   """
   out: dict[str, Any] = {}

@@ -1,5 +1,6 @@
-"""The vectorised ablation grid (pate_jax.ablation), experiments/ablate.py and the
-per-teacher predictions of votes.npz. One small grid, compiled once (fast_compile)."""
+"""The vectorised ablation grid (pate_jax.ablation), its loop baseline and
+experiments/ablate.py (pate_jax.stages.ablation), and the per-teacher predictions of
+votes.npz. One small grid, compiled once (fast_compile)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from pate_jax import ablation
 from pate_jax import votes as votes_lib
+from pate_jax.stages import ablation as ablation_stage
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 T, Q, C = 12, 40, 5
@@ -51,11 +53,32 @@ def test_cell_equals_the_public_api(grid, cell):
   preds, y, keys, g = grid
   m, n, s, r = cell
   votes = votes_lib.histogram(preds, C, COUNTS[n])
-  got = ablation.loop_cell(ablation.MECHANISMS[m], votes, y, COUNTS[n], SCALES[s], keys[r],
-                           delta=DELTA)
+  got = ablation_stage.loop_cell(ablation.MECHANISMS[m], votes, y, COUNTS[n], SCALES[s],
+                                 keys[r], delta=DELTA)
   want = [getattr(g, f)[cell] for f in ablation.FIELDS]
   assert got[:2] == tuple(want[:2])  # the same labels (counted) and answered queries
   np.testing.assert_allclose(got[2:], want[2:], rtol=1e-13)  # ε and its order
+
+
+def test_loop_grid_over_evenly_spaced_cells_equals_the_grid(grid):
+  """The benchmark's loop baseline (pate_jax.stages.ablation.loop_grid) over the cells
+  grid_cells picks: the first and last cell and evenly spaced ones between, each equal to
+  the vectorised grid's."""
+  preds, y, keys, g = grid
+  shape = g.accuracy.shape
+  every = ablation_stage.grid_cells(shape)
+  assert every.shape == (np.prod(shape), 4)
+  np.testing.assert_array_equal(every[0], 0)
+  np.testing.assert_array_equal(every[-1], np.array(shape) - 1)
+  cells = ablation_stage.grid_cells(shape, 3)
+  np.testing.assert_array_equal(cells[[0, -1]], every[[0, -1]])
+  assert 0 < np.ravel_multi_index(tuple(cells[1]), shape) < len(every) - 1
+  got, compile_s, loop_s = ablation_stage.loop_grid(preds, y, COUNTS, SCALES, keys, cells,
+                                                    num_classes=C, delta=DELTA)
+  want = np.stack([getattr(g, f)[tuple(cells.T)] for f in ablation.FIELDS], axis=1)
+  assert got.shape == want.shape == (3, len(ablation.FIELDS)) and min(compile_s, loop_s) >= 0
+  np.testing.assert_array_equal(got[:, :2], want[:, :2])
+  np.testing.assert_allclose(got[:, 2:], want[:, 2:], rtol=1e-13)
 
 
 def test_subset_histograms_equal_votes_histogram():

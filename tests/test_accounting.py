@@ -121,11 +121,11 @@ def test_votes_of_any_real_dtype_give_the_float64_result(dtype, on_device):
 
 
 def test_repeated_public_calls_do_not_retrace():
-  from pate_jax import _checks  # noqa: PLC0415
+  from pate_jax._checks import _votes  # noqa: PLC0415
   from pate_jax.accounting import _gnmax, _lnmax  # noqa: PLC0415
   votes = np.tile(np.array([[200, 30, 20, 0]], np.int32), (8, 1))
   jitted = (_lnmax.lnmax_moments_epsilon_core, _gnmax.confident_gnmax_rdp_core,
-            _checks._votes_flags)
+            _votes._votes_flags)
   def calls():
     acc.lnmax_moments_epsilon(votes, 0.05, 1e-5)
     acc.confident_gnmax_rdp(votes, 150.0, 40.0, 20.0, ORDERS)

@@ -276,7 +276,7 @@ def test_bad_arguments(call, match):
     call(np.array([[3, 1], [2, 2]]))
 
 
-# --- experiments/plot_aggregation.py (Figure 2) smoke test --------------------------------
+# --- experiments/plot_aggregation.py (Figure 2, pate_jax.stages.figures) smoke test --------
 
 
 def _load_by_path(*parts):
@@ -298,7 +298,7 @@ def test_figure2_on_synthetic_ensembles(tmp_path):
     votes_lib.save_votes(tmp_path / f"n{n}" / "votes.npz", votes, y, num_pool=Q // 2,
                          dataset="synthetic")
     workdirs.append(str(tmp_path / f"n{n}"))
-  plot = _load_by_path("experiments", "plot_aggregation.py")
+  from pate_jax.stages import figures as plot  # pylint: disable=g-import-not-at-top
   # Grid shape (3 scales, 3 seeds, [Q, C]) as in test_accuracy_grid_equals_loop.
   res = plot.make_figure(workdirs, tmp_path / "fig", num_points=3, num_seeds=3)
   assert (tmp_path / "fig" / "figure2.png").stat().st_size > 0
@@ -337,9 +337,10 @@ def test_figure_scripts_run_from_their_configs(tmp_path):
   config = _load_by_path("configs", "plot_aggregation.py").get_config("paper")
   config.runs, config.num_points, config.num_seeds, config.rows = ",".join(workdirs), 2, 2, "eval"
   plot = _load_by_path("experiments", "plot_aggregation.py")
+  from pate_jax.stages import figures  # pylint: disable=g-import-not-at-top
   res = plot.run(config, tmp_path / "fig2")
-  direct = plot.make_figure(workdirs, tmp_path / "direct", num_points=2, num_seeds=2, rows="eval",
-                            epsilon_convention="paper")
+  direct = figures.make_figure(workdirs, tmp_path / "direct", num_points=2, num_seeds=2,
+                               rows="eval", epsilon_convention="paper")
   np.testing.assert_array_equal(res["curves"][1]["accuracy_mean"],
                                 direct["curves"][1]["accuracy_mean"])
   assert res["curves"][0]["num_queries"] == Q - Q // 2

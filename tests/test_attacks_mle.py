@@ -9,7 +9,8 @@ import pytest
 
 from pate_jax import aggregation as agg
 from pate_jax import attacks as A
-from pate_jax.attacks import _likelihood as lk
+from pate_jax.attacks import _answer_probabilities as ap
+from pate_jax.attacks import _cramer_rao
 
 KEY = jax.random.key(0)
 TABLE, NAMES = A.table1_histograms()
@@ -20,7 +21,7 @@ CONF = {"threshold": 25.0, "sigma_threshold": 10.0}
 def _exact_frequencies(h, sigma, confident=False, **thr):
   """π(H) of the model itself (trapezoid Q), float64: the n → ∞ limit of q̄."""
   t, st = thr.get("threshold", 0.0), thr.get("sigma_threshold", 1.0)
-  f = jax.jit(jax.vmap(lambda x: jnp.exp(lk.log_answer_probabilities(x, sigma, t, st,
+  f = jax.jit(jax.vmap(lambda x: jnp.exp(ap.log_answer_probabilities(x, sigma, t, st,
                                                                     confident=confident))))
   p = np.asarray(f(jnp.asarray(h, jnp.float64)))
   return p / p.sum(-1, keepdims=True)
@@ -74,7 +75,7 @@ def test_fisher_matches_finite_differences_and_the_score_covariance():
       confident = bool(thr)
       f = np.asarray(A.fisher_information(h, s, **thr))
       # Scores ∇ log π_x(H) of answers x of the real aggregator.
-      g = np.asarray(jax.jit(jax.jacfwd(lambda x: lk.log_answer_probabilities(
+      g = np.asarray(jax.jit(jax.jacfwd(lambda x: ap.log_answer_probabilities(
           x, s, thr.get("threshold", 0.0), thr.get("sigma_threshold", 1.0),
           confident=confident)))(jnp.asarray(h)))
       votes = np.tile(SMALL, (m, 1))
@@ -100,7 +101,7 @@ def test_mle_covariance_approaches_the_cramer_rao_bound():
     keys = jax.random.split(KEY, runs)
     counts = np.asarray(jax.vmap(lambda k: jax.random.multinomial(k, n, p))(keys))
     est = np.asarray(A.reconstruct(counts / n, s, h.sum(), method="mle"))
-    bound = np.asarray(lk.cramer_rao_covariance_single(A.fisher_information(h, s), n))
+    bound = np.asarray(_cramer_rao.cramer_rao_covariance_single(A.fisher_information(h, s), n))
     cr = A.cramer_rao(h, s, n)
   assert not bool(cr.near_boundary)
   emp = np.cov(est.T)
@@ -217,11 +218,11 @@ def test_fresh_histograms_query_sweep_and_figure(tmp_path):
 
 def test_log_output_distribution_is_the_trapezoid_q_in_log_space():
   h = jnp.asarray(TABLE[:3], jnp.float32)
-  log_q = jax.jit(jax.vmap(lambda x: lk.log_output_distribution(x, 40.0)))(h)
+  log_q = jax.jit(jax.vmap(lambda x: ap.log_output_distribution(x, 40.0)))(h)
   np.testing.assert_allclose(np.exp(log_q), A.output_distribution(h, 40.0), rtol=2e-5,
                              atol=1e-9)
   # Far in the tail Q_k underflows, its logarithm does not.
-  tail = jax.jit(lk.log_output_distribution)(jnp.asarray([250.0, 0.0]), jnp.asarray(5.0))
+  tail = jax.jit(ap.log_output_distribution)(jnp.asarray([250.0, 0.0]), jnp.asarray(5.0))
   assert np.isfinite(float(tail[1])) and float(tail[1]) < -100
   assert float(A.output_distribution([250.0, 0.0], 5.0)[1]) == 0.0
 

@@ -222,7 +222,7 @@ def test_release_levels_key_derivation_and_consistency():
 
 
 def test_sound_noise_is_secret_unless_a_research_seed_is_named():
-  """``rng.noise_key("aggregation", noise_seed)`` (the script's key): ``None`` draws a
+  """``rng.noise_key("aggregation", noise_seed)`` (the stage's key): ``None`` draws a
   fresh secret key per call, so two releases differ; a research seed repeats them, from
   ``stream(root_key(seed), "aggregation")``."""
   votes, rows, sigmas = _sound_votes(), np.arange(1000), [1.0, 2.0]
@@ -234,6 +234,19 @@ def test_sound_noise_is_secret_unless_a_research_seed_is_named():
   np.testing.assert_array_equal(public[0], public[1])
   np.testing.assert_array_equal(public[0], K.sound_targets(
       rng.stream(rng.root_key(0), "aggregation"), votes, rows, sigmas))
+
+
+def test_table2_reads_the_papers_rows_off_the_curve():
+  """Table 2's rows: the last curve point at or below the paper's ε; a note with the
+  curve's ε range where the curve stops short of it."""
+  curve = [{"epsilon_published": e, "accuracy_mean": a}
+           for e, a in ((1.0, 0.90), (1.9, 0.95), (2.5, 0.97))]
+  low, high = K.table2(curve)
+  assert low == {"paper_epsilon": 1.93, "paper_accuracy": 0.9852, "epsilon_published": 1.9,
+                 "accuracy_mean": 0.95}
+  assert high == {"paper_epsilon": 8.0, "paper_accuracy": 0.992,
+                  "note": "no evaluation there: curve ε 1.00–2.50"}
+  assert K.table2(curve, paper=((2.5, 0.5),))[0]["accuracy_mean"] == 0.97
 
 
 def test_publishing_every_sound_level_composes():

@@ -66,6 +66,21 @@ def test_costs_match_the_accountants():
   np.testing.assert_allclose(cost, ORDERS / 8.0 + answered[:, None] * ORDERS / 4.0, rtol=1e-15)
 
 
+def test_calibration_charges_what_the_mechanism_charges():
+  # The accounting layer calibrates without importing this registry: its table of the
+  # mechanisms with one noise scale must charge what the registered mechanisms charge.
+  from pate_jax.accounting import _calibrate  # pylint: disable=import-outside-toplevel
+  answered = np.ones(VOTES.shape[0], bool)
+  for name, noise in (("gnmax", 2.0), ("lnmax", 2.0)):  # σ = 2; Laplace scale 2: γ = 0.5
+    m, charged = mechanisms.get(name), _calibrate.NOISE_ACCOUNTINGS[name]
+    assert charged.accountant == m.accountant
+    orders = ORDERS if m.accountant == "rdp" else np.arange(1.0, 5.0)
+    for dd in (True, False):
+      np.testing.assert_array_equal(charged.cost(VOTES, noise, orders, dd),
+                                    m.cost(VOTES, answered, PARAMS[name], orders, dd))
+  assert set(_calibrate.NOISE_ACCOUNTINGS) <= set(mechanisms.names())
+
+
 def test_check_params():
   assert mechanisms.check_params(mechanisms.GNMAX, {"sigma": 2}) == {"sigma": 2.0}
   with pytest.raises(ValueError, match=r"params of 'gnmax' must be exactly \('sigma',\)"):

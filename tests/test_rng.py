@@ -118,3 +118,13 @@ def test_every_stage_takes_its_keys_from_the_table():
     offenders += [f"{path.relative_to(REPO)}: {m.group(0)}"
                   for pat in (own_ids, own_root) for m in pat.finditer(text)]
   assert offenders == []
+
+
+def test_kd_gan_draws_from_its_own_streams():
+  """The KD-GAN stage folds only its own streams into the root (issue 30), not the main
+  job's student / baseline streams; its sound release's noise is the private noise key."""
+  text = (REPO / "pate_jax" / "stages" / "kd_gan.py").read_text()
+  used = set(re.findall(r'rng\.stream\(\s*\w+\s*,\s*"(\w+)"\s*\)', text))
+  assert used == {"kd_gan_train", "kd_gan_data", "kd_gan_teacher"}
+  assert set(re.findall(r'rng\.noise_key\(\s*"(\w+)"', text)) == {"aggregation"}
+  assert "rng.stream(" not in (REPO / "experiments" / "train_kd_gan.py").read_text()

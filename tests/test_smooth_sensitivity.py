@@ -1,6 +1,6 @@
 """Smooth-sensitivity release of data-dependent ε (Papernot et al. 2018, Sec. 4, Apps. B-C):
 tf-privacy's published test arrays, hand-derived cases, a per-query/per-distance loop of the
-same maths (pate_jax.accounting.reference, the benchmark's baseline), vmap = loop, gradients,
+same maths (pate_jax.stages.reference_loops, the benchmark's baseline), vmap = loop, gradients,
 bad input."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from jax.test_util import check_grads
 
 from pate_jax import accounting as acc
 from pate_jax import experiment
-from pate_jax.accounting import _smooth_sensitivity as ss
-from pate_jax.accounting import reference
-from pate_jax.accounting.reference import synthetic_votes
+from pate_jax.accounting import _local_sensitivity as local
+from pate_jax.stages import reference_loops as reference
+from pate_jax.stages.reference_loops import synthetic_votes
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def test_threshold_local_sensitivity_published_fractional_counts():
                        0.1908244840, 0.2070270720, 0.207027072, 0.169718100, 0.0575152142,
                        0.00678695871] + [0] * 6 + [0.000536304908, 0.0172181073, 0.041909870]
                       + [0] * 10)
-  out = np.asarray(ss.threshold_local_sensitivity_core(
+  out = np.asarray(local.threshold_local_sensitivity_core(
       np.array([[19.5, -5.1, 0.0]]), 10.1, 2.0, np.array([10.0]), num_teachers=30))[0, 0]
   rest = np.arange(30) != 20
   np.testing.assert_allclose(out[rest], expected[rest], rtol=5e-8, atol=0)
@@ -123,7 +123,7 @@ def test_left_walk_levels_the_other_classes_from_the_top():
   the top; the other classes after d steps, by hand."""
   others_by_hand = [[4, 4, 1], [4, 3, 1], [3, 3, 1], [3, 2, 1], [2, 2, 1], [2, 1, 1],
                     [1, 1, 1], [1, 1, 0], [1, 0, 0], [0, 0, 0]]
-  left, right, rest = ss._walk_gaps(jnp.array([[5.0, 4.0, 4.0, 1.0]]), 14)
+  left, right, rest = local._walk_gaps(jnp.array([[5.0, 4.0, 4.0, 1.0]]), 14)
   for d, others in enumerate(others_by_hand):
     np.testing.assert_array_equal(left[0, d], 5 + d - np.array(others))
   np.testing.assert_array_equal(right[0, 2], [5 - 2 - 4 - 2, 5 - 2 - 4, 5 - 2 - 1])
@@ -132,15 +132,15 @@ def test_left_walk_levels_the_other_classes_from_the_top():
 
 def test_q0_is_where_theorem6_meets_the_data_independent_bound():
   sigma, orders = 40.0, np.array([2.0, 8.0, 20.0, 50.0])
-  log_q0, log_q1, _ = ss.gnmax_constants(sigma, jnp.asarray(orders), num_classes=2)
+  log_q0, log_q1, _ = local.gnmax_constants(sigma, jnp.asarray(orders), num_classes=2)
   for lq, lam in zip(np.asarray(log_q0), orders):
     np.testing.assert_allclose(reference._theorem6(lq, sigma, lam), lam / sigma**2, rtol=1e-12)
     np.testing.assert_allclose(lq, reference.loop_log_q0(sigma, lam), rtol=1e-10)
   # bl and bu: the union bound of a two-class histogram moved by one teacher (gap ± 2).
   gap = 30.0
   log_q = scipy.special.log_ndtr(-gap / (math.sqrt(2.0) * sigma))
-  bl, bu = jax.jit(ss._log_bl_bu, static_argnums=2)(jnp.float64(log_q), jnp.float64(sigma), 2)
-  np.testing.assert_allclose(log_q1, jax.jit(ss._log_bl_bu, static_argnums=2)(
+  bl, bu = jax.jit(local._log_bl_bu, static_argnums=2)(jnp.float64(log_q), jnp.float64(sigma), 2)
+  np.testing.assert_allclose(log_q1, jax.jit(local._log_bl_bu, static_argnums=2)(
       log_q0, jnp.float64(sigma), 2)[0], rtol=1e-15)
   np.testing.assert_allclose(bl, scipy.special.log_ndtr(-(gap + 2) / (math.sqrt(2) * sigma)),
                              rtol=1e-13)
@@ -154,7 +154,7 @@ def test_plateau_everywhere_inside_q1_q0():
   sigma, order = 3.0, 6.0
   votes = synthetic_votes(3, 6, 60, 5)
   votes[0] = [30, 21, 9, 0, 0]
-  log_q0, log_q1, plateau = (float(x[0]) for x in ss.gnmax_constants(
+  log_q0, log_q1, plateau = (float(x[0]) for x in local.gnmax_constants(
       sigma, jnp.array([order]), num_classes=5))
   assert log_q1 <= float(acc.gnmax_log_q(votes, sigma)[0]) <= log_q0
   out = np.asarray(acc.gnmax_local_sensitivity(votes, 60, sigma, order))[0]

@@ -15,7 +15,8 @@ import re
 import jax.numpy as jnp
 import pytest
 
-from pate_jax import checkpoint, experiment, teachers
+from pate_jax import checkpoint, experiment
+from pate_jax.stages import teachers  # the stage owns the workdir's votes record
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TEACHERS = REPO / "experiments" / "train_teachers.py"

@@ -131,6 +131,40 @@ def test_default_strategy():
   assert teachers.default_strategy("tpu") == "vmap"
 
 
+def test_build_ensemble_takes_plain_arguments():
+  ens = teachers.build_ensemble("mlp", 10, model_kwargs={"hidden": (8,)}, learning_rate=1e-3,
+                                weight_decay=0.0, batch_size=4, max_shift=1, strategy="loop")
+  assert ens.strategy == "loop" and ens.mesh is None and ens.chunk_size is None
+  assert (ens.fns.batch_size, ens.fns.max_shift, ens.fns.model.hidden) == (4, 1, (8,))
+  auto = teachers.build_ensemble("mlp", 10, learning_rate=1e-3, weight_decay=0.0)
+  assert auto.strategy == teachers.default_strategy() and auto.fns.batch_size is None
+  with pytest.raises(ValueError, match="learning_rate must be > 0; got 0"):
+    teachers.build_ensemble("mlp", 10, learning_rate=0.0, weight_decay=0.0)
+  with pytest.raises(ValueError, match="weight_decay must be >= 0; got -1"):
+    teachers.build_ensemble("mlp", 10, learning_rate=1e-3, weight_decay=-1.0)
+
+
+def test_train_with_checkpoints_calls_after_save_after_each_save(shards):
+  class _Saves:  # a checkpointer that only records what it is given
+    def __init__(self):
+      self.steps = []
+
+    def save(self, step, state):
+      del state
+      self.steps.append(step)
+
+  x, y, _ = shards
+  ens = teachers.Ensemble(_fns(), "loop")
+  keys = jax.random.split(jax.random.key(1), 2)
+  state = ens.init(jax.random.split(jax.random.key(2), 2), x[0])
+  ckpt, seen = _Saves(), []
+  _, loss = teachers.train_with_checkpoints(
+      ens, state, keys, x[:2], y[:2], ckpt, step=1, num_steps=5, checkpoint_every=2,
+      num_teachers=2, after_save=lambda step: seen.append((step, list(ckpt.steps))))
+  assert ckpt.steps == [3, 5] and loss.shape == (2,)
+  assert seen == [(3, [3]), (5, [3, 5])]  # called once per save, after it
+
+
 @pytest.mark.slow
 def test_models_by_name():
   x = jnp.zeros((2, 32, 32, 3))

@@ -73,15 +73,17 @@ from pate_jax.accounting._lnmax import (
     moments_to_epsilon,
     strong_composition_epsilon,
 )
+from pate_jax.accounting._local_sensitivity import (
+    gnmax_local_sensitivity,
+    threshold_local_sensitivity,
+)
 from pate_jax.accounting._sampled_gaussian import sampled_gaussian_rdp
 from pate_jax.accounting._smooth_sensitivity import (
     Release,
-    gnmax_local_sensitivity,
     gnss_rdp,
     release_epsilon,
     smooth_sensitivity,
     smooth_sensitivity_release,
-    threshold_local_sensitivity,
 )
 
 __all__ = [

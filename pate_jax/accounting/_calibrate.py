@@ -6,6 +6,12 @@ given noise scale: ``σ`` for GNMax, the Laplace scale ``b = 1/γ`` for LNMax. I
 evaluated either data-independently for ``num_queries`` queries or
 data-dependently for a votes matrix.
 
+This module owns the accounting of the mechanisms with one noise scale
+(:data:`NOISE_ACCOUNTINGS`: the accountant kind and the per-query cost at a noise scale,
+from this package's own :func:`gnmax_rdp` and :func:`lnmax_log_moments`). It does not
+look mechanisms up in :mod:`pate_jax.mechanisms`, which is built on this package: the
+accounting layer imports nothing above it.
+
 The root is sought in ``s = log(noise)``. Walking a log-spaced grid over
 ``noise_range`` down from the largest noise brackets the *largest* root:
 ``[s_lo, s_hi]`` with ``ε(s_lo) ≥ target > ε(s_hi)`` and ``ε < target`` at every grid
@@ -21,42 +27,71 @@ validation is one jitted ``lax.while_loop``.
 from __future__ import annotations
 
 import functools
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax.accounting import _conversion
-from pate_jax.accounting import _numerics as nm
 from pate_jax import _checks as v
+from pate_jax.accounting import _accountant
+from pate_jax.accounting import _conversion
+from pate_jax.accounting import _gnmax
+from pate_jax.accounting import _lnmax
+from pate_jax.accounting import _numerics as nm
 
 DEFAULT_ORDERS = _conversion.DEFAULT_ORDERS
 CONVERSIONS = _conversion.CONVERSIONS
 
 
-def _calibratable() -> dict:
-  """The registered mechanisms with one noise scale (``noise_params``), by name."""
-  from pate_jax import mechanisms  # pylint: disable=import-outside-toplevel (import cycle)
-  return {name: m for name, m in mechanisms.REGISTRY.items() if m.noise_params is not None}
+class NoiseAccounting(NamedTuple):
+  """How a mechanism with one noise scale is charged.
+
+  Attributes:
+    accountant: the kind of accountant its costs compose in, ``"rdp"`` or ``"moments"``.
+    cost: ``cost(votes[Q, C], noise, orders[K], data_dependent) -> [Q, K]``, the
+      per-query cost of an answer at noise scale ``noise`` (``data_dependent`` static).
+  """
+  accountant: str
+  cost: Callable[..., jax.Array]
+
+
+def _gnmax_cost(votes, sigma, orders, data_dependent):
+  """GNMax at ``σ``: RDP ``λ/σ²`` or Theorem 6's data-dependent bound (2018)."""
+  return _gnmax.gnmax_rdp(votes, sigma, orders, data_dependent=data_dependent)
+
+
+def _lnmax_cost(votes, scale, orders, data_dependent):
+  """LNMax at the Laplace scale ``b = 1/γ``: log-moments (2017, Theorems 1, 3; Lemma 4)."""
+  return _lnmax.lnmax_log_moments(votes, 1.0 / scale, orders, data_dependent=data_dependent)
+
+
+NOISE_ACCOUNTINGS: dict[str, NoiseAccounting] = {
+    "gnmax": NoiseAccounting("rdp", _gnmax_cost),      # noise: σ
+    "lnmax": NoiseAccounting("moments", _lnmax_cost),  # noise: the Laplace scale b = 1/γ
+}
+"""The mechanisms :func:`calibrate_noise` calibrates, by the name they have in
+:data:`pate_jax.mechanisms.REGISTRY`."""
 
 
 def _epsilon_fn(mechanism: str, data_dependent: bool, conversion: str, max_moment: int):
-  """``(log_noise, data, delta, orders) -> ε`` for one registered mechanism (pure jnp).
+  """``(log_noise, data, delta, orders) -> ε`` for one calibratable mechanism (pure jnp).
 
   ``data`` is the votes (data-dependent) or the number of queries; RDP mechanisms
   compose at ``orders``, moments-accountant ones at ``l = 1..max_moment``.
   """
-  from pate_jax import mechanisms  # pylint: disable=import-outside-toplevel (import cycle)
-  m = mechanisms.get(mechanism)
+  m = NOISE_ACCOUNTINGS[mechanism]
 
   def eps(log_noise, data, delta, orders):
-    params = m.noise_params(jnp.exp(log_noise))
-    accountant = mechanisms.make_accountant(m, orders if m.accountant == "rdp" else None,
-                                            conversion, max_moment)
+    noise = jnp.exp(log_noise)
+    if m.accountant == "rdp":
+      accountant = _accountant.make_accountant("rdp", orders, conversion)
+    else:
+      accountant = _accountant.moments_accountant(max_moment)
     if data_dependent:
-      costs = m.cost(data, jnp.ones(data.shape[:1], bool), params, accountant.orders, True)
+      costs = m.cost(data, noise, accountant.orders, True)
     else:  # Every query costs the same: one query's cost, times their number.
-      one = m.cost(jnp.zeros((1, 2)), jnp.ones(1, bool), params, accountant.orders, False)
+      one = m.cost(jnp.zeros((1, 2)), noise, accountant.orders, False)
       costs = data * one[0]
     return accountant.compose(costs).epsilon(delta)[0]
 
@@ -128,10 +163,9 @@ def calibrate_noise(target_eps, delta, *, mechanism: str = "gnmax", num_queries=
   Args:
     target_eps: the budget ``ε > 0`` to spend.
     delta: ``δ`` in (0, 1).
-    mechanism: a registered mechanism with one noise scale
-      (:data:`pate_jax.mechanisms.REGISTRY`, ``noise_params``): ``"gnmax"`` (returns
-      ``σ``; RDP accounting, Papernot et al. 2018) or ``"lnmax"`` (returns the Laplace
-      scale ``b = 1/γ``; 2017 moments accountant).
+    mechanism: a mechanism with one noise scale (:data:`NOISE_ACCOUNTINGS`): ``"gnmax"``
+      (returns ``σ``; RDP accounting, Papernot et al. 2018) or ``"lnmax"`` (returns the
+      Laplace scale ``b = 1/γ``; 2017 moments accountant).
     num_queries: data-independent accounting for this many answers.
     votes: ``[Q, C]`` vote counts for data-dependent accounting (exactly one of
       ``num_queries`` and ``votes``).
@@ -154,7 +188,7 @@ def calibrate_noise(target_eps, delta, *, mechanism: str = "gnmax", num_queries=
   """
   target = v.positive(target_eps, "target_eps")
   delta = v.delta(delta)
-  v.choice(mechanism, "mechanism", _calibratable())
+  v.choice(mechanism, "mechanism", NOISE_ACCOUNTINGS)
   v.choice(method, "method", ("newton", "bisection"))
   conversion = v.choice(conversion, "conversion", CONVERSIONS)
   max_moment = v.positive_int(max_moment, "max_moment")

@@ -33,7 +33,7 @@ Public API::
   dirichlet_histograms(key, alphas, num_per_alpha) -> (int32 [B, 10], names)  # fresh
   consensus, classify_low_consensus, group_rates                           # Section 2
 
-Evaluation (experiments/attack.py)::
+Evaluation (pate_jax.stages.attack, experiments/attack.py)::
 
   seed_keys(key, R) -> keys[R]; sample_frequencies(keys, H, σ, M) -> q̄[R, ..., C]
   sample_counts(keys, H, σ, M, threshold=...) -> (counts[R, ..., C], answered[R, ...])
@@ -87,8 +87,6 @@ from pate_jax.attacks._experiments import (
     lowest_consensus,
     produced_histograms,
     query_sweep,
-    reconstruction_variants,
-    setting_plan,
 )
 from pate_jax.attacks._histograms import (
     NUM_TEACHERS as TABLE1_NUM_TEACHERS,
@@ -193,8 +191,6 @@ __all__ = [
     "project_to_simplex",
     "queries_epsilon",
     "query_sweep",
-    "reconstruction_variants",
-    "setting_plan",
     "reconstruct",
     "reconstruct_details",
     "repeated_query_epsilon",

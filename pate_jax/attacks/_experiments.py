@@ -3,7 +3,7 @@
 Each function composes the pieces of :mod:`pate_jax.attacks` (sampling,
 reconstruction, scoring, privacy cost, ledger replay) for the Table-1
 histograms and returns a JSON-ready ``dict`` of numpy arrays and numbers (the
-``results.json`` of ``experiments/attack.py``, which reads the config):
+``results.json`` of :mod:`pate_jax.stages.attack`, which reads the config):
 
 * :func:`fixed_queries` -- ``M`` GNMax queries per histogram and σ; error and
   privacy cost, their correlation (Section 4.2, Figures 5-7; paper: r = -0.20).
@@ -11,7 +11,6 @@ histograms and returns a JSON-ready ``dict`` of numpy arrays and numbers (the
   (Section 4.3, Figure 4; paper: mean error 0.11 MNIST, 0.05 SVHN).
 * :func:`edge_sigmas` -- one histogram, σ from nearly 0 to 400 (Appendix F, Figure 9).
 * :func:`consistent_answers` -- fresh noise vs consistent answers (Section 5).
-* :func:`setting_plan` -- what ``experiments/attack.py --dry_run`` prints of a setting.
 * :func:`produced_histograms` -- the same on the histograms of a PATE run (the main job),
   chosen by :func:`lowest_consensus`.
 
@@ -499,60 +498,3 @@ def fresh_histograms(keys: jax.Array, histograms: Any, names: list[str], *, sigm
               if allowed is not None else {})} for j, name in enumerate(names)]
   return {"num_queries": m, "sigma": float(sigma), "variants": list(variants),
           "headline_variant": next(iter(variants)), "summary": summary, "histograms": rows}
-
-
-def reconstruction_variants(config: Any) -> dict[str, dict]:
-  """``{variant: reconstruction options}``, ``config.headline`` first (ConfigDict keys sort).
-
-  A variant overrides ``config.reconstruction``, or ``config.mle_reconstruction``
-  when it sets ``method="mle"`` (the paper's options do not apply to the MLE).
-  """
-  names = list(config.variants.keys())
-  head = config.get("headline", "paper")
-  if head not in names:
-    raise ValueError(f"config.headline {head!r} is not one of the variants {names}")
-
-  def options(name):
-    override = config.variants[name].to_dict()
-    mle = override.get("method") == "mle"
-    base = config.get("mle_reconstruction") if mle else config.reconstruction
-    if base is None:
-      raise ValueError(f"config.variants.{name} is an MLE variant but the config has no "
-                       "mle_reconstruction")
-    return {**base.to_dict(), **override}
-
-  return {n: options(n) for n in [head] + [n for n in names if n != head]}
-
-
-_PLAN_FIELDS = ("num_seeds", "num_queries", "sigmas", "sigma", "sweep_sigma", "query_counts",
-                "histogram", "alphas", "num_per_alpha", "num_teachers", "num_classes",
-                "samplers", "max_queries", "teacher", "num_end_to_end", "budget")
-
-
-def setting_plan(config: Any) -> dict[str, Any]:
-  """What a dry run of ``experiments/attack.py`` reports: the setting, the histograms
-  attacked, the reconstruction variants, the Monte Carlo seeds and the queries (σ grid,
-  query sweep) it will process."""
-  out = {"setting": config.setting}
-  out.update({k: config[k] for k in _PLAN_FIELDS if k in config})
-  if config.setting in ("fixed", "budget", "defense"):
-    out["histograms"] = int(_histograms.table1_histograms()[0].shape[0])
-  elif config.setting == "edge":
-    out["histograms"] = 1
-  elif config.setting == "dirichlet":
-    out["histograms"] = len(config.alphas) * int(config.num_per_alpha)
-  elif config.setting == "adult":
-    from pate_jax.data import adult  # pylint: disable=g-import-not-at-top
-    try:
-      splits = adult.load_adult(config.data_dir or None, splits=("train", "test"),
-                                drop_columns=(config.minority_column,))
-      out.update({"train_rows": len(splits["train"].labels),
-                  "test_rows": len(splits["test"].labels),
-                  "rows_per_teacher": len(splits["train"].labels) // int(config.num_teachers)})
-    except (FileNotFoundError, OSError) as e:
-      out["data"] = f"MISSING: {e}"
-  if "variants" in config or "reconstruction" in config:
-    out["variants"] = tuple(reconstruction_variants(config))
-  if "histograms" in out and "sigmas" in config and "num_seeds" in config:
-    out["attacks"] = out["histograms"] * len(config.sigmas) * int(config.num_seeds)
-  return out

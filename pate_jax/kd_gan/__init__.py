@@ -14,7 +14,10 @@ The paper: ``../shared/papers/gao-private-kd-gan.txt``. Pieces:
   why), and the sound variant: PATE soft labels (sensitivity √2/T) released once per
   public input through the Gaussian mechanism, with RDP accounting and calibration;
   several noise levels are alternative releases with independent noise (publishing
-  several composes).
+  several composes);
+* experiment pieces (``_experiments.py``): public data, the ε curves, Table 2's look-up,
+  the sound variant's cached releases, the Eq. 5 audit and the utility-vs-ε plot. The
+  stage that runs them from a config: :mod:`pate_jax.stages.kd_gan`.
 """
 
 from pate_jax.kd_gan._losses import (Discriminator, adversarial_loss, clip_by_norm,
@@ -29,6 +32,7 @@ from pate_jax.kd_gan._train import (KDGAN, KDGANResult, accuracy, batch_capacity
                                     discriminator_step, fit, init, init_runs, make_kd_gan, poisson_batch,
                                     student_loss, student_step, teacher_log_probs, train_round,
                                     train_teacher)
-from pate_jax.kd_gan._experiments import (SOUND_LEVELS_NOTE, at_epsilon, audit_eq5_noise,
-                                          epsilon_curve, plot_utility_vs_epsilon, public_data,
-                                          sound_curve, sound_targets, steps_for_epsilon)
+from pate_jax.kd_gan._experiments import (PAPER_TABLE2_MNIST, SOUND_LEVELS_NOTE, at_epsilon,
+                                          audit_eq5_noise, epsilon_curve,
+                                          plot_utility_vs_epsilon, public_data, sound_curve,
+                                          sound_targets, steps_for_epsilon, table2)

@@ -1,5 +1,6 @@
-"""Host-side pieces of experiments/train_kd_gan.py: public data, the ε curves, Table 2's
-look-up, the sound variant's cached releases and the utility-vs-ε plot."""
+"""Host-side pieces of the KD-GAN stage (pate_jax/stages/kd_gan.py, run by
+experiments/train_kd_gan.py): public data, the ε curves, Table 2's look-up, the sound
+variant's cached releases and the utility-vs-ε plot."""
 
 from __future__ import annotations
 
@@ -63,6 +64,21 @@ def at_epsilon(curve: Sequence[dict], target: float) -> dict | None:
   if not below or curve[-1]["epsilon_published"] < 0.95 * target:
     return None
   return below[-1]
+
+
+PAPER_TABLE2_MNIST = ((1.93, 0.9852), (8.00, 0.9920))
+"""Gao et al., Table 2, MNIST, "Proposed": ``(ε, student accuracy)`` as published."""
+
+
+def table2(curve: Sequence[dict], paper: Sequence[tuple[float, float]] = PAPER_TABLE2_MNIST
+           ) -> list[dict]:
+  """Table 2's rows read off ``curve`` (:func:`epsilon_curve`): per ``(ε, accuracy)`` of the
+  paper, the curve point at that published ε (:func:`at_epsilon`), or a note giving the
+  curve's ε range where it has none."""
+  return [{"paper_epsilon": e, "paper_accuracy": a, **(at_epsilon(curve, e) or {
+               "note": f"no evaluation there: curve ε {curve[0]['epsilon_published']:.2f}"
+                       f"–{curve[-1]['epsilon_published']:.2f}"})}
+          for e, a in paper]
 
 
 def steps_for_epsilon(q: float, noise_multiplier: float, target: float, delta: float,

@@ -40,7 +40,7 @@ import optax
 from pate_jax import _checks as v
 from pate_jax import models, students
 from pate_jax.checkpoint import Checkpointer
-from pate_jax.experiment import data_digest
+from pate_jax.io import data_digest
 from pate_jax.kd_gan import _losses as L
 
 _BATCH, _GUMBEL_T, _GUMBEL_S, _NOISE = range(4)

@@ -36,6 +36,7 @@ import numpy as np
 
 from pate_jax import attacks, budget, experiment, labels as labels_lib, mechanisms, reporting
 from pate_jax import rng, votes as votes_lib
+from pate_jax.stages import attack as attack_lib
 from pate_jax.stages import student as student_stage
 from pate_jax.stages import teachers as teachers_stage
 
@@ -57,7 +58,7 @@ def attack_stage(config, root: pathlib.Path) -> dict:
   results = attacks.produced_histograms(
       attacks.seed_keys(rng.stream(key, "attack_answers"), a.num_seeds),
       rng.stream(key, "attack_ledger"), votes[pick], index[pick], sigma=agg.sigma,
-      num_queries=a.num_queries, variants=attacks.reconstruction_variants(a),
+      num_queries=a.num_queries, variants=attack_lib.reconstruction_variants(a),
       delta=agg.delta, dataset=str(data["dataset"]), conversion=a.conversion)
   workdir = root / "attack"
   workdir.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ it trains; a restarted run resumes; deleted when the run finishes unless
 and ``gap.png``. Rerunning a finished run reuses its ``votes.npz``.
 
 A rerun resumes only the same run: the checkpoints carry a fingerprint of
-``teachers.FINGERPRINT_FIELDS`` and of the training data, and a rerun with other values is
+``FINGERPRINT_FIELDS`` and of the training data, and a rerun with other values is
 refused (``--config.restart=True`` discards the checkpoints and starts over). Once
 ``votes.npz`` exists it is never replaced by other votes (labels answered from it would
 lose the votes they were paid from): its run's fingerprint and ``num_steps`` are kept
@@ -16,12 +16,22 @@ beside it (``votes_fingerprint.json``), and a rerun with other values, or with
 ``restart``, is refused; a new run needs another workdir. A checkpoint that does not
 restore is set aside for the newest one that does. The workdir is locked while a run
 uses it.
+
+The stage owns what the core library (:mod:`pate_jax.teachers`, plain arguments only)
+must not see: the config (:data:`FINGERPRINT_FIELDS`, :func:`check_config`,
+:func:`build_ensemble` from a config), the work directory's files (:func:`protect_votes`,
+:func:`write_votes_record`, :func:`reused_results`) and the resume tests' kill
+(``config.crash_after_step``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import pathlib
 import time
+from typing import Any
 
 from absl import logging
 import jax
@@ -29,9 +39,38 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from pate_jax import data, distributed, experiment, memory, reporting, rng, teachers
+from pate_jax import _checks as checks
+from pate_jax import checkpoint, data, distributed, experiment, memory, reporting, rng, teachers
 from pate_jax import votes as votes_lib
 from pate_jax.checkpoint import RESTART_FLAG, Checkpointer, check_restart_flag
+
+# What determines the partition and the training (with the training data's digest);
+# not num_steps (a longer run continues the same one), nor how it is computed.
+FINGERPRINT_FIELDS = ("seed", "dataset", "train_subset", "use_extra", "num_teachers", "model",
+                      "learning_rate", "weight_decay", "batch_size", "max_shift",
+                      "compute_dtype")
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+  """Rejects out-of-range values before anything is loaded or written (naming the field)."""
+  for name in ("num_steps", "checkpoint_every"):
+    checks.positive_int(config[name], f"config.{name}")
+  for name in ("train_subset", "batch_size", "max_shift", "query_chunk", "chunk_size"):
+    checks.positive_int(config.get(name, 0), f"config.{name}", minimum=0)  # 0: off / auto
+  checks.positive(config.learning_rate, "config.learning_rate")
+  if not checks.scalar(config.weight_decay, "config.weight_decay") >= 0:
+    raise ValueError(f"config.weight_decay must be >= 0; got {config.weight_decay}")
+  checks.boolean(config.get("restart", False), "config.restart")
+
+
+def check_data(config: ml_collections.ConfigDict, images: np.ndarray) -> None:
+  """The config values that depend on the data (``images [N, H, W, C]``)."""
+  if config.max_shift >= min(images.shape[1:3]):
+    raise ValueError(f"config.max_shift must be smaller than the images "
+                     f"({images.shape[1]}×{images.shape[2]}); got {config.max_shift}")
+  if config.train_subset > len(images):
+    raise ValueError(f"config.train_subset must be <= the {len(images)} training examples; "
+                     f"got {config.train_subset}")
 
 
 def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
@@ -57,7 +96,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, *,
   ensemble whose teachers are spread over every host's devices; process 0 writes
   the files.
   """
-  teachers.check_config(config)
+  check_config(config)
   check_restart_flag(restart_flag)
   distributed.initialize()  # no-op for one process; precedes any JAX computation
   with experiment.locked_workdir(workdir, enabled=distributed.is_main_process()):
@@ -73,12 +112,38 @@ def prepare_data(config: ml_collections.ConfigDict) -> tuple:
   if config.get("use_extra") and ds.extra_images is not None:  # SVHN: train + extra.
     train_x = np.concatenate([train_x, ds.extra_images])
     train_y = np.concatenate([train_y, ds.extra_labels])
-  teachers.check_data(config, train_x)
+  check_data(config, train_x)
   if config.train_subset:
     train_x, train_y = train_x[:config.train_subset], train_y[:config.train_subset]
   root = rng.root_key(config.seed)  # the run's root seed; stages draw named streams
   shards = data.partition(rng.stream(root, "partition"), train_x, train_y, config.num_teachers)
   return ds, train_x, train_y, shards, root
+
+
+def build_ensemble(config: ml_collections.ConfigDict, num_classes: int) -> teachers.Ensemble:
+  """The ensemble a teachers config describes (model by name, AdamW, strategy, mesh:
+  :func:`pate_jax.teachers.build_ensemble`)."""
+  return teachers.build_ensemble(
+      config.model.name, num_classes, model_kwargs=dict(config.model.kwargs),
+      learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+      batch_size=config.batch_size or None, max_shift=config.max_shift,
+      strategy=config.strategy, chunk_size=config.chunk_size or None,
+      memory_fraction=config.get("memory_fraction", 0.6),
+      compute_dtype=config.get("compute_dtype", "float32"))
+
+
+def _kill_after(ckpt: Checkpointer, crash_after_step: int):
+  """``config.crash_after_step`` (> 0), the resume tests' killed job: after that step's
+  checkpoint the process exits at once, without cleanup (the checkpointer closed first, so
+  only the process ending is skipped). None when off."""
+  if crash_after_step <= 0:
+    return None
+
+  def after_save(step: int) -> None:
+    if step == crash_after_step:
+      ckpt.close()
+      os._exit(3)  # Simulates a killed job (no cleanup) for the resume tests.
+  return after_save
 
 
 def plan(config: ml_collections.ConfigDict) -> dict:
@@ -87,10 +152,10 @@ def plan(config: ml_collections.ConfigDict) -> dict:
   the run's padded shapes: the plans the run would make). With the ``loop`` strategy (the
   CPU default) the run trains one teacher at a time; the plans shown are then those of
   ``vmap`` on the teacher mesh, for comparison. Loads the data; trains nothing."""
-  teachers.check_config(config)
+  check_config(config)
   ds, train_x, _, (shard_x, shard_y, dropped), root = prepare_data(config)
   t, n = config.num_teachers, int(shard_y.shape[1])
-  ensemble = teachers.build_ensemble(config, ds.num_classes)
+  ensemble = build_ensemble(config, ds.num_classes)
   index, num_pool = teachers.query_set(ds)
   out = {
       "dataset": ds.name, "data_source": ds.source, "fallback_data": ds.fallback,
@@ -106,23 +171,123 @@ def plan(config: ml_collections.ConfigDict) -> dict:
   return out
 
 
+# ------------------------------------------------------------------ the work directory
+
+
+def reused_results(workdir: Any, ckpt: Any, num_steps: int,
+                   outputs: dict[str, Any]) -> dict[str, Any] | None:
+  """The recorded results of this very run if it finished (``ckpt`` marked complete at
+  ``num_steps`` with these ``outputs``, and its votes.npz and results.json are in
+  ``workdir``): its votes.npz is reused and nothing is trained (``reused_votes``: True).
+  Else None. Without kept checkpoints, a finished run whose votes.npz is gone trains again
+  from step 0 (deterministic: the same teachers as a resume); while it is there, a rerun
+  with other values is refused first (:func:`protect_votes`)."""
+  path = pathlib.Path(workdir)
+  if (ckpt.completed(outputs) != num_steps
+      or not (path / "votes.npz").exists() or not (path / "results.json").exists()):
+    if ckpt.latest_step() is None and (ckpt.directory / checkpoint.COMPLETED_FILE).exists():
+      print("the earlier run's checkpoints were deleted when it finished "
+            "(keep_checkpoints=False): training from step 0")
+    return None
+  votes_lib.load_votes(path)  # validated
+  print(f"teachers already trained ({num_steps} steps; this configuration): reusing "
+        f"{path / 'votes.npz'}")
+  results = experiment.read_results(path)
+  results["reused_votes"] = True
+  return results
+
+
+VOTES_FILE = "votes.npz"
+VOTES_RECORD = "votes_fingerprint.json"  # beside votes.npz: the run that wrote it
+
+
+def _record(fingerprint: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+  return {"fingerprint": checkpoint.fingerprint(fingerprint),
+          "outputs": checkpoint.fingerprint(outputs)}
+
+
+def write_votes_record(workdir: Any, fingerprint: dict[str, Any],
+                       outputs: dict[str, Any]) -> None:
+  """Writes ``<workdir>/votes_fingerprint.json``: the ``fingerprint`` (the checkpoints'
+  fields) and ``outputs`` (what else votes.npz depends on) of the run about to write
+  votes.npz. Written *before* votes.npz, so a votes.npz of this version always has its
+  record (:func:`protect_votes`); it outlives the checkpoints."""
+  record = _record(fingerprint, outputs)
+  experiment.write_text(pathlib.Path(workdir) / VOTES_RECORD,
+                        json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def _votes_record(workdir: pathlib.Path) -> dict[str, Any] | None:
+  """The record of the run that wrote ``workdir``'s votes.npz: votes_fingerprint.json, else
+  (a workdir of an older version) the completion record of its checkpoints, else None."""
+  try:
+    record = json.loads((workdir / VOTES_RECORD).read_text())
+  except (OSError, ValueError):
+    record = checkpoint.read_completed(workdir / "checkpoints")
+  if not isinstance(record, dict) or not isinstance(record.get("fingerprint"), dict):
+    return None
+  return {"fingerprint": record["fingerprint"], "outputs": record.get("outputs") or {}}
+
+
+def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, Any], *,
+                  restart: bool = False, restart_flag: str = "--config.restart") -> None:
+  """Refuses a run that would replace the votes.npz in ``workdir`` by other votes.
+
+  Labels answered from these votes, and the privacy ledger that paid for them, refer to
+  them: votes from another partition, model or training would leave those labels (and
+  their ε, recomputed on the new votes) without the votes that produced them. So once
+  votes.npz exists, only the run that wrote it (the same ``fingerprint`` and ``outputs``,
+  as recorded by :func:`write_votes_record`) may go on here (it reuses them, or recomputes
+  the same ones), and ``restart`` is refused. With no votes.npz anything may run.
+
+  Raises:
+    ResumeMismatchError: ``restart``, another configuration (naming the differing fields)
+      or votes.npz without a record; the message says to use another workdir.
+  """
+  workdir = pathlib.Path(workdir)
+  votes = workdir / VOTES_FILE
+  if not votes.exists():
+    return
+  invalidated = ("labels answered from these votes (and their privacy ledger) would refer to "
+                 "votes that no longer exist")
+  new_workdir = "use another --workdir for a new run"
+  if restart:
+    raise checkpoint.ResumeMismatchError(
+        f"refusing {restart_flag}=True: {votes} holds the teachers' votes, and {invalidated}; "
+        f"a restart discards checkpoints only while no votes exist: {new_workdir}")
+  stored = _votes_record(workdir)
+  if stored is None:
+    raise checkpoint.ResumeMismatchError(
+        f"refusing to replace {votes}: there is no record of the run that wrote it "
+        f"({VOTES_RECORD}, or checkpoints/{checkpoint.COMPLETED_FILE}), and {invalidated}; "
+        f"{new_workdir}")
+  now = _record(fingerprint, outputs)
+  diff = checkpoint.fingerprint_diff({**stored["fingerprint"], **stored["outputs"]},
+                                     {**now["fingerprint"], **now["outputs"]}, VOTES_FILE)
+  if diff:
+    raise checkpoint.ResumeMismatchError(
+        f"refusing to replace {votes}: it was written with another configuration, and "
+        f"{invalidated}. Differing fields: {'; '.join(diff)}. Rerun with the original values "
+        f"to reuse these votes, or {new_workdir}")
+
+
 def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> dict:
   t_start = time.time()
   ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
-  fingerprint = {**experiment.config_fields(config, teachers.FINGERPRINT_FIELDS),
+  fingerprint = {**experiment.config_fields(config, FINGERPRINT_FIELDS),
                  "data_sha256": experiment.data_digest(train_x, train_y)}
   restart = config.get("restart", False)
   # Refuses a changed configuration before anything is compiled: one that would replace
   # votes.npz, then one that would resume other checkpoints. The checkpointer is closed
   # (and its lock released) whatever happens below.
-  teachers.protect_votes(workdir, fingerprint, _outputs(config), restart=restart,
-                         restart_flag=restart_flag)
+  protect_votes(workdir, fingerprint, _outputs(config), restart=restart,
+                restart_flag=restart_flag)
   with Checkpointer(f"{workdir}/checkpoints", max_to_keep=config.get("max_to_keep", 1),
                     fingerprint=fingerprint, restart=restart,
                     restart_flag=restart_flag) as ckpt:
-    done = teachers.reused_results(workdir, ckpt, config.num_steps, _outputs(config))
+    done = reused_results(workdir, ckpt, config.num_steps, _outputs(config))
     if done is not None:
       return done
     return _train_and_vote(config, workdir, ds, (shard_x, shard_y, dropped), root, ckpt,
@@ -140,7 +305,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   shard_x, shard_y, dropped = shards
   shard_x = data.to_float(shard_x)  # host arrays: each device receives only its teachers
 
-  ensemble = teachers.build_ensemble(config, ds.num_classes)
+  ensemble = build_ensemble(config, ds.num_classes)
   t = config.num_teachers
   init_keys = jax.random.split(rng.stream(root, "teacher_init"), t)
   train_keys = jax.random.split(rng.stream(root, "teacher_train"), t)
@@ -165,7 +330,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   state, loss = teachers.train_with_checkpoints(
       ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,
       num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
-      plan=plan, crash_after_step=config.crash_after_step)
+      plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)))
   train_seconds = time.time() - t_train
 
   t_votes = time.time()
@@ -179,7 +344,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   votes_seconds = time.time() - t_votes
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
   if distributed.is_main_process():
-    teachers.write_votes_record(workdir, ckpt.fingerprint, _outputs(config))
+    write_votes_record(workdir, ckpt.fingerprint, _outputs(config))
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
                          num_pool=num_pool, dataset=ds.name, probabilities=probs,
                          temperatures=temps or None, predictions=predictions)

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax.checkpoint import Checkpointer
-from pate_jax.experiment import data_digest
+from pate_jax.io import data_digest
 from pate_jax.students._data import StudentData, epoch_batch
 
 PyTree = Any

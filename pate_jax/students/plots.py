@@ -1,4 +1,5 @@
-"""Accuracy-vs-queries and ε-vs-queries plots of student runs (experiments/plot_students.py)."""
+"""Accuracy-vs-queries and ε-vs-queries plots of student runs (the plot_students stage,
+pate_jax/stages/students_plot.py; experiments/plot_students.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def point(results: dict[str, Any], run: str) -> dict[str, Any]:
 
 
 def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> None:
+  """Writes ``points`` (:func:`point`) to the PNG ``path``: held-out accuracy vs queries, one
+  line per label; publishable ε vs queries for the labels whose every point has one."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top

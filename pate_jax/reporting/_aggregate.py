@@ -1,23 +1,15 @@
-"""What the stages report: ε entries, privacy curves, results dicts, headlines and plots.
+"""What the aggregate stage reports: its ε entries, ε vs queries, results and headline.
 
-The aggregate stage (``experiments/aggregate.py``) reports the ε of the charged queries
-under each accounting of its mechanism (:func:`epsilon_reports`: ``epsilon`` on moments
-1..``max_moment`` = the 2017 code's convention, ``epsilon_tight`` on moments
-1..``tight_max_moment``, every entry flagged when its best moment/order is at the end of
-its grid, :func:`flag_grid_edges`), the publishable ε (:func:`publishable_epsilon`), ε vs
-queries answered (:func:`privacy_curve`, :func:`plot_privacy`) and a readable summary
-(:func:`aggregate_headline`). The teachers stage (``experiments/train_teachers.py``)
-writes a histogram of the normalized vote gap (:func:`plot_gap`) and one summary line
-(:func:`teachers_headline`). The main job (``experiments/run_pate.py``) writes its
-``report.md`` with :func:`main_job_markdown` (the attack's record: :func:`attack_summary`).
-
-Plain NumPy and Python on results already computed; nothing here is jitted.
+Owns the ε reports under each accounting of a mechanism (:func:`epsilon_reports`, with
+the grid-edge flags of :func:`flag_grid_edges`), the privacy curve (:func:`privacy_curve`),
+the stage's results dict in a publishable and a private part (:func:`aggregate_results`,
+:func:`private_part`, :func:`split_epsilon`, :func:`config_record`) and its readable lines
+(:func:`aggregate_headline`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 from typing import Any
 
 import numpy as np
@@ -27,9 +19,6 @@ from pate_jax import experiment
 from pate_jax import ledger as ledger_lib
 from pate_jax import mechanisms
 from pate_jax import rng
-from pate_jax import votes as votes_lib
-
-# --------------------------------------------------------------------- aggregate stage
 
 
 def flag_grid_edges(report: dict[str, dict], mechanism: Any, orders: Any,
@@ -121,24 +110,6 @@ def privacy_curve(mechanism: Any, params: dict, votes: np.ndarray, answered: np.
       for name, eps in mechanism.baselines(int(a), params, delta).items():
         curve["epsilon"].setdefault(name.replace("_", " "), []).append(float(eps))
   return curve
-
-
-def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) -> pathlib.Path:
-  """ε vs queries answered, one line per accounting (a small PNG); ``curve`` from
-  :func:`privacy_curve`."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(5, 3.4))
-  for name, eps in curve["epsilon"].items():
-    ax.plot(curve["queries_answered"], eps, label=name, lw=1.5)
-  ax.set_xlabel("queries answered")
-  ax.set_ylabel(f"ε at δ = {curve['delta']:g}")
-  ax.set_title(title, fontsize=9)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=7, frameon=False)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-  return pathlib.Path(path)
 
 
 def config_record(config: Any, mechanism: Any) -> dict[str, Any]:
@@ -302,234 +273,6 @@ def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
   return lines
 
 
-# ---------------------------------------------------------------------- teachers stage
-
-
-def plot_gap(gap: np.ndarray, num_teachers: int, path: str | pathlib.Path) -> None:
-  """Histogram of the normalized gap between the top two vote counts (``gap [Q]``)."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(5, 3.5))
-  ax.hist(gap * 100, bins=50, color="tab:blue")
-  ax.set_xlabel("normalized gap between top two vote counts (%)")
-  ax.set_ylabel("test queries")
-  ax.set_title(f"PRIVATE (data owner only): {num_teachers} teachers, mean gap {gap.mean():.1%}",
-               fontsize=9)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-
-
-def vote_summary(votes: np.ndarray, labels: np.ndarray, num_pool: int,
-                 teacher_accuracy: np.ndarray) -> dict[str, Any]:
-  """The teachers stage's accuracies on the test split (``votes [Q, C]``, ``labels [Q]``;
-  its first ``num_pool`` rows are the student's public pool, the rest its evaluation
-  set) and the mean normalized gap between the top two vote counts."""
-  plurality = votes.argmax(axis=1)
-  a = teacher_accuracy
-  return {
-      "teacher_test_accuracy": {"mean": a.mean(), "min": a.min(), "max": a.max()},
-      "plurality_accuracy_eval": (plurality[num_pool:] == labels[num_pool:]).mean(),
-      "plurality_accuracy_test": (plurality == labels).mean(),
-      "num_eval": len(labels) - num_pool,
-      "num_test": len(labels),
-      "mean_normalized_gap": np.asarray(votes_lib.normalized_gap(votes)).mean(),
-  }
-
-
-def teachers_headline(r: dict[str, Any]) -> str:
-  """One readable line of a teachers results dict (also the main job's): private values,
-  for the data owner only (the caller prints it marked so)."""
-  r = {**r, **r.get("private", {})}
-  a = r["teacher_test_accuracy"]
-  return (f"{r['num_teachers']} teachers × {r['examples_per_teacher']} examples "
-          f"({r['dataset']}): test accuracy mean {a['mean']:.2%} ({a['min']:.2%}–{a['max']:.2%}),"
-          f" plurality {r['plurality_accuracy_test']:.2%} (test) / "
-          f"{r['plurality_accuracy_eval']:.2%} (eval); mean normalized gap "
-          f"{r['mean_normalized_gap']:.3f}; wall {r['wall_seconds']:.0f} s"
-          + (" (an earlier run's; votes.npz reused)" if r.get("reused_votes") else ""))
-
-
-# ---------------------------------------------------------------------------- main job
-
-
-def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.Path) -> None:
-  """The student's held-out accuracy against training steps (its ``history``)."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(5, 3.5))
-  ax.plot([h["step"] for h in history], [100 * h["eval_accuracy"] for h in history], "o-")
-  ax.set_xlabel("training step")
-  ax.set_ylabel("held-out accuracy (%)")
-  ax.set_title(title, fontsize=9)
-  ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-
-
-def attack_summary(r: dict[str, Any]) -> dict[str, Any]:
-  """The main job's record of :func:`pate_jax.attacks.produced_histograms`: per histogram,
-  its votes, the mean reconstruction error of every variant against fresh noise and
-  against consistent answers, and the ε of the attacker's fresh repeats."""
-  variants = list(r["variants"])
-  rows = [{"query_index": h["query_index"],
-           "votes": [int(x) for x in np.asarray(h["votes"])],
-           **{f"error_{mode}/{v}": float(np.mean(h[f"error_{mode}/{v}"]))
-              for mode in ("fresh_noise", "consistent") for v in variants},
-           "epsilon_of_fresh_repeats": h["epsilon_of_fresh_repeats"]} for h in r["histograms"]]
-  s = r["summary"]
-  return {"sigma": r["sigma"], "num_queries": r["num_queries"], "variants": variants,
-          "histograms": rows,
-          "mean_error": {k: float(s[k]["mean_error"]) for k in s if "/" in k
-                         and not k.startswith("cramer_rao")},
-          "guess_all_votes_on_top_class": float(s["guess_all_votes_on_top_class"]["mean_error"]),
-          "guess_uniform": float(s["guess_uniform"]["mean_error"]),
-          "consistent_answer_is_true_top_fraction": float(
-              s["consistent_answer_is_true_top_fraction"]),
-          "ledger_check": r["ledger_check"]}
-
-
-def attack_headline(a: dict[str, Any]) -> list[str]:
-  """Readable lines of :func:`attack_summary` (or of ``{"skipped": reason}``)."""
-  if "skipped" in a:
-    return [f"histogram attack skipped: {a['skipped']}"]
-  head = a["variants"][0]
-  e = a["mean_error"]
-  lines = [f"histogram attack ({len(a['histograms'])} lowest-consensus labelled queries, "
-           f"{a['num_queries']} repeats each, GNMax σ = {a['sigma']:g}): mean error "
-           f"{e[f'fresh_noise/{head}']:.3f} with fresh noise, "
-           f"{e[f'consistent/{head}']:.3f} with consistent answers ('{head}' reconstruction; "
-           f"guessing all votes on the top class: {a['guess_all_votes_on_top_class']:.3f})"]
-  for v in a["variants"][1:]:
-    lines.append(f"  '{v}' reconstruction: {e[f'fresh_noise/{v}']:.3f} fresh, "
-                 f"{e[f'consistent/{v}']:.3f} consistent")
-  return lines
-
-
 def _g(x: Any) -> str:
   """``x`` in ``%.3g``; a string (JSON's ``"inf"``) as it is."""
   return x if isinstance(x, str) else f"{x:.3g}"
-
-
-def _pct(x: float | None) -> str:
-  return "n/a" if x is None else f"{100 * x:.2f} %"
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-  return (["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-          + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
-
-
-def _epsilon_rows(report: dict[str, Any]) -> list[list[str]]:
-  rows = []
-  for name, e in report.items():
-    best = e.get("best_order", e.get("best_moment"))
-    rows.append([name.replace("_", " "), f"{e['epsilon']:.3f}", "" if best is None
-                 else f"{best:g}"])
-  return rows
-
-
-def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
-  """The main job's ``report.md`` in two parts: *Publishable* (the labels, the student, the
-  data-independent and released ε) and *Private: for the data owner only* (the teachers,
-  the data-dependent ε, the attack on the run's own vote histograms, and the figures drawn
-  from them). ``figures[name]``: paths relative to the workdir (a missing name leaves its
-  figure out)."""
-  p = s["private"]
-  t, lab, st = p["teachers"], s["aggregate"], s["student"]
-  fig = lambda name, alt: [f"![{alt}]({figures[name]})", ""] if name in figures else []
-  acc = t["teacher_test_accuracy"]
-  out = [f"# PATE main job: {t['dataset']}, {t['num_teachers']} teachers", ""]
-  if s["data"]["fallback_data"]:
-    out += ["**FALLBACK DATA (scikit-learn 8×8 digits): NOT an MNIST result.**", ""]
-  source = s["noise_source"]
-  noise = (f"**The noise of this run is public**: {source['note']}." if source["public"]
-           else "The noise of this run is secret (drawn from the operating system, never "
-           "written).")
-  release = s.get("epsilon_release")
-  if isinstance(release, dict):
-    released = (f"ε released with smooth sensitivity: **{release['epsilon_released']:.3f}** "
-                f"(release {release['release']} of this budget; order {_g(release['order'])}, "
-                f"β {_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])}, all fixed in the "
-                f"config before the data was seen; {release['conversion']} conversion).")
-  else:
-    released = f"No released ε: {release}."
-  led = s["ledger"]
-  out += [f"Data: {s['data']['data_source']}. Wall time {s['wall_seconds']:.0f} s. Numbers from "
-          "`results.json` here and in each stage's directory. " + noise, "",
-          "## Publishable", "",
-          "Everything in this part may be published: it depends on the private data only "
-          "through the released labels and the released ε.", "",
-          "### Noisy labels and their privacy cost", "",
-          f"{lab['mechanism']} {lab['noise']}: {lab['num_answered']} of {lab['num_queries']} "
-          f"queries answered, label accuracy {_pct(lab['label_accuracy_answered'])}. ε at "
-          f"δ = {lab['delta']:g}:", "",
-          *_table(["data-independent ε of the labels", "value", "best order"],
-                  _epsilon_rows(lab["epsilon"])), "",
-          released, "",
-          f"The teachers' budget: ε {led['epsilon']:.3f} of ε_max {_g(led['epsilon_max'])} "
-          f"spent ({led['num_charged']} queries charged and {led['releases']} release(s); the "
-          f"data-independent bound of everything published), kept in {led['kept_in']}.", "",
-          "### Student", "",
-          f"{st['student']}: held-out accuracy {_pct(st['eval_accuracy'])} on {st['num_eval']} "
-          f"images, from {st['num_labels']} noisy labels ({_pct(st['label_accuracy'])} correct),"
-          f" {st['epochs']:.0f} epochs, {st['train_seconds']:.0f} s training.", "",
-          *fig("student", "student accuracy"),
-          "## Private: for the data owner only", "",
-          "Nothing below may be published, nor any figure or number drawn from it: each is a "
-          "function of the private data (the teachers, their votes).", "",
-          "### Teachers", "",
-          f"{t['num_teachers']} teachers on disjoint partitions of {t['examples_per_teacher']} "
-          f"examples each: test accuracy mean {_pct(acc['mean'])} (min {_pct(acc['min'])}, max "
-          f"{_pct(acc['max'])}); their plurality vote {_pct(t['plurality_accuracy_test'])} on "
-          f"the test split; mean normalized gap between the top two vote counts "
-          f"{_pct(t['mean_normalized_gap'])}.", "", *fig("gap", "private: vote gap"),
-          "### Data-dependent ε", "",
-          *_table(["data-dependent ε (private)", "value", "best order"],
-                  _epsilon_rows(p["epsilon"])), "",
-          *_release_private(p.get("epsilon_release")),
-          *fig("privacy", "private: epsilon vs queries")]
-  out += _attack_markdown(p.get("attack") or {"skipped": "not run"}, fig)
-  return "\n".join(out).rstrip() + "\n"
-
-
-def _release_private(r: dict[str, Any] | None) -> list[str]:
-  if not r:
-    return []
-  return [f"The un-noised value behind the release: data-dependent ε "
-          f"{r['epsilon_data_dependent']:.3f}, expected release {r['epsilon_expected_release']:.3f}"
-          f" ± {r['noise_std']:.3f} (smooth sensitivity {r['smooth_sensitivity']:.3g}).", ""]
-
-
-def _attack_markdown(a: dict[str, Any], fig: Any) -> list[str]:
-  if "skipped" in a:
-    return ["### Histogram attack", "", f"Skipped: {a['skipped']}.", ""]
-  variants = a["variants"]
-  rows = [[r["query_index"], " ".join(map(str, r["votes"])),
-           *[f"{r[f'error_fresh_noise/{v}']:.3f}" for v in variants],
-           *[f"{r[f'error_consistent/{v}']:.3f}" for v in variants],
-           f"{r['epsilon_of_fresh_repeats']:.3g}"] for r in a["histograms"]]
-  fresh, cons = a["ledger_check"]
-  return ["### Histogram attack", "",
-          f"The attacker repeats each of the {len(rows)} labelled queries with the fewest "
-          f"votes on their top class {a['num_queries']} times against GNMax "
-          f"(σ = {a['sigma']:g}) and reconstructs the private vote histogram from the answer "
-          "frequencies (error: Σ|H − Ĥ| / 2N). With fresh noise per answer the frequencies "
-          "reveal the histogram; with consistent answers (the defense: noise keyed by the "
-          "query) every repeat gets the same answer and the attacker learns the top class "
-          f"only (guessing all votes on it: error {a['guess_all_votes_on_top_class']:.3f}).",
-          "",
-          *_table(["query", "votes (private)", *[f"error fresh, {v}" for v in variants],
-                   *[f"error consistent, {v}" for v in variants],
-                   "ε of the fresh repeats"], rows), "",
-          f"Ledger replay of {fresh['num_queries']} repeats of query "
-          f"{a['histograms'][0]['query_index']}: fresh noise charges {fresh['num_charged']} "
-          f"queries (ε {fresh['epsilon']:.3g}, {fresh['distinct_labels']} distinct labels); "
-          f"consistent answers charge {cons['num_charged']} (ε {cons['epsilon']:.3g}, "
-          f"{cons['distinct_labels']} distinct label).", "", *fig("attack", "private: attack")]
-
-
-def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  return plt

@@ -1,11 +1,15 @@
-"""A per-query scalar reference of the accountants (``math`` + SciPy, Python loops).
+"""The benchmarks' loop baselines and the tests' oracle: a per-query scalar reference of
+the accountants (``math`` + SciPy, Python loops).
+
+Benchmark code, beside the stages that time it (``pate_jax.stages.bench_accounting``,
+``bench_smooth_sensitivity``), never imported by the core library.
 
 The same formulas as the vectorised cores — the 2017 LNMax moments (Papernot et al.
 2017, Theorems 1-3, Lemma 4) and the 2018 Confident-GNMax data-dependent RDP
 (Papernot et al. 2018, Theorem 6, Proposition 10, Section 4.1) — written one query
 and one order at a time, the way the original PATE scripts compute them. It is the
 baseline of ``experiments/bench_accounting.py`` and an independent cross-check of
-the JAX path; it is not used by the library itself. Likewise the per-distance walk of
+the JAX path. Likewise the per-distance walk of
 the smooth-sensitivity release (Papernot et al. 2018, Apps. B-C): the baseline of
 ``experiments/bench_smooth_sensitivity.py`` and the oracle of its tests.
 """

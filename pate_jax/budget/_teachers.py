@@ -1,199 +1,46 @@
-"""The privacy budget of a set of teachers, kept with their votes.
+"""The one budget of a set of teachers: :class:`TeachersBudget`.
 
-A budget belongs to the private data -- the teachers' votes -- not to a work directory,
-a process or an object. :class:`TeachersBudget` keeps it in one file beside the votes it
-was spent on, and every consumer (the aggregate stage, the main job, the active student,
-any number of work directories) spends from that one ledger::
-
-  <teachers>/votes.npz        the votes (private)
-  <teachers>/ledger.npz       the budget (private): the ledger record, the votes' digest,
-                              every charged row of votes.npz with its released outcome,
-                              the smooth-sensitivity releases of the private ε
-  <teachers>/ledger.journal   one line per spend: generation and SHA-256 of ledger.npz
-  <teachers>/ledger.lock      held (``flock``) while a process reads, spends and writes
-
-Every operation takes the lock, reads the newest ledger.npz and checks it before
-spending:
-
-* it was spent on *these* votes (their digest), and it is the newest copy: its
-  generation and hash are the journal's last line (a restored older copy, or a copy from
-  another directory, is refused; a crash between writing the file and its journal line
-  is recognised and completed);
-* its recorded cost is the cost of its recorded answers, recomputed from votes.npz and
-  the recorded outcomes with the mechanism's own ``cost`` (plus its releases): a forged
-  or spliced ledger is refused, naming the file;
-* it was spent under the settings asked for (mechanism, noise, δ, ε_max, orders,
-  conversion, release parameters); another setting on the same teachers is refused --
-  one budget per set of teachers.
-
-A row of votes.npz is answered at most once: asking it again returns the recorded
-outcome, free (post-processing of an answer already paid for). New rows are answered by a
-:class:`pate_jax.ledger.PrivateAggregator` whose refusals depend only on the
-data-independent bound (see its module), with noise from the key given -- a secret key
-from :func:`pate_jax.rng.noise_key` unless a research seed was named.
-
-The smooth-sensitivity release of the private data-dependent ε (Papernot et al. 2018,
-Section 4 and Appendix B: GNSS) is drawn with parameters fixed before the data is seen
-(:class:`ReleaseSpec`: order λ, β, σ_ss), once per ledger state: a rerun re-reports the
-stored release; a new release is drawn only after new answers. Every release's RDP
-(Theorem 23, at every order below ``1/(2β)``, +inf above) is charged to the budget, so
-the ledger's data-independent ε bounds everything published: the labels and every
-released ε. The first release is paid for when the ledger is created (so that answering
-can never leave too little budget to release what it cost); each later one when it is
-drawn, if it fits. The k-th release publishes ``rdp(D) + k·ε_ss(λ) + SS_β(D)·σ_ss·z +
-δ-term(λ)``.
-
-What a file may be shown to whom: ledger.npz and the journal are private (for the data
-owner only), like votes.npz; what may be published is listed by :meth:`TeachersBudget.
-public_summary`.
-
-Research mode. With a research noise seed the noise is public (anyone holding the seed
-recomputes it), so no budget can be protected: the ledger of a research run lives in its
-work directory (``research_ledger.npz``), records the seed, and measures ε; the outputs
-say that its ε is a measurement, not a release.
+Owns spending it: reading the newest ledger file under the lock and checking it against
+the votes and the journal (its digest, generation, settings and recomputed cost), answering
+new rows through a :class:`pate_jax.ledger.PrivateAggregator` and returning recorded ones
+free, writing the next generation, and drawing the smooth-sensitivity releases. The
+rules are described in :mod:`pate_jax.budget`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import hashlib
 import json
 import math
 import os
 import pathlib
-import threading
-from typing import Any, Iterator, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax import _checks as v
 from pate_jax import accounting as acc
 from pate_jax import ledger as ledger_lib
 from pate_jax import mechanisms
+from pate_jax.budget._files import (
+    JOURNAL_SUFFIX,
+    LEDGER_FILE,
+    LOCK_SUFFIX,
+    RESEARCH_LEDGER_FILE,
+    BudgetError,
+    _file_sha256,
+    _Loaded,
+    _locked,
+    votes_digest,
+)
+from pate_jax.budget._release import ReleaseSpec
 
-__all__ = [
-    "ReleaseSpec", "TeachersBudget", "BudgetError", "votes_digest", "default_release_order",
-    "LEDGER_FILE", "RESEARCH_LEDGER_FILE", "JOURNAL_SUFFIX",
-]
-
-LEDGER_FILE = "ledger.npz"
-RESEARCH_LEDGER_FILE = "research_ledger.npz"
-JOURNAL_SUFFIX = ".journal"
-LOCK_SUFFIX = ".lock"
 
 _ANSWERED = int(ledger_lib.Status.ANSWERED)
 _NOT_CONFIDENT = int(ledger_lib.Status.NOT_CONFIDENT)
 _REFUSED = int(ledger_lib.Status.REFUSED_BUDGET)
 _CHARGED = (_ANSWERED, _NOT_CONFIDENT)
-
-# A β of 0.4/λ: the middle of tf-privacy's grid 0.30/λ .. 0.49/λ.
-DEFAULT_BETA_TIMES_ORDER = 0.4
-
-_THREAD_LOCKS: dict[str, threading.Lock] = {}
-_THREAD_LOCKS_GUARD = threading.Lock()
-
-
-class BudgetError(ValueError):
-  """A teachers' ledger that cannot be trusted or spent under the settings asked for."""
-
-
-class ReleaseSpec(NamedTuple):
-  """Parameters of the smooth-sensitivity release, fixed before the data is seen.
-
-  Attributes:
-    order: the Rényi order λ > 1 at which the private RDP is released.
-    beta: the smoothing β, ``0 < β < 1/(2λ)``.
-    sigma_ss: the GNSS noise multiplier σ_ss > 0.
-  """
-  order: float
-  beta: float
-  sigma_ss: float
-
-  @classmethod
-  def make(cls, order: float, sigma_ss: float, beta: float | None = None) -> "ReleaseSpec":
-    """Validated parameters; ``beta`` defaults to ``0.4 / order``."""
-    order = float(v.orders(order, "release order").reshape(()))
-    sigma_ss = float(v.positive(sigma_ss, "release sigma_ss"))
-    beta = DEFAULT_BETA_TIMES_ORDER / order if beta is None else float(
-        v.positive(beta, "release beta"))
-    if not beta * order < 0.5:
-      raise ValueError(f"release beta must be < 1/(2·order) = {0.5 / order:g} (Theorem 23); "
-                       f"got {beta!r}")
-    return cls(order, beta, sigma_ss)
-
-  def rdp_curve(self, orders: np.ndarray) -> np.ndarray:
-    """The release's RDP ``ε_ss(β, σ_ss, α)`` at every order ``α < 1/(2β)`` (Theorem 23),
-    ``+inf`` at the others: what one release costs the budget."""
-    orders = np.asarray(orders, np.float64)
-    valid = orders < 0.5 / self.beta
-    out = np.full(orders.shape, np.inf)
-    if valid.any():
-      with jax.enable_x64(True):
-        out[valid] = np.asarray(acc.gnss_rdp(self.beta, self.sigma_ss, orders[valid]))
-    return out
-
-
-def default_release_order(mechanism: mechanisms.Mechanism, params: dict[str, Any],
-                          num_queries: int, delta: float, orders: Any = None,
-                          conversion: str = "improved") -> float:
-  """A data-independent order for the release: the order of ``orders`` (default
-  :data:`pate_jax.accounting.DEFAULT_ORDERS`) at which ``num_queries`` answers cost the
-  least data-independent ε. A function of the settings only, so it may be chosen before
-  the data is seen."""
-  num_queries = v.positive_int(num_queries, "num_queries")
-  accountant = mechanisms.make_accountant(mechanism, orders, conversion)
-  votes = np.zeros((1, 2), np.int32)
-  per_query = mechanism.cost(votes, np.ones(1, bool), params, accountant.orders, False)
-  with jax.enable_x64(True):
-    _, best = accountant.compose(num_queries * np.asarray(per_query)[0]).epsilon(delta)
-  return float(best)
-
-
-def votes_digest(votes: dict[str, Any]) -> str:
-  """SHA-256 of what a budget is spent on: the votes and the dataset rows they are of."""
-  h = hashlib.sha256()
-  for name in ("votes", "index"):
-    a = np.ascontiguousarray(votes[name])
-    h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-    h.update(memoryview(a).cast("B"))
-  return h.hexdigest()
-
-
-def _file_sha256(path: pathlib.Path) -> str:
-  return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(path: pathlib.Path) -> Iterator[None]:
-  """Holds ``path`` (an ``flock``, blocking) and a lock of this process's threads."""
-  with _THREAD_LOCKS_GUARD:
-    thread_lock = _THREAD_LOCKS.setdefault(str(path.resolve()), threading.Lock())
-  with thread_lock:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-      fcntl.flock(fd, fcntl.LOCK_EX)
-      yield
-    finally:
-      fcntl.flock(fd, fcntl.LOCK_UN)
-      os.close(fd)
-
-
-@dataclasses.dataclass
-class _Loaded:
-  """A verified ledger file: the aggregator record and the teachers' bookkeeping."""
-  record: dict[str, np.ndarray]
-  rows: np.ndarray          # int64 [N] charged rows of votes.npz, in the order charged
-  labels: np.ndarray        # int32 [N]
-  status: np.ndarray        # int32 [N]
-  release_count: int              # releases drawn
-  releases_paid: int              # releases charged to the budget (>= release_count)
-  release: dict[str, Any] | None   # the newest release (public and private parts)
-  generation: int                 # writes of the file (its journal's last line)
 
 
 class TeachersBudget:

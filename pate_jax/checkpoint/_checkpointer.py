@@ -1,42 +1,16 @@
-"""Orbax checkpoints of a pytree train state, keyed by training step, and what makes a
-resume safe: it continues the *same* run, past a corrupted step, in one process at a time.
+"""Orbax checkpoints of a pytree train state, keyed by step: :class:`Checkpointer`.
 
-* **Fingerprint.** :class:`Checkpointer` stores a flat JSON record of everything that
-  determines the run (seed, data digest, partition, optimiser, model: see
-  :func:`fingerprint`) as ``fingerprint.json`` beside the step directories. A resume
-  whose fingerprint differs is refused with :class:`ResumeMismatchError` naming the
-  differing fields, unless ``restart=True`` discards the checkpoints and starts over
-  (the message names the flag that sets it: ``restart_flag``, ``--config.restart`` by
-  default, ``--config.teachers.restart`` in a main job whose stage configs are nested).
-  For PATE this protects the privacy analysis: teachers resumed with another seed would
-  continue on *another* partition, so one example could end up in two teachers.
-* **Fallback.** :meth:`Checkpointer.restore_or` tries the steps newest first; a step
-  that does not restore (truncated or garbage files, missing metadata, an empty
-  directory) is moved to ``corrupt/`` and named in one warning line, and the newest
-  step that restores is used (none: the run starts over, which for a deterministic run
-  gives the same result).
-* **Lock.** A :class:`DirectoryLock` (an ``flock``-ed ``.lock`` file holding the pid)
-  keeps a second run from using the directory at the same time; it fails fast with
-  :class:`LockedError` naming the holder. The kernel drops the lock when its process
-  dies, so the lock of a killed run is taken over (and said so).
-* **Disk.** ``max_to_keep`` steps are kept while a run trains (1 by default: what a resume
-  needs). :meth:`Checkpointer.complete` marks a finished run in ``completed.json`` (its
-  step and fingerprint) and deletes the step directories unless asked to keep them: a
-  stage's outputs (votes, labels, results) are what a rerun reuses
-  (:meth:`Checkpointer.completed`; :func:`read_completed` reads the record). orbax's
-  "Waiting for previous save" warning is dropped (its time is in
-  :attr:`Checkpointer.blocking_seconds`), so it does not break the progress bar.
-* **Paths.** orbax globs inside the directory without escaping it, so under a path with
-  ``[`` (``runs/run[1]``, a character class to glob) the glob matched nothing and no step
-  restored: orbax is given a directory whose path holds ``[``, ``*`` or ``?`` through a
-  symlink of a plain name.
+Owns saving without stopping training, restoring the newest step that restores (a
+damaged one is moved to :data:`CORRUPT_DIR`), the fingerprint check and the restart
+on construction, marking a finished run complete, and the path handed to orbax (a
+symlink where the directory's path holds a glob character). The module docstring of
+:mod:`pate_jax.checkpoint` describes each.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -48,20 +22,27 @@ import time
 from typing import Any, Mapping
 
 import jax
-import numpy as np
 import orbax.checkpoint as ocp
 
 from pate_jax import _checks
+from pate_jax.checkpoint._fingerprint import (
+    COMPLETED_FILE,
+    FINGERPRINT_FILE,
+    RESTART_FLAG,
+    ResumeMismatchError,
+    _as_fingerprint,
+    check_restart_flag,
+    fingerprint_diff,
+    read_completed,
+    restart_hint,
+)
+from pate_jax.checkpoint._lock import LOCK_FILE, DirectoryLock, check_directory
 
 PyTree = Any
-LOCK_FILE = ".lock"
-FINGERPRINT_FILE = "fingerprint.json"
 CORRUPT_DIR = "corrupt"  # not a step name: orbax ignores it
-COMPLETED_FILE = "completed.json"
-RESTART_FLAG = "--config.restart"  # the flag of a stage run by its own script
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("pate_jax.checkpoint")  # the package's logger
 
 
 class _NoSaveWaitWarnings(logging.Filter):
@@ -73,191 +54,6 @@ class _NoSaveWaitWarnings(logging.Filter):
 
 
 logging.getLogger("absl").addFilter(_NoSaveWaitWarnings())
-
-
-class ResumeMismatchError(ValueError):
-  """The checkpoints in a directory were written by a different run configuration."""
-
-
-class LockedError(RuntimeError):
-  """The directory is in use by another run (or another object of this process)."""
-
-
-# ----------------------------------------------------------------------------- fingerprint
-
-
-def _jsonable(value: Any) -> Any:
-  if isinstance(value, (list, tuple)):
-    return [_jsonable(v) for v in value]
-  if isinstance(value, np.ndarray):
-    return _jsonable(value.tolist())
-  if isinstance(value, np.generic):
-    return value.item()
-  if value is None or isinstance(value, (bool, int, float, str)):
-    return value
-  raise ValueError(f"fingerprint: value {value!r} of type {type(value).__name__} is not a "
-                   "number, string, bool, None, list or mapping")
-
-
-def fingerprint(fields: Mapping[str, Any]) -> dict[str, Any]:
-  """A flat, JSON-stable record of ``fields``: nested mappings become dotted keys
-  (``{"model": {"name": "mlp"}}`` → ``{"model.name": "mlp"}``), tuples lists, numpy
-  scalars Python numbers. Equal records mean the same run."""
-  out = {}
-  for key, value in fields.items():
-    if hasattr(value, "to_dict"):  # ml_collections.ConfigDict
-      value = value.to_dict()
-    if isinstance(value, Mapping):
-      out.update({f"{key}.{k}": v for k, v in fingerprint(value).items()})
-    else:
-      out[str(key)] = _jsonable(value)
-  return out
-
-
-def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any],
-                     stored_name: str = "checkpoint") -> list[str]:
-  """``"field: old (checkpoint) -> new (now)"`` for every field that differs (values as
-  JSON; a field one side lacks shows as ``<absent>``); ``stored_name`` names the old side."""
-  show = lambda d, k: json.dumps(d[k]) if k in d else "<absent>"
-  return [f"{k}: {show(stored, k)} ({stored_name}) -> {show(current, k)} (now)"
-          for k in sorted(set(stored) | set(current)) if show(stored, k) != show(current, k)]
-
-
-def restart_hint(restart_flag: str = RESTART_FLAG) -> str:
-  """How to start over: ``restart_flag`` (``--config.restart``, or the nested stage's
-  ``--config.teachers.restart``) set to True, or another workdir."""
-  return (f"start over with restart=True ({restart_flag}=True), which deletes these "
-          "checkpoints, or use another --workdir")
-
-
-def check_restart_flag(restart_flag: Any) -> str:
-  """``restart_flag`` if it names a config flag (``--config.restart``,
-  ``--config.teachers.restart``), else ValueError."""
-  if not isinstance(restart_flag, str) or not re.fullmatch(r"--config(\.\w+)+", restart_flag):
-    raise ValueError("restart_flag must name a config flag such as '--config.restart' or "
-                     f"'--config.teachers.restart'; got {restart_flag!r}")
-  return restart_flag
-
-
-def read_completed(directory: str | os.PathLike) -> dict[str, Any] | None:
-  """The completion record :meth:`Checkpointer.complete` left in ``directory``
-  (``{"step", "fingerprint", "outputs"}``), or None (none, or unreadable)."""
-  try:
-    record = json.loads((pathlib.Path(directory) / COMPLETED_FILE).read_text())
-  except (OSError, ValueError):
-    return None
-  return record if isinstance(record, dict) else None
-
-
-_as_fingerprint = fingerprint  # Checkpointer's argument of the same name shadows it
-
-
-# ----------------------------------------------------------------------------- lock
-
-
-def check_directory(directory: str | os.PathLike, name: str = "directory") -> pathlib.Path:
-  """``directory`` as an absolute path, which is or can become a writable directory.
-
-  Raises:
-    NotADirectoryError: it, or a parent, is a file.
-    PermissionError: it exists and is not writable.
-  """
-  path = pathlib.Path(directory).absolute()
-  for p in (path, *path.parents):
-    if p.exists():
-      if not p.is_dir():
-        raise NotADirectoryError(
-            f"{name}: {p} is not a directory (a file is in the way of {path}); move or "
-            "delete it, or use another --workdir")
-      if p == path and not os.access(p, os.W_OK | os.X_OK):
-        raise PermissionError(f"{name}: {p} is not writable")
-      break
-  return path
-
-
-def _pid_alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:
-    return True
-  return True
-
-
-class DirectoryLock:
-  """One process at a time in ``directory``: an ``flock`` on ``<directory>/.lock``.
-
-  The file holds the holder's pid, for the message a second run gets; the kernel
-  releases the lock when the holder exits or is killed, so a stale lock (a pid that no
-  longer runs) is taken over with a warning. Use as a context manager or call
-  :meth:`acquire` / :meth:`release`.
-  """
-
-  def __init__(self, directory: str | os.PathLike, name: str = LOCK_FILE):
-    self.directory = pathlib.Path(directory).absolute()
-    self.path = self.directory / name
-    self._fd: int | None = None
-
-  @property
-  def held(self) -> bool:
-    return self._fd is not None
-
-  def acquire(self) -> "DirectoryLock":
-    """Takes the lock or raises :class:`LockedError` at once (never waits)."""
-    if self._fd is not None:
-      return self
-    check_directory(self.directory)
-    self.directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-      holder = os.pread(fd, 200, 0).decode(errors="replace").split()
-      os.close(fd)
-      if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-        raise
-      pid = holder[0] if holder else "?"
-      this = " (this process: close the other user of the directory first)" if (
-          pid == str(os.getpid())) else ""
-      raise LockedError(
-          f"{self.directory} is in use by process {pid}{this} (lock file {self.path}); two "
-          "runs in one directory would overwrite each other's checkpoints and results. Wait "
-          "for it to end, or use another --workdir") from None
-    previous = os.pread(fd, 200, 0).decode(errors="replace").split()
-    if previous and previous[0] != str(os.getpid()):
-      state = "" if not previous[0].isdigit() or _pid_alive(int(previous[0])) else \
-          ", no longer running"
-      _log.warning("%s: took over the stale lock of process %s%s", self.directory,
-                   previous[0], state)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    self._fd = fd
-    return self
-
-  def release(self) -> None:
-    if self._fd is None:
-      return
-    fd, self._fd = self._fd, None
-    with contextlib.suppress(OSError):
-      os.ftruncate(fd, 0)  # the file stays (deleting it would race with a new holder)
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
-
-  def __enter__(self) -> "DirectoryLock":
-    return self.acquire()
-
-  def __exit__(self, *exc) -> None:
-    self.release()
-
-  def __del__(self):
-    try:
-      self.release()
-    except Exception:  # pylint: disable=broad-except  # at interpreter exit modules are gone
-      pass
-
-
-# ----------------------------------------------------------------------------- checkpoints
 
 
 def _step_dirs(directory: pathlib.Path) -> list[int]:
@@ -567,4 +363,3 @@ class Checkpointer:
 
   def __exit__(self, *exc) -> None:
     self.close()
-

@@ -1,0 +1,79 @@
+"""The files of a teachers' budget and the lock that guards them.
+
+Owns the file names (``ledger.npz``, ``research_ledger.npz`` and the journal and lock
+beside them), :class:`BudgetError`, :func:`votes_digest` (what a budget is spent on),
+a file's SHA-256 (the journal's entries), the ``flock`` plus thread lock held while a
+process reads, spends and writes (``_locked``), and ``_Loaded``, a verified ledger file
+in memory. Reading, checking and writing them is :class:`pate_jax.budget.TeachersBudget`'s
+(:mod:`pate_jax.budget` describes the checks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import os
+import pathlib
+import threading
+from typing import Any, Iterator
+
+import numpy as np
+
+
+LEDGER_FILE = "ledger.npz"
+RESEARCH_LEDGER_FILE = "research_ledger.npz"
+JOURNAL_SUFFIX = ".journal"
+LOCK_SUFFIX = ".lock"
+
+
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+class BudgetError(ValueError):
+  """A teachers' ledger that cannot be trusted or spent under the settings asked for."""
+
+
+def votes_digest(votes: dict[str, Any]) -> str:
+  """SHA-256 of what a budget is spent on: the votes and the dataset rows they are of."""
+  h = hashlib.sha256()
+  for name in ("votes", "index"):
+    a = np.ascontiguousarray(votes[name])
+    h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+    h.update(memoryview(a).cast("B"))
+  return h.hexdigest()
+
+
+def _file_sha256(path: pathlib.Path) -> str:
+  return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: pathlib.Path) -> Iterator[None]:
+  """Holds ``path`` (an ``flock``, blocking) and a lock of this process's threads."""
+  with _THREAD_LOCKS_GUARD:
+    thread_lock = _THREAD_LOCKS.setdefault(str(path.resolve()), threading.Lock())
+  with thread_lock:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX)
+      yield
+    finally:
+      fcntl.flock(fd, fcntl.LOCK_UN)
+      os.close(fd)
+
+
+@dataclasses.dataclass
+class _Loaded:
+  """A verified ledger file: the aggregator record and the teachers' bookkeeping."""
+  record: dict[str, np.ndarray]
+  rows: np.ndarray          # int64 [N] charged rows of votes.npz, in the order charged
+  labels: np.ndarray        # int32 [N]
+  status: np.ndarray        # int32 [N]
+  release_count: int              # releases drawn
+  releases_paid: int              # releases charged to the budget (>= release_count)
+  release: dict[str, Any] | None   # the newest release (public and private parts)
+  generation: int                 # writes of the file (its journal's last line)

@@ -1,0 +1,72 @@
+"""The parameters of the smooth-sensitivity release, fixed before the data is seen.
+
+Owns :class:`ReleaseSpec` (order λ, β, σ_ss and the release's RDP curve, Theorem 23 of
+Papernot et al. 2018) and :func:`default_release_order`, a data-independent rule for λ.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from pate_jax import _checks as v
+from pate_jax import accounting as acc
+from pate_jax import mechanisms
+
+
+# A β of 0.4/λ: the middle of tf-privacy's grid 0.30/λ .. 0.49/λ.
+DEFAULT_BETA_TIMES_ORDER = 0.4
+
+
+class ReleaseSpec(NamedTuple):
+  """Parameters of the smooth-sensitivity release, fixed before the data is seen.
+
+  Attributes:
+    order: the Rényi order λ > 1 at which the private RDP is released.
+    beta: the smoothing β, ``0 < β < 1/(2λ)``.
+    sigma_ss: the GNSS noise multiplier σ_ss > 0.
+  """
+  order: float
+  beta: float
+  sigma_ss: float
+
+  @classmethod
+  def make(cls, order: float, sigma_ss: float, beta: float | None = None) -> "ReleaseSpec":
+    """Validated parameters; ``beta`` defaults to ``0.4 / order``."""
+    order = float(v.orders(order, "release order").reshape(()))
+    sigma_ss = float(v.positive(sigma_ss, "release sigma_ss"))
+    beta = DEFAULT_BETA_TIMES_ORDER / order if beta is None else float(
+        v.positive(beta, "release beta"))
+    if not beta * order < 0.5:
+      raise ValueError(f"release beta must be < 1/(2·order) = {0.5 / order:g} (Theorem 23); "
+                       f"got {beta!r}")
+    return cls(order, beta, sigma_ss)
+
+  def rdp_curve(self, orders: np.ndarray) -> np.ndarray:
+    """The release's RDP ``ε_ss(β, σ_ss, α)`` at every order ``α < 1/(2β)`` (Theorem 23),
+    ``+inf`` at the others: what one release costs the budget."""
+    orders = np.asarray(orders, np.float64)
+    valid = orders < 0.5 / self.beta
+    out = np.full(orders.shape, np.inf)
+    if valid.any():
+      with jax.enable_x64(True):
+        out[valid] = np.asarray(acc.gnss_rdp(self.beta, self.sigma_ss, orders[valid]))
+    return out
+
+
+def default_release_order(mechanism: mechanisms.Mechanism, params: dict[str, Any],
+                          num_queries: int, delta: float, orders: Any = None,
+                          conversion: str = "improved") -> float:
+  """A data-independent order for the release: the order of ``orders`` (default
+  :data:`pate_jax.accounting.DEFAULT_ORDERS`) at which ``num_queries`` answers cost the
+  least data-independent ε. A function of the settings only, so it may be chosen before
+  the data is seen."""
+  num_queries = v.positive_int(num_queries, "num_queries")
+  accountant = mechanisms.make_accountant(mechanism, orders, conversion)
+  votes = np.zeros((1, 2), np.int32)
+  per_query = mechanism.cost(votes, np.ones(1, bool), params, accountant.orders, False)
+  with jax.enable_x64(True):
+    _, best = accountant.compose(num_queries * np.asarray(per_query)[0]).epsilon(delta)
+  return float(best)

@@ -1,0 +1,47 @@
+"""Orbax checkpoints of a pytree train state, keyed by training step, and what makes a
+resume safe: it continues the *same* run, past a corrupted step, in one process at a time.
+
+* **Fingerprint.** :class:`Checkpointer` stores a flat JSON record of everything that
+  determines the run (seed, data digest, partition, optimiser, model: see
+  :func:`fingerprint`) as ``fingerprint.json`` beside the step directories. A resume
+  whose fingerprint differs is refused with :class:`ResumeMismatchError` naming the
+  differing fields, unless ``restart=True`` discards the checkpoints and starts over
+  (the message names the flag that sets it: ``restart_flag``, ``--config.restart`` by
+  default, ``--config.teachers.restart`` in a main job whose stage configs are nested).
+  For PATE this protects the privacy analysis: teachers resumed with another seed would
+  continue on *another* partition, so one example could end up in two teachers.
+* **Fallback.** :meth:`Checkpointer.restore_or` tries the steps newest first; a step
+  that does not restore (truncated or garbage files, missing metadata, an empty
+  directory) is moved to ``corrupt/`` and named in one warning line, and the newest
+  step that restores is used (none: the run starts over, which for a deterministic run
+  gives the same result).
+* **Lock.** A :class:`DirectoryLock` (an ``flock``-ed ``.lock`` file holding the pid)
+  keeps a second run from using the directory at the same time; it fails fast with
+  :class:`LockedError` naming the holder. The kernel drops the lock when its process
+  dies, so the lock of a killed run is taken over (and said so).
+* **Disk.** ``max_to_keep`` steps are kept while a run trains (1 by default: what a resume
+  needs). :meth:`Checkpointer.complete` marks a finished run in ``completed.json`` (its
+  step and fingerprint) and deletes the step directories unless asked to keep them: a
+  stage's outputs (votes, labels, results) are what a rerun reuses
+  (:meth:`Checkpointer.completed`; :func:`read_completed` reads the record). orbax's
+  "Waiting for previous save" warning is dropped (its time is in
+  :attr:`Checkpointer.blocking_seconds`), so it does not break the progress bar.
+* **Paths.** orbax globs inside the directory without escaping it, so under a path with
+  ``[`` (``runs/run[1]``, a character class to glob) the glob matched nothing and no step
+  restored: orbax is given a directory whose path holds ``[``, ``*`` or ``?`` through a
+  symlink of a plain name.
+"""
+
+from pate_jax.checkpoint._checkpointer import CORRUPT_DIR, Checkpointer, PyTree
+from pate_jax.checkpoint._fingerprint import (
+    COMPLETED_FILE,
+    FINGERPRINT_FILE,
+    RESTART_FLAG,
+    ResumeMismatchError,
+    check_restart_flag,
+    fingerprint,
+    fingerprint_diff,
+    read_completed,
+    restart_hint,
+)
+from pate_jax.checkpoint._lock import LOCK_FILE, DirectoryLock, LockedError, check_directory

@@ -1,0 +1,93 @@
+"""What identifies a run, so that a resume continues the same one.
+
+Owns :func:`fingerprint` (a flat JSON record of what determines a run),
+:func:`fingerprint_diff` (the fields that differ, for :class:`ResumeMismatchError`),
+the restart flag named in its message (:func:`check_restart_flag`, :func:`restart_hint`)
+and the completion record of a finished run (:data:`COMPLETED_FILE`,
+:func:`read_completed`). The module docstring of :mod:`pate_jax.checkpoint` says how
+:class:`pate_jax.checkpoint.Checkpointer` uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+from typing import Any, Mapping
+
+import numpy as np
+
+FINGERPRINT_FILE = "fingerprint.json"
+COMPLETED_FILE = "completed.json"
+RESTART_FLAG = "--config.restart"  # the flag of a stage run by its own script
+
+
+class ResumeMismatchError(ValueError):
+  """The checkpoints in a directory were written by a different run configuration."""
+
+
+def _jsonable(value: Any) -> Any:
+  if isinstance(value, (list, tuple)):
+    return [_jsonable(v) for v in value]
+  if isinstance(value, np.ndarray):
+    return _jsonable(value.tolist())
+  if isinstance(value, np.generic):
+    return value.item()
+  if value is None or isinstance(value, (bool, int, float, str)):
+    return value
+  raise ValueError(f"fingerprint: value {value!r} of type {type(value).__name__} is not a "
+                   "number, string, bool, None, list or mapping")
+
+
+def fingerprint(fields: Mapping[str, Any]) -> dict[str, Any]:
+  """A flat, JSON-stable record of ``fields``: nested mappings become dotted keys
+  (``{"model": {"name": "mlp"}}`` → ``{"model.name": "mlp"}``), tuples lists, numpy
+  scalars Python numbers. Equal records mean the same run."""
+  out = {}
+  for key, value in fields.items():
+    if hasattr(value, "to_dict"):  # ml_collections.ConfigDict
+      value = value.to_dict()
+    if isinstance(value, Mapping):
+      out.update({f"{key}.{k}": v for k, v in fingerprint(value).items()})
+    else:
+      out[str(key)] = _jsonable(value)
+  return out
+
+
+def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any],
+                     stored_name: str = "checkpoint") -> list[str]:
+  """``"field: old (checkpoint) -> new (now)"`` for every field that differs (values as
+  JSON; a field one side lacks shows as ``<absent>``); ``stored_name`` names the old side."""
+  show = lambda d, k: json.dumps(d[k]) if k in d else "<absent>"
+  return [f"{k}: {show(stored, k)} ({stored_name}) -> {show(current, k)} (now)"
+          for k in sorted(set(stored) | set(current)) if show(stored, k) != show(current, k)]
+
+
+def restart_hint(restart_flag: str = RESTART_FLAG) -> str:
+  """How to start over: ``restart_flag`` (``--config.restart``, or the nested stage's
+  ``--config.teachers.restart``) set to True, or another workdir."""
+  return (f"start over with restart=True ({restart_flag}=True), which deletes these "
+          "checkpoints, or use another --workdir")
+
+
+def check_restart_flag(restart_flag: Any) -> str:
+  """``restart_flag`` if it names a config flag (``--config.restart``,
+  ``--config.teachers.restart``), else ValueError."""
+  if not isinstance(restart_flag, str) or not re.fullmatch(r"--config(\.\w+)+", restart_flag):
+    raise ValueError("restart_flag must name a config flag such as '--config.restart' or "
+                     f"'--config.teachers.restart'; got {restart_flag!r}")
+  return restart_flag
+
+
+def read_completed(directory: str | os.PathLike) -> dict[str, Any] | None:
+  """The completion record :meth:`Checkpointer.complete` left in ``directory``
+  (``{"step", "fingerprint", "outputs"}``), or None (none, or unreadable)."""
+  try:
+    record = json.loads((pathlib.Path(directory) / COMPLETED_FILE).read_text())
+  except (OSError, ValueError):
+    return None
+  return record if isinstance(record, dict) else None
+
+
+_as_fingerprint = fingerprint  # Checkpointer's argument of the same name shadows it

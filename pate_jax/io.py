@@ -1,0 +1,48 @@
+"""The core's one I/O module: the file and array helpers the library shares.
+
+It owns what the core needs to touch the host side without the harness: a digest of
+arrays (which data a run trained on, for checkpoint fingerprints), an atomic text
+write (a temporary file, then a rename: a reader never sees half a file) and the
+progress bar of long loops. It reads no config and knows no work directory layout;
+:mod:`pate_jax.experiment` (the harness: ``results.json``, ``run_main``) builds on it
+and re-exports these helpers, never the reverse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+
+__all__ = ["data_digest", "progress", "write_text"]
+
+
+def data_digest(*arrays: Any) -> str:
+  """SHA-256 of arrays' dtypes, shapes and bytes: which data a run trained on."""
+  h = hashlib.sha256()
+  for a in arrays:
+    a = np.ascontiguousarray(a)
+    h.update(f"{a.dtype.str}|{a.shape}|".encode())
+    h.update(memoryview(a).cast("B"))
+  return h.hexdigest()
+
+
+def write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
+  """Writes ``text`` to ``path`` atomically (a temporary file, then a rename)."""
+  path = pathlib.Path(path)
+  tmp = path.with_name(path.name + ".tmp")
+  tmp.write_text(text)
+  tmp.replace(path)
+  return path
+
+
+def progress(iterable=None, **kwargs):
+  """A tqdm progress bar that writes to stderr and stays quiet when disabled
+  (``PATE_JAX_NO_PROGRESS=1``)."""
+  from tqdm.auto import tqdm  # pylint: disable=g-import-not-at-top  (only loops need it)
+  kwargs.setdefault("dynamic_ncols", True)
+  kwargs.setdefault("disable", os.environ.get("PATE_JAX_NO_PROGRESS") == "1")
+  return tqdm(iterable, **kwargs)

@@ -1,0 +1,66 @@
+"""The stages' figures, small PNGs drawn with matplotlib's Agg backend.
+
+Owns :func:`plot_privacy` (ε vs queries answered: aggregate stage), :func:`plot_gap`
+(the vote gap: teachers stage, private) and :func:`plot_history` (the student's accuracy:
+main job).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import numpy as np
+
+
+def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) -> pathlib.Path:
+  """ε vs queries answered, one line per accounting (a small PNG); ``curve`` from
+  :func:`privacy_curve`."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(5, 3.4))
+  for name, eps in curve["epsilon"].items():
+    ax.plot(curve["queries_answered"], eps, label=name, lw=1.5)
+  ax.set_xlabel("queries answered")
+  ax.set_ylabel(f"ε at δ = {curve['delta']:g}")
+  ax.set_title(title, fontsize=9)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7, frameon=False)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return pathlib.Path(path)
+
+
+def plot_gap(gap: np.ndarray, num_teachers: int, path: str | pathlib.Path) -> None:
+  """Histogram of the normalized gap between the top two vote counts (``gap [Q]``)."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(5, 3.5))
+  ax.hist(gap * 100, bins=50, color="tab:blue")
+  ax.set_xlabel("normalized gap between top two vote counts (%)")
+  ax.set_ylabel("test queries")
+  ax.set_title(f"PRIVATE (data owner only): {num_teachers} teachers, mean gap {gap.mean():.1%}",
+               fontsize=9)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.Path) -> None:
+  """The student's held-out accuracy against training steps (its ``history``)."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(5, 3.5))
+  ax.plot([h["step"] for h in history], [100 * h["eval_accuracy"] for h in history], "o-")
+  ax.set_xlabel("training step")
+  ax.set_ylabel("held-out accuracy (%)")
+  ax.set_title(title, fontsize=9)
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def _pyplot():
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt

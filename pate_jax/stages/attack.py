@@ -1,0 +1,289 @@
+"""The attack stage: the histogram-extraction attack paper's evaluation (Section 4, App. E/F).
+
+``run(config, workdir)`` runs the experiment that ``config.setting`` selects (see each
+``configs/attack_*.py`` docstring): ``fixed`` (Figures 5-7), ``budget`` (Figure 4),
+``edge`` (Figure 9), ``defense`` (Section 5), ``adult`` (Section 2, Figure 1, Appendix E,
+Figure 8) and, beyond the paper, ``dirichlet`` (fresh histograms: the maximum-likelihood
+reconstruction and the Cramér–Rao bound, issue 12). Every run writes ``results.json``
+(per-histogram queries, ε and error) and PNG figures into the workdir, and prints its
+headline numbers as it goes. The experiments themselves are functions of explicit
+arguments in :mod:`pate_jax.attacks`; this module reads the config and calls them.
+
+Randomness: one root key ``key(config.seed)``; the named streams of
+:mod:`pate_jax.rng` (``attack_answers``, ``attack_ledger``, ``attack_sample``,
+``teachers``), and Monte Carlo repetition ``r`` is ``fold_in(attack_answers, r)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pate_jax import attacks, experiment, rng
+
+__all__ = ["run", "plan", "reconstruction_variants", "SETTINGS"]
+
+_DATASETS = ("mnist", "svhn")
+
+
+def reconstruction_variants(config: Any) -> dict[str, dict]:
+  """``{variant: reconstruction options}``, ``config.headline`` first (ConfigDict keys sort).
+
+  A variant overrides ``config.reconstruction``, or ``config.mle_reconstruction``
+  when it sets ``method="mle"`` (the paper's options do not apply to the MLE).
+  """
+  names = list(config.variants.keys())
+  head = config.get("headline", "paper")
+  if head not in names:
+    raise ValueError(f"config.headline {head!r} is not one of the variants {names}")
+
+  def options(name):
+    override = config.variants[name].to_dict()
+    mle = override.get("method") == "mle"
+    base = config.get("mle_reconstruction") if mle else config.reconstruction
+    if base is None:
+      raise ValueError(f"config.variants.{name} is an MLE variant but the config has no "
+                       "mle_reconstruction")
+    return {**base.to_dict(), **override}
+
+  return {n: options(n) for n in [head] + [n for n in names if n != head]}
+
+
+def _mc_keys(config, key) -> jax.Array:
+  return attacks.seed_keys(rng.stream(key, "attack_answers"), config.num_seeds)
+
+
+def _print_summary(results) -> None:
+  for name, summary in results["summary"].items():
+    print(name, summary)
+
+
+def run_fixed(config, key, workdir) -> dict:
+  hists, names = attacks.table1_histograms()
+  results = attacks.fixed_queries(
+      _mc_keys(config, key), hists, names, sigmas=config.sigmas,
+      num_queries=config.num_queries, variants=reconstruction_variants(config),
+      privacy=config.datasets.to_dict(), conversion=config.conversion)
+  results["figures"] = attacks.plot_fixed_queries(workdir, results, config.num_seeds)
+  if config.get("query_counts"):
+    datasets, groups, _ = attacks.table1_labels(names)
+    labels = [f"{d} {g}" for d, g in zip(datasets, groups)]
+    results["query_sweep"] = _query_sweep(config, key, hists, labels, workdir,
+                                          "Table 1 histograms")
+    results["figures"].append(results["query_sweep"]["figure"])
+  _print_summary(results)
+  for k, c in results["correlation"].items():
+    print(f"Pearson r(error, ε_{k}) = {c['per_histogram_and_sigma']['r']:.3f} (120 points), "
+          f"{c['per_histogram_sigma_averaged']['r']:.3f} (30 σ-averaged)")
+  return results
+
+
+def _query_sweep(config, key, hists, groups, workdir, what) -> dict:
+  variants = reconstruction_variants(config)
+  sweep = attacks.query_sweep(
+      jax.vmap(jax.random.fold_in, (0, None))(_mc_keys(config, key), 1_000_000), hists,
+      groups, sigma=config.sweep_sigma, query_counts=config.query_counts,
+      variants={v: variants[v] for v in config.sweep_variants})
+  sweep["figure"] = attacks.plot_error_vs_queries(
+      pathlib.Path(workdir) / "error_vs_queries.png", sweep,
+      f"{what}: mean error vs queries, {config.num_seeds} runs")
+  for v, e in sweep["error_mean"].items():
+    print(f"[{v}] error by M: " + ", ".join(f"{m}: {x:.4f}" for m, x in
+                                              zip(sweep["num_queries"], e)))
+  print("Cramér–Rao by M: " + ", ".join(f"{m}: {x:.4f}" for m, x in
+                                        zip(sweep["num_queries"], sweep["cramer_rao_error"])))
+  return sweep
+
+
+def run_dirichlet(config, key, workdir) -> dict:
+  hists, names = attacks.dirichlet_histograms(
+      rng.stream(key, "attack_sample"), config.alphas, config.num_per_alpha,
+      num_teachers=config.num_teachers, num_classes=config.num_classes)
+  results = attacks.fresh_histograms(
+      _mc_keys(config, key), hists, names, sigma=config.sigma, num_queries=config.num_queries,
+      variants=reconstruction_variants(config),
+      budget=config.budget.to_dict() if config.budget else None,
+      conversion=config.conversion, num_teachers=config.num_teachers)
+  if config.get("query_counts"):
+    results["query_sweep"] = _query_sweep(
+        config, key, hists, [n.split("/")[0] for n in names], workdir,
+        f"Dirichlet(α·1) histograms, {config.num_teachers} votes")
+  results["figures"] = [results["query_sweep"]["figure"]] if "query_sweep" in results else []
+  _print_summary(results)
+  return results
+
+
+def run_budget(config, key, workdir) -> dict:
+  hists, names = attacks.table1_histograms()
+  datasets, _, _ = attacks.table1_labels(names)
+  variants = reconstruction_variants(config)
+  results = {"datasets": {}, "histograms": [], "variants": list(variants),
+             "headline_variant": next(iter(variants)), "samplers": list(config.samplers)}
+  ledger_stream = rng.stream(key, "attack_ledger")
+  for d, ds in enumerate(_DATASETS):
+    sel = np.flatnonzero(datasets == ds)
+    keys = jax.vmap(jax.random.fold_in, (0, None))(_mc_keys(config, key), d)
+    ledger_keys = (jax.vmap(jax.random.fold_in, (None, 0))(ledger_stream, jnp.asarray(sel))
+                   if config.ledger else None)
+    out = attacks.budget_limited(
+        keys, ledger_keys, hists[sel], [names[b] for b in sel],
+        params=config.datasets[ds].to_dict(), variants=variants, samplers=config.samplers,
+        conversion=config.conversion, max_queries=config.max_queries,
+        ledger_batch=config.ledger_batch,
+        progress=functools.partial(experiment.progress, desc=f"{ds} ledger"))
+    results["datasets"][ds] = out["summary"]
+    results["histograms"].extend(out["histograms"])
+    print(f"{ds}: mean error {out['summary']['mean_error']} (paper: "
+          f"{0.11 if ds == 'mnist' else 0.05}); ledger {out['summary'].get('ledger_mean_error')}")
+    print(f"{ds}: Cramér–Rao {out['summary']['cramer_rao']}")
+  results["figures"] = [attacks.plot_budget(
+      pathlib.Path(workdir) / "fig4_budget_limited.png", results,
+      {ds: config.datasets[ds].budget for ds in _DATASETS})]
+  return results
+
+
+def run_edge(config, key, workdir) -> dict:
+  h = attacks.table1_histogram(config.histogram)
+  results = {"histogram": config.histogram, **attacks.edge_sigmas(
+      _mc_keys(config, key), h, sigmas=config.sigmas, num_queries=config.num_queries,
+      variants=reconstruction_variants(config))}
+  results["figures"] = [attacks.plot_edge(
+      pathlib.Path(workdir) / "fig9_edge_sigma.png", results,
+      f"{config.histogram} {h.tolist()}: {config.num_queries} queries")]
+  for v, e in results["error_mean"].items():
+    print(f"[{v}] error by σ: " + ", ".join(f"{s:g}: {x:.3f}" for s, x in
+                                            zip(results["sigmas"], e)))
+  print(f"baselines: uniform guess {results['baseline_uniform_error']:.3f}; all N votes on "
+        f"the top class {results['baseline_unanimous_top_class_error']:.3f}")
+  return results
+
+
+def run_defense(config, key, workdir) -> dict:
+  hists, names = attacks.table1_histograms()
+  results = attacks.consistent_answers(
+      _mc_keys(config, key), hists, names, sigmas=config.sigmas,
+      num_queries=config.num_queries, variants=reconstruction_variants(config))
+  if config.ledger:
+    results["ledger_check"] = [attacks.replay_consistency(
+        rng.stream(key, "attack_ledger"), attacks.table1_histogram("svhn/M3"),
+        sigma=float(config.sigmas[0]), num_queries=config.num_queries,
+        delta=config.ledger_delta, consistent=c) for c in (False, True)]
+    print("ledger replay:", results["ledger_check"])
+  results["figures"] = [attacks.plot_defense(
+      pathlib.Path(workdir) / "defense_consistent_answers.png", results)]
+  _print_summary(results)
+  return results
+
+
+def run_adult(config, key, workdir) -> dict:
+  from pate_jax import tabular  # pylint: disable=g-import-not-at-top
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  from pate_jax.data import adult  # pylint: disable=g-import-not-at-top
+
+  splits = adult.load_adult(config.data_dir or None, splits=("train", "test"),
+                            drop_columns=(config.minority_column,))
+  train, test = splits["train"], splits["test"]
+  if config.teacher == "rf_search":
+    estimator = functools.partial(attacks.searched_forest, n_iter=config.search_iterations,
+                                  folds=config.search_folds)
+  elif config.teacher == "rf":
+    estimator = tabular.random_forest(config.n_estimators, max_depth=config.max_depth)
+  else:
+    raise ValueError(f"config.teacher must be 'rf_search' or 'rf', got {config.teacher!r}")
+  ensemble = tabular.fit_teachers(rng.stream(key, "teachers"), train.features,
+                                  train.labels, config.num_teachers, estimator=estimator,
+                                  n_jobs=config.n_jobs, progress=experiment.progress)
+  minority = np.asarray(test.columns[config.minority_column]) == config.minority_value
+  votes, _ = tabular.teacher_votes(ensemble, test.features, n_jobs=config.n_jobs)
+  k_sample = rng.stream(key, "attack_sample")
+  rows = attacks.balanced_rows(jax.random.fold_in(k_sample, 0), minority)  # Balanced test set.
+  draw_keys = jax.vmap(lambda d: jax.random.fold_in(k_sample, d))(
+      1000 + jnp.arange(config.num_balanced_draws, dtype=jnp.uint32))
+  results = {
+      "num_teachers": config.num_teachers, "teacher": config.teacher,
+      "plurality_test_accuracy": float(np.mean(np.argmax(votes, -1) == test.labels)),
+      **attacks.consensus_inference(votes, minority, rows, draw_keys,
+                                    threshold=config.consensus_threshold)}
+  votes_lib.save_votes(pathlib.Path(workdir) / "votes.npz", votes, test.labels,
+                       dataset="adult-test-noeducation")
+  np.save(pathlib.Path(workdir) / "minority.npy", minority)
+  draws = results["balanced_precision_over_draws"]
+  print(f"Section 2: precision {results['balanced']['precision']:.3f} on the balanced test set "
+        f"(paper ~0.75); over {draws['num_draws']} draws of the majority sample "
+        f"{draws['mean']:.3f} ± {draws['std']:.3f}; rates {results['balanced']}")
+  e2e = results["end_to_end"] = attacks.end_to_end(
+      k_sample, rng.stream(key, "attack_answers"), votes[rows], minority[rows],
+      threshold=config.consensus_threshold, num_individuals=config.num_end_to_end,
+      sigma=config.sigma, delta=config.delta, budget=config.budget,
+      num_teachers=config.num_teachers, conversion=config.conversion,
+      max_queries=config.max_queries,
+      **next(iter(reconstruction_variants(config).values())))
+  queries = [r["queries_allowed"] for r in e2e["individuals"]]
+  print(f"Appendix E: agreement {e2e['agreement_with_true_consensus_class']:.2f}, mean error "
+        f"{e2e['mean_error']:.4f}, queries {min(queries)}..{max(queries)}")
+  results["figures"] = [attacks.plot_consensus_groups(
+      pathlib.Path(workdir) / "fig1_fig8_adult_consensus.png", results["balanced"],
+      e2e["rates_from_reconstructed"], np.asarray(attacks.consensus(votes[rows])),
+      minority[rows], config.consensus_threshold, (
+          f"Fig. 1: true histograms, balanced test set (n={rows.size}),\nprecision "
+          f"{results['balanced']['precision']:.2f}",
+          f"Fig. 8: reconstructed from GNMax answers (σ={config.sigma:g}, ε≤{config.budget}),"
+          f"\n{e2e['num_individuals']} individuals"))]
+  return results
+
+
+SETTINGS = {"fixed": run_fixed, "budget": run_budget, "edge": run_edge,
+            "defense": run_defense, "adult": run_adult, "dirichlet": run_dirichlet}
+
+
+def run(config: Any, workdir: str) -> dict:
+  """Runs ``config.setting``'s experiment (module docstring) and writes ``results.json``
+  (a measurement: the histograms attacked are the paper's or drawn fresh)."""
+  key = rng.root_key(config.seed)
+  pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
+  if config.setting not in SETTINGS:
+    raise ValueError(f"config.setting must be one of {sorted(SETTINGS)}, got "
+                     f"{config.setting!r}")
+  results = SETTINGS[config.setting](config, key, workdir)
+  results["setting"] = config.setting
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.MEASUREMENT)
+  return results
+
+
+_PLAN_FIELDS = ("num_seeds", "num_queries", "sigmas", "sigma", "sweep_sigma", "query_counts",
+                "histogram", "alphas", "num_per_alpha", "num_teachers", "num_classes",
+                "samplers", "max_queries", "teacher", "num_end_to_end", "budget")
+
+
+def plan(config: Any) -> dict[str, Any]:
+  """``--dry_run``: the setting, the histograms attacked, the reconstruction variants, the
+  Monte Carlo seeds and the queries (σ grid, query sweep) it will process."""
+  out = {"setting": config.setting}
+  out.update({k: config[k] for k in _PLAN_FIELDS if k in config})
+  if config.setting in ("fixed", "budget", "defense"):
+    out["histograms"] = int(attacks.table1_histograms()[0].shape[0])
+  elif config.setting == "edge":
+    out["histograms"] = 1
+  elif config.setting == "dirichlet":
+    out["histograms"] = len(config.alphas) * int(config.num_per_alpha)
+  elif config.setting == "adult":
+    from pate_jax.data import adult  # pylint: disable=g-import-not-at-top
+    try:
+      splits = adult.load_adult(config.data_dir or None, splits=("train", "test"),
+                                drop_columns=(config.minority_column,))
+      out.update({"train_rows": len(splits["train"].labels),
+                  "test_rows": len(splits["test"].labels),
+                  "rows_per_teacher": len(splits["train"].labels) // int(config.num_teachers)})
+    except (FileNotFoundError, OSError) as e:
+      out["data"] = f"MISSING: {e}"
+  if "variants" in config or "reconstruction" in config:
+    out["variants"] = tuple(reconstruction_variants(config))
+  if "histograms" in out and "sigmas" in config and "num_seeds" in config:
+    out["attacks"] = out["histograms"] * len(config.sigmas) * int(config.num_seeds)
+  return out

@@ -1,0 +1,241 @@
+"""The KD-GAN stage: Gao et al.'s teacher–student–discriminator KD-GAN on MNIST, as
+published and audited (``experiments/train_kd_gan.py``).
+
+``run(config, workdir)`` trains the teacher on all private training data
+(``<workdir>/teacher``, resumable), then, each vmapped over ``num_seeds`` seeds: Table 1
+(KD-only λ = 1 vs joint KD+GAN for each public-set size), the published mechanism's
+accuracy-vs-ε curve (ε *as published*, Table 2's rows read off it) and, with
+``sound.enabled``, the sound variant (PATE soft labels released through the Gaussian
+mechanism at calibrated σ, same student and discriminator, same public data). The sound
+curve's points are alternative releases, each valid alone with its own independent noise;
+publishing several composes (``sound_all_published``). Their noise is secret
+(``rng.noise_key``) unless ``noise_seed`` names a research seed (``noise`` in the results
+says which). Writes ``results.json`` (accuracy, ε published and sound, δ, steps, λ, τ, C,
+σ, seeds) and ``utility_vs_epsilon.png``; student fits checkpoint under
+``<workdir>/checkpoints/<fit>``.
+
+Randomness: the run's root key (``config.seed``) and the KD-GAN's own streams of
+:data:`pate_jax.rng.STREAMS`: ``kd_gan_teacher`` (the teacher), ``kd_gan_data`` (which rows
+are the public inputs) and ``kd_gan_train`` (seed ``s``'s student run: ``fold_in(k, s)``,
+the same for every fit). The sound release's noise: ``rng.noise_key("aggregation",
+noise_seed)``.
+
+``plan(config)`` is ``--dry_run``; ``report(results)`` prints the tables and the headline.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from pate_jax import experiment, kd_gan, rng
+from pate_jax import votes as votes_lib
+
+__all__ = ["run", "plan", "report", "make_gan"]
+
+
+def make_gan(config, lam: float, noise_multiplier: float | None = None) -> kd_gan.KDGAN:
+  """The KD-GAN of ``config`` with weight ``lam`` (and Eq. 5's σ, the config's by default)."""
+  return kd_gan.make_kd_gan(
+      10, lam=lam, tau=config.tau, clip=config.clip,
+      noise_multiplier=config.noise_multiplier if noise_multiplier is None else noise_multiplier,
+      batch_size=config.batch_size, gumbel_temperature=config.gumbel_temperature,
+      k_d=config.k_d, k_s=config.k_s, learning_rate=config.learning_rate,
+      disc_learning_rate=config.disc_learning_rate, student_model=config.student_model,
+      student_kwargs=config.student_kwargs.to_dict(), disc_hidden=config.disc_hidden,
+      conditional=config.conditional)
+
+
+def _run_keys(train_key: jax.Array, seeds: Any) -> jax.Array:
+  """``[S]`` the student runs' keys: ``fold_in(train_key, seed)`` per entry of ``seeds``."""
+  return jax.vmap(lambda i: jax.random.fold_in(train_key, i))(np.asarray(seeds))
+
+
+def _epoch_rounds(config, n: int) -> int:
+  """Rounds of ``config.epochs`` epochs over ``n`` public inputs."""
+  return math.ceil(config.epochs * n / (config.batch_size * config.k_s))
+
+
+def run(config, workdir: str) -> dict:
+  """Runs the stage (module docstring); the workdir is locked meanwhile."""
+  t0 = time.time()
+  workdir = pathlib.Path(workdir)
+  noise = rng.noise_record(config.noise_seed)  # validates noise_seed before any training
+  with experiment.locked_workdir(workdir):
+    results, png = _run(config, workdir, noise)
+    results.update({"wall_seconds": time.time() - t0, "results_json": str(
+        (workdir / "results.json").resolve()), "pngs": [str(png.resolve())]})
+    experiment.write_results(workdir, results, config=config, seed=config.seed,
+                             disclosure=experiment.MEASUREMENT)
+  return results
+
+
+def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path]:
+  """The results but their wall time and paths, and the plot's path."""
+  root = rng.root_key(config.seed)
+  seeds = list(range(config.num_seeds))
+  train_key = rng.stream(root, "kd_gan_train")
+  keys = _run_keys(train_key, seeds)
+  public = lambda n: kd_gan.public_data(rng.stream(root, "kd_gan_data"), config.public, n,
+                                        config.data_dir)
+  d = public(config.curve.num_public)
+  t = config.teacher
+  teacher, t_state, teacher_acc = kd_gan.train_teacher(
+      rng.stream(root, "kd_gan_teacher"), d["train_x"], d["train_y"], d["eval_x"],
+      d["eval_y"], model=t.model, model_kwargs=t.model_kwargs.to_dict(),
+      num_steps=t.num_steps, batch_size=t.batch_size, learning_rate=t.learning_rate,
+      checkpoint_dir=str(workdir / "teacher"))
+  print(f"teacher ({t.model}, all {len(d['train_y'])} private training images): "
+        f"{teacher_acc:.2%} held-out")
+
+  def fit(gan, name, data, tl, rounds, run_keys=keys):
+    return kd_gan.fit(gan, run_keys, data["public_x"], tl, data["eval_x"], data["eval_y"],
+                      num_rounds=rounds, segment_rounds=min(config.segment_rounds, rounds),
+                      checkpoint_dir=str(workdir / "checkpoints" / name),
+                      restart=bool(config.restart))
+
+  sigma, b, delta = config.noise_multiplier, config.batch_size, config.delta
+  results = {"teacher_accuracy": teacher_acc, "delta": delta, "tau": config.tau,
+             "clip": config.clip, "noise_multiplier": sigma, "batch_size": b,
+             "seeds": seeds, "public": config.public, "table1": [],
+             "epsilon_sound": kd_gan.published_sound_epsilon()}
+  c = config.curve  # the published mechanism's accuracy vs (published) ε
+  q = b / c.num_public
+  tl = kd_gan.teacher_log_probs(teacher, t_state, d["public_x"])
+  rounds = max(1, kd_gan.steps_for_epsilon(q, sigma, c.max_epsilon, delta) // config.k_s)
+  out_curve = fit(make_gan(config, c.lam), "curve", d, tl, rounds)
+  curve = kd_gan.epsilon_curve(out_curve.history, q, sigma, delta)
+  results.update({"curve": curve, "lam": c.lam, "steps": rounds * config.k_s,
+                  "curve_train_seconds": out_curve.train_seconds})
+  results["table2"] = kd_gan.table2(curve)
+  results.update({"accuracy": curve[-1]["accuracy_mean"],
+                  "epsilon_published": curve[-1]["epsilon_published"]})
+  results["table1"] = _table1(config, fit, public, teacher, t_state, out_curve, len(seeds))
+
+  if config.audit_rounds:  # Eq. 5's noise on vs off, same keys: the parameter difference
+    results["audit"] = kd_gan.audit_eq5_noise(
+        make_gan(config, c.lam), keys, d["public_x"], tl, d["eval_x"], d["eval_y"],
+        int(config.audit_rounds))
+  sound, all_published = [], None
+  if config.sound.enabled:
+    results.update(_sound(config, fit, d, train_key, seeds, noise))
+    sound, all_published = results["sound"], results["sound_all_published"]
+  png = kd_gan.plot_utility_vs_epsilon(
+      workdir / "utility_vs_epsilon.png", curve, sound,
+      f"KD-GAN on MNIST, {config.curve.num_public} public inputs ({config.public}), "
+      f"{len(seeds)} seeds",
+      None if all_published is None else all_published["epsilon_if_all_published"])
+  return results, png
+
+
+def _table1(config, fit: Callable, public: Callable, teacher, t_state,
+            out_curve: kd_gan.KDGANResult, num_seeds: int) -> list[dict]:
+  """Table 1: KD-only vs joint for each public-set size, one line printed per row."""
+  c, b, sigma, delta = config.curve, config.batch_size, config.noise_multiplier, config.delta
+  rows = []
+  for n in config.table1.public_sizes:
+    dn = public(n)
+    tl_n = kd_gan.teacher_log_probs(teacher, t_state, dn["public_x"])
+    rounds = _epoch_rounds(config, n)
+    for lam in config.table1.lambdas:
+      # The curve's run is this row's run, continued: read the row off its history.
+      same = [h for h in out_curve.history if h["round"] == rounds] if (
+          n == c.num_public and lam == c.lam) else []
+      out = (kd_gan.KDGANResult(None, np.asarray(same[0]["eval_accuracy"]), [], 0,
+                                float("nan")) if same else
+             fit(make_gan(config, lam), f"table1_n{n}_lam{lam:g}", dn, tl_n, rounds))
+      eps = kd_gan.published_epsilon(b / n, sigma, rounds * config.k_s, delta)[0]
+      rows.append({
+          "n": n, "lam": lam, "steps": rounds * config.k_s, "q": b / n,
+          "accuracy_mean": float(out.eval_accuracy.mean()),
+          "accuracy_std": float(out.eval_accuracy.std()),
+          "accuracy": out.eval_accuracy.tolist(), "epsilon_published": eps,
+          "train_seconds": out.train_seconds})
+      print(f"Table 1 n={n} λ={lam:g}: {out.eval_accuracy.mean():.2%} "
+            f"± {out.eval_accuracy.std():.2%} ({num_seeds} seeds), published ε {eps:.2f}")
+  return rows
+
+
+def _sound(config, fit: Callable, d: dict, train_key: jax.Array, seeds: list[int],
+           noise: dict) -> dict:
+  """The sound variant: PATE soft labels through the Gaussian mechanism, one student per
+  noise level and seed (every level with the seeds' keys of the other fits)."""
+  votes = votes_lib.load_votes(config.sound.votes_dir)
+  n = len(d["public_rows"])
+  sigmas = [kd_gan.calibrate_soft_label_noise(e, n, config.delta)
+            for e in config.sound.epsilons]
+  targets = kd_gan.sound_targets(rng.noise_key("aggregation", config.noise_seed), votes,
+                                 d["public_rows"], sigmas, config.sound.temperature)
+  run_keys = _run_keys(train_key, np.tile(np.arange(len(seeds)), len(sigmas)))
+  rounds = _epoch_rounds(config, n)
+  out = fit(make_gan(config, config.curve.lam, 0.0), "sound", d,
+            np.repeat(targets, len(seeds), 0), rounds, run_keys)
+  sound, all_published = kd_gan.sound_curve(
+      config.sound.epsilons, sigmas, n, votes["num_teachers"], config.delta,
+      out.eval_accuracy.reshape(len(sigmas), len(seeds)))
+  return {"sound": sound, "sound_all_published": all_published, "noise": noise,
+          "sound_runs": len(sigmas) * len(seeds), "sound_steps": rounds * config.k_s,
+          "num_teachers": votes["num_teachers"], "sound_num_public": n,
+          "sound_train_seconds": out.train_seconds}
+
+
+def plan(config) -> dict:
+  """``--dry_run``: the public sets, seeds, teacher schedule and every student fit's rounds
+  (Table 1), the curve's ε target, and the sound variant's votes (or that they are missing).
+  The curve's step count is found at run time (a bisection on ε), not here."""
+  b = int(config.batch_size)
+  t, c = config.teacher, config.curve
+  rows = [{"n": n, "lambdas": tuple(config.table1.lambdas), "rounds": _epoch_rounds(config, n),
+           "q": b / n}
+          for n in config.table1.public_sizes]
+  out = {"public": config.public, "num_seeds": int(config.num_seeds),
+         "teacher": f"{t.model}, {t.num_steps} steps of batch {t.batch_size}",
+         "batch_size": b, "noise_multiplier": config.noise_multiplier, "delta": config.delta,
+         "curve": {"num_public": c.num_public, "lam": c.lam, "max_epsilon": c.max_epsilon,
+                   "q": b / c.num_public},
+         "table1_fits": sum(len(r["lambdas"]) for r in rows),
+         "segment_rounds": int(config.segment_rounds), "audit_rounds": int(config.audit_rounds)}
+  for r in rows:
+    out[f"table1_n{r['n']}"] = f"{r['rounds']} rounds × λ {r['lambdas']} (q = {r['q']:g})"
+  if config.sound.enabled:
+    out["sound"] = experiment.votes_plan(config.sound.votes_dir, "config.sound.votes_dir")[0]
+    out["sound_levels"] = (f"ε {tuple(config.sound.epsilons)}: alternative releases, "
+                           "independent noise (publishing all composes)")
+    out["sound_noise"] = rng.noise_record(config.noise_seed)["source"]
+  return out
+
+
+def report(r: dict) -> None:
+  """Prints the teacher, Table 1 and 2, the headline, the audit, the sound variant, paths."""
+  print("\nKD-GAN (Gao et al.) on MNIST, δ = {:g}, seeds {}".format(r["delta"], r["seeds"]))
+  print(f"  teacher {r['teacher_accuracy']:.2%}")
+  for row in r["table1"]:
+    print(f"  Table 1  n={row['n']:>6} λ={row['lam']:<4g} {row['accuracy_mean']:.2%} "
+          f"± {row['accuracy_std']:.2%}  (published ε {row['epsilon_published']:.2f})")
+  for row in r["table2"]:
+    got = (f"{row['accuracy_mean']:.2%} at published ε {row['epsilon_published']:.2f}"
+           if "accuracy_mean" in row else row["note"])
+    print(f"  Table 2  paper {row['paper_accuracy']:.2%} at ε {row['paper_epsilon']}: {got}")
+  print(f"  headline: {r['accuracy']:.2%} after {r['steps']} steps, ε {r['epsilon_published']:.2f} "
+        f"as published; sound ε: none (∞) — {r['epsilon_sound']['reason'][:70]}...")
+  if "audit" in r:
+    a = r["audit"]
+    print(f"  audit: {a['rounds']} rounds × {a['runs']} seeds with vs without Eq. 5 noise "
+          f"(σ {a['noise_multiplier']}): max |Δθ| = {a['max_abs_param_difference']:g}")
+  for s in r.get("sound", []):
+    print(f"  sound variant (an alternative release): {s['accuracy_mean']:.2%} ± "
+          f"{s['accuracy_std']:.2%} at ε {s['epsilon']:.2f} (σ {s['noise_multiplier']:.1f}, "
+          f"noise std {s['noise_std']:.3f})")
+  if "sound_all_published" in r:
+    a, noise = r["sound_all_published"], r["noise"]
+    print(f"  sound: each level alone is its ε, with independent noise; publishing all "
+          f"{a['levels']} composes to ε {a['epsilon_if_all_published']:.2f}; noise: "
+          + (f"PUBLIC (research noise_seed {noise['noise_seed']}): ε is a measurement, "
+             "not a release" if noise["public"] else noise["source"]))
+  print(f"  results: {r['results_json']}\n  plots:   {', '.join(r['pngs'])}  "
+        f"({r['wall_seconds']:.0f} s)")

@@ -1,0 +1,54 @@
+"""Held-out accuracy and ε against queries for student runs (``experiments/plot_students.py``).
+
+``run(config, workdir)`` reads each run of ``config.runs`` (comma-separated student
+workdirs; their ``results.json`` from :mod:`pate_jax.stages.student`) and writes into the
+workdir ``students.png`` (accuracy vs queries, one line per student; ε vs queries for the
+private ones; :func:`pate_jax.students.plots.plot_students`) and ``students.json`` (the
+points, :func:`pate_jax.students.plots.point`). ``plan(config)`` is ``--dry_run``;
+``report(results)`` prints one line per point.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from pate_jax.students import plots
+
+__all__ = ["run", "plan", "report"]
+
+
+def _runs(config) -> list[str]:
+  """The student workdirs of ``config.runs``."""
+  return [r for r in str(config.runs).split(",") if r]
+
+
+def run(config, workdir: str) -> dict:
+  """Plots the runs' points; returns ``{"points": [...]}``."""
+  runs = _runs(config)
+  if not runs:
+    raise ValueError("config.runs: give a comma-separated list of student workdirs")
+  records = [json.loads((pathlib.Path(r) / "results.json").read_text()) for r in runs]
+  points = [plots.point(rec["results"], r) for rec, r in zip(records, runs)]
+  out = pathlib.Path(workdir)
+  out.mkdir(parents=True, exist_ok=True)
+  plots.plot_students(points, out / "students.png")
+  (out / "students.json").write_text(json.dumps(points, indent=1))
+  return {"points": points}
+
+
+def plan(config) -> dict:
+  """``--dry_run``: the student runs to plot and whether each has its results.json."""
+  runs = _runs(config)
+  out = {"runs": len(runs) or "MISSING: config.runs is empty"}
+  for i, r in enumerate(runs):
+    path = pathlib.Path(r) / "results.json"
+    out[f"run{i}"] = str(path) if path.is_file() else f"MISSING: no {path}"
+  return out
+
+
+def report(results: dict) -> None:
+  """One line per point: its label, queries, accuracy and ε."""
+  for p in results["points"]:
+    eps = "n/a" if p["epsilon"] is None else f"{p['epsilon']:.2f}"
+    print(f"{p['label']:>28}: {p['queries']:>5} queries  accuracy {p['accuracy']:.2%}  ε {eps}")

@@ -1,0 +1,212 @@
+"""The tabular stage (Papernot et al. 2017, Appendix C): random-forest teachers and student.
+
+``run(config, workdir)`` runs these steps in one process (each hands over through the
+workdir):
+  1. load the dataset (Adult, or Diabetes when configured) coded as integers;
+  2. non-private baseline: one forest on all training data;
+  3. T teachers on disjoint partitions (joblib, all cores) -> votes on every
+     query input -> ``votes.npz`` (rows [:num_pool] student pool, the rest
+     evaluation) and ``teacher_predictions.npz`` (``[T, Q]``);
+  4. plurality / LNMax / GNMax labels of the pool, their accuracy, and eps under
+     each accountant (LNMax: 2017 moments accountant, data-dependent and
+     data-independent; GNMax: data-dependent RDP with the improved conversion);
+  5. student forests on the noisy labels, evaluated on the remaining inputs;
+  6. sweeps: student accuracy vs number of queries and vs noise scale (labels of
+     the whole noise grid from one vmapped aggregation call) -> PNG;
+
+and writes ``results.json`` (a measurement) beside them. The pieces are functions of
+arrays in :mod:`pate_jax.tabular`; only this module reads the config.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+
+from absl import logging
+import numpy as np
+
+from pate_jax import aggregation
+from pate_jax import experiment
+from pate_jax import rng
+from pate_jax import tabular
+from pate_jax import votes as votes_lib
+
+__all__ = ["run", "plan", "report", "grid_edges"]
+
+
+def run(config, workdir: str | os.PathLike) -> dict:
+  """The whole experiment; writes into ``workdir`` (locked meanwhile: a second run there
+  fails at once) and returns the results dict."""
+  with experiment.locked_workdir(workdir):
+    return _run(config, pathlib.Path(workdir))
+
+
+def _run(config, workdir: pathlib.Path) -> dict:
+  root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
+  timings = {}
+  t_start = time.perf_counter()
+  load_at_start = list(os.getloadavg())  # The CPU is shared; record how busy it was.
+
+  # 1. Data.
+  t0 = time.perf_counter()
+  train, queries, name = tabular.load_task(
+      rng.stream(root, "data_split"), config.dataset, config.data_dir or None,
+      query_split=config.query_split, test_fraction=config.test_fraction,
+      drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()])
+  if not 0 < config.num_pool < len(queries):
+    raise ValueError(f"num_pool must lie in (0, {len(queries)}) (query inputs), got "
+                     f"{config.num_pool}")
+  x_pool, y_pool = queries.features[:config.num_pool], queries.labels[:config.num_pool]
+  x_eval, y_eval = queries.features[config.num_pool:], queries.labels[config.num_pool:]
+  num_classes = int(max(train.labels.max(), queries.labels.max())) + 1
+  timings["load_s"] = time.perf_counter() - t0
+  logging.info("%s: %d train, %d queries (%d pool / %d eval), features %s", name,
+               len(train), len(queries), len(y_pool), len(y_eval), train.feature_names)
+
+  forest = tabular.random_forest  # sklearn defaults except n_estimators (Appendix C).
+
+  # 2. Non-private baseline on all training data.
+  t0 = time.perf_counter()
+  baseline = tabular.fit_model(
+      rng.stream(root, "baseline"), train.features, train.labels,
+      estimator=forest(config.baseline_n_estimators, max_depth=config.max_depth,
+                       n_jobs=config.n_jobs))
+  non_private = {
+      "accuracy_eval": tabular.accuracy(baseline, x_eval, y_eval),
+      "accuracy_all_queries": tabular.accuracy(baseline, queries.features, queries.labels)}
+  timings["baseline_s"] = time.perf_counter() - t0
+  logging.info("non-private forest: %s", non_private)
+
+  # 3. Teachers and votes.
+  t0 = time.perf_counter()
+  ensemble = tabular.fit_teachers(
+      rng.stream(root, "teachers"), train.features, train.labels,
+      config.num_teachers, estimator=forest(config.n_estimators, max_depth=config.max_depth),
+      num_classes=num_classes, n_jobs=config.n_jobs, progress=experiment.progress)
+  timings["teachers_fit_s"] = time.perf_counter() - t0
+  t0 = time.perf_counter()
+  votes, preds = tabular.teacher_votes(ensemble, queries.features, n_jobs=config.n_jobs)
+  timings["teachers_predict_s"] = time.perf_counter() - t0
+  votes_lib.save_votes(workdir / "votes.npz", votes, queries.labels,
+                       index=np.arange(len(queries)), num_pool=config.num_pool, dataset=name)
+  tabular.save_teacher_predictions(workdir / "teacher_predictions.npz", ensemble, preds,
+                                   num_pool=config.num_pool)
+  pool_votes = votes[:config.num_pool]
+  plurality_all = np.asarray(aggregation.plurality(votes))
+  plurality_pool = plurality_all[:config.num_pool]
+  ensemble_res = tabular.ensemble_summary(ensemble, preds, queries.labels, plurality_all,
+                                          pool_votes)
+  logging.info("ensemble: %s", ensemble_res)
+
+  # 4. Per mechanism: noisy labels of the pool (configured scale and sweep grid, one
+  # vmapped call), their accuracy and eps, students on all labels and on prefixes.
+  t0 = time.perf_counter()
+  noise_key = rng.stream(root, "aggregation")
+  student_seeds = tabular.random_states(rng.stream(root, "student_init"),
+                                        int(config.student_repeats))
+  task = tabular.StudentTask(
+      x_pool, x_eval, y_eval, n_jobs=config.n_jobs,
+      estimator=forest(config.student_n_estimators, max_depth=config.max_depth))
+  accountant = tabular.Accountant(
+      delta=config.delta, max_moment=config.lnmax_max_moment,
+      orders=tuple(config.rdp_orders), conversion=config.rdp_conversion,
+      max_moment_wide=int(config.lnmax_max_moment_wide))
+  counts = tabular.query_counts(config.query_counts, config.num_pool)
+  mech = {}
+  sweeps = {"queries": {"num_queries": counts}, "noise": {}}
+  for m, scale, grid in (("lnmax", config.lnmax_gamma, config.lnmax_gammas),
+                         ("gnmax", config.gnmax_sigma, config.gnmax_sigmas)):
+    mech[m], sweeps["queries"][m], sweeps["noise"][m] = tabular.sweep_mechanism(
+        noise_key, m, pool_votes, y_pool, plurality_pool, scale=scale, grid=grid,
+        counts=counts, num_seeds=config.num_seeds, task=task, random_states=student_seeds,
+        accountant=accountant)
+    mech[m]["epsilon_at_grid_edge"] = grid_edges(mech[m], accountant)
+    logging.info("%s: %s", m, mech[m])
+
+  plurality_sets = [y_pool, plurality_pool] + [plurality_pool[:n] for n in counts]
+  acc = tabular.student_accuracies(task, [student_seeds[0]] * len(plurality_sets),
+                                   plurality_sets)
+  reference_students = {"true_labels": float(acc[0]), "plurality_labels": float(acc[1])}
+  sweeps["queries"]["plurality_student_accuracy"] = acc[2:]
+  timings["aggregation_students_sweeps_s"] = time.perf_counter() - t0
+  tabular.plot_sweeps(workdir / "student_accuracy.png", sweeps, non_private["accuracy_eval"],
+                      lnmax_gamma=config.lnmax_gamma, gnmax_sigma=config.gnmax_sigma,
+                      delta=config.delta, num_seeds=config.num_seeds, num_pool=config.num_pool)
+  timings["total_s"] = time.perf_counter() - t_start
+
+  results = {
+      "dataset": name,
+      "num_train": len(train), "num_queries": len(queries), "num_pool": config.num_pool,
+      "num_eval": len(y_eval), "feature_names": list(train.feature_names),
+      "non_private": non_private,
+      "ensemble": ensemble_res,
+      "lnmax": mech["lnmax"],
+      "gnmax": mech["gnmax"],
+      "reference_students": reference_students,
+      "sweeps": sweeps,
+      "timings": timings,
+      "cpu_load_average_1_5_15min": {"start": load_at_start, "end": list(os.getloadavg())},
+      "files": ["votes.npz", "teacher_predictions.npz", "student_accuracy.png"],
+  }
+  path = experiment.write_results(workdir, results, config=config, seed=config.seed,
+                                  disclosure=experiment.MEASUREMENT)
+  logging.info("wrote %s (%.1f s)", path, timings["total_s"])
+  return results
+
+
+def plan(config) -> dict:
+  """``--dry_run``: the task's sizes (training rows, query pool and evaluation rows,
+  features; loads the CSVs), rows per teacher, the forests and the sweep grids."""
+  out = {"dataset": config.dataset, "num_teachers": int(config.num_teachers),
+         "n_estimators": int(config.n_estimators), "num_pool": int(config.num_pool),
+         "query_counts": tuple(config.query_counts), "lnmax_gammas": tuple(config.lnmax_gammas),
+         "gnmax_sigmas": tuple(config.gnmax_sigmas), "num_seeds": int(config.num_seeds),
+         "student_repeats": int(config.student_repeats)}
+  try:
+    train, queries, name = tabular.load_task(
+        rng.stream(rng.root_key(config.seed), "data_split"), config.dataset,
+        config.data_dir or None, query_split=config.query_split,
+        test_fraction=config.test_fraction,
+        drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()])
+  except (FileNotFoundError, OSError) as e:
+    out["data"] = f"MISSING: {e}"
+    return out
+  out.update({"task": name, "train_rows": len(train), "query_rows": len(queries),
+              "eval_rows": len(queries) - int(config.num_pool),
+              "num_pool_valid": 0 < config.num_pool < len(queries),
+              "features": int(train.features.shape[1]),
+              "rows_per_teacher": len(train) // int(config.num_teachers),
+              "noisy_label_draws_per_grid_point": int(config.num_seeds) * int(config.num_pool)})
+  return out
+
+
+def grid_edges(summary: dict, accountant) -> list[str]:
+  """The ``best_moment*`` / ``best_order*`` keys of a mechanism's summary whose best sits at
+  the end of its grid (moments ``1..max_moment`` or ``..max_moment_N``: the last; RDP
+  orders: either end), where a wider grid would give a smaller ε (issue 15, item 8)."""
+  edges = []
+  for key, best in summary.items():
+    if key.startswith("best_moment"):
+      hi = int(key.rsplit("_", 1)[1]) if "_max_moment_" in key else accountant.max_moment
+      if best == hi:
+        edges.append(key)
+    elif key.startswith("best_order") and best in (min(accountant.orders),
+                                                   max(accountant.orders)):
+      edges.append(key)
+  return edges
+
+
+def report(res: dict) -> None:
+  """Prints the headline: accuracies, ε of both mechanisms, and the wall time."""
+  name, non_private, ensemble_res = res["dataset"], res["non_private"], res["ensemble"]
+  mech, timings = {"lnmax": res["lnmax"], "gnmax": res["gnmax"]}, res["timings"]
+  print(f"{name}: non-private {non_private['accuracy_eval']:.4f} | plurality (pool) "
+        f"{ensemble_res['plurality_accuracy_pool']:.4f} | LNMax labels "
+        f"{mech['lnmax']['label_accuracy']:.4f}, student {mech['lnmax']['student_accuracy']:.4f}, "
+        f"eps {mech['lnmax']['epsilon_data_dependent']:.3f} (data-indep. "
+        f"{mech['lnmax']['epsilon_data_independent']:.3f}) | GNMax labels "
+        f"{mech['gnmax']['label_accuracy']:.4f}, student {mech['gnmax']['student_accuracy']:.4f}, "
+        f"eps {mech['gnmax']['epsilon_data_dependent']:.3f} | {timings['total_s']:.0f} s")
+
