@@ -94,17 +94,23 @@ def stream_id(name: str) -> int:
   return STREAMS_BASE + STREAMS[name]
 
 
+def _seed_value(seed: Any) -> int | None:
+  """``seed`` as an int if it is an integer in ``[0, 2**32)`` (not a bool), else None."""
+  try:
+    value = operator.index(seed)
+  except TypeError:
+    return None
+  return None if isinstance(seed, bool) or not 0 <= value < 2**32 else value
+
+
 def root_key(seed: int) -> jax.Array:
   """The run's root key ``jax.random.key(seed)``; ``seed`` an integer in ``[0, 2**32)``.
 
   Raises:
     ValueError: ``seed`` is not such an integer (a bool, a float, negative, too large).
   """
-  try:
-    value = operator.index(seed)
-  except TypeError:
-    value = None
-  if value is None or isinstance(seed, bool) or not 0 <= value < 2**32:
+  value = _seed_value(seed)
+  if value is None:
     raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
   return jax.random.key(value)
 
@@ -145,11 +151,8 @@ def check_noise_seed(noise_seed: Any, name: str = "noise_seed") -> int | None:
   """
   if noise_seed is None:
     return None
-  try:
-    value = operator.index(noise_seed)
-  except TypeError:
-    value = None
-  if value is None or isinstance(noise_seed, bool) or not 0 <= value < 2**32:
+  value = _seed_value(noise_seed)
+  if value is None:
     raise ValueError(f"{name} must be None (secret noise) or an integer research seed in "
                      f"[0, 2**32); got {noise_seed!r}")
   return value

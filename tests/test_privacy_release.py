@@ -322,19 +322,24 @@ class _Recorder:
   def __init__(self):
     self.fresh = []        # (row, status) of every answer drawn from fresh noise
     self.outcome = {}      # row -> (label, status) as first released
+    self.drawn = set()     # rows answered from fresh noise
     self.releases = set()  # numbers of the releases drawn
     self.lock = threading.Lock()
 
   def answers(self, rows, out):
+    """Records one call's released answers. A fresh draw (``repeated`` False) happens at
+    most once per row, whichever thread's call is recorded first; every release of a row,
+    fresh or repeated, is the same outcome."""
     with self.lock:
       for r, lab, st, rep in zip(rows, out.labels, out.status, out.repeated):
         if st == REFUSED:
           continue
-        if int(r) in self.outcome:  # Asked again anywhere: the recorded answer, free.
-          assert self.outcome[int(r)] == (int(lab), int(st)) and (rep or int(r) in rows[:0])
-        else:
-          self.outcome[int(r)] = (int(lab), int(st))
-          self.fresh.append((int(r), int(st)))
+        r = int(r)
+        assert self.outcome.setdefault(r, (int(lab), int(st))) == (int(lab), int(st))
+        if not rep:
+          assert r not in self.drawn, r  # One noise draw per row, ever.
+          self.drawn.add(r)
+          self.fresh.append((r, int(st)))
 
   def epsilon(self, kw, votes, spec):
     m = mechanisms.get(kw["mechanism"])

@@ -21,6 +21,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from pate_jax import io
+
 
 LEDGER_FILE = "ledger.npz"
 RESEARCH_LEDGER_FILE = "research_ledger.npz"
@@ -38,12 +40,7 @@ class BudgetError(ValueError):
 
 def votes_digest(votes: dict[str, Any]) -> str:
   """SHA-256 of what a budget is spent on: the votes and the dataset rows they are of."""
-  h = hashlib.sha256()
-  for name in ("votes", "index"):
-    a = np.ascontiguousarray(votes[name])
-    h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-    h.update(memoryview(a).cast("B"))
-  return h.hexdigest()
+  return io.data_digest(votes["votes"], votes["index"])
 
 
 def _file_sha256(path: pathlib.Path) -> str:
@@ -77,3 +74,9 @@ class _Loaded:
   releases_paid: int              # releases charged to the budget (>= release_count)
   release: dict[str, Any] | None   # the newest release (public and private parts)
   generation: int                 # writes of the file (its journal's last line)
+  aggregator: Any = None          # the record's PrivateAggregator (None: never spent)
+
+  def public_view(self) -> dict[str, Any]:
+    """The fields as a dict, without the aggregator (which cannot be copied)."""
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+            if f.name != "aggregator"}

@@ -9,7 +9,6 @@ rules are described in :mod:`pate_jax.budget`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -173,7 +172,7 @@ class TeachersBudget:
                         "votes.npz with their outcomes")
     record = {k: data[k] for k in ledger_lib.RECORD_KEYS}
     try:
-      self._aggregator(record)  # The record itself: settings, ε of its cost, counters.
+      aggregator = self._aggregator(record)  # Checks the settings, ε of its cost, counters.
     except ledger_lib.StaleLedgerError:
       raise
     except ValueError as e:
@@ -195,7 +194,7 @@ class TeachersBudget:
     self._check_cost(where, record, rows, status, releases_paid)
     release = json.loads(str(data["release_json"])) if str(data["release_json"]) else None
     return _Loaded(record, rows, labels, status, release_count, releases_paid, release,
-                   generation)
+                   generation, aggregator)
 
   def _check_cost(self, where: str, record: dict, rows: np.ndarray, status: np.ndarray,
                   releases_paid: int) -> None:
@@ -297,7 +296,7 @@ class TeachersBudget:
                for r, lab, st in zip(loaded.rows, loaded.labels, loaded.status)}
       new = np.array([r for r in dict.fromkeys(rows.tolist()) if r not in known], np.int64)
       if new.size:
-        aggregator = self._aggregator(loaded.record if loaded.generation else None)
+        aggregator = loaded.aggregator or self._aggregator(None)
         spent = aggregator.generation
         paid = loaded.releases_paid
         if self.release_spec is not None and paid == loaded.release_count:
@@ -341,7 +340,7 @@ class TeachersBudget:
     """The ledger as it stands: ``record``, ``rows``, ``labels``, ``status`` (all
     private) and ``release`` (``None`` if none was drawn)."""
     with _locked(self.lock_path):
-      return dataclasses.asdict(self._read() or self._empty())
+      return (self._read() or self._empty()).public_view()
 
   def release(self) -> dict[str, Any] | None:
     """The smooth-sensitivity release of the private ε of everything charged so far.
@@ -357,17 +356,17 @@ class TeachersBudget:
       ε, δ, the fixed λ, β, σ_ss, the conversion, which release of this ledger it is and
       how many queries it covers); ``private`` is for the data owner only.
     """
-    spec = self.release_spec
-    if spec is None:
+    if self.release_spec is None:
       return None
     with _locked(self.lock_path):
-      loaded = self._read()
+      loaded = self._read()  # (Adopts the ledger's spec when ours came from the rule.)
       if loaded is None or not loaded.rows.size:
         return None
+      spec = self.release_spec
       covered = (loaded.release or {}).get("public", {}).get("num_charged")
       if covered == int(loaded.rows.size):
         return loaded.release
-      aggregator = self._aggregator(loaded.record)
+      aggregator = loaded.aggregator
       count = loaded.release_count + 1
       if count > loaded.releases_paid:
         if not aggregator.charge(spec.rdp_curve(aggregator.orders)):

@@ -164,8 +164,7 @@ def aggregate_results(data: dict[str, Any], out: Any, state: dict[str, Any],
   answered = status == ledger_lib.Status.ANSWERED
   charged = answered | (status == ledger_lib.Status.NOT_CONFIDENT)
   m, params = budget.mechanism, budget.params
-  orders = (np.asarray(config.orders, np.float64)
-            if config.orders is not None and m.accountant == "rdp" else None)
+  orders = budget.aggregator_kwargs["orders"]  # The orders the budget composes at.
   grids = {"delta": config.delta, "max_moment": int(config.max_moment),
            "tight_max_moment": int(config.get("tight_max_moment") or 0)}
   reports = epsilon_reports(m, params, votes, answered, charged, orders, **grids)
@@ -188,7 +187,7 @@ def aggregate_results(data: dict[str, Any], out: Any, state: dict[str, Any],
       "label_accuracy_overall": float(np.mean(labels == true_labels)),
       "epsilon": public_eps,
       "epsilon_at_grid_edge": [e for e in edges if "data_dependent" not in e],
-      "epsilon_release": (release["public"] if release else _no_release(budget, release)),
+      "epsilon_release": (release["public"] if release else _no_release(budget)),
       "ledger": {"epsilon": float(record["ledger_epsilon"]),
                  "best_order": float(record["ledger_best_order"]),
                  "epsilon_max": float(record["ledger_epsilon_max"]),
@@ -217,7 +216,7 @@ def aggregate_results(data: dict[str, Any], out: Any, state: dict[str, Any],
   return results
 
 
-def _no_release(budget: Any, release: Any) -> str:
+def _no_release(budget: Any) -> str:
   """Why there is no released ε."""
   if budget.release_spec is None:
     return (f"{budget.mechanism.name}: no smooth-sensitivity release (LNMax has none; or "

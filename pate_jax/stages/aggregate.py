@@ -37,7 +37,8 @@ from pate_jax import reporting
 from pate_jax import rng
 from pate_jax import votes as votes_lib
 
-__all__ = ["run", "plan", "report", "make_budget", "release_spec", "teachers_dir"]
+__all__ = ["run", "plan", "report", "make_budget", "release_spec", "fixed_release",
+           "rdp_orders", "teachers_dir"]
 
 
 def teachers_dir(source: str | os.PathLike) -> pathlib.Path:
@@ -46,20 +47,37 @@ def teachers_dir(source: str | os.PathLike) -> pathlib.Path:
   return path.parent if path.suffix == ".npz" else path
 
 
+def rdp_orders(config: Any, mechanism: mechanisms.Mechanism) -> np.ndarray | None:
+  """The config's Rényi orders for an RDP mechanism (``None``: the default grid; the
+  moments accountant uses its own moments)."""
+  if config.orders is None or mechanism.accountant != "rdp":
+    return None
+  return np.asarray(config.orders, np.float64)
+
+
+def fixed_release(release: Any, mechanism: mechanisms.Mechanism, params: dict[str, float],
+                  num_queries: int, delta: float, orders: Any,
+                  conversion: str) -> budget_lib.ReleaseSpec:
+  """A ``config.release`` block as a :class:`pate_jax.budget.ReleaseSpec`: its order, or
+  (``None``) the data-independent rule's for ``num_queries`` answers; its β, or 0.4/order;
+  its σ_ss. Nothing here looks at the votes."""
+  order = release.get("order")
+  if order is None:
+    order = budget_lib.default_release_order(mechanism, params, int(num_queries),
+                                             float(delta), orders, conversion)
+  return budget_lib.ReleaseSpec.make(order, release.sigma_ss, release.get("beta"))
+
+
 def release_spec(config: Any, mechanism: mechanisms.Mechanism,
                  params: dict[str, float]) -> budget_lib.ReleaseSpec | None:
-  """The release's fixed parameters, from the config and the data-independent rule only
-  (``None`` where there is nothing to release: LNMax, or data-independent accounting)."""
+  """The release's fixed parameters (:func:`fixed_release`), or ``None`` where there is
+  nothing to release: LNMax, or data-independent accounting."""
   release = config.get("release")
   if (release is None or not release.get("enabled", True) or mechanism.accountant != "rdp"
       or not config.data_dependent):
     return None
-  order = release.get("order")
-  if order is None:
-    orders = None if config.orders is None else np.asarray(config.orders, np.float64)
-    order = budget_lib.default_release_order(mechanism, params, int(config.num_queries),
-                                             float(config.delta), orders, config.conversion)
-  return budget_lib.ReleaseSpec.make(order, release.sigma_ss, release.get("beta"))
+  return fixed_release(release, mechanism, params, config.num_queries, config.delta,
+                       rdp_orders(config, mechanism), config.conversion)
 
 
 def make_budget(config: Any, data: dict[str, Any], source: Any,
@@ -72,13 +90,10 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
   if noise_seed is None and not math.isfinite(float(config.epsilon_max)):
     raise ValueError("config.epsilon_max must be finite with secret noise: a release needs a "
                      "budget (inf is for research runs with config.noise_seed set)")
-  orders = None
-  if config.orders is not None and mechanism.accountant == "rdp":
-    orders = np.asarray(config.orders, np.float64)
   return budget_lib.TeachersBudget(
       teachers_dir(source) if noise_seed is None else workdir, data,
       rng.noise_key("aggregation", noise_seed), mechanism=mechanism.name, params=params,
-      epsilon_max=config.epsilon_max, delta=config.delta, orders=orders,
+      epsilon_max=config.epsilon_max, delta=config.delta, orders=rdp_orders(config, mechanism),
       max_moment=int(config.max_moment), data_dependent=config.data_dependent,
       conversion=config.conversion,
       chunk_size=int(config.chunk_size), release=release_spec(config, mechanism, params),

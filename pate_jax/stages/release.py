@@ -35,6 +35,7 @@ from pate_jax import mechanisms
 from pate_jax import reporting
 from pate_jax import rng
 from pate_jax import votes as votes_lib
+from pate_jax.stages import aggregate
 
 __all__ = ["run", "plan", "report", "TF_PRIVACY_ORDERS"]
 
@@ -54,12 +55,9 @@ def _grid(config: Any) -> np.ndarray:
 
 def _spec(config: Any, params: dict[str, float]) -> budget_lib.ReleaseSpec:
   """The release's fixed parameters: the config's, or the data-independent rule's order."""
-  order = config.release.get("order")
-  if order is None:
-    order = budget_lib.default_release_order(mechanisms.CONFIDENT_GNMAX, params,
-                                             int(config.num_queries), float(config.delta),
-                                             _grid(config), str(config.conversion))
-  return budget_lib.ReleaseSpec.make(order, config.release.sigma_ss, config.release.get("beta"))
+  return aggregate.fixed_release(config.release, mechanisms.CONFIDENT_GNMAX, params,
+                                 config.num_queries, config.delta, _grid(config),
+                                 str(config.conversion))
 
 
 def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:

@@ -78,11 +78,9 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
         checkpoint_dir=str(workdir / "checkpoints"))
     fit, index, labels = out.fit, out.labelled_index, out.labels
     every = np.ones(index.size, bool)
-    orders = (np.asarray(config.aggregate.orders, np.float64)
-              if config.aggregate.orders is not None and budget.mechanism.accountant == "rdp"
-              else None)
     eps = reporting.epsilon_reports(
-        budget.mechanism, budget.params, votes["votes"][index], every, every, orders,
+        budget.mechanism, budget.params, votes["votes"][index], every, every,
+        budget.aggregator_kwargs["orders"],
         delta=config.aggregate.delta, max_moment=int(config.aggregate.max_moment))
     public, private = reporting.split_epsilon(eps["epsilon"])
     results.update({"active_rounds": out.rounds, "stopped_by_budget": out.stopped_by_budget,
