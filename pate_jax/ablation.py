@@ -17,7 +17,7 @@ Axes:
   ``n`` are an ensemble of ``n`` teachers that saw ``n / T_total`` of the data (not ``n``
   teachers each trained on ``N / n`` examples, which would need retraining). Their vote
   histogram ``[Q, C]`` sums every row to ``n``.
-* **noise scale** ``s``, mapped per mechanism (:func:`mechanism_params`):
+* **noise scale** ``s``, mapped per mechanism by :func:`pate_jax.mechanisms.params_at`:
   LNMax Laplace scale ``1/γ = s`` (the 2017 MNIST γ = 0.05 is ``s = 20``);
   GNMax ``σ = s``; Confident-GNMax answer noise ``σ₂ = s`` with threshold
   ``threshold_fraction · n`` and threshold noise ``σ₁ = sigma_threshold_fraction · n``
@@ -52,10 +52,11 @@ import numpy as np
 from pate_jax import _checks as v
 from pate_jax import mechanisms as mech_lib
 
-__all__ = ["MECHANISMS", "FIELDS", "Grid", "mechanism_params", "subset_histograms",
+__all__ = ["MECHANISMS", "FIELDS", "Grid", "subset_histograms",
            "ablation_grid", "grid_args", "as_grid", "grid_table", "plot_grid"]
 
-MECHANISMS = ("lnmax", "gnmax", "confident_gnmax")
+# The default mechanism axis.
+MECHANISMS = (mech_lib.LNMAX, mech_lib.GNMAX, mech_lib.CONFIDENT_GNMAX)
 FIELDS = ("accuracy", "answered", "epsilon", "epsilon_order", "epsilon_independent",
           "epsilon_independent_order")
 
@@ -70,24 +71,6 @@ class Grid(NamedTuple):
   epsilon_independent_order: Any
 
 
-def mechanism_params(mechanism: str, scale: Any, num_teachers: Any, *,
-                     threshold_fraction: Any = 0.8,
-                     sigma_threshold_fraction: Any = 0.6) -> dict[str, Any]:
-  """The parameters of ``mechanism`` at noise scale ``scale`` with ``num_teachers`` teachers.
-
-  LNMax ``γ = 1/s``; GNMax ``σ = s``; Confident-GNMax ``σ = s``,
-  ``threshold = threshold_fraction · n``, ``sigma_threshold = sigma_threshold_fraction · n``.
-  """
-  if mechanism == "lnmax":
-    return {"gamma": 1.0 / scale}
-  if mechanism == "gnmax":
-    return {"sigma": scale}
-  if mechanism == "confident_gnmax":
-    return {"threshold": threshold_fraction * num_teachers,
-            "sigma_threshold": sigma_threshold_fraction * num_teachers, "sigma": scale}
-  raise ValueError(f"mechanisms must be among {MECHANISMS}; got {mechanism!r}")
-
-
 def subset_histograms(predictions: jax.Array, teacher_counts: jax.Array,
                       num_classes: int) -> jax.Array:
   """Histograms ``[N, Q, C]`` (int32) of the first ``teacher_counts[k]`` teachers.
@@ -99,11 +82,10 @@ def subset_histograms(predictions: jax.Array, teacher_counts: jax.Array,
   return jnp.cumsum(one_hot, axis=0)[teacher_counts - 1]
 
 
-def _cell(name, votes, n, scale, key, labels, fractions, orders, delta, max_moment):
-  """One cell: correct and answered counts, and both ε (with orders) of one mechanism."""
-  m = mech_lib.get(name)
-  params = mechanism_params(name, scale, n.astype(scale.dtype), threshold_fraction=fractions[0],
-                            sigma_threshold_fraction=fractions[1])
+def _cell(m, votes, n, scale, key, labels, fractions, orders, delta, max_moment):
+  """One cell: correct and answered counts, and both ε (with orders) of mechanism ``m``."""
+  params = mech_lib.params_at(m, scale, n.astype(scale.dtype), threshold_fraction=fractions[0],
+                              sigma_threshold_fraction=fractions[1])
   ids = jnp.arange(votes.shape[0], dtype=jnp.uint32)
   answers, answered = m.answer(key, votes, ids, params)
   # Counts (exact in float64); as_grid divides on the host, as the loop baseline does.
@@ -121,8 +103,8 @@ def _grid(predictions, labels, teacher_counts, noise_scales, keys, fractions, *,
   hists = subset_histograms(predictions, teacher_counts, num_classes)  # [N, Q, C]
   orders = None if orders is None else np.asarray(orders, np.float64)
   per_mechanism = []
-  for name in mechanisms:  # Stacked branches of one program.
-    cell = functools.partial(_cell, name, labels=labels, fractions=fractions, orders=orders,
+  for m in mechanisms:  # Stacked branches of one program.
+    cell = functools.partial(_cell, m, labels=labels, fractions=fractions, orders=orders,
                              delta=delta, max_moment=max_moment)
     over_seeds = jax.vmap(cell, in_axes=(None, None, None, 0))
     over_scales = jax.vmap(over_seeds, in_axes=(None, None, 0, None))
@@ -158,22 +140,21 @@ def _check_grid(predictions, labels, teacher_counts, noise_scales, keys, num_cla
                      f"(the first n teachers); got {teacher_counts!r}")
   scales = v.positive_vector(noise_scales, "noise_scales", "noise scales")
   if not isinstance(mechanisms, (tuple, list)) or not mechanisms:
-    raise ValueError(f"mechanisms must be a non-empty sequence of {MECHANISMS}; got "
-                     f"{mechanisms!r}")
-  for name in mechanisms:
-    v.choice(name, "mechanisms", MECHANISMS)
+    raise ValueError(f"mechanisms must be a non-empty sequence of registered mechanisms "
+                     f"{mech_lib.names()}; got {mechanisms!r}")
+  mechanisms = tuple(mech_lib.get(m, "mechanisms") for m in mechanisms)
   keys = jnp.asarray(keys)
   if not jnp.issubdtype(keys.dtype, jax.dtypes.prng_key) or keys.ndim != 1 or keys.size == 0:
     raise ValueError(f"keys must be a non-empty 1-D array of typed PRNG keys (one per seed, "
                      f"e.g. jax.random.split(key, R)); got {keys.dtype} {keys.shape}")
   v.positive(threshold_fraction, "threshold_fraction")
   v.positive(sigma_threshold_fraction, "sigma_threshold_fraction")
-  return predictions, labels, counts.astype(np.int32), scales, keys, int(num_classes)
+  return predictions, labels, counts.astype(np.int32), scales, keys, int(num_classes), mechanisms
 
 
 def ablation_grid(predictions: Any, labels: Any, teacher_counts: Any, noise_scales: Any,
                   keys: jax.Array, *, num_classes: int, delta: float,
-                  mechanisms: tuple[str, ...] = MECHANISMS, threshold_fraction: float = 0.8,
+                  mechanisms: tuple = MECHANISMS, threshold_fraction: float = 0.8,
                   sigma_threshold_fraction: float = 0.6, orders: Any = None,
                   max_moment: int = 8, fast_compile: bool = False,
                   compile_only: bool = False) -> Grid | Any:
@@ -183,11 +164,12 @@ def ablation_grid(predictions: Any, labels: Any, teacher_counts: Any, noise_scal
     predictions: int ``[T, Q]`` each teacher's predicted class per query.
     labels: int ``[Q]`` true labels.
     teacher_counts: int ``[N]`` in ``[1, T]``: use the first ``n`` teachers.
-    noise_scales: ``[S]`` noise scales ``s > 0`` (mapped by :func:`mechanism_params`).
+    noise_scales: ``[S]`` noise scales ``s > 0`` (:func:`pate_jax.mechanisms.params_at`).
     keys: typed PRNG keys ``[R]``, one per seed.
     num_classes: ``C``.
     delta: δ of the reported (ε, δ).
-    mechanisms: names among :data:`MECHANISMS` (the leading output axis, in this order).
+    mechanisms: registered :class:`pate_jax.mechanisms.Mechanism` objects (or their names;
+      default :data:`MECHANISMS`): the leading output axis, in this order.
     threshold_fraction, sigma_threshold_fraction: Confident-GNMax threshold and σ₁ as
       fractions of ``n``.
     orders: RDP orders (default :data:`pate_jax.accounting.DEFAULT_ORDERS`).
@@ -216,7 +198,7 @@ def grid_args(predictions, labels, teacher_counts, noise_scales, keys, *, num_cl
               mechanisms=MECHANISMS, threshold_fraction=0.8, sigma_threshold_fraction=0.6,
               orders=None, max_moment=8) -> tuple[tuple, dict]:
   """Validated ``(positional, static)`` arguments of the compiled grid (:func:`ablation_grid`)."""
-  predictions, labels, counts, scales, keys, num_classes = _check_grid(
+  predictions, labels, counts, scales, keys, num_classes, mechanisms = _check_grid(
       predictions, labels, teacher_counts, noise_scales, keys, num_classes, mechanisms,
       threshold_fraction, sigma_threshold_fraction)
   delta = float(v.delta(delta))
@@ -226,7 +208,7 @@ def grid_args(predictions, labels, teacher_counts, noise_scales, keys, *, num_cl
     args = (jnp.asarray(predictions, jnp.int32), jnp.asarray(labels, jnp.int32),
             jnp.asarray(counts), jnp.asarray(scales, jnp.float64), keys,
             jnp.asarray([threshold_fraction, sigma_threshold_fraction], jnp.float64))
-  static = {"mechanisms": tuple(mechanisms), "num_classes": num_classes, "orders": orders,
+  static = {"mechanisms": mechanisms, "num_classes": num_classes, "orders": orders,
             "delta": delta, "max_moment": max_moment}
   return args, static
 
@@ -241,15 +223,15 @@ def as_grid(stacked: Any, num_queries: int) -> Grid:
   return Grid(accuracy, answered / num_queries, *(stacked[i] for i in range(2, len(FIELDS))))
 
 
-def grid_table(grid: Grid, mechanisms: tuple[str, ...], teacher_counts: Any,
+def grid_table(grid: Grid, mechanisms: tuple, teacher_counts: Any,
                noise_scales: Any) -> list[dict[str, Any]]:
   """One row per (mechanism, teacher count, scale): each field's mean, min and max over seeds."""
   rows = []
-  for m, name in enumerate(mechanisms):
+  for m, mechanism in enumerate(mech_lib.get(x, "mechanisms") for x in mechanisms):
     for n, count in enumerate(np.asarray(teacher_counts)):
       for s, scale in enumerate(np.asarray(noise_scales)):
-        row = {"mechanism": name, "teachers": int(count), "scale": float(scale),
-               **mechanism_params(name, float(scale), float(count))}
+        row = {"mechanism": mechanism.name, "teachers": int(count), "scale": float(scale),
+               **mech_lib.params_at(mechanism, float(scale), float(count))}
         for field in FIELDS:
           x = getattr(grid, field)[m, n, s]
           row[field] = {"mean": float(np.mean(x)), "min": float(np.min(x)),
@@ -258,7 +240,7 @@ def grid_table(grid: Grid, mechanisms: tuple[str, ...], teacher_counts: Any,
   return rows
 
 
-def plot_grid(grid: Grid, mechanisms: tuple[str, ...], teacher_counts: Any, noise_scales: Any,
+def plot_grid(grid: Grid, mechanisms: tuple, teacher_counts: Any, noise_scales: Any,
               path: Any, title: str = "") -> None:
   """Accuracy, fraction answered and data-dependent ε (dashed: data-independent) vs noise
   scale, one column per mechanism, one line per teacher count (mean over seeds, min–max
@@ -272,8 +254,7 @@ def plot_grid(grid: Grid, mechanisms: tuple[str, ...], teacher_counts: Any, nois
   fig, axes = plt.subplots(len(rows), len(mechanisms), figsize=(4.2 * len(mechanisms), 9),
                            squeeze=False, sharex=True)
   colors = plt.cm.viridis(np.linspace(0, 0.9, len(np.asarray(teacher_counts))))
-  xlabel = {"lnmax": "Laplace scale 1/γ", "gnmax": "σ", "confident_gnmax": "σ₂"}
-  for m, name in enumerate(mechanisms):
+  for m, mechanism in enumerate(mech_lib.get(x, "mechanisms") for x in mechanisms):
     for n, count in enumerate(np.asarray(teacher_counts)):
       for row, (field, label) in enumerate(rows):
         ax = axes[row, m]
@@ -289,8 +270,9 @@ def plot_grid(grid: Grid, mechanisms: tuple[str, ...], teacher_counts: Any, nois
     for ax in axes[:, m]:
       ax.set_xticks(scales, [f"{x:g}" for x in scales], fontsize=7)
       ax.minorticks_off()
-    axes[0, m].set_title(name)
-    axes[-1, m].set_xlabel(f"noise scale s ({xlabel.get(name, 's')})")
+    axes[0, m].set_title(mechanism.name)
+    noise = mechanism.noise.symbol or mechanism.noise_param
+    axes[-1, m].set_xlabel(f"noise scale s ({'1/' if mechanism.inverse_scale else ''}{noise})")
   axes[0, 0].legend(fontsize=7)
   if title:
     fig.suptitle(title)

@@ -43,7 +43,7 @@ from pate_jax import mechanisms
 from pate_jax._compile import light_jit
 
 __all__ = [
-    "lnmax", "gnmax", "confident_gnmax", "plurality", "hash_query_ids",
+    "answer", "lnmax", "gnmax", "confident_gnmax", "plurality", "hash_query_ids",
     "label_accuracy_grid", "NOT_ANSWERED",
 ]
 
@@ -67,18 +67,30 @@ def _plurality(votes):
   return jnp.argmax(votes, axis=-1).astype(jnp.int32)
 
 
-def _answer_checked(mechanism: str, key: jax.Array, votes: Any, params: dict[str, Any],
+def _answer_checked(mechanism: Any, key: jax.Array, votes: Any, params: dict[str, Any],
                     query_ids: Any) -> tuple[jax.Array, jax.Array]:
   """Validates the arguments of a registered mechanism and answers (one jitted call)."""
   m = mechanisms.get(mechanism)
   votes = v.votes(votes, equal_totals=m.equal_totals, max_total=mechanisms.MAX_TEACHERS)
   mechanisms.check_params(m, params)  # The values go to the core as given (cast there).
   ids = v.query_ids(query_ids, votes.shape[0])
-  return _answer(key, votes, ids, params, mechanism=mechanism)
+  return _answer(key, votes, ids, params, mechanism=m.name)
 
 
 # ---------------------------------------------------------------------------
 # Public aggregators.
+
+
+def answer(mechanism: mechanisms.Mechanism, key: jax.Array, votes: Any,
+           params: dict[str, Any], query_ids: Any = None) -> tuple[jax.Array, jax.Array]:
+  """Any registered mechanism's answers: ``(labels int32 [Q], answered bool [Q])``.
+
+  ``labels`` is ``NOT_ANSWERED`` where a query was not answered (Confident-GNMax below
+  its threshold). ``params`` are exactly the mechanism's (``mechanism.param_names``);
+  ``query_ids`` as in :func:`lnmax`. :func:`lnmax`, :func:`gnmax` and
+  :func:`confident_gnmax` are this function with their parameters spelled out.
+  """
+  return _answer_checked(mechanism, key, votes, params, query_ids)
 
 
 def lnmax(key: jax.Array, votes: Any, gamma: Any, query_ids: Any = None) -> jax.Array:
@@ -97,7 +109,7 @@ def lnmax(key: jax.Array, votes: Any, gamma: Any, query_ids: Any = None) -> jax.
   Returns:
     int32 ``[Q]`` labels.
   """
-  return _answer_checked("lnmax", key, votes, {"gamma": gamma}, query_ids)[0]
+  return _answer_checked(mechanisms.LNMAX, key, votes, {"gamma": gamma}, query_ids)[0]
 
 
 def gnmax(key: jax.Array, votes: Any, sigma: Any, query_ids: Any = None) -> jax.Array:
@@ -115,7 +127,7 @@ def gnmax(key: jax.Array, votes: Any, sigma: Any, query_ids: Any = None) -> jax.
   Returns:
     int32 ``[Q]`` labels.
   """
-  return _answer_checked("gnmax", key, votes, {"sigma": sigma}, query_ids)[0]
+  return _answer_checked(mechanisms.GNMAX, key, votes, {"sigma": sigma}, query_ids)[0]
 
 
 def confident_gnmax(key: jax.Array, votes: Any, threshold: Any, sigma_threshold: Any,
@@ -141,7 +153,7 @@ def confident_gnmax(key: jax.Array, votes: Any, threshold: Any, sigma_threshold:
     bool ``[Q]``.
   """
   params = {"threshold": threshold, "sigma_threshold": sigma_threshold, "sigma": sigma}
-  return _answer_checked("confident_gnmax", key, votes, params, query_ids)
+  return _answer_checked(mechanisms.CONFIDENT_GNMAX, key, votes, params, query_ids)
 
 
 def plurality(votes: Any) -> jax.Array:
@@ -192,10 +204,6 @@ def hash_query_ids(inputs: Any, words: int = 2) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Vectorised ablations.
 
-# Mechanisms with one noise parameter: the scales of the grid.
-_GRID_MECHANISMS = tuple(m.name for m in mechanisms.REGISTRY.values() if len(m.params) == 1)
-
-
 def _accuracy_grid_core(key, votes, labels, noise_scales, mechanism, num_seeds):
   m = mechanisms.get(mechanism)
   ids = jnp.arange(votes.shape[0], dtype=jnp.uint32)
@@ -203,7 +211,7 @@ def _accuracy_grid_core(key, votes, labels, noise_scales, mechanism, num_seeds):
       jnp.arange(num_seeds, dtype=jnp.uint32))
 
   def accuracy(scale, k):
-    labels_k, _ = m.answer(k, votes, ids, {m.params[0].name: scale})
+    labels_k, _ = m.answer(k, votes, ids, {m.noise_param: scale})
     return jnp.mean(labels_k == labels)
 
   over_seeds = jax.vmap(accuracy, in_axes=(None, 0))
@@ -213,7 +221,7 @@ def _accuracy_grid_core(key, votes, labels, noise_scales, mechanism, num_seeds):
 _accuracy_grid = light_jit(_accuracy_grid_core, static_argnames=("mechanism", "num_seeds"))
 
 
-def label_accuracy_grid(key: jax.Array, votes: Any, labels: Any, mechanism: str,
+def label_accuracy_grid(key: jax.Array, votes: Any, labels: Any, mechanism: Any,
                         noise_scales: Any, num_seeds: int) -> jax.Array:
   """Accuracy of noisy labels for a grid of noise scales and seeds, in one compiled call.
 
@@ -228,18 +236,22 @@ def label_accuracy_grid(key: jax.Array, votes: Any, labels: Any, mechanism: str,
     key: PRNG key.
     votes: int ``[Q, C]``.
     labels: int ``[Q]`` true labels in ``[0, C)``.
-    mechanism: ``"lnmax"`` or ``"gnmax"``.
-    noise_scales: ``[S]`` values of gamma (LNMax) or sigma (GNMax), all > 0.
+    mechanism: a registered mechanism with one parameter (:data:`mechanisms.LNMAX`,
+      :data:`mechanisms.GNMAX`) or its name.
+    noise_scales: ``[S]`` values of its noise parameter (``mechanism.noise_param``:
+      gamma for LNMax, sigma for GNMax), all > 0.
     num_seeds: number of independent noise draws per scale.
 
   Returns:
     float32 ``[S, num_seeds]`` accuracies.
   """
-  v.choice(mechanism, "mechanism", _GRID_MECHANISMS)
+  m = mechanisms.get(mechanism)
+  if len(m.params) != 1:
+    raise ValueError(f"mechanism must have one (noise) parameter; {m.name!r} has "
+                     f"{m.param_names}")
   num_seeds = v.positive_int(num_seeds, "num_seeds")
   votes = v.votes(votes)
   labels = v.labels(labels, votes.shape[0], votes.shape[1])
-  name = mechanisms.get(mechanism).params[0].name
-  scales = v.positive_vector(noise_scales, f"noise_scales ({name})", "noise scales")
-  return _accuracy_grid(key, votes, labels, scales.astype(np.float32), mechanism=mechanism,
+  scales = v.positive_vector(noise_scales, f"noise_scales ({m.noise_param})", "noise scales")
+  return _accuracy_grid(key, votes, labels, scales.astype(np.float32), mechanism=m.name,
                         num_seeds=int(num_seeds))

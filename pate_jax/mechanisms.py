@@ -13,8 +13,17 @@ A :class:`Mechanism` is a NamedTuple of pure functions, like optax's
   *if answered* is ``cost(votes, ones, ...)``. ``data_dependent`` is a Python bool
   (static: one accounting per compiled step).
 
-plus its name, its parameters (:class:`Param`: a name and a kind that says how it is
-validated), and an optional helper (``baselines`` adds reference ε values to reports).
+plus its name, its parameters (:class:`Param`: a name, a symbol and a kind that says how
+it is validated), its **noise scale** and an optional helper (``baselines`` adds
+reference ε values to reports).
+
+The noise scale ``s`` is the one convention for "how much noise" across mechanisms: the
+scale, in votes, of the noise added to each count of the answer — LNMax's Laplace scale
+``b = 1/γ``, GNMax's and Confident-GNMax's ``σ``. ``mechanism.noise_param`` names the
+parameter that sets it; :func:`noise_scale` maps parameters to ``s`` and
+:func:`params_at` maps ``(s, T)`` to a full parameter dict (Confident-GNMax's threshold
+and threshold noise as fractions of ``T``). Ablations, sweeps and plots take ``s`` or the
+mechanism's own parameters through these, never by testing a mechanism's name.
 Everything that needs a mechanism (:mod:`pate_jax.aggregation`, :mod:`pate_jax.ledger`,
 the aggregate stage) looks it up here with :func:`get`: a new mechanism is one new entry
 of :data:`REGISTRY` plus its tests. The costs are built on :mod:`pate_jax.accounting`,
@@ -44,7 +53,7 @@ from pate_jax import accounting as acc
 __all__ = [
     "Param", "Mechanism", "REGISTRY", "LNMAX", "GNMAX", "CONFIDENT_GNMAX", "NOT_ANSWERED",
     "get", "names", "register", "check_params", "query_keys", "make_accountant",
-    "epsilon_report", "MAX_TEACHERS",
+    "epsilon_report", "MAX_TEACHERS", "noise_scale", "params_at", "describe",
 ]
 
 # Label of a query that was not answered (Confident-GNMax below its threshold).
@@ -64,6 +73,7 @@ class Param(NamedTuple):
   name: str
   kind: str
   doc: str
+  symbol: str = ""  # How reports and plots write it (``γ``, ``σ``); the name if empty.
 
 
 class Mechanism(NamedTuple):
@@ -78,10 +88,22 @@ class Mechanism(NamedTuple):
   # of T votes (a row with a larger total would be charged as if its gap were real).
   equal_totals: bool = True
   baselines: Callable[[int, dict[str, Any], float], dict[str, float]] | None = None
+  # The parameter that sets the answer noise, and whether the noise scale in votes is
+  # its inverse (LNMax: b = 1/γ) or the parameter itself (σ).
+  noise_param: str = "sigma"
+  inverse_scale: bool = False
+  # ``(scale, num_teachers, threshold_fraction, sigma_threshold_fraction) -> params``
+  # for mechanisms with parameters besides the noise; None: ``{noise_param: value}``.
+  params_at_scale: Callable[..., dict[str, Any]] | None = None
 
   @property
   def param_names(self) -> tuple[str, ...]:
     return tuple(p.name for p in self.params)
+
+  @property
+  def noise(self) -> Param:
+    """The :class:`Param` that sets the answer noise."""
+    return next(p for p in self.params if p.name == self.noise_param)
 
 
 # ----------------------------------------------------------------------------- noise
@@ -126,9 +148,9 @@ def _lnmax_baselines(num_answered, params, delta):
 
 LNMAX = Mechanism(
     name="lnmax",
-    params=(Param("gamma", "positive", "inverse Laplace scale (2017 MNIST: 0.05)"),),
+    params=(Param("gamma", "positive", "inverse Laplace scale (2017 MNIST: 0.05)", "γ"),),
     accountant="moments", answer=_lnmax_answer, cost=_lnmax_cost,
-    baselines=_lnmax_baselines)
+    baselines=_lnmax_baselines, noise_param="gamma", inverse_scale=True)
 
 
 # ----------------------------------------------------------------------------- GNMax
@@ -151,7 +173,7 @@ def _gnmax_cost(votes, answered, params, orders, data_dependent):
 
 GNMAX = Mechanism(
     name="gnmax",
-    params=(Param("sigma", "positive", "Gaussian noise standard deviation"),),
+    params=(Param("sigma", "positive", "Gaussian noise standard deviation", "σ"),),
     accountant="rdp", answer=_gnmax_answer, cost=_gnmax_cost)
 
 
@@ -195,12 +217,19 @@ def _confident_gnmax_cost(votes, answered, params, orders, data_dependent):
     return check + jnp.where(jnp.asarray(answered, bool)[:, None], answer, 0.0)
 
 
+def _confident_gnmax_at_scale(scale, num_teachers, threshold_fraction, sigma_threshold_fraction):
+  """``σ = s``, ``threshold = f_T · n``, ``σ_T = f_σ · n`` (fractions of the teachers)."""
+  return {"threshold": threshold_fraction * num_teachers,
+          "sigma_threshold": sigma_threshold_fraction * num_teachers, "sigma": scale}
+
+
 CONFIDENT_GNMAX = Mechanism(
     name="confident_gnmax",
-    params=(Param("threshold", "real", "threshold T on the noisy top count (in votes)"),
-            Param("sigma_threshold", "positive", "std σ_T of the threshold noise"),
-            Param("sigma", "positive", "std σ of the answer noise")),
-    accountant="rdp", answer=_confident_gnmax_answer, cost=_confident_gnmax_cost)
+    params=(Param("threshold", "real", "threshold T on the noisy top count (in votes)", "T"),
+            Param("sigma_threshold", "positive", "std σ_T of the threshold noise", "σ_T"),
+            Param("sigma", "positive", "std σ of the answer noise", "σ")),
+    accountant="rdp", answer=_confident_gnmax_answer, cost=_confident_gnmax_cost,
+    params_at_scale=_confident_gnmax_at_scale)
 
 
 # ----------------------------------------------------------------------------- registry
@@ -214,6 +243,7 @@ def register(mechanism: Mechanism) -> Mechanism:
     raise ValueError(f"mechanism must have a new name; got {mechanism.name!r}, already "
                      "registered")
   v.choice(mechanism.accountant, "mechanism.accountant", acc.ACCOUNTANT_KINDS)
+  v.choice(mechanism.noise_param, "mechanism.noise_param", mechanism.param_names)
   REGISTRY[mechanism.name] = mechanism
   return mechanism
 
@@ -223,9 +253,44 @@ def names() -> tuple[str, ...]:
   return tuple(REGISTRY)
 
 
-def get(name: str, name_of_argument: str = "mechanism") -> Mechanism:
-  """The registered mechanism called ``name`` (``ValueError`` naming the choices)."""
+def get(name: str | Mechanism, name_of_argument: str = "mechanism") -> Mechanism:
+  """The registered mechanism called ``name`` (``ValueError`` naming the choices).
+
+  A registered :class:`Mechanism` is returned as it is, so every function that takes a
+  mechanism takes the object (a config's name is looked up once, at the stage).
+  """
+  if isinstance(name, Mechanism):
+    if REGISTRY.get(name.name) is not name:
+      raise ValueError(f"{name_of_argument} must be a registered mechanism; got an "
+                       f"unregistered {name.name!r} (pate_jax.mechanisms.register)")
+    return name
   return REGISTRY[v.choice(name, name_of_argument, REGISTRY)]
+
+
+def noise_scale(mechanism: Mechanism, params: dict[str, Any]) -> Any:
+  """The noise scale ``s`` in votes of ``params``: ``1/γ`` (LNMax) or ``σ``."""
+  value = params[mechanism.noise_param]
+  return 1.0 / value if mechanism.inverse_scale else value
+
+
+def params_at(mechanism: Mechanism, scale: Any, num_teachers: Any, *,
+              threshold_fraction: Any = 0.8, sigma_threshold_fraction: Any = 0.6
+              ) -> dict[str, Any]:
+  """The parameters of ``mechanism`` at noise scale ``scale`` with ``num_teachers`` teachers.
+
+  LNMax ``γ = 1/s``; GNMax ``σ = s``; Confident-GNMax ``σ = s``,
+  ``threshold = threshold_fraction · n``, ``sigma_threshold = sigma_threshold_fraction · n``.
+  Works on traced values (under ``jit``/``vmap``).
+  """
+  if mechanism.params_at_scale is not None:
+    return mechanism.params_at_scale(scale, num_teachers, threshold_fraction,
+                                     sigma_threshold_fraction)
+  return {mechanism.noise_param: 1.0 / scale if mechanism.inverse_scale else scale}
+
+
+def describe(mechanism: Mechanism, params: dict[str, Any]) -> str:
+  """``"σ=40"``, ``"γ=0.05"``, ``"T=300, σ_T=200, σ=100"``: parameters as reports write them."""
+  return ", ".join(f"{p.symbol or p.name}={float(params[p.name]):g}" for p in mechanism.params)
 
 
 def check_params(mechanism: Mechanism, params: dict[str, Any]) -> dict[str, Any]:

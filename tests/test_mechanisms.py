@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 
 from pate_jax import accounting as acc
 from pate_jax import aggregation as agg
@@ -34,36 +35,92 @@ def test_registry_names_and_lookup():
     mechanisms.register(mechanisms.GNMAX)
 
 
-@pytest.mark.parametrize("name", ["lnmax", "gnmax", "confident_gnmax"])
-def test_answer_is_the_public_aggregator(name):
-  m = mechanisms.get(name)
-  ids = np.arange(4, dtype=np.uint32)
-  labels, answered = jax.jit(m.answer)(KEY, VOTES, ids, PARAMS[name])
-  public = getattr(agg, name)(KEY, VOTES, *PARAMS[name].values())
-  want_labels, want_answered = public if name == "confident_gnmax" else (public, True)
-  np.testing.assert_array_equal(labels, want_labels)
-  np.testing.assert_array_equal(answered, np.broadcast_to(want_answered, (4,)))
+def test_objects_are_accepted_and_names_looked_up_once():
+  assert mechanisms.get(mechanisms.GNMAX) is mechanisms.GNMAX
+  stray = mechanisms.GNMAX._replace(name="stray")
+  with pytest.raises(ValueError, match="mechanism must be a registered mechanism"):
+    mechanisms.get(stray)
+  with pytest.raises(ValueError, match="mechanism.noise_param must be one of"):
+    mechanisms.register(stray._replace(noise_param="gamma"))
+  assert "stray" not in mechanisms.names()
 
 
-def test_costs_match_the_accountants():
-  # LNMax and GNMax pay their accountant's per-query cost whatever the outcome;
-  # Confident-GNMax pays the threshold check, plus GNMax where answered.
+def test_noise_scale_convention():
+  # s is the scale, in votes, of the noise on each count: Laplace b = 1/γ, Gaussian σ.
+  assert mechanisms.params_at(mechanisms.LNMAX, 20.0, 250) == {"gamma": 0.05}
+  assert mechanisms.params_at(mechanisms.GNMAX, 40.0, 250) == {"sigma": 40.0}
+  # 2018 MNIST: T = 200 and σ_T = 150 of 250 teachers are fractions 0.8 and 0.6.
+  assert mechanisms.params_at(mechanisms.CONFIDENT_GNMAX, 40.0, 250.0) == {
+      "threshold": 200.0, "sigma_threshold": 150.0, "sigma": 40.0}
+  for m in (mechanisms.LNMAX, mechanisms.GNMAX, mechanisms.CONFIDENT_GNMAX):
+    assert mechanisms.noise_scale(m, mechanisms.params_at(m, 8.0, 10.0)) == pytest.approx(8.0)
+  assert mechanisms.describe(mechanisms.LNMAX, {"gamma": 0.05}) == "γ=0.05"
+  assert mechanisms.describe(mechanisms.CONFIDENT_GNMAX, PARAMS["confident_gnmax"]) == (
+      "T=6, σ_T=2, σ=2")
+
+
+def _difference_cdf(m, gap, scale):
+  """P(the top class of a two-class row with this vote gap wins): the noise difference of
+  two Laplace(b) or two N(0, σ²) variables exceeds -gap."""
+  if m is mechanisms.LNMAX:  # Difference of two Laplace(b): P(D < d) = 1 - (1 + d/2b) e^{-d/b} / 2.
+    return 1.0 - 0.5 * (1.0 + gap / (2 * scale)) * np.exp(-gap / scale)
+  return stats.norm.cdf(gap / (scale * np.sqrt(2.0)))
+
+
+@pytest.mark.parametrize("m", [mechanisms.LNMAX, mechanisms.GNMAX])
+def test_answers_follow_the_noise_distribution(m):
+  # 20,000 queries with the same two-class row, one noise draw each (per-query keys): the
+  # fraction answering the top class matches the closed form within 5 standard errors.
+  n, scale = 20_000, 3.0
+  for gap in (0, 2, 6):
+    votes = np.tile(np.array([[10 + gap, 10]], np.int32), (n, 1))
+    labels, answered = agg.answer(m, KEY, votes, mechanisms.params_at(m, scale, 20 + gap))
+    p = _difference_cdf(m, gap, scale)
+    assert bool(np.all(answered))
+    assert abs(np.mean(np.asarray(labels) == 0) - p) < 5 * np.sqrt(p * (1 - p) / n) + 1e-9
+
+
+def test_an_answer_depends_only_on_key_id_and_row():
+  ids = np.array([7, 3, 11, 5], np.uint32)
+  perm = np.array([2, 0, 3, 1])
+  for name, params in PARAMS.items():
+    labels, answered = agg.answer(name, KEY, VOTES, params, ids)
+    labels_p, answered_p = agg.answer(name, KEY, VOTES[perm], params, ids[perm])
+    np.testing.assert_array_equal(np.asarray(labels)[perm], labels_p)
+    np.testing.assert_array_equal(np.asarray(answered)[perm], answered_p)
+  # Confident-GNMax: a vanishing threshold noise answers exactly the rows whose top count
+  # reaches the threshold; unanswered rows carry NOT_ANSWERED.
+  labels, answered = agg.answer(mechanisms.CONFIDENT_GNMAX, KEY, VOTES,
+                                {"threshold": 6.0, "sigma_threshold": 1e-6, "sigma": 1e-6})
+  np.testing.assert_array_equal(answered, VOTES.max(1) >= 6)
+  np.testing.assert_array_equal(labels, np.where(VOTES.max(1) >= 6, VOTES.argmax(1),
+                                                 mechanisms.NOT_ANSWERED))
+
+
+def test_data_independent_costs_are_the_closed_forms():
   answered = np.array([True, False, True, False])
-  for dd in (True, False):
-    np.testing.assert_array_equal(
-        mechanisms.LNMAX.cost(VOTES, answered, PARAMS["lnmax"], np.arange(1.0, 5.0), dd),
-        acc.lnmax_log_moments(VOTES, 0.5, np.arange(1.0, 5.0), data_dependent=dd))
-    np.testing.assert_array_equal(
-        mechanisms.GNMAX.cost(VOTES, answered, PARAMS["gnmax"], ORDERS, dd),
-        acc.gnmax_rdp(VOTES, 2.0, ORDERS, data_dependent=dd))
-  p = PARAMS["confident_gnmax"]
-  cost = np.asarray(mechanisms.CONFIDENT_GNMAX.cost(VOTES, answered, p, ORDERS, True))
-  thr = np.asarray(acc.confident_threshold_rdp(VOTES, 6.0, 2.0, ORDERS))
-  gn = np.asarray(acc.gnmax_rdp(VOTES, 2.0, ORDERS))
-  np.testing.assert_allclose(cost, thr + answered[:, None] * gn, rtol=1e-15)
-  # Data-independent: λ/(2σ_T²) for the check, λ/σ² for an answer.
-  cost = np.asarray(mechanisms.CONFIDENT_GNMAX.cost(VOTES, answered, p, ORDERS, False))
+  moments = np.arange(1.0, 5.0)
+  # LNMax (2γ-DP answers): α(l) ≤ min(2γ² l(l+1), 2γ l) (2017, Theorem 2 and pure DP).
+  gamma = PARAMS["lnmax"]["gamma"]
+  want = np.minimum(2 * gamma**2 * moments * (moments + 1), 2 * gamma * moments)
+  np.testing.assert_allclose(
+      mechanisms.LNMAX.cost(VOTES, answered, PARAMS["lnmax"], moments, False),
+      np.broadcast_to(want, (4, 4)), rtol=1e-12)
+  # GNMax: λ/σ² per query, answered or not (it always answers).
+  np.testing.assert_allclose(mechanisms.GNMAX.cost(VOTES, answered, PARAMS["gnmax"], ORDERS,
+                                                   False),
+                             np.broadcast_to(ORDERS / 4.0, (4, len(ORDERS))), rtol=1e-12)
+  # Confident-GNMax: λ/(2σ_T²) for the check, plus λ/σ² where answered.
+  cost = np.asarray(mechanisms.CONFIDENT_GNMAX.cost(VOTES, answered, PARAMS["confident_gnmax"],
+                                                    ORDERS, False))
   np.testing.assert_allclose(cost, ORDERS / 8.0 + answered[:, None] * ORDERS / 4.0, rtol=1e-15)
+  # The data-dependent costs never exceed them.
+  for name, params in PARAMS.items():
+    m = mechanisms.get(name)
+    orders = moments if m.accountant == "moments" else ORDERS
+    dd = np.asarray(m.cost(VOTES, answered, params, orders, True))
+    di = np.asarray(m.cost(VOTES, answered, params, orders, False))
+    assert np.all(dd <= di * (1 + 1e-12))
 
 
 def test_calibration_charges_what_the_mechanism_charges():

@@ -71,7 +71,8 @@ def make_accountant(kind: str, orders: Any, conversion: str | None = "improved",
     kind: ``"rdp"`` or ``"moments"``.
     orders: ``[K]`` Rényi orders ``> 1`` (rdp) or moment orders ``> 0`` (moments).
     conversion: ``"improved"`` or ``"classic"`` (rdp; ignored for moments).
-    cost: ``[K]`` non-negative composed cost to start from (default zeros).
+    cost: ``[K]`` non-negative composed cost to start from (default zeros), or
+      ``[..., K]``: a batch of composed costs, whose :func:`epsilon` is ``[...]``.
   """
   v.choice(kind, "kind", KINDS)
   if kind == "rdp":
@@ -83,9 +84,9 @@ def make_accountant(kind: str, orders: Any, conversion: str | None = "improved",
     cost = np.zeros(np.shape(orders), np.float64)
   elif not v.is_traced(cost):
     cost = np.asarray(cost, np.float64)
-    if cost.shape != np.shape(orders) or not np.all(cost >= 0):
-      raise ValueError(f"cost must be a non-negative array of shape {np.shape(orders)} (one "
-                       f"value per order); got {cost!r}")
+    if cost.shape[-1:] != np.shape(orders) or not np.all(cost >= 0):
+      raise ValueError(f"cost must be a non-negative array of shape [..., {np.size(orders)}] "
+                       f"(one value per order); got {cost!r}")
   return Accountant(cost, orders, kind, conversion)
 
 

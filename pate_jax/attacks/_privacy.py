@@ -79,7 +79,7 @@ def queries_epsilon(rdp: Any, num_queries: Any, *, delta: float, orders: Any = N
   if np.any(~np.isfinite(m) | (m < 0)):
     raise ValueError(f"num_queries must be finite and >= 0, got {num_queries!r}")
   total = m[..., None] * np.asarray(rdp, np.float64)
-  eps, order = acc.rdp_to_epsilon(total, orders, delta, conversion=conversion)
+  eps, order = acc.make_accountant("rdp", orders, conversion, cost=total).epsilon(delta)
   return np.asarray(eps), np.asarray(order)
 
 

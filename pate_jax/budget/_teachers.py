@@ -50,7 +50,7 @@ class TeachersBudget:
       secret noise, the run's work directory for a research seed.
     votes: :func:`pate_jax.votes.load_votes` of the teachers.
     key: the noise key of the answers (:func:`pate_jax.rng.noise_key`).
-    mechanism: a name in :data:`pate_jax.mechanisms.REGISTRY`.
+    mechanism: a registered :class:`pate_jax.mechanisms.Mechanism` (or its name).
     params: its parameters.
     epsilon_max: the budget (finite for a release; ``inf`` only for research).
     delta: δ.
@@ -69,7 +69,8 @@ class TeachersBudget:
   """
 
   def __init__(self, directory: str | os.PathLike, votes: dict[str, Any], key: jax.Array, *,
-               mechanism: str, params: dict[str, float], epsilon_max: float, delta: float,
+               mechanism: mechanisms.Mechanism | str, params: dict[str, float],
+               epsilon_max: float, delta: float,
                orders: Any = None, max_moment: int = 8, data_dependent: bool = True,
                conversion: str = "improved", chunk_size: int = 256, release: ReleaseSpec | None = None,
                research_seed: int | None = None, release_key: jax.Array | None = None,
@@ -109,7 +110,7 @@ class TeachersBudget:
     return self.path.with_name(self.path.name + LOCK_SUFFIX)
 
   def _aggregator(self, record: dict | None) -> ledger_lib.PrivateAggregator:
-    return ledger_lib.PrivateAggregator(self.key, self.mechanism.name, ledger=record,
+    return ledger_lib.PrivateAggregator(self.key, self.mechanism, ledger=record,
                                         **self.aggregator_kwargs)
 
   def _journal_last(self) -> tuple[int, str] | None:
@@ -381,10 +382,8 @@ class TeachersBudget:
     """The ``count``-th release (GNSS) of the ledger's charged queries."""
     spec = self.release_spec
     kw = self.aggregator_kwargs
-    extra = {}
-    if self.mechanism.name == "confident_gnmax":
-      extra = {"threshold": self.params["threshold"],
-               "sigma_threshold": self.params["sigma_threshold"]}
+    # Confident-GNMax's threshold check is released with its answers.
+    extra = {k: self.params[k] for k in ("threshold", "sigma_threshold") if k in self.params}
     rel = acc.smooth_sensitivity_release(
         self.votes[loaded.rows], sigma=self.params["sigma"], order=spec.order,
         betas=np.array([spec.beta]), sigma_ss=spec.sigma_ss, delta=kw["delta"],

@@ -84,7 +84,7 @@ def published_epsilon(q, noise_multiplier, steps: int, delta, *,
   steps = v.positive_int(steps, "steps", minimum=0)
   with jax.enable_x64(True):
     rdp = acc.sampled_gaussian_rdp(q, noise_multiplier, orders)
-    eps, order = acc.rdp_to_epsilon(steps * rdp, orders, delta)
+    eps, order = acc.rdp_accountant(orders).compose(steps * rdp).epsilon(delta)
   return float(eps), float(order)
 
 

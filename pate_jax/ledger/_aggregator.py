@@ -76,9 +76,9 @@ class PrivateAggregator:
 
   Args:
     key: PRNG key; query ``i`` is answered with noise from ``fold_in(key, id_i)``.
-    mechanism: a name in :data:`pate_jax.mechanisms.REGISTRY`: ``"lnmax"`` (needs
-      ``gamma``), ``"gnmax"`` (``sigma``) or ``"confident_gnmax"`` (``threshold``,
-      ``sigma_threshold``, ``sigma``).
+    mechanism: a registered :class:`pate_jax.mechanisms.Mechanism` (or its name):
+      ``LNMAX`` (needs ``gamma``), ``GNMAX`` (``sigma``) or ``CONFIDENT_GNMAX``
+      (``threshold``, ``sigma_threshold``, ``sigma``).
     epsilon_max: budget ε_max > 0 (``inf`` for none).
     delta: δ in (0, 1).
     orders: RDP orders (RDP mechanisms; default :data:`DEFAULT_ORDERS`).
@@ -97,7 +97,7 @@ class PrivateAggregator:
       ``sigma_threshold``).
   """
 
-  def __init__(self, key: jax.Array, mechanism: str, *, epsilon_max: float, delta: float,
+  def __init__(self, key: jax.Array, mechanism: mechanisms.Mechanism | str, *, epsilon_max: float, delta: float,
                orders: Any = None, max_moment: int = 8, data_dependent: bool = True,
                consistent: bool = False, conversion: str = "improved",
                chunk_size: int = 256, capacity: int = 1024, ledger: Any = None,
@@ -106,20 +106,20 @@ class PrivateAggregator:
     params = {k: p for k, p in params.items() if p is not None}
     for name in m.param_names:
       if name not in params:
-        raise ValueError(f"{name} is required for mechanism {mechanism!r}; got None")
+        raise ValueError(f"{name} is required for mechanism {m.name!r}; got None")
     for name, value in params.items():
       if name not in m.param_names:
-        raise ValueError(f"{name} is not a parameter of mechanism {mechanism!r}; got {value!r}")
+        raise ValueError(f"{name} is not a parameter of mechanism {m.name!r}; got {value!r}")
     if m.accountant == "moments":
       if orders is not None:
         raise ValueError("orders are not used by the moments accountant of "
-                         f"{mechanism!r} (it uses l = 1..max_moment); got orders={orders!r}")
+                         f"{m.name!r} (it uses l = 1..max_moment); got orders={orders!r}")
       orders = np.arange(1, v.positive_int(max_moment, "max_moment") + 1, dtype=np.float64)
     elif orders is None:
       orders = DEFAULT_ORDERS
     self.chunk_size = v.positive_int(chunk_size, "chunk_size")
     capacity = v.positive_int(capacity, "capacity")
-    state = init_ledger(orders=orders, delta=delta, mechanism=mechanism, params=params,
+    state = init_ledger(orders=orders, delta=delta, mechanism=m, params=params,
                         epsilon_max=epsilon_max, data_dependent=data_dependent,
                         consistent=consistent, conversion=conversion, capacity=capacity)
     lineage, generation = _new_lineage(), 0

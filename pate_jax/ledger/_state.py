@@ -154,7 +154,8 @@ def _empty_cache(capacity: int) -> AnswerCache:
                      size=np.int32(0))
 
 
-def init_ledger(cost: Any = None, *, orders: Any, delta: float, mechanism: str,
+def init_ledger(cost: Any = None, *, orders: Any, delta: float,
+                mechanism: mechanisms.Mechanism | str,
                 params: dict[str, Any], epsilon_max: float, data_dependent: bool = True,
                 consistent: bool = False, conversion: str = "improved",
                 capacity: int = 0, private_cost: Any = None,
@@ -169,7 +170,8 @@ def init_ledger(cost: Any = None, *, orders: Any, delta: float, mechanism: str,
     extra_cost: ``[K]`` the part of ``cost`` charged by :func:`charge` (``None``: zeros).
     orders: ``[K]`` RDP orders (LNMax: moment orders ``l``).
     delta: δ in (0, 1).
-    mechanism: a name in :data:`pate_jax.mechanisms.REGISTRY` (selects the accountant).
+    mechanism: a registered :class:`pate_jax.mechanisms.Mechanism` (or its name; the state
+      records the name).
     params: the mechanism's parameters, e.g. ``{"sigma": 40.0}``.
     epsilon_max: the budget ε_max > 0 (``inf`` for none).
     data_dependent: data-dependent per-query costs (module docstring).

@@ -57,7 +57,7 @@ def plan(config: Any) -> dict[str, Any]:
   return out
 
 
-def loop_cell(mechanism: str, votes: Any, labels: Any, num_teachers: int, scale: float,
+def loop_cell(mechanism: Any, votes: Any, labels: Any, num_teachers: int, scale: float,
               key: jax.Array, *, delta: float, threshold_fraction: float = 0.8,
               sigma_threshold_fraction: float = 0.6, orders: Any = None,
               max_moment: int = 8) -> tuple[float, ...]:
@@ -69,17 +69,10 @@ def loop_cell(mechanism: str, votes: Any, labels: Any, num_teachers: int, scale:
   and data-independently. Returns the cell's values in :data:`pate_jax.ablation.FIELDS` order.
   """
   m = mech_lib.get(mechanism, "mechanism")
-  params = ablation.mechanism_params(mechanism, float(scale), float(num_teachers),
-                                     threshold_fraction=threshold_fraction,
-                                     sigma_threshold_fraction=sigma_threshold_fraction)
-  if mechanism == "lnmax":
-    answers = aggregation.lnmax(key, votes, params["gamma"])
-    answered = np.ones(answers.shape, bool)
-  elif mechanism == "gnmax":
-    answers = aggregation.gnmax(key, votes, params["sigma"])
-    answered = np.ones(answers.shape, bool)
-  else:
-    answers, answered = aggregation.confident_gnmax(key, votes, **params)
+  params = mech_lib.params_at(m, float(scale), float(num_teachers),
+                              threshold_fraction=threshold_fraction,
+                              sigma_threshold_fraction=sigma_threshold_fraction)
+  answers, answered = aggregation.answer(m, key, votes, params)
   answers, answered = np.asarray(answers), np.asarray(answered)
   n = int(answered.sum())
   out = [float(np.sum((answers == np.asarray(labels)) & answered) / np.float64(n)) if n
@@ -101,7 +94,7 @@ def loop_histograms(predictions: Any, teacher_counts: Any, num_classes: int) -> 
 
 def loop_grid(predictions: Any, labels: Any, teacher_counts: Any, noise_scales: Any,
               keys: jax.Array, cells: Any, *, num_classes: int, delta: float,
-              mechanisms: tuple[str, ...] = ablation.MECHANISMS, **kwargs: Any
+              mechanisms: tuple = ablation.MECHANISMS, **kwargs: Any
               ) -> tuple[np.ndarray, float, float]:
   """The loop baseline over ``cells`` (int ``[K, 4]`` grid indices ``(m, n, s, r)``).
 
@@ -143,7 +136,7 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
   q = int(config.num_queries)
   if not 0 < q <= data["num_pool"]:
     raise ValueError(f"config.num_queries must be in [1, num_pool={data['num_pool']}], got {q}")
-  mechanisms = tuple(config.mechanisms)
+  mechanisms = tuple(mech_lib.get(m, "config.mechanisms") for m in config.mechanisms)
   counts, scales = np.asarray(config.teacher_counts), np.asarray(config.noise_scales, float)
   keys = jax.random.split(rng.stream(rng.root_key(config.seed), "aggregation"),
                           int(config.num_seeds))
@@ -178,7 +171,8 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
   results = {
       "grid_shape": dict(zip(("mechanism", "teachers", "noise", "seed"), shape)),
       "grid_cells": int(grid.accuracy.size), "num_queries": q,
-      "num_teachers_trained": data["num_teachers"], "mechanisms": mechanisms,
+      "num_teachers_trained": data["num_teachers"],
+      "mechanisms": [m.name for m in mechanisms],
       "teacher_counts": counts, "noise_scales": scales,
       "compile_s": compile_s, "vectorised_s": vectorised_s, "vectorised_runs_s": wall,
       "loop_compile_s": loop_compile_s, "loop_cells": len(cells), "loop_measured_s": loop_s,

@@ -92,7 +92,7 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
                      "budget (inf is for research runs with config.noise_seed set)")
   return budget_lib.TeachersBudget(
       teachers_dir(source) if noise_seed is None else workdir, data,
-      rng.noise_key("aggregation", noise_seed), mechanism=mechanism.name, params=params,
+      rng.noise_key("aggregation", noise_seed), mechanism=mechanism, params=params,
       epsilon_max=config.epsilon_max, delta=config.delta, orders=rdp_orders(config, mechanism),
       max_moment=int(config.max_moment), data_dependent=config.data_dependent,
       conversion=config.conversion,

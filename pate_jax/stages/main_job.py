@@ -47,7 +47,8 @@ def attack_stage(config, root: pathlib.Path) -> dict:
   a, agg = config.attack, config.aggregate
   if not a.enabled:
     return {"skipped": "--config.attack.enabled=False"}
-  if agg.mechanism != "gnmax":  # the attack models GNMax's answers
+  if mechanisms.get(agg.mechanism, "config.aggregate.mechanism") is not mechanisms.GNMAX:
+    # The attack models GNMax's answers.
     return {"skipped": f"the attack models GNMax answers; the labels used {agg.mechanism}"}
   data = votes_lib.load_votes(root / "teachers")
   answered = labels_lib.load_labels(root / "aggregate", votes_digest=budget.votes_digest(data))
@@ -155,7 +156,9 @@ def plan(config) -> dict:
           "student": student_stage.plan(config.student),
           "attack": ({"histograms": a.num_histograms, "repeats_each": a.num_queries,
                       "seeds": a.num_seeds, "variants": list(a.variants.keys())}
-                     if a.enabled and config.aggregate.mechanism == "gnmax"
+                     if a.enabled and mechanisms.get(
+                         config.aggregate.mechanism,
+                         "config.aggregate.mechanism") is mechanisms.GNMAX
                      else "skipped (needs gnmax labels and attack.enabled)")}
 
 

@@ -7,6 +7,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from pate_jax import mechanisms
+
 
 def plot_sweeps(path: str | os.PathLike, sweeps: Mapping[str, Any], non_private: float, *,
                 lnmax_gamma: float, gnmax_sigma: float, delta: float, num_seeds: int,
@@ -36,14 +38,15 @@ def plot_sweeps(path: str | os.PathLike, sweeps: Mapping[str, Any], non_private:
   twin = ax.twinx()
   queries = sweeps["queries"]
   n = np.asarray(queries["num_queries"])
-  for mech, style, color in (("lnmax", "o-", "C0"), ("gnmax", "s-", "C1")):
-    acc = np.asarray(queries[mech]["student_accuracy_mean"])
-    err = np.asarray(queries[mech]["student_accuracy_std"])
-    scale = f"γ={lnmax_gamma}" if mech == "lnmax" else f"σ={gnmax_sigma}"
+  configured = {mechanisms.LNMAX: lnmax_gamma, mechanisms.GNMAX: gnmax_sigma}
+  for (m, value), style, color in zip(configured.items(), ("o-", "s-"), ("C0", "C1")):
+    acc = np.asarray(queries[m.name]["student_accuracy_mean"])
+    err = np.asarray(queries[m.name]["student_accuracy_std"])
+    scale = mechanisms.describe(m, {m.noise_param: value})
     ax.errorbar(n, 100 * acc, 100 * err, fmt=style, color=color, capsize=3,
-                label=f"student, {mech.upper()} labels ({scale})")
-    twin.plot(n, queries[mech]["epsilon"], ":", marker=style[0], color=color,
-              alpha=0.6, label=f"ε, {mech.upper()} (data-dep.)")
+                label=f"student, {m.name.upper()} labels ({scale})")
+    twin.plot(n, queries[m.name]["epsilon"], ":", marker=style[0], color=color,
+              alpha=0.6, label=f"ε, {m.name.upper()} (data-dep.)")
   ax.plot(n, 100 * np.asarray(queries["plurality_student_accuracy"]), "k:",
           label="student, plurality labels (no noise)")
   ax.axhline(100 * non_private, color="gray", ls="--", label="non-private forest")
@@ -55,11 +58,13 @@ def plot_sweeps(path: str | os.PathLike, sweeps: Mapping[str, Any], non_private:
   h2, l2 = twin.get_legend_handles_labels()
   ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right")
 
-  for ax, mech, xlabel in ((axes[1], "lnmax", "Laplace scale 1/γ"),
-                           (axes[2], "gnmax", "Gaussian σ")):
-    s = sweeps["noise"][mech]
-    scales = np.asarray(s["noise_scale"], np.float64)
-    x = 1.0 / scales if mech == "lnmax" else scales
+  for ax, m in zip(axes[1:], configured):
+    s = sweeps["noise"][m.name]
+    # The sweep records the noise parameter (γ, σ); the axis is the noise scale in votes.
+    x = np.asarray(mechanisms.noise_scale(m, {m.noise_param: np.asarray(s["noise_scale"],
+                                                                          np.float64)}))
+    symbol = m.noise.symbol or m.noise_param
+    xlabel = f"noise scale ({'1/' if m.inverse_scale else ''}{symbol})"
     order = np.argsort(x)
     ax.errorbar(x[order], 100 * np.asarray(s["student_accuracy_mean"])[order],
                 100 * np.asarray(s["student_accuracy_std"])[order], fmt="o-", capsize=3,
@@ -70,7 +75,7 @@ def plot_sweeps(path: str | os.PathLike, sweeps: Mapping[str, Any], non_private:
     ax.set_xscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("accuracy (%)")
-    ax.set_title(f"{mech.upper()}: {num_pool} queries")
+    ax.set_title(f"{m.name.upper()}: {num_pool} queries")
     twin = ax.twinx()
     twin.plot(x[order], np.asarray(s["epsilon"])[order], "r.:", label="ε (data-dep.)")
     twin.set_ylabel(f"ε at δ={delta:g}", color="r")

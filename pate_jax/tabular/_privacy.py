@@ -45,10 +45,14 @@ class Accountant(NamedTuple):
   max_moment_wide: int | None = None
 
 
-def single_scale_mechanism(name: str) -> mechanisms.Mechanism:
-  """The registered mechanism ``name``, which must have exactly one (noise) parameter."""
-  one_param = tuple(n for n in mechanisms.names() if len(mechanisms.get(n).params) == 1)
-  return mechanisms.get(v.choice(name, "mechanism", one_param))
+def single_scale_mechanism(mechanism: Any) -> mechanisms.Mechanism:
+  """The registered ``mechanism`` (object or name), which must have exactly one (noise)
+  parameter (:data:`pate_jax.mechanisms.LNMAX`'s γ, :data:`~pate_jax.mechanisms.GNMAX`'s σ)."""
+  m = mechanisms.get(mechanism)
+  if len(m.params) != 1:
+    raise ValueError(f"mechanism must have one (noise) parameter; {m.name!r} has "
+                     f"{m.param_names}")
+  return m
 
 
 def _per_query_cost(accountant: Accountant, mechanism: mechanisms.Mechanism, votes: Any,
@@ -59,7 +63,7 @@ def _per_query_cost(accountant: Accountant, mechanism: mechanisms.Mechanism, vot
       mechanism, np.asarray(accountant.orders, np.float64) if rdp_orders else None,
       accountant.conversion, accountant.max_moment)
   answered = np.ones(np.shape(votes)[0], bool)
-  cost = mechanism.cost(votes, answered, {mechanism.params[0].name: scale}, empty.orders,
+  cost = mechanism.cost(votes, answered, {mechanism.noise_param: scale}, empty.orders,
                         data_dependent)
   return empty, cost
 
@@ -94,11 +98,11 @@ def _epsilon_core(votes, scale, orders, delta, *, mechanism, data_dependent, con
   m = mechanisms.get(mechanism)
   empty = mechanisms.make_accountant(m, orders, conversion, max_moment)
   answered = jnp.ones(votes.shape[0], bool)
-  cost = m.cost(votes, answered, {m.params[0].name: scale}, empty.orders, data_dependent)
+  cost = m.cost(votes, answered, {m.noise_param: scale}, empty.orders, data_dependent)
   return empty.compose(cost).epsilon(delta)
 
 
-def epsilon(accountant: Accountant, mechanism: str, votes: Any, scale: float, *,
+def epsilon(accountant: Accountant, mechanism: Any, votes: Any, scale: float, *,
             data_dependent: bool = True) -> tuple[float, float | int]:
   """ε of answering every row of ``votes`` and the order that achieved it.
 
@@ -111,25 +115,26 @@ def epsilon(accountant: Accountant, mechanism: str, votes: Any, scale: float, *,
 
   Args:
     accountant: δ, orders and conversion.
-    mechanism: a registered one-parameter mechanism, ``"lnmax"`` or ``"gnmax"``.
+    mechanism: a registered one-parameter mechanism (``mechanisms.LNMAX``, ``GNMAX``) or
+      its name.
     votes: int ``[Q, C]`` vote histograms.
     scale: its noise parameter, γ (LNMax) or σ (GNMax), > 0.
     data_dependent: the data-dependent bound (True) or the worst case (False).
   """
   m = single_scale_mechanism(mechanism)
   votes = v.votes(votes, equal_totals=m.equal_totals)
-  params = mechanisms.check_params(m, {m.params[0].name: scale})
+  params = mechanisms.check_params(m, {m.noise_param: scale})
   moments = m.accountant == "moments"
   with jax.enable_x64(True):
     eps, best = _epsilon_core(
-        votes, params[m.params[0].name], None if moments else v.orders(accountant.orders),
+        votes, params[m.noise_param], None if moments else v.orders(accountant.orders),
         v.delta(accountant.delta), mechanism=m.name, data_dependent=bool(data_dependent),
         conversion=v.choice(accountant.conversion, "conversion", accounting.CONVERSIONS),
         max_moment=v.positive_int(accountant.max_moment, "max_moment"))
   return float(eps), int(best) if moments else float(best)
 
 
-def prefix_epsilon(accountant: Accountant, mechanism: str, votes: Any, scale: float,
+def prefix_epsilon(accountant: Accountant, mechanism: Any, votes: Any, scale: float,
                    counts: Sequence[int]) -> np.ndarray:
   """Data-dependent ε of the first ``n`` queries (rows) of ``votes``, for each ``n`` in ``counts``.
 
@@ -140,7 +145,8 @@ def prefix_epsilon(accountant: Accountant, mechanism: str, votes: Any, scale: fl
 
   Args:
     accountant: δ, orders and conversion.
-    mechanism: a registered one-parameter mechanism, ``"lnmax"`` or ``"gnmax"``.
+    mechanism: a registered one-parameter mechanism (``mechanisms.LNMAX``, ``GNMAX``) or
+      its name.
     votes: int ``[Q, C]``.
     scale: γ (LNMax) or σ (GNMax).
     counts: ``[N]`` prefix lengths in ``1..Q``.

@@ -39,7 +39,7 @@ def _label_grid_core(key, votes, scales, *, mechanism, num_draws):
   draws = jnp.arange(num_draws, dtype=jnp.uint32)
 
   def labels(scale, r):
-    return m.answer(jax.random.fold_in(key, r), votes, ids, {m.params[0].name: scale})[0]
+    return m.answer(jax.random.fold_in(key, r), votes, ids, {m.noise_param: scale})[0]
 
   return jax.vmap(lambda s: jax.vmap(lambda r: labels(s, r))(draws))(scales)
 
@@ -47,7 +47,7 @@ def _label_grid_core(key, votes, scales, *, mechanism, num_draws):
 _label_grid = light_jit(_label_grid_core, static_argnames=("mechanism", "num_draws"))
 
 
-def noisy_label_grid(key: jax.Array, votes: Any, mechanism: str, scales: Sequence[float],
+def noisy_label_grid(key: jax.Array, votes: Any, mechanism: Any, scales: Sequence[float],
                      num_draws: int) -> np.ndarray:
   """Noisy labels for every noise scale and draw, in one vmapped call.
 
@@ -60,7 +60,8 @@ def noisy_label_grid(key: jax.Array, votes: Any, mechanism: str, scales: Sequenc
   Args:
     key: PRNG key.
     votes: int ``[Q, C]``.
-    mechanism: ``"lnmax"`` or ``"gnmax"``.
+    mechanism: a registered one-parameter mechanism (``mechanisms.LNMAX``, ``GNMAX``) or
+      its name.
     scales: ``[S]`` noise scales, > 0.
     num_draws: ``R >= 1`` noise draws per scale.
 
@@ -71,12 +72,12 @@ def noisy_label_grid(key: jax.Array, votes: Any, mechanism: str, scales: Sequenc
   if int(num_draws) < 1:
     raise ValueError(f"num_draws must be >= 1, got {num_draws}")
   votes = v.votes(votes, equal_totals=m.equal_totals)
-  scales = v.positive_vector(scales, f"scales ({m.params[0].name})", "noise scales")
+  scales = v.positive_vector(scales, f"scales ({m.noise_param})", "noise scales")
   return np.asarray(_label_grid(key, votes, scales.astype(np.float32), mechanism=m.name,
                                 num_draws=int(num_draws)))
 
 
-def sweep_mechanism(key: jax.Array, mechanism: str, votes: Any, labels: Any, plurality: Any, *,
+def sweep_mechanism(key: jax.Array, mechanism: Any, votes: Any, labels: Any, plurality: Any, *,
                     scale: float, grid: Sequence[float], counts: Sequence[int], num_seeds: int,
                     task: StudentTask, random_states: Sequence[int],
                     accountant: Accountant) -> tuple[dict, dict, dict]:
@@ -91,7 +92,8 @@ def sweep_mechanism(key: jax.Array, mechanism: str, votes: Any, labels: Any, plu
 
   Args:
     key: PRNG key of the noise.
-    mechanism: ``"lnmax"`` or ``"gnmax"``.
+    mechanism: a registered one-parameter mechanism (``mechanisms.LNMAX``, ``GNMAX``) or
+      its name.
     votes: int ``[P, C]`` votes on the pool.
     labels: int ``[P]`` true labels of the pool.
     plurality: int ``[P]`` noiseless plurality labels of the pool.
@@ -109,22 +111,22 @@ def sweep_mechanism(key: jax.Array, mechanism: str, votes: Any, labels: Any, plu
     and label accuracy and ε (data-dependent and -independent) per grid scale.
   """
   m = single_scale_mechanism(mechanism)
-  scale_name = m.params[0].name
+  scale_name = m.noise_param
   best = "best_moment" if m.accountant == "moments" else "best_order"
   repeats = len(random_states)
   labels, plurality = np.asarray(labels), np.asarray(plurality)
   scales = [float(scale), *map(float, grid)]
-  noisy = noisy_label_grid(key, votes, mechanism, scales, repeats)  # [S, R, P]
+  noisy = noisy_label_grid(key, votes, m, scales, repeats)  # [S, R, P]
   label_acc = np.asarray(aggregation.label_accuracy_grid(
-      key, votes, labels, mechanism, scales, num_seeds))  # [S, num_seeds]
+      key, votes, labels, m, scales, num_seeds))  # [S, num_seeds]
   sets = [noisy[s, r] for s in range(len(scales)) for r in range(repeats)]
   sets += [noisy[0, r, :n] for n in counts for r in range(repeats)]
   acc = student_accuracies(task, list(random_states) * (len(sets) // repeats), sets)
   acc_grid = acc[:len(scales) * repeats].reshape(len(scales), repeats)
   acc_counts = acc[len(scales) * repeats:].reshape(len(counts), repeats)
 
-  eps_dd = [epsilon(accountant, mechanism, votes, sc, data_dependent=True) for sc in scales]
-  eps_di = [epsilon(accountant, mechanism, votes, sc, data_dependent=False) for sc in scales]
+  eps_dd = [epsilon(accountant, m, votes, sc, data_dependent=True) for sc in scales]
+  eps_di = [epsilon(accountant, m, votes, sc, data_dependent=False) for sc in scales]
   summary = {
       scale_name: scale,
       "epsilon_data_dependent": eps_dd[0][0], f"{best}_data_dependent": eps_dd[0][1],
@@ -139,11 +141,12 @@ def sweep_mechanism(key: jax.Array, mechanism: str, votes: Any, labels: Any, plu
       "student_accuracy_std": float(acc_grid[0].std()),
       "student_repeats": repeats,
   }
-  if m.accountant == "moments":  # LNMax: Laplace noise of scale 1/γ, the 2017 accountant.
-    summary["laplace_scale"] = 1.0 / scale
+  if m.inverse_scale:  # LNMax: Laplace noise of scale 1/γ.
+    summary["laplace_scale"] = mechanisms.noise_scale(m, {m.noise_param: scale})
+  if m.accountant == "moments":  # The 2017 accountant.
     wide = accountant.max_moment_wide
     if wide is not None:
-      eps_wide, best_wide = epsilon(accountant._replace(max_moment=int(wide)), mechanism,
+      eps_wide, best_wide = epsilon(accountant._replace(max_moment=int(wide)), m,
                                     votes, scale)
       summary[f"epsilon_data_dependent_max_moment_{wide}"] = eps_wide
       summary[f"best_moment_data_dependent_max_moment_{wide}"] = best_wide
@@ -155,7 +158,7 @@ def sweep_mechanism(key: jax.Array, mechanism: str, votes: Any, labels: Any, plu
   queries_sweep = {
       "student_accuracy_mean": acc_counts.mean(axis=1),
       "student_accuracy_std": acc_counts.std(axis=1),
-      "epsilon": prefix_epsilon(accountant, mechanism, votes, scale, counts)}
+      "epsilon": prefix_epsilon(accountant, m, votes, scale, counts)}
   noise_sweep = {
       "noise_scale": scales[1:], "student_accuracy_mean": acc_grid[1:].mean(axis=1),
       "student_accuracy_std": acc_grid[1:].std(axis=1),
