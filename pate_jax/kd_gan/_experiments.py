@@ -46,12 +46,19 @@ def public_data(key: jax.Array, source: str, num_public: int, data_dir: str | No
 
 def epsilon_curve(history: Sequence[dict], q: float, noise_multiplier: float, delta: float
                   ) -> list[dict]:
-  """Per history entry: student steps, the published ε at that point, accuracy mean/std."""
+  """Per history entry: student steps, the published ε at that point (the paper's
+  accounting, and the improved conversion of the same steps beside it), accuracy mean/std
+  and the segment's mean losses (``kd``, ``kd_dp``, ``adv``, the discriminator's ``disc``
+  and ``disc_accuracy``)."""
   out = []
   for h in history:
-    eps, order = P.published_epsilon(q, noise_multiplier, int(h["student_steps"]), delta)
+    steps = int(h["student_steps"])
+    eps, order = P.published_epsilon(q, noise_multiplier, steps, delta)
+    improved, _ = P.published_epsilon(q, noise_multiplier, steps, delta, conversion="improved")
     acc = np.asarray(h["eval_accuracy"])
-    out.append({"steps": int(h["student_steps"]), "epsilon_published": eps, "order": order,
+    losses = {k: h[k] for k in ("kd", "kd_dp", "adv", "disc", "disc_accuracy") if k in h}
+    out.append({"steps": steps, "epsilon_published": eps, "order": order,
+                "epsilon_improved": improved, **losses,
                 "accuracy_mean": float(acc.mean()), "accuracy_std": float(acc.std()),
                 "accuracy": acc.tolist()})
   return out

@@ -149,7 +149,12 @@ def _batch(gan, key, x_all, tl_all):
 
 def discriminator_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
                        tl_all: jax.Array) -> tuple[dict, jax.Array]:
-  """One discriminator step (Algorithm 1, lines 3-6); returns the state and its loss."""
+  """One discriminator step (Algorithm 1, lines 3-6).
+
+  Returns the state and ``(loss, accuracy)`` on the batch before the update: accuracy is
+  the mean of "teacher sample called real" and "student sample called fake" (0.5 is
+  chance; the loss at chance is ``2 log 2``).
+  """
   x, tl, mask = _batch(gan, key, x_all, tl_all)
   s_logp = jax.lax.stop_gradient(jax.nn.log_softmax(gan.student.apply(
       {"params": state["student"]}, x)))
@@ -158,11 +163,15 @@ def discriminator_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array
 
   def loss_fn(dp):
     d = lambda y: gan.discriminator.apply({"params": dp}, y, x)
-    return jnp.sum(jnp.where(mask, L.discriminator_loss(d(y_t), d(y_s)), 0.0)) / gan.batch_size
+    d_t, d_s = d(y_t), d(y_s)
+    loss = jnp.sum(jnp.where(mask, L.discriminator_loss(d_t, d_s), 0.0)) / gan.batch_size
+    right = 0.5 * ((d_t > 0).astype(jnp.float32) + (d_s < 0).astype(jnp.float32))
+    return loss, jnp.sum(jnp.where(mask, right, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
 
-  loss, grads = jax.value_and_grad(loss_fn)(state["disc"])
+  (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["disc"])
   updates, opt = _tx(gan, gan.disc_learning_rate).update(grads, state["disc_opt"], state["disc"])
-  return {**state, "disc": optax.apply_updates(state["disc"], updates), "disc_opt": opt}, loss
+  return ({**state, "disc": optax.apply_updates(state["disc"], updates), "disc_opt": opt},
+          (loss, accuracy))
 
 
 def student_loss(gan: KDGAN, params: Any, disc_params: Any, key: jax.Array, x: jax.Array,
@@ -207,17 +216,17 @@ def student_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
 def train_round(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
                 tl_all: jax.Array, noise_multiplier: Any = None) -> tuple[dict, dict]:
   """``k_d`` discriminator steps then ``k_s`` student steps (none of D's if ``λ = 1``)."""
-  d_loss = jnp.zeros(())
+  d_loss, d_accuracy = jnp.zeros(()), jnp.zeros(())
   if gan.lam < 1.0 and gan.k_d:
     d_body = lambda s, j: discriminator_step(
         gan, s, jax.random.fold_in(jax.random.fold_in(key, 0), j), x_all, tl_all)
-    state, d_losses = _repeat(d_body, state, gan.k_d)
-    d_loss = jnp.mean(d_losses)
+    state, (d_losses, d_accuracies) = _repeat(d_body, state, gan.k_d)
+    d_loss, d_accuracy = jnp.mean(d_losses), jnp.mean(d_accuracies)
   s_body = lambda s, j: student_step(
       gan, s, jax.random.fold_in(jax.random.fold_in(key, 1), j), x_all, tl_all,
       noise_multiplier)
   state, parts = _repeat(s_body, state, gan.k_s)
-  return state, {**jax.tree.map(jnp.mean, parts), "disc": d_loss}
+  return state, {**jax.tree.map(jnp.mean, parts), "disc": d_loss, "disc_accuracy": d_accuracy}
 
 
 def _repeat(body, state, n):
