@@ -4,7 +4,7 @@
   python experiments/ablate.py --config configs/ablation_mnist.py \\
       --config.votes_dir=runs/mnist_cpu/teachers --workdir runs/ablation
   python experiments/ablate.py --config configs/ablation_mnist.py:smoke \\
-      --config.votes_dir=runs/mnist_cpu/teachers --workdir /tmp/ablation_smoke
+      --config.votes_dir=runs/mnist_cpu/teachers --workdir runs/ablation_smoke
 
 Noise scale s per mechanism: LNMax Laplace scale 1/γ = s (the 2017 MNIST γ = 0.05 is
 s = 20), GNMax σ = s, Confident-GNMax σ₂ = s with threshold = threshold_fraction · n and

@@ -9,7 +9,7 @@ eps ~2.66 (delta = 1e-5), non-private forest ~85 %.
 
 Usage:
   python experiments/tabular.py --config configs/adult_rf.py --workdir runs/adult_rf
-  python experiments/tabular.py --config configs/adult_rf.py:cpu --workdir /tmp/adult_rf_cpu
+  python experiments/tabular.py --config configs/adult_rf.py:cpu --workdir runs/adult_rf_cpu
 
 Arguments (comma-separated, combinable):
   cpu          small smoke variant (25 teachers of 10 trees, gamma 0.2, sigma 5,

@@ -1,7 +1,7 @@
 """Consensus inference on UCI Adult (attack paper, Section 2 / Figure 1, Appendix E / Figure 8).
 
   python experiments/attack.py --config configs/attack_adult.py --workdir runs/attack_adult
-  python experiments/attack.py --config configs/attack_adult.py:cpu --workdir /tmp/attack_adult
+  python experiments/attack.py --config configs/attack_adult.py:cpu --workdir runs/attack_adult
 
 250 random-forest teachers (pate_jax.tabular) on disjoint partitions of Adult's
 training split predict income without the education column; on the balanced

@@ -1,7 +1,7 @@
 """Budget-limited attacker against canonical Confident-GNMax (attack paper, Figure 4).
 
   python experiments/attack.py --config configs/attack_budget.py --workdir runs/attack_budget
-  python experiments/attack.py --config configs/attack_budget.py:cpu --workdir /tmp/attack_budget
+  python experiments/attack.py --config configs/attack_budget.py:cpu --workdir runs/attack_budget
 
 The attacker repeats each Table-1 query until PATE's ε would exceed the budget
 (MNIST: T = 200, σ_T = 150, σ = 40, δ = 1e-5, ε = 1.97; SVHN: T = 300, σ_T = 200,

@@ -1,7 +1,7 @@
 """Consistent answers against the attack (attack paper, Section 5, "Mitigation").
 
   python experiments/attack.py --config configs/attack_defense.py --workdir runs/attack_defense
-  python experiments/attack.py --config configs/attack_defense.py:cpu --workdir /tmp/attack_defense
+  python experiments/attack.py --config configs/attack_defense.py:cpu --workdir runs/attack_defense
 
 The same attacker (10^4 repeats of each Table-1 query, σ ∈ {40, 60, 80, 100}) against
 GNMax with fresh noise per query and against GNMax whose noise is keyed by the

@@ -1,7 +1,7 @@
 """Beyond the paper: maximum likelihood and the Cramér–Rao bound on fresh histograms.
 
   python experiments/attack.py --config configs/attack_dirichlet.py --workdir runs/attack_dirichlet
-  python experiments/attack.py --config configs/attack_dirichlet.py:cpu --workdir /tmp/attack_dirichlet
+  python experiments/attack.py --config configs/attack_dirichlet.py:cpu --workdir runs/attack_dirichlet
 
 Issue 12's acceptance set: histograms drawn like Table 1's but fresh, 250 votes
 over 10 classes from Dirichlet(α·1), α ∈ {0.05, 0.3, 1} (``num_per_alpha`` each;

@@ -1,7 +1,7 @@
 """Edge values of the noise (attack paper, Appendix F, Figure 9).
 
   python experiments/attack.py --config configs/attack_edge.py --workdir runs/attack_edge
-  python experiments/attack.py --config configs/attack_edge.py:cpu --workdir /tmp/attack_edge
+  python experiments/attack.py --config configs/attack_edge.py:cpu --workdir runs/attack_edge
 
 The medium-consensus SVHN histogram M3 = [0, 0, 0, 6, 0, 243, 0, 0, 0, 1], 10^4
 GNMax queries, σ from nearly 0 to 400; error of the paper's reconstruction next

@@ -1,7 +1,7 @@
 """Fixed-query attacker (attack paper, Section 4, Figures 5-7).
 
   python experiments/attack.py --config configs/attack_fixed.py --workdir runs/attack_fixed
-  python experiments/attack.py --config configs/attack_fixed.py:cpu --workdir /tmp/attack_fixed
+  python experiments/attack.py --config configs/attack_fixed.py:cpu --workdir runs/attack_fixed
 
 The 30 Table-1 histograms (250 teachers), 10^4 GNMax queries each at σ ∈ {40, 60,
 80, 100}; the paper's reconstruction (and the projected / optax variants);
