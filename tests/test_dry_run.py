@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblin
 # Every script in experiments/ (run_pate.plan composes the teachers' and the student's).
 SCRIPTS = ("ablate", "aggregate", "attack", "bench_accounting", "bench_attack",
            "bench_smooth_sensitivity", "bench_teachers", "plot_aggregation", "plot_gap",
-           "plot_students", "release_epsilon", "report", "run_pate", "tabular", "train_kd_gan",
-           "train_student", "train_teachers")
+           "plot_students", "published_accounting", "release_epsilon", "report", "run_pate",
+           "tabular", "train_kd_gan", "train_student", "train_teachers")
 
 
 def test_every_script_in_experiments_is_listed():
