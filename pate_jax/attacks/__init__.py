@@ -63,6 +63,7 @@ from pate_jax.attacks._adult import (
     low_high_rows,
     searched_forest,
 )
+from pate_jax.attacks._bound_experiments import fresh_histograms, query_sweep
 from pate_jax.attacks._consensus import classify_low_consensus, consensus, group_rates
 from pate_jax.attacks._evaluation import (
     Evaluation,
@@ -83,10 +84,8 @@ from pate_jax.attacks._experiments import (
     consistent_answers,
     edge_sigmas,
     fixed_queries,
-    fresh_histograms,
     lowest_consensus,
     produced_histograms,
-    query_sweep,
 )
 from pate_jax.attacks._histograms import (
     NUM_TEACHERS as TABLE1_NUM_TEACHERS,

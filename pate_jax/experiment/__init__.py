@@ -1,0 +1,69 @@
+"""The harness: helpers shared by the stages and the entry scripts in ``experiments/``.
+
+Everything here runs at the boundary (host side): resolving the work directory,
+recording provenance and writing ``results.json``, reading configs, ``run_main``. The
+core library never imports this package; the generic file and array helpers it needs
+(:func:`data_digest`, :func:`progress`, :func:`write_text`) live in :mod:`pate_jax.io`
+and are re-exported here.
+
+The package's modules: ``_results`` (provenance, ``results.json``, the work directory's
+lock), ``_config`` (configs and scripts by path, their fields, ``--help``), ``_dry_run``
+(the devices and plan that ``--dry_run`` prints) and ``_main`` (``run_main``, its errors
+and outputs, deterministic kernels, the benchmarks' timer).
+"""
+
+from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, closest_fields,
+                                         config_fields, config_items, help_text, load_config,
+                                         load_script, unknown_overrides)
+from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
+                                          format_bytes, mesh_info, votes_plan)
+from pate_jax.experiment._main import (DETERMINISTIC_FLAG, deterministic_ops_enabled,
+                                       output_files, print_outputs, quiet_backend_probe,
+                                       run_and_report, run_main, set_deterministic, timed,
+                                       user_errors)
+from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
+                                          device_info, git_hash, locked_workdir,
+                                          package_versions, read_results, remove_stale,
+                                          to_jsonable, write_results)
+from pate_jax.io import data_digest, progress, write_text  # re-exported: the harness's too
+
+__all__ = [
+    "DETERMINISTIC_FLAG",
+    "HELP_FLAGS",
+    "MEASUREMENT",
+    "NO_PRIVATE_DATA",
+    "PUBLISHABLE",
+    "closest_fields",
+    "compiled_temp_bytes",
+    "config_fields",
+    "config_items",
+    "data_digest",
+    "deterministic_ops_enabled",
+    "device_info",
+    "dry_run",
+    "dry_run_text",
+    "format_bytes",
+    "git_hash",
+    "help_text",
+    "load_config",
+    "load_script",
+    "locked_workdir",
+    "mesh_info",
+    "output_files",
+    "package_versions",
+    "print_outputs",
+    "progress",
+    "quiet_backend_probe",
+    "read_results",
+    "remove_stale",
+    "run_and_report",
+    "run_main",
+    "set_deterministic",
+    "timed",
+    "to_jsonable",
+    "unknown_overrides",
+    "user_errors",
+    "votes_plan",
+    "write_results",
+    "write_text",
+]

@@ -1,0 +1,209 @@
+"""Running a script: :func:`run_main`, its errors and outputs, determinism and timing.
+
+:func:`run_main` is the entry point of a config-driven script (``--config``,
+``--workdir``, ``--dry_run``, ``--help``); :func:`run_and_report` is what it does after
+parsing the flags, ending with :func:`print_outputs`. :func:`set_deterministic` asks
+XLA for deterministic GPU kernels before JAX starts; :func:`timed` is the benchmarks'
+timer.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+from typing import Any, Callable, Mapping
+
+from pate_jax.experiment._config import (HELP_FLAGS, _config_arg, _default_config_spec,
+                                         help_text, load_config, unknown_overrides)
+from pate_jax.experiment._dry_run import dry_run
+
+DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"
+
+
+def deterministic_ops_enabled() -> bool:
+  """Whether ``XLA_FLAGS`` asks GPU kernels for deterministic results."""
+  return DETERMINISTIC_FLAG in os.environ.get("XLA_FLAGS", "").split()
+
+
+def set_deterministic(deterministic: bool) -> bool:
+  """Asks XLA for deterministic GPU kernels (convolution algorithms, reductions,
+  scatters without atomics) so that a killed and resumed run ends bit-identical.
+
+  XLA reads ``XLA_FLAGS`` once, when JAX initialises its first backend, so this
+  must run before any array is created; the entry point calls it right after
+  parsing the config. CPU and TPU ignore the flag (their kernels are
+  deterministic already).
+
+  Returns:
+    Whether deterministic ops are in force.
+
+  Raises:
+    RuntimeError: ``deterministic`` was asked for after a backend started without it.
+  """
+  if not deterministic or deterministic_ops_enabled():
+    return deterministic_ops_enabled()
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  if xla_bridge.backends_are_initialized():
+    raise RuntimeError(
+        "deterministic=True must be set before JAX starts: export "
+        f"XLA_FLAGS='{DETERMINISTIC_FLAG}' or set it before creating any array")
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + DETERMINISTIC_FLAG).strip()
+  return True
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+  """Errors a script reports in one line (a missing input, a refused resume, a held lock,
+  a value refused by validation -- a bad config value, a refused budget, a wrong file):
+  their messages say what to do, and a traceback would bury it. ``TypeError`` is left
+  out on purpose: it usually means a bug, whose traceback is wanted."""
+  from pate_jax.checkpoint import LockedError, ResumeMismatchError  # pylint: disable=g-import-not-at-top
+  return (FileNotFoundError, NotADirectoryError, LockedError, ResumeMismatchError, ValueError)
+
+
+def quiet_backend_probe() -> None:
+  """Hides JAX's INFO line about backends it could not start ("Unable to initialize backend
+  'tpu' … libtpu.so"): expected on a machine without a TPU, alarming to a newcomer; and
+  matplotlib's INFO chatter ("Using categorical units …")."""
+  import logging as std_logging  # pylint: disable=g-import-not-at-top
+  for name in ("jax._src.xla_bridge", "matplotlib"):
+    std_logging.getLogger(name).setLevel(std_logging.WARNING)
+
+
+def output_files(workdir: str | os.PathLike, since: float) -> tuple[list[pathlib.Path],
+                                                                     list[pathlib.Path]]:
+  """The JSON results and PNG figures written under ``workdir`` since ``since`` (absolute
+  paths; the top level's JSON first, checkpoints skipped)."""
+  root = pathlib.Path(workdir).resolve()
+  if not root.is_dir():
+    return [], []
+  def fresh(pattern):
+    return sorted((p for p in root.rglob(pattern) if "checkpoints" not in p.parts
+                   and p.is_file() and p.stat().st_mtime >= since - 1.0),
+                  key=lambda p: (len(p.relative_to(root).parts), str(p)))
+  jsons = fresh("*.json")
+  top = [p for p in jsons if p.parent == root]
+  return (top or jsons), fresh("*.png")
+
+
+def print_outputs(workdir: str | os.PathLike, since: float) -> None:
+  """The last lines of every script: where its results and figures are."""
+  jsons, pngs = output_files(workdir, since)
+  print(f"results: {', '.join(map(str, jsons)) or '(none written)'}")
+  if pngs:
+    print(f"figures: {', '.join(map(str, pngs))}")
+
+
+def run_and_report(run: Callable[[Any, str], Any], report: Callable[[Any], None] | None,
+                   config: Any, workdir: str) -> Any:
+  """``run(config, workdir)``, then ``report(results)`` and :func:`print_outputs`: what a
+  script does after parsing its flags (tests call it in-process)."""
+  t0 = time.time()
+  results = run(config, workdir)
+  if report is not None:
+    report(results)
+  print_outputs(workdir, t0)
+  return results
+
+
+def _usage_error(message: str) -> None:
+  import sys  # pylint: disable=g-import-not-at-top
+  print(f"error: {message}", file=sys.stderr)
+  raise SystemExit(2)
+
+
+def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | None = None,
+             plan: Callable[[Any], Mapping[str, Any]] | None = None,
+             quiet_logs: bool = False, argv: list[str] | None = None) -> None:
+  """The entry point of a config-driven script in ``experiments/``.
+
+  Defines ``--config`` (an ml_collections config file, ``path[:variant]``, with
+  ``--config.field=value`` overrides), ``--workdir`` and ``--dry_run``, then calls
+  ``run(config, workdir)`` and ``report(results)``, and ends with the absolute paths of
+  the results and figures written. Flags are defined here, when a script is executed,
+  not when it is imported, so that scripts can import each other's ``run``
+  (``run_pate.py``) and tests can call ``run`` directly.
+
+  ``--help`` prints the script's docstring, the flags and the config's fields with their
+  defaults (the config given, else the one in the docstring's usage line) and exits 0; an
+  override of a field the config lacks is a one-line error naming the closest valid
+  fields (exit 2). ``--dry_run`` prints :func:`dry_run`'s text (the resolved config, the
+  device mesh and ``plan(config)``) and exits 0 without calling ``run``: no workdir is
+  needed, created, written or locked.
+
+  Args:
+    run: ``run(config, workdir) -> results``.
+    report: prints a summary of the results.
+    plan: ``plan(config) -> dict`` of data sizes and planned memory (``--dry_run``).
+    quiet_logs: raise absl's verbosity to WARNING (orbax logs every save at INFO).
+    argv: the command line (default ``sys.argv``).
+  """
+  import sys  # pylint: disable=g-import-not-at-top
+  from absl import app, flags, logging  # pylint: disable=g-import-not-at-top
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+
+  argv = list(sys.argv if argv is None else argv)
+  doc = getattr(sys.modules.get("__main__"), "__doc__", None)
+  spec = _config_arg(argv[1:])
+  if any(a in HELP_FLAGS for a in argv[1:]):
+    spec = spec or _default_config_spec(doc, argv[0])
+    try:
+      config = load_config(spec) if spec else None
+    except Exception:  # pylint: disable=broad-except  # help must print whatever happens
+      config = None
+    print(help_text(doc, spec, config))
+    raise SystemExit(0)
+  if spec:
+    try:
+      config = load_config(spec)
+    except Exception as e:  # pylint: disable=broad-except
+      _usage_error(f"--config {spec}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    for field, near in unknown_overrides(argv[1:], config):
+      hint = (" did you mean " + " or ".join(f"--config.{n}" for n in near) + "?") if near else ""
+      _usage_error(f"{spec} has no field {field!r};{hint} (--help lists the fields)")
+
+  config_flags.DEFINE_config_file("config", None, "Experiment config file (path[:variant]).",
+                                  lock_config=True)
+  flags.DEFINE_string("workdir", None, "Where to write results.json, plots and checkpoints.")
+  flags.DEFINE_bool("dry_run", False, "Print the resolved config, data sizes, device mesh and "
+                    "planned memory per chunk, then exit without training or writing.")
+  flags.mark_flags_as_required(["config"])
+
+  def main(args):
+    if len(args) > 1:
+      raise app.UsageError(f"unexpected arguments: {args[1:]}")
+    if not flags.FLAGS.dry_run and flags.FLAGS.workdir is None:
+      raise app.UsageError("flag --workdir must have a value other than None "
+                           "(only --dry_run runs without one)")
+    quiet_backend_probe()
+    if quiet_logs:
+      logging.set_verbosity(logging.WARNING)
+    config = flags.FLAGS.config
+    if "deterministic" in config:  # before JAX initialises a backend
+      set_deterministic(bool(config.deterministic))
+    try:
+      if flags.FLAGS.dry_run:
+        print(dry_run(config, plan))
+        return
+      run_and_report(run, report, config, flags.FLAGS.workdir)
+    except user_errors() as e:
+      if os.environ.get("PATE_JAX_TRACEBACK") == "1":
+        raise
+      print(f"error: {type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the traceback)",
+            file=sys.stderr)
+      raise SystemExit(1) from None
+
+  app.run(main, argv=argv)
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]]:
+  """Wall and CPU seconds of ``repeats`` calls of ``fn`` (each blocked until ready): the
+  benchmarks' timer."""
+  import jax  # pylint: disable=g-import-not-at-top
+  wall, cpu = [], []
+  for _ in range(repeats):
+    start, cpu_start = time.perf_counter(), time.process_time()
+    jax.block_until_ready(fn())
+    wall.append(time.perf_counter() - start)
+    cpu.append(time.process_time() - cpu_start)
+  return wall, cpu

@@ -1,0 +1,155 @@
+"""Provenance and results files: what a run records, and the work directory it writes.
+
+:func:`write_results` writes ``results.json`` with the disclosure (:data:`PUBLISHABLE`,
+:data:`MEASUREMENT`, :data:`NO_PRIVATE_DATA`), the resolved config, the seed, the
+package versions, the git hash and the device; :func:`read_results` reads it back.
+:func:`remove_stale` clears an earlier run's outputs and :func:`locked_workdir` holds
+the work directory's lock for a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import time
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+
+from pate_jax.io import write_text
+
+_PACKAGES = (
+    "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "ml-collections",
+    "numpy", "scipy", "scikit-learn", "tensorflow-datasets", "dp-accounting",
+)
+
+
+def package_versions(packages: Iterable[str] = _PACKAGES) -> dict[str, str | None]:
+  """Installed versions of ``packages`` (``None`` where not installed)."""
+  out = {}
+  for name in packages:
+    try:
+      out[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      out[name] = None
+  return out
+
+
+def git_hash() -> str | None:
+  """Commit of the code that produced a result, suffixed ``-dirty`` if modified."""
+  root = pathlib.Path(__file__).resolve().parents[2]
+  try:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                           cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return None
+  return head + ("-dirty" if dirty else "")
+
+
+def device_info() -> dict[str, Any]:
+  import jax  # Imported lazily so this module stays importable without jax.
+  devices = jax.devices()
+  return {
+      "backend": jax.default_backend(),
+      "device_count": len(devices),
+      "device_kind": devices[0].device_kind,
+      "host": platform.node(),
+      "cpu_count": os.cpu_count(),
+  }
+
+
+def to_jsonable(value: Any) -> Any:
+  """Converts numpy/jax scalars and arrays, and ConfigDicts, to JSON types."""
+  if hasattr(value, "to_dict"):
+    value = value.to_dict()
+  if isinstance(value, Mapping):
+    return {str(k): to_jsonable(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [to_jsonable(v) for v in value]
+  if isinstance(value, (np.generic,)):
+    return value.item()
+  if hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
+    arr = np.asarray(value)
+    return arr.item() if arr.ndim == 0 else arr.tolist()
+  if isinstance(value, float) and not np.isfinite(value):
+    return str(value)
+  return value
+
+
+PUBLISHABLE = ("publishable: every value outside a `private` part (functions of the private "
+               "data, for the data owner only)")
+"""The disclosure of a stage's results: what may be published, and what not."""
+
+MEASUREMENT = ("private: a research measurement of the private data (many noisy answers "
+               "and no privacy budget, or the teachers themselves); for the data owner only")
+"""The disclosure of a research experiment's results (figures of the papers, ablations,
+attacks on the run's own votes)."""
+
+NO_PRIVATE_DATA = "publishable: synthetic or public data only"
+"""The disclosure of a benchmark on synthetic data."""
+
+
+def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, config: Any,
+                  seed: int | None, name: str = "results.json",
+                  disclosure: str = PUBLISHABLE) -> pathlib.Path:
+  """Writes ``results`` with the resolved config, seed, versions and git hash.
+
+  Args:
+    workdir: directory to write into (created if missing).
+    results: the measured numbers.
+    config: the resolved experiment config (a ConfigDict or mapping).
+    seed: the root seed of the run.
+    name: file name inside ``workdir``.
+    disclosure: what of the file may be published (:data:`PUBLISHABLE`,
+      :data:`MEASUREMENT` or :data:`NO_PRIVATE_DATA`), written first in the file.
+
+  Returns:
+    The path written.
+  """
+  path = pathlib.Path(workdir)
+  path.mkdir(parents=True, exist_ok=True)
+  record = {
+      "disclosure": disclosure,
+      "results": to_jsonable(results),
+      "config": to_jsonable(config),
+      "seed": seed,
+      "git": git_hash(),
+      "versions": package_versions(),
+      "device": device_info(),
+      "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+  }
+  return write_text(path / name, json.dumps(record, indent=2, sort_keys=False) + "\n")
+
+
+def remove_stale(workdir: str | os.PathLike, names: Iterable[str]) -> None:
+  """Removes an earlier run's outputs ``names`` from ``workdir`` before a stage spends
+  anything, so that a failure never leaves a report of less than was spent."""
+  for name in names:
+    with contextlib.suppress(FileNotFoundError):
+      (pathlib.Path(workdir) / name).unlink()
+
+
+def read_results(workdir: str | os.PathLike, name: str = "results.json") -> dict[str, Any]:
+  """The ``results`` that :func:`write_results` wrote into ``workdir``."""
+  return json.loads((pathlib.Path(workdir) / name).read_text())["results"]
+
+
+@contextlib.contextmanager
+def locked_workdir(workdir: str | os.PathLike, *, enabled: bool = True) -> Iterator[pathlib.Path]:
+  """Holds ``<workdir>/.lock`` for a run: a second run on the same workdir fails at once
+  with :class:`pate_jax.checkpoint.LockedError` naming this process; the lock of a
+  killed run is taken over. ``enabled=False`` (other processes of a multi-process run)
+  takes no lock."""
+  from pate_jax.checkpoint import DirectoryLock  # pylint: disable=g-import-not-at-top
+  if not enabled:
+    yield pathlib.Path(workdir)
+    return
+  with DirectoryLock(workdir) as lock:
+    yield lock.directory

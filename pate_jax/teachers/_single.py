@@ -1,0 +1,90 @@
+"""One teacher: pure functions of its own state, with no teacher axis.
+
+:class:`TeacherFns` holds the network and the optimiser and gives ``init``,
+``train_step``, ``train_segment`` (``lax.scan`` over steps: step ``s`` draws its
+minibatch and augmentation from ``fold_in(key, s)``) and ``predict``; the
+ensemble strategies of :mod:`pate_jax.teachers._ensemble` apply them across a
+leading teacher axis. :func:`random_shift` is the translation augmentation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from pate_jax import _checks
+
+PyTree = Any
+
+
+def random_shift(key: jax.Array, images: jax.Array, max_shift: int) -> jax.Array:
+  """Translates each image ``[B, H, W, C]`` by up to ``max_shift`` pixels (zero fill).
+
+  Raises:
+    ValueError: ``max_shift`` is negative or not smaller than the images.
+  """
+  _checks.positive_int(max_shift, "max_shift", minimum=0)
+  if max_shift == 0:
+    return images
+  _, h, w, _ = images.shape
+  if max_shift >= min(h, w):
+    raise ValueError(f"max_shift must be smaller than the images ({h}×{w}); got {max_shift}")
+  padded = jnp.pad(images, ((0, 0), (max_shift, max_shift), (max_shift, max_shift), (0, 0)))
+  offsets = jax.random.randint(key, (images.shape[0], 2), 0, 2 * max_shift + 1)
+
+  def crop(img, off):
+    return jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, img.shape[-1]))
+
+  return jax.vmap(crop)(padded, offsets)
+
+
+@dataclasses.dataclass(frozen=True)
+class TeacherFns:
+  """Pure single-teacher functions (no teacher axis)."""
+  model: nn.Module
+  tx: optax.GradientTransformation
+  batch_size: int | None  # None: full batch (the whole shard every step).
+  max_shift: int = 0       # random-translation augmentation, pixels.
+
+  def __post_init__(self):
+    if self.batch_size is not None:
+      _checks.positive_int(self.batch_size, "batch_size")
+    _checks.positive_int(self.max_shift, "max_shift", minimum=0)
+
+  def init(self, key: jax.Array, sample: jax.Array) -> PyTree:
+    params = self.model.init(key, sample[:1])
+    return {"params": params, "opt_state": self.tx.init(params)}
+
+  def loss(self, params: PyTree, images: jax.Array, labels: jax.Array) -> jax.Array:
+    logits = self.model.apply(params, images)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+  def train_step(self, state: PyTree, key: jax.Array, images: jax.Array, labels: jax.Array,
+                 step: jax.Array) -> tuple[PyTree, jax.Array]:
+    step_key = jax.random.fold_in(key, step)
+    batch_key, aug_key = jax.random.split(step_key)
+    if self.batch_size is not None and self.batch_size < images.shape[0]:
+      idx = jax.random.randint(batch_key, (self.batch_size,), 0, images.shape[0])
+      images, labels = images[idx], labels[idx]
+    images = random_shift(aug_key, images, self.max_shift)
+    loss, grads = jax.value_and_grad(self.loss)(state["params"], images, labels)
+    updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
+    return {"params": optax.apply_updates(state["params"], updates),
+            "opt_state": opt_state}, loss
+
+  def train_segment(self, state: PyTree, key: jax.Array, images: jax.Array,
+                    labels: jax.Array, start: jax.Array, num_steps: int
+                    ) -> tuple[PyTree, jax.Array]:
+    """``num_steps`` steps from global step ``start``; returns state and mean loss."""
+    def body(s, step):
+      return self.train_step(s, key, images, labels, step)
+    state, losses = jax.lax.scan(body, state, start + jnp.arange(num_steps))
+    return state, losses.mean()
+
+  def predict(self, params: PyTree, images: jax.Array) -> jax.Array:
+    return jnp.argmax(self.model.apply(params, images), axis=-1).astype(jnp.int32)

@@ -1,0 +1,79 @@
+"""Building an ensemble from a model name, and training it in checkpointed segments.
+
+:func:`build_ensemble` turns explicit arguments (network name, AdamW settings,
+strategy) into an :class:`pate_jax.teachers.Ensemble`; :func:`train_with_checkpoints`
+runs its training segments, saving the state after each.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import optax
+
+from pate_jax import _checks, io, memory, models
+from pate_jax.teachers._ensemble import Ensemble, default_strategy
+from pate_jax.teachers._sharding import PyTree, teacher_mesh
+from pate_jax.teachers._single import TeacherFns
+
+
+def build_ensemble(model_name: str, num_classes: int, *, learning_rate: float,
+                   weight_decay: float, model_kwargs: dict[str, Any] | None = None,
+                   batch_size: int | None = None, max_shift: int = 0, strategy: str = "auto",
+                   chunk_size: int | None = None, memory_fraction: float = 0.6,
+                   compute_dtype: str = "float32") -> Ensemble:
+  """An ensemble of ``model_name`` teachers (:func:`pate_jax.models.get_model`) trained
+  with AdamW.
+
+  Args:
+    model_name: the teachers' network, by name.
+    num_classes: classes of the task.
+    learning_rate: AdamW's step size (> 0).
+    weight_decay: AdamW's decoupled weight decay (>= 0).
+    model_kwargs: keyword arguments of the network.
+    batch_size: examples per step (``None``: the whole shard every step).
+    max_shift: random-translation augmentation, pixels.
+    strategy: ``"vmap"``, ``"chunked"``, ``"loop"`` or ``"auto"``
+      (:func:`default_strategy`); the sharded ones use :func:`teacher_mesh`.
+    chunk_size: see :class:`Ensemble` (``None``: planned).
+    memory_fraction: see :class:`Ensemble`.
+    compute_dtype: the networks' compute dtype.
+  """
+  _checks.positive(learning_rate, "learning_rate")
+  if not _checks.scalar(weight_decay, "weight_decay") >= 0:
+    raise ValueError(f"weight_decay must be >= 0; got {weight_decay}")
+  model = models.get_model(model_name, num_classes, compute_dtype=compute_dtype,
+                           **(model_kwargs or {}))
+  tx = optax.adamw(learning_rate, weight_decay=weight_decay)
+  fns = TeacherFns(model, tx, batch_size, max_shift)
+  strategy = default_strategy() if strategy == "auto" else strategy
+  mesh = teacher_mesh() if strategy != "loop" else None
+  return Ensemble(fns, strategy, chunk_size, mesh, memory_fraction)
+
+
+def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
+                           images: jax.Array, labels: jax.Array, ckpt: Any, *, step: int,
+                           num_steps: int, checkpoint_every: int, num_teachers: int,
+                           plan: memory.ChunkPlan | None = None,
+                           after_save: Callable[[int], None] | None = None
+                           ) -> tuple[PyTree, jax.Array | None]:
+  """Trains from ``step`` to ``num_steps`` in segments of ``checkpoint_every`` steps,
+  saving ``state`` to ``ckpt`` (a :class:`pate_jax.checkpoint.Checkpointer`, asynchronous)
+  after each, with a progress bar (mean loss of the first ``num_teachers``, the padding
+  left out). Returns the state (ready) and the last segment's loss (None if no step was
+  left). ``after_save(step)`` is called after each save is started."""
+  bar = io.progress(total=num_steps, initial=step, desc="training steps", unit="step")
+  loss = None
+  while step < num_steps:
+    n = min(checkpoint_every, num_steps - step)
+    state, loss = ensemble.train(state, keys, images, labels, step, n, plan=plan)
+    step += n
+    ckpt.save(step, state)  # asynchronous: training goes on while it is written
+    bar.update(n)
+    bar.set_postfix(loss=f"{float(loss[:num_teachers].mean()):.3f}")
+    if after_save is not None:
+      after_save(step)
+  bar.close()
+  jax.block_until_ready(state)
+  return state, loss
