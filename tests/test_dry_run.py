@@ -7,6 +7,7 @@ forced host devices. Kept cheap (CI's time budget): small configs, no training.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -243,3 +244,15 @@ def test_report_plan_counts_the_runs_present(tmp_path):
   assert p["runs_present"] == p["runs"] and p["runs_missing"] == "none"
   c.runs_dir = str(tmp_path)
   assert _script("report").plan(c)["runs_present"] == 0
+
+
+def test_results_files_hold_no_absolute_path(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  workdir = tmp_path / "runs" / "x"
+  path = experiment.write_results(
+      workdir, {"workdir": str(workdir), "figure": workdir / "a.png", "label": "1/γ"},
+      config={"votes_dir": str(tmp_path / "teachers")}, seed=0)
+  record = json.loads(path.read_text())
+  assert record["results"] == {"workdir": "runs/x", "figure": "runs/x/a.png", "label": "1/γ"}
+  assert record["config"]["votes_dir"] == "teachers"
+  assert str(tmp_path) not in path.read_text()

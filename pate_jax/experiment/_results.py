@@ -65,8 +65,19 @@ def device_info() -> dict[str, Any]:
   }
 
 
+def portable_path(value: str) -> str:
+  """An absolute path as a path relative to the working directory (results files and
+  configs name where things are from the run's directory, never the machine's root)."""
+  return os.path.relpath(value) if os.path.isabs(value) else value
+
+
 def to_jsonable(value: Any) -> Any:
-  """Converts numpy/jax scalars and arrays, and ConfigDicts, to JSON types."""
+  """Converts numpy/jax scalars and arrays, and ConfigDicts, to JSON types; paths
+  (``os.PathLike``, or strings that are absolute paths) become relative ones."""
+  if isinstance(value, os.PathLike):
+    return portable_path(os.fspath(value))
+  if isinstance(value, str) and value.startswith(os.sep):
+    return portable_path(value)
   if hasattr(value, "to_dict"):
     value = value.to_dict()
   if isinstance(value, Mapping):
