@@ -64,10 +64,11 @@ def epsilon_curve(history: Sequence[dict], q: float, noise_multiplier: float, de
   return out
 
 
-def at_epsilon(curve: Sequence[dict], target: float) -> dict | None:
-  """The last curve point whose published ε does not exceed ``target``; None if there is
-  none, or if the curve stops short of ``target`` (its last ε below 95 % of it)."""
-  below = [c for c in curve if c["epsilon_published"] <= target * (1 + 1e-9)]
+def at_epsilon(curve: Sequence[dict], target: float, decimals: int = 2) -> dict | None:
+  """The last curve point whose published ε, rounded to ``decimals`` as the paper prints
+  it, does not exceed ``target``; None if there is none, or if the curve stops short of
+  ``target`` (its last ε below 95 % of it)."""
+  below = [c for c in curve if round(c["epsilon_published"], decimals) <= target]
   if not below or curve[-1]["epsilon_published"] < 0.95 * target:
     return None
   return below[-1]
