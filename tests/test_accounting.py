@@ -201,6 +201,14 @@ _UNDER_JIT = {
                            (np.array([[0.1, 0.3, 0.2, 0.0], [1.0, 0.5, 2.0, 4.0]]), 0.05)),
     "gnss_rdp": (lambda b: acc.gnss_rdp(b, 10.0, 8.0), (0.05,)),
     "smooth_sensitivity_release": (_release, (VOTES3,)),  # default orders: λ chosen among them
+    # Checks of settings (σ, classes, orders), concrete and closed over: they compute eagerly
+    # inside the caller's trace (conditions C5 and C6 of 2018's App. B.4.2).
+    "smooth_sensitivity_conditions,smooth_sensitivity_condition_margins,valid_release_orders,"
+    "check_release_order": (
+        lambda s: (s * acc.smooth_sensitivity_condition_margins(40.0, 10, ORDERS)[1],
+                   acc.smooth_sensitivity_conditions(40.0, 10, ORDERS),
+                   s * acc.valid_release_orders(40.0, 10, ORDERS),
+                   acc.check_release_order(40.0, 10, 8.0)), (1.0,)),
     "release_epsilon": (lambda v, k: acc.release_epsilon(k, _release(v)), (VOTES3, KEY)),
 }
 _NOT_UNDER_JIT: set[str] = set()  # Every public function runs under a 32-bit jit.

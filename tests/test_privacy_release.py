@@ -117,7 +117,7 @@ def test_2_the_release_parameters_are_the_same_for_any_votes(tmp_path):
         float(want.epsilon), rel=1e-9)
   assert specs[0] == specs[1] == specs[2]
   want = budget_lib.default_release_order(mechanisms.GNMAX, {"sigma": 40.0}, 20, 1e-5,
-                                          ORDERS)
+                                          ORDERS, num_classes=C)
   assert specs[0] == {"order": want, "beta": 0.4 / want, "sigma_ss": 10.0}
 
 

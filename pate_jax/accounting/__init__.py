@@ -17,7 +17,10 @@ Public API (per-query costs are arrays ``[Q, ...]``; compose by summing over que
   :func:`smooth_sensitivity`, :func:`gnss_rdp` (Thm 23),
   :func:`smooth_sensitivity_release` (a :class:`Release`) and :func:`release_epsilon`
   (the publishable noisy ε; its parameters fixed before the data, and drawn once per
-  ledger, by :mod:`pate_jax.budget`).
+  ledger, by :mod:`pate_jax.budget`). A release is made only at orders where conditions
+  C5 and C6 of App. B.4.2 hold: :func:`smooth_sensitivity_conditions`,
+  :func:`smooth_sensitivity_condition_margins`, :func:`valid_release_orders`,
+  :func:`check_release_order`.
 * :class:`Accountant` (a pytree), :func:`rdp_accountant`, :func:`moments_accountant`,
   :func:`make_accountant`, :func:`compose`, :func:`epsilon`: compose per-query costs
   and answer ε, always in float64.
@@ -57,6 +60,12 @@ from pate_jax.accounting._accountant import (
     rdp_accountant,
 )
 from pate_jax.accounting._calibrate import calibrate_noise
+from pate_jax.accounting._conditions import (
+    check_release_order,
+    smooth_sensitivity_condition_margins,
+    smooth_sensitivity_conditions,
+    valid_release_orders,
+)
 from pate_jax.accounting._conversion import CONVERSIONS, DEFAULT_ORDERS, rdp_to_epsilon
 from pate_jax.accounting._gnmax import (
     confident_gnmax_rdp,
@@ -93,6 +102,7 @@ __all__ = [
     "DEFAULT_ORDERS",
     "Release",
     "calibrate_noise",
+    "check_release_order",
     "compose",
     "confident_gnmax_rdp",
     "confident_log_pr_answered",
@@ -114,7 +124,10 @@ __all__ = [
     "release_epsilon",
     "sampled_gaussian_rdp",
     "smooth_sensitivity",
+    "smooth_sensitivity_condition_margins",
+    "smooth_sensitivity_conditions",
     "smooth_sensitivity_release",
     "strong_composition_epsilon",
     "threshold_local_sensitivity",
+    "valid_release_orders",
 ]

@@ -155,8 +155,9 @@ def _normal_tail_inverse(log_p: jax.Array) -> jax.Array:
 
 
 def _log_bl_bu(log_q, sigma, num_classes):
-  """``(log bl(q), log bu(q))``: the range of ``log q`` one teacher away (Prop. 13)."""
-  log_other = math.log(num_classes - 1)
+  """``(log bl(q), log bu(q))``: the range of ``log q`` one teacher away (Prop. 13);
+  ``num_classes`` a static int or a traced number."""
+  log_other = jnp.log(jnp.asarray(num_classes, log_q.dtype) - 1.0)
   s = _normal_tail_inverse(log_q - log_other)
   shift = nm.SQRT2 / sigma
   y = s - shift

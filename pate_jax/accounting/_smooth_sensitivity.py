@@ -27,7 +27,9 @@ the sum is taken over a grid of β, ``σ_ss = (λ e^{2β} / SS)^{1/3}`` minimise
 ``λe^{2β}/σ² + 2·SS·σ``, and β is the grid point minimising ``rdp + ε_ss + 2·SS·σ_ss``
 (the upper end of the released value's 2-std interval). A step whose
 data-dependent bound equals the data-independent one at the extreme vote histograms
-is accounted data-independently, with sensitivity 0.
+is accounted data-independently, with sensitivity 0. Every order of a release must
+satisfy conditions C5 and C6 of Appendix B.4.2 for σ and the number of classes
+(:mod:`pate_jax.accounting._conditions`); other orders are refused.
 
 Deviation from tf-privacy, on purpose: with several orders, (λ, β) are chosen jointly by
 the same cost (tf-privacy fixes λ first, at the smallest data-dependent ε); one order
@@ -46,6 +48,7 @@ import numpy as np
 from pate_jax import _checks as v
 from pate_jax.accounting import _gnmax
 from pate_jax.accounting import _numerics as nm
+from pate_jax.accounting._conditions import check_release_order, valid_release_orders
 from pate_jax.accounting._conversion import CONVERSIONS, DEFAULT_ORDERS
 from pate_jax.accounting._local_sensitivity import (
     _checked_constants,
@@ -310,8 +313,11 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
     sigma_threshold: the threshold noise ``σ_T > 0`` (with ``threshold``).
     sigma: the GNMax noise ``σ > 0``.
     order: ``None``: the order of :data:`pate_jax.accounting.DEFAULT_ORDERS` with the
-      smallest data-dependent ε before the release (tf-privacy's choice); a scalar
-      ``λ > 1``; or ``[K]`` orders, chosen jointly with β by the cost.
+      smallest data-dependent ε before the release (tf-privacy's choice), among those
+      where conditions C5 and C6 hold; a scalar ``λ > 1``; or ``[K]`` orders, chosen
+      jointly with β by the cost. Every order given must satisfy C5 and C6 for ``sigma``
+      and the number of classes (:func:`pate_jax.accounting.smooth_sensitivity_conditions`,
+      2018 App. B.4.2): the analysis of the release holds only there.
     delta: ``δ`` in (0, 1) of the reported ``(ε, δ)``.
     betas: ``[B]`` smoothing parameters, each ``< 1/(2λ)`` for every order; default
       ``0.30/λ, 0.31/λ, ..., 0.49/λ`` (tf-privacy's grid).
@@ -325,8 +331,9 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
 
   Raises:
     ValueError: naming the argument: bad votes (negative, fractional), ``num_teachers``
-      below a row total, a β outside ``(0, 1/(2λ))``, an order ``<= 1``, a missing
-      or lone threshold parameter, a bad ``answered`` shape, ...
+      below a row total, a β outside ``(0, 1/(2λ))``, an order ``<= 1``, an order at
+      which condition C5 or C6 fails (or a traced ``sigma`` / ``order``, which cannot be
+      checked), a missing or lone threshold parameter, a bad ``answered`` shape, ...
   """
   confident = threshold is not None or sigma_threshold is not None
   if confident and (threshold is None or sigma_threshold is None):
@@ -355,8 +362,13 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
                else np.asarray(answered, np.float64))
   else:
     weights = np.zeros((votes.shape[0],), np.float64)
-  if order is None:  # (A copy of DEFAULT_ORDERS: see _numerics.with_x64.)
-    orders = _best_order_core(votes, weights, thr, sig_thr, sigma, DEFAULT_ORDERS.copy(), delta,
+  if order is None:  # Among DEFAULT_ORDERS where C5 and C6 hold (a new array: see with_x64).
+    pool = valid_release_orders(sigma, votes.shape[-1], DEFAULT_ORDERS)
+    if not pool.size:
+      raise ValueError(f"order None: no order of DEFAULT_ORDERS satisfies conditions C5 and C6 "
+                       f"(Papernot et al. 2018, App. B.4.2) with sigma {float(sigma):g} and "
+                       f"{votes.shape[-1]} classes; no release is supported there")
+    orders = _best_order_core(votes, weights, thr, sig_thr, sigma, pool, delta,
                               np.bool_(confident), np.bool_(realised),
                               conversion=conversion)[None]
   else:
@@ -376,6 +388,8 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
     beta_grid = jnp.broadcast_to(jnp.asarray(betas)[None, :], (orders.shape[0], betas.shape[0]))
   fixed = sigma_ss is not None
   sig_ss = v.positive(sigma_ss, "sigma_ss") if fixed else np.float64(1.0)
+  if order is not None:  # (order None chose among the orders that pass.)
+    check_release_order(sigma, votes.shape[-1], orders, "order")
   constants = _checked_constants(sigma, orders, votes.shape[-1])
   return release_core(votes, weights, thr, sig_thr, sigma, orders, beta_grid, delta, sig_ss,
                       constants, np.bool_(confident), np.bool_(realised), np.bool_(fixed),

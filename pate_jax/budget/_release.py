@@ -1,7 +1,8 @@
 """The parameters of the smooth-sensitivity release, fixed before the data is seen.
 
 Owns :class:`ReleaseSpec` (order λ, β, σ_ss and the release's RDP curve, Theorem 23 of
-Papernot et al. 2018) and :func:`default_release_order`, a data-independent rule for λ.
+Papernot et al. 2018) and :func:`default_release_order`, a data-independent rule for λ
+that chooses only among the orders where conditions C5 and C6 of App. B.4.2 hold.
 """
 
 from __future__ import annotations
@@ -58,13 +59,31 @@ class ReleaseSpec(NamedTuple):
 
 def default_release_order(mechanism: mechanisms.Mechanism, params: dict[str, Any],
                           num_queries: int, delta: float, orders: Any = None,
-                          conversion: str = "improved") -> float:
-  """A data-independent order for the release: the order of ``orders`` (default
-  :data:`pate_jax.accounting.DEFAULT_ORDERS`) at which ``num_queries`` answers cost the
-  least data-independent ε. A function of the settings only, so it may be chosen before
-  the data is seen."""
+                          conversion: str = "improved", *, num_classes: int) -> float:
+  """A data-independent order for the release: among the orders of ``orders`` (default
+  :data:`pate_jax.accounting.DEFAULT_ORDERS`) at which conditions C5 and C6 hold for
+  ``params["sigma"]`` and ``num_classes`` (2018, App. B.4.2; the release's analysis holds
+  only there), the one at which ``num_queries`` answers cost the least data-independent
+  ε. A function of the settings only, so it may be chosen before the data is seen.
+
+  Raises:
+    ValueError: a mechanism without a smooth-sensitivity release (not RDP), or no order
+      of ``orders`` at which both conditions hold (naming ``orders``).
+  """
   num_queries = v.positive_int(num_queries, "num_queries")
-  accountant = mechanisms.make_accountant(mechanism, orders, conversion)
+  if mechanism.accountant != "rdp":
+    raise ValueError("mechanism: a smooth-sensitivity release exists for GNMax and "
+                     f"Confident-GNMax only; got {mechanism.name!r}")
+  grid = acc.DEFAULT_ORDERS if orders is None else orders
+  valid = acc.valid_release_orders(params["sigma"], num_classes, grid)
+  if not valid.size:
+    grid = np.asarray(grid, np.float64)
+    raise ValueError(f"orders: none of the {grid.size} orders ({grid.min():g} to "
+                     f"{grid.max():g}) satisfies conditions C5 and C6 (Papernot et al. 2018, "
+                     f"App. B.4.2) with sigma {float(params['sigma']):g} and {num_classes} "
+                     "classes; give orders where both hold "
+                     "(pate_jax.accounting.valid_release_orders)")
+  accountant = mechanisms.make_accountant(mechanism, valid, conversion)
   votes = np.zeros((1, 2), np.int32)
   per_query = mechanism.cost(votes, np.ones(1, bool), params, accountant.orders, False)
   with jax.enable_x64(True):

@@ -95,6 +95,10 @@ class TeachersBudget:
       raise ValueError("release: a smooth-sensitivity release exists for the data-dependent "
                        "ε of GNMax and Confident-GNMax only; got mechanism "
                        f"{self.mechanism.name!r}, data_dependent={data_dependent}")
+    self.num_classes = int(self.votes.shape[1])
+    if release is not None:  # The 2018 analysis holds only where C5 and C6 hold.
+      acc.check_release_order(self.params["sigma"], self.num_classes, release.order,
+                              "release order")
     self.research_seed = research_seed
     self.noise = "secret" if research_seed is None else f"research:{int(research_seed)}"
     # One empty aggregator up front: validates the settings before anything is read.
@@ -189,6 +193,8 @@ class TeachersBudget:
                              float(data["release_sigma_ss"])))
     if spec is not None and self.release_spec is not None and self.release_by_rule:
       self.release_spec = spec  # The rule's value when the ledger was created.
+      acc.check_release_order(self.params["sigma"], self.num_classes, spec.order,
+                              f"{where}: its release order")
     if spec != self.release_spec:
       raise BudgetError(f"{where}: its release parameters are {spec}, this run asks for "
                         f"{self.release_spec}; they are fixed once per budget")

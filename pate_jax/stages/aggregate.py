@@ -14,8 +14,9 @@ Config fields (``configs/aggregate_mnist.py``): ``mechanism`` and its noise, ``d
 ``epsilon_max`` (the budget; it must be finite for secret noise), ``orders`` /
 ``max_moment`` / ``tight_max_moment`` / ``conversion`` / ``data_dependent`` (what is
 reported), ``release`` (``order``: ``None`` for the data-independent rule of
-:func:`pate_jax.budget.default_release_order`; ``beta``: ``None`` for 0.4/order;
-``sigma_ss``), ``noise_seed`` (``None``: secret noise), ``chunk_size``. Each row is
+:func:`pate_jax.budget.default_release_order`, and either way an order where conditions C5
+and C6 of 2018's App. B.4.2 hold for σ and the votes' classes; ``beta``: ``None`` for
+0.4/order; ``sigma_ss``), ``noise_seed`` (``None``: secret noise), ``chunk_size``. Each row is
 answered once by the budget, so answers are consistent by construction.
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from pate_jax import accounting as acc
 from pate_jax import budget as budget_lib
 from pate_jax import experiment
 from pate_jax import labels as labels_lib
@@ -38,7 +40,7 @@ from pate_jax import rng
 from pate_jax import votes as votes_lib
 
 __all__ = ["run", "plan", "report", "make_budget", "release_spec", "fixed_release",
-           "rdp_orders", "teachers_dir"]
+           "has_release", "rdp_orders", "teachers_dir"]
 
 
 def teachers_dir(source: str | os.PathLike) -> pathlib.Path:
@@ -56,28 +58,39 @@ def rdp_orders(config: Any, mechanism: mechanisms.Mechanism) -> np.ndarray | Non
 
 
 def fixed_release(release: Any, mechanism: mechanisms.Mechanism, params: dict[str, float],
-                  num_queries: int, delta: float, orders: Any,
-                  conversion: str) -> budget_lib.ReleaseSpec:
+                  num_queries: int, delta: float, orders: Any, conversion: str,
+                  num_classes: int) -> budget_lib.ReleaseSpec:
   """A ``config.release`` block as a :class:`pate_jax.budget.ReleaseSpec`: its order, or
   (``None``) the data-independent rule's for ``num_queries`` answers; its β, or 0.4/order;
-  its σ_ss. Nothing here looks at the votes."""
+  its σ_ss. The order must satisfy conditions C5 and C6 for σ and ``num_classes`` (2018,
+  App. B.4.2; the rule chooses only such orders): a config's other order is refused here,
+  before anything is answered. Nothing here looks at the votes."""
   order = release.get("order")
   if order is None:
     order = budget_lib.default_release_order(mechanism, params, int(num_queries),
-                                             float(delta), orders, conversion)
-  return budget_lib.ReleaseSpec.make(order, release.sigma_ss, release.get("beta"))
+                                             float(delta), orders, conversion,
+                                             num_classes=num_classes)
+  spec = budget_lib.ReleaseSpec.make(order, release.sigma_ss, release.get("beta"))
+  acc.check_release_order(params["sigma"], num_classes, spec.order, "config.release.order")
+  return spec
 
 
-def release_spec(config: Any, mechanism: mechanisms.Mechanism,
-                 params: dict[str, float]) -> budget_lib.ReleaseSpec | None:
+def release_spec(config: Any, mechanism: mechanisms.Mechanism, params: dict[str, float],
+                 num_classes: int) -> budget_lib.ReleaseSpec | None:
   """The release's fixed parameters (:func:`fixed_release`), or ``None`` where there is
   nothing to release: LNMax, or data-independent accounting."""
-  release = config.get("release")
-  if (release is None or not release.get("enabled", True) or mechanism.accountant != "rdp"
-      or not config.data_dependent):
+  if not has_release(config, mechanism):
     return None
-  return fixed_release(release, mechanism, params, config.num_queries, config.delta,
-                       rdp_orders(config, mechanism), config.conversion)
+  return fixed_release(config.release, mechanism, params, config.num_queries, config.delta,
+                       rdp_orders(config, mechanism), config.conversion, num_classes)
+
+
+def has_release(config: Any, mechanism: mechanisms.Mechanism) -> bool:
+  """Whether the config releases the data-dependent ε (an RDP mechanism, data-dependent
+  accounting, a ``release`` block not disabled)."""
+  release = config.get("release")
+  return (release is not None and release.get("enabled", True)
+          and mechanism.accountant == "rdp" and bool(config.data_dependent))
 
 
 def make_budget(config: Any, data: dict[str, Any], source: Any,
@@ -96,7 +109,8 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
       epsilon_max=config.epsilon_max, delta=config.delta, orders=rdp_orders(config, mechanism),
       max_moment=int(config.max_moment), data_dependent=config.data_dependent,
       conversion=config.conversion,
-      chunk_size=int(config.chunk_size), release=release_spec(config, mechanism, params),
+      chunk_size=int(config.chunk_size),
+      release=release_spec(config, mechanism, params, int(data["votes"].shape[-1])),
       research_seed=noise_seed, release_key=rng.noise_key("epsilon_release", noise_seed),
       release_by_rule=config.get("release") is not None and config.release.get("order") is None)
 
@@ -165,12 +179,17 @@ def _labels_file(data: dict[str, Any], out: Any, state: dict[str, Any],
           "delta": float(record["ledger_delta"]), "noise": budget.noise}
 
 
-def release_plan(config: Any) -> Any:
-  """The release's fixed parameters as ``--dry_run`` shows them."""
+def release_plan(config: Any, num_classes: int | None) -> Any:
+  """The release's fixed parameters as ``--dry_run`` shows them (``num_classes``: the
+  votes', ``None`` when they are missing: the order's conditions C5/C6 need it)."""
   mechanism = mechanisms.get(config.mechanism, "config.mechanism")
+  if not has_release(config, mechanism):
+    return "none"
+  if num_classes is None:
+    return ("not fixed yet: the order must satisfy conditions C5 and C6 for the votes' "
+            "number of classes")
   params = {name: float(config[name]) for name in mechanism.param_names}
-  spec = release_spec(config, mechanism, params)
-  return "none" if spec is None else spec._asdict()
+  return release_spec(config, mechanism, params, num_classes)._asdict()
 
 
 def plan(config: Any) -> dict[str, Any]:
@@ -180,14 +199,15 @@ def plan(config: Any) -> dict[str, Any]:
   mechanism = mechanisms.get(config.mechanism, "config.mechanism")
   params = {name: config[name] for name in mechanism.param_names}
   n, chunk = int(config.num_queries), int(config.chunk_size)
+  sizes, data = experiment.votes_plan(
+      config.votes_dir, "config.votes_dir (run() would read <workdir>/votes.npz)")
   out: dict[str, Any] = {"mechanism": mechanism.name, "noise": params,
                          "noise_source": rng.noise_record(config.get("noise_seed")),
                          "accountant": mechanism.accountant, "num_queries": n,
                          "delta": config.delta, "epsilon_max": config.epsilon_max,
-                         "release": release_plan(config), "ledger_chunk_size": chunk,
-                         "ledger_chunks": -(-n // chunk)}
-  sizes, data = experiment.votes_plan(
-      config.votes_dir, "config.votes_dir (run() would read <workdir>/votes.npz)")
+                         "release": release_plan(config, None if data is None
+                                                 else int(data["votes"].shape[1])),
+                         "ledger_chunk_size": chunk, "ledger_chunks": -(-n // chunk)}
   out.update(sizes)
   if data is None:
     return out

@@ -5,6 +5,9 @@ them once with Confident-GNMax (Papernot et al. 2018, Section 4) and releases th
 data-dependent ε of the realised answers with smooth sensitivity (GNSS, Appendices B-C) at
 an order λ, a β and a σ_ss fixed before the data is seen (``config.release``; the order by
 default from the data-independent rule of :func:`pate_jax.budget.default_release_order`).
+Every release is at an order where conditions C5 and C6 of the smooth-sensitivity analysis
+(2018, App. B.4.2) hold for σ and the votes' classes; a config's order where either fails
+is refused before anything is answered.
 
 results.json, publishable: the one released ε, δ, the fixed λ, β, σ_ss, the conversion,
 the number of queries answered (a released outcome), the data-independent ε, the noise
@@ -12,7 +15,8 @@ source. ``private`` (for the data owner only): the un-noised data-dependent ε b
 with the release's cost, the smooth sensitivity, the noise's spread over ``config.draws``
 draws, and the paper's own analysis -- tf-privacy's expected cost with its order and β
 chosen on the votes (how 2018's Table 2 value was computed, itself a function of the
-private votes) and (λ, β) chosen jointly over the default orders.
+private votes) and (λ, β) chosen jointly over the default orders, both among the
+orders where C5 and C6 hold.
 
 Noise (the answers and the release) is secret unless ``config.noise_seed`` names a
 research seed.
@@ -53,11 +57,12 @@ def _grid(config: Any) -> np.ndarray:
   return TF_PRIVACY_ORDERS if config.orders == "tf_privacy" else np.asarray(acc.DEFAULT_ORDERS)
 
 
-def _spec(config: Any, params: dict[str, float]) -> budget_lib.ReleaseSpec:
-  """The release's fixed parameters: the config's, or the data-independent rule's order."""
+def _spec(config: Any, params: dict[str, float], num_classes: int) -> budget_lib.ReleaseSpec:
+  """The release's fixed parameters: the config's, or the data-independent rule's order
+  (either refused unless conditions C5 and C6 hold there: :func:`aggregate.fixed_release`)."""
   return aggregate.fixed_release(config.release, mechanisms.CONFIDENT_GNMAX, params,
                                  config.num_queries, config.delta, _grid(config),
-                                 str(config.conversion))
+                                 str(config.conversion), num_classes)
 
 
 def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
@@ -70,7 +75,8 @@ def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
   params = {k: float(config[k]) for k in ("threshold", "sigma_threshold", "sigma")}
   delta, conversion = float(config.delta), str(config.conversion)
   noise_seed = rng.check_noise_seed(config.get("noise_seed"), "config.noise_seed")
-  spec = _spec(config, params)
+  num_classes = int(votes.shape[1])
+  spec = _spec(config, params, num_classes)
   kw = dict(threshold=params["threshold"], sigma_threshold=params["sigma_threshold"],
             sigma=params["sigma"], delta=delta, conversion=conversion)
 
@@ -96,10 +102,12 @@ def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
       "epsilon_data_independent_order": float(order_ind),
   }
 
-  # The paper's analysis (tf-privacy): expected costs, order and β chosen on the votes.
-  expected_rdp = acc.rdp_accountant(grid, conversion=conversion).compose(
+  # The paper's analysis (tf-privacy): expected costs, order and β chosen on the votes,
+  # among the orders where conditions C5 and C6 hold (its table script checks them too).
+  valid = acc.valid_release_orders(params["sigma"], num_classes, grid)
+  expected_rdp = acc.rdp_accountant(valid, conversion=conversion).compose(
       acc.confident_gnmax_rdp(votes, params["threshold"], params["sigma_threshold"],
-                              params["sigma"], grid))
+                              params["sigma"], valid))
   _, order = expected_rdp.epsilon(delta)
   expected = acc.smooth_sensitivity_release(votes, order=float(order), **kw)
   private = reporting.private_part(
@@ -107,7 +115,9 @@ def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
       expected_tf_privacy={"release": _floats(expected), "epsilon_released": float(
           acc.release_epsilon(jax.random.fold_in(key, 2), expected))})
   if config.joint_orders:
-    joint = acc.smooth_sensitivity_release(votes, order=acc.DEFAULT_ORDERS, **kw)
+    joint = acc.smooth_sensitivity_release(
+        votes, order=acc.valid_release_orders(params["sigma"], num_classes,
+                                              acc.DEFAULT_ORDERS), **kw)
     private["joint"] = {"release": _floats(joint), "epsilon_released": float(
         acc.release_epsilon(jax.random.fold_in(key, 3), joint))}
   results["private"] = private
@@ -123,14 +133,16 @@ def plan(config: Any) -> dict[str, Any]:
   grid = _grid(config)
   n = int(config.num_queries)
   params = {k: float(config[k]) for k in ("threshold", "sigma_threshold", "sigma")}
-  out: dict[str, Any] = {
-      "num_queries": n, "orders": config.orders, "num_orders": int(np.size(grid)),
-      "release": _spec(config, params)._asdict(),
-      "noise_source": rng.noise_record(config.get("noise_seed")),
-      "draws": int(config.draws), "joint_orders": bool(config.joint_orders), "noise": params,
-      "rdp_cost_matrix_bytes": n * int(np.size(grid)) * 8}  # float64
   sizes, data = experiment.votes_plan(
       config.votes_dir, "config.votes_dir (run() would read <workdir>/votes.npz)")
+  release = ("not fixed yet: the order must satisfy conditions C5 and C6 for the votes' "
+             "number of classes" if data is None
+             else _spec(config, params, int(data["votes"].shape[1]))._asdict())
+  out: dict[str, Any] = {
+      "num_queries": n, "orders": config.orders, "num_orders": int(np.size(grid)),
+      "release": release, "noise_source": rng.noise_record(config.get("noise_seed")),
+      "draws": int(config.draws), "joint_orders": bool(config.joint_orders), "noise": params,
+      "rdp_cost_matrix_bytes": n * int(np.size(grid)) * 8}  # float64
   out.update(sizes)
   if data is not None:
     out["num_queries_within_pool"] = 0 < n <= data["num_pool"]
