@@ -7,7 +7,7 @@ Usage:
       --config.num_queries=1000 --config.mechanism=gnmax
 
 Reads ``<votes_dir or workdir>/votes.npz`` (written by the teachers experiment),
-labels its first ``num_queries`` public-pool rows and writes ``labels.npz`` and
+labels ``num_queries`` public-pool rows (class-balanced by default) and writes ``labels.npz`` and
 ``results.json`` to ``--workdir``. Defaults follow Papernot et al. 2017, Section
 4.2: LNMax with Laplace scale 20 (gamma = 0.05), delta = 1e-5, moments 1..8, and
 100 / 500 / 1000 queries. The GNMax / Confident-GNMax values follow the MNIST
@@ -24,7 +24,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.seed = 0
   config.votes_dir = ""            # Directory (or file) with votes.npz; "" = --workdir.
-  config.num_queries = 100         # First N rows of the public pool (paper: 100/500/1000).
+  config.num_queries = 100         # Rows of the public pool asked (paper: 100/500/1000).
+  # Which rows: "balanced" (N/10 of each class, chosen with the public pool's labels, as the
+  # 2017 paper's Section 4.2 selects the student's labelled inputs) or "first" (rows 0..N-1).
+  config.query_selection = "balanced"
   config.mechanism = "lnmax"       # lnmax | gnmax | confident_gnmax
   config.gamma = 0.05              # LNMax inverse Laplace scale (per-query eps = 2 gamma).
   config.sigma = 40.0              # GNMax noise std.

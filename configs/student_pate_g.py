@@ -5,8 +5,8 @@
   ... --config.aggregate.num_queries=1000                         (the 1,000-query row)
   ... --config.aggregate.mechanism=confident_gnmax                (2018's aggregator)
 
-Labels: LNMax with Laplace scale 20 (γ = 0.05) on the first 100 (or 1,000) pool
-rows, δ = 1e-5, ε from the 2017 data-dependent moments accountant on the votes
+Labels: LNMax with Laplace scale 20 (γ = 0.05) on 100 (or 1,000) class-balanced pool
+rows (``aggregate.query_selection``), δ = 1e-5, ε from the 2017 data-dependent moments accountant on the votes
 actually queried (configs/aggregate_mnist.py; Confident-GNMax: T = 200, σ₁ = 150,
 σ₂ = 40, the MNIST row of Papernot et al. 2018, Table 2).
 
@@ -16,8 +16,11 @@ pate_jax/students/_pate_g.py) with their optimiser (Adam, lr 0.003, β₁ 0.5, b
 train_mnist_fm_custom_labels.py: 300 epochs over an 8,000-image public pool).
 Deviations: (1) the parameter average is debiased with decay 0.999 (theirs:
 0.9999 from zero, which needs ~10⁵ steps to forget its start); (2) the labelled
-rows are the first N pool rows, as the paper describes, where that script by
-default picks N/10 rows per class using the pool's true labels; (3) the CPU
+rows are N/10 per class, the first of each class in pool order, chosen with the public
+pool's labels as the paper's Section 4.2 describes (``--config.aggregate.query_selection=
+first``: the first N pool rows instead); that script's own selection, which indexes the
+unpermuted labels against its permuted pool (13, 13, 13, 10, 15, 7, 8, 4, 8, 9 per class
+for 100), is not reproduced; (3) the CPU
 variant trains a quarter of the epochs.
 
 Variants:

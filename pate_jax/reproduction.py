@@ -123,9 +123,15 @@ def _cmd(script: str, config: str, name: str, *overrides: str, data: bool = True
           + "".join(o + " " for o in overrides) + f"--workdir runs/{name}")
 
 
+# Runs measured when the student's queries were the first pool rows (before the
+# class-balanced selection became the default).
+_FIRST = "--config.aggregate.query_selection=first"
+
+
 def _student(name: str, config: str, *overrides: str) -> Run:
-  return Run(name, _cmd("train_student", f"configs/{config}.py:cpu", name, _V, *overrides),
-             f"configs/{config}.py:cpu")
+  first = () if config == "student_active" else (_FIRST,)  # active learning picks its own
+  return Run(name, _cmd("train_student", f"configs/{config}.py:cpu", name, _V, *first,
+                        *overrides), f"configs/{config}.py:cpu")
 
 
 def _attack(setting: str) -> Run:
@@ -139,7 +145,8 @@ RUNS: tuple[Run, ...] = (
         note="with a research noise seed, for exact reproduction; the README's main job runs "
         "without one (secret noise)"),
     Run("pate_mnist_cpu_lnmax", _cmd("run_pate", "configs/pate_mnist.py:cpu",
-                                     "pate_mnist_cpu_lnmax", "--config.aggregate.mechanism=lnmax"),
+                                     "pate_mnist_cpu_lnmax", "--config.aggregate.mechanism=lnmax",
+                                     _FIRST),
         "configs/pate_mnist.py:cpu",
         note="the main job as it was when LNMax was its default (commit e1e9b7a, before the "
         "attack stage); the command on commit 53020fd gave identical teachers, ε and student "
@@ -183,7 +190,7 @@ RUNS: tuple[Run, ...] = (
     Run("release_mnist", _cmd("release_epsilon", "configs/release_epsilon.py", "release_mnist",
                               _V, _SEED0, data=False), "configs/release_epsilon.py"),
     Run("pate_g_100_long", _cmd("train_student", "configs/student_pate_g.py:cpu",
-                                "pate_g_100_long", _V, "--config.num_steps=27000"),
+                                "pate_g_100_long", _V, _FIRST, "--config.num_steps=27000"),
         "configs/student_pate_g.py:cpu"),
     _student("pate_g_1000", "student_pate_g",
                                  "--config.aggregate.num_queries=1000"),
@@ -550,7 +557,9 @@ ROWS: tuple[Row, ...] = (
         "ε data-independent (publishable)", "—", _MAIN,
         "epsilon.rdp_data_independent_improved.epsilon", "f3"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
-        "PATE-G student, 75 epochs", "—", _MAIN, "student.eval_accuracy", "pct", _PATE_G),
+        "PATE-G student, 75 epochs", "—", _MAIN, "student.eval_accuracy", "pct",
+        "PATE-G on our CPU teachers' votes, a class-balanced labelled subset as the paper's "
+        "Section 4.2"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "attack on its 5 lowest-consensus queries, 10⁴ fresh answers each: mean error (paper's "
         "estimator)", "—", _MAIN, "private.attack.mean_error.fresh_noise/paper", "f3"),
@@ -607,6 +616,85 @@ ROWS: tuple[Row, ...] = (
         "s", "one of the three runs in the README"),
     Row("beyond", "Accounting speed", "speed-up over a NumPy loop of the same formulas", "—",
         "bench_accounting", "speedup_vs_loop", "x"),
+)
+
+# The GPU acceptance runs (experiments/gpu_acceptance.py, --config.publish_dir=results/runs):
+# `<run>_gpu` copies of its runs' results.json. They render only once published.
+_ACCEPT = ("python experiments/gpu_acceptance.py --config configs/gpu_acceptance.py "
+           "--config.publish_dir=results/runs --workdir runs/gpu_acceptance --config.stages=")
+
+
+def _gpu(name: str, stages: str, config: str) -> Run:
+  return Run(f"{name}_gpu", _DATA + _ACCEPT + stages, config)
+
+
+GPU_RUNS: tuple[Run, ...] = (
+    _gpu("pate_mnist", "1", "configs/pate_mnist.py"),
+    _gpu("bench_teachers", "2", "configs/bench_teachers.py:cnn"),
+    _gpu("bench_accounting", "2", "configs/bench_accounting.py"),
+    _gpu("pate_g_100", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0)"),
+    _gpu("pate_g_1000", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0)"),
+    _gpu("mnist_baseline", "3", "configs/mnist_250.py (gpu_acceptance.py: one teacher)"),
+    _gpu("kd_gan", "4", "configs/kd_gan.py"),
+    _gpu("tests_fast", "tests_fast", "configs/gpu_acceptance.py"),
+    _gpu("tests_slow", "tests_slow", "configs/gpu_acceptance.py"),
+    _gpu("acceptance", "<each stage>", "configs/gpu_acceptance.py"),
+)
+_G = " (GPU)"
+_DD = "private.epsilon.moments_data_dependent.epsilon"
+GPU_ROWS: tuple[Row, ...] = (
+    Row("pate2017", "Section 4.1 (text)", "MNIST, 250 teachers, the paper's CNN" + _G,
+        "83.86%", "pate_mnist_gpu", "private.teachers.teacher_test_accuracy.mean", "pct2",
+        "configs/pate_mnist.py as it is; target >= 94 %"),
+    Row("pate2017", "Figure 4", "MNIST, 100 queries, CNN teachers: ε" + _G, "2.04",
+        "pate_g_100_gpu", _DD, "f2", "LNMax γ 0.05, moments 1..8; target <= 2.04"),
+    Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 300 epochs" + _G,
+        "98.00%", "pate_g_100_gpu", "eval_accuracy", "pct", "target >= 98.0 %"),
+    Row("pate2017", "Figure 4", "MNIST, 1,000 queries, CNN teachers: ε" + _G, "8.03",
+        "pate_g_1000_gpu", _DD, "f2"),
+    Row("pate2017", "Figure 4", "MNIST, 1,000 queries: PATE-G student, 300 epochs" + _G,
+        "98.10%", "pate_g_1000_gpu", "eval_accuracy", "pct"),
+    Row("pate2017", "Figure 4", "MNIST non-private baseline: the CNN on all 60,000" + _G,
+        "99.18%", "mnist_baseline_gpu", "private.teacher_test_accuracy.mean", "pct2",
+        "one teacher of the teachers stage, 20,000 steps of batch 64; 10,000 test images"),
+    Row("gao", "Section 5.1 (text)", "MNIST teacher test accuracy, the paper CNN" + _G,
+        "99.40%", "kd_gan_gpu", "teacher_accuracy", "pct2"),
+    *(Row("gao", "Table 1", f"MNIST, n = {n}, {what}, 20 seeds" + _G, pub, "kd_gan_gpu",
+          f"table1[{i}].accuracy_mean", "pct2")
+      for i, (n, what, pub) in enumerate((
+          ("100", "KD-only", "66.61"), ("100", "joint", "67.99"), ("1,000", "KD-only", "93.57"),
+          ("1,000", "joint", "96.46"), ("10,000", "KD-only", "98.38"),
+          ("10,000", "joint", "98.52")))),
+    Row("gao", "Table 2", "MNIST, Proposed, ε 8.00: the curve's end, 20 seeds" + _G, "99.20%",
+        "kd_gan_gpu", "accuracy", "pct2", "at the published ε of the next row"),
+    Row("gao", "Table 2", "the curve's end: its published ε" + _G, "8.00", "kd_gan_gpu",
+        "epsilon_published", "f2"),
+    Row("beyond", "GPU acceptance", "default paper config: wall end to end", "—",
+        "pate_mnist_gpu", "wall_seconds", "s", "target <= 60 s"),
+    Row("beyond", "GPU acceptance", "default paper config: its PATE-G student (GNMax σ 40 "
+        "labels, 300 epochs)", "—", "pate_mnist_gpu", "student.eval_accuracy", "pct"),
+    Row("beyond", "GPU acceptance", "teachers benchmark, vmap: examples/s", "—",
+        "bench_teachers_gpu", "strategies.vmap.examples_per_second", "int",
+        "250 paper-CNN teachers, batch 64, bfloat16; target >= 300,000"),
+    Row("beyond", "GPU acceptance", "teachers benchmark, vmap: share of the chip's peak", "—",
+        "bench_teachers_gpu", "strategies.vmap.fraction_of_peak", "pct"),
+    Row("beyond", "GPU acceptance", "teachers benchmark: vmap over the loop", "—",
+        "bench_teachers_gpu", "strategies.vmap.throughput_vs_loop", "x"),
+    Row("beyond", "GPU acceptance", "accounting of 10⁶ queries: API end to end / kernel", "—",
+        "bench_accounting_gpu", "public_api_over_kernel_host_votes", "f2", "target <= 10"),
+    *(Row("beyond", "GPU acceptance", f"test suite, {tier}: {what}", "—", f"tests_{tier}_gpu",
+          key, "int") for tier in ("fast", "slow")
+      for what, key in (("passed", "passed"), ("failed", "failures"), ("errors", "errors"))),
+    *(Row("beyond", "GPU acceptance: targets", text, "—", "acceptance_gpu",
+          f"targets.{key}.met", "met") for key, text in (
+              ("main_job_wall", "default paper config <= 60 s end to end"),
+              ("main_job_no_oom", "default paper config: no out-of-memory"),
+              ("teacher_accuracy", "mean teacher accuracy >= 94 %"),
+              ("examples_per_second", "teachers >= 300,000 examples/s"),
+              ("pate_g_accuracy", "PATE-G 300 epochs >= 98.0 %"),
+              ("pate_g_epsilon", "... at ε <= 2.04"),
+              ("suite_passes", "the test suite passes on the GPU"),
+              ("api_over_kernel", "the accounting API <= 10× its kernel"))),
 )
 
 FIGURES: tuple[Figure, ...] = (
@@ -672,6 +760,7 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "int": lambda x: f"{int(x):,}",
     "s": lambda x: f"{float(x):.3g} s",
     "x": lambda x: f"{float(x):.0f}×",
+    "met": lambda x: {True: "met", False: "not met"}.get(x, "not measured yet"),
 }
 
 
@@ -741,12 +830,18 @@ def _link(target: pathlib.Path, base: pathlib.Path) -> str:
 def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
            figures_dir: str | os.PathLike | None = None, rows: tuple[Row, ...] = ROWS,
            runs: tuple[Run, ...] = RUNS, figures: tuple[Figure, ...] = FIGURES,
-           command: str = REPORT_COMMAND) -> str:
-  """RESULTS.md for the runs under ``runs_dir`` (links relative to ``output_dir``).
+           command: str = REPORT_COMMAND, optional_runs: tuple[Run, ...] = GPU_RUNS,
+           optional_rows: tuple[Row, ...] = GPU_ROWS) -> str:
+  """RESULTS.md for the runs under ``runs_dir`` (links relative to ``output_dir``), with
+  ``optional_runs`` and their ``optional_rows`` where those runs are present.
 
   Raises:
     KeyError: a row names a run missing from ``runs``, or its key is not in a present run.
   """
+  present = tuple(r for r in optional_runs
+                  if (pathlib.Path(runs_dir) / r.name / r.results_file).is_file())
+  runs = runs + present
+  rows = rows + tuple(r for r in optional_rows if r.run in {p.name for p in present})
   by_name = {r.name: r for r in runs}
   for row in rows:
     if row.run is not None and row.run not in by_name:

@@ -185,3 +185,45 @@ def load_votes(path: str | os.PathLike) -> dict[str, Any]:
   for k in ("num_pool", "num_teachers"):
     out[k] = int(out[k])
   return out
+
+
+QUERY_SELECTIONS = ("balanced", "first")
+
+
+def query_rows(selection: str, pool_labels: Any, num_queries: int,
+               num_classes: int) -> np.ndarray:
+  """The public-pool rows the student asks the teachers to label.
+
+  * ``"balanced"``: a class-balanced subset, as Papernot et al. 2017 (Section 4.2) select
+    the MNIST student's labelled inputs: the first row of each class in pool order, then
+    the second of each, and so on (``num_queries // C`` rows of each class, the first
+    ``num_queries % C`` classes one more, when the pool has them; a class that runs out is
+    skipped), so that every prefix answered within a budget is as balanced as it can be.
+    It reads the *public* pool's labels, which the paper's selection uses too; nothing
+    private.
+  * ``"first"``: rows ``0..num_queries-1`` (the pool's order).
+
+  Args:
+    selection: one of :data:`QUERY_SELECTIONS`.
+    pool_labels: int ``[P]`` labels of the public pool (votes.npz's ``labels[:num_pool]``).
+    num_queries: ``1 <= num_queries <= P``.
+    num_classes: ``C``.
+
+  Returns:
+    int64 ``[num_queries]`` distinct rows.
+  """
+  _checks.choice(selection, "query_selection", QUERY_SELECTIONS)
+  pool_labels = np.asarray(pool_labels)
+  n = _checks.positive_int(num_queries, "num_queries")
+  if n > pool_labels.shape[0]:
+    raise ValueError(f"num_queries must be <= the pool's {pool_labels.shape[0]} rows; got {n}")
+  if selection == "first":
+    return np.arange(n, dtype=np.int64)
+  rows_of = [np.flatnonzero(pool_labels == c) for c in range(num_classes)]
+  order = []
+  for k in range(max(r.size for r in rows_of)):
+    order += [rows_of[c][k] for c in range(num_classes) if k < rows_of[c].size]
+    if len(order) >= n:
+      break
+  order = order[:n]
+  return np.asarray(order, np.int64)

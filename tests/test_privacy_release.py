@@ -263,7 +263,8 @@ def test_7_publishable_parts_do_not_depend_on_the_votes(tmp_path, capsys):
   for name, v in (("a", votes), ("b", None)):
     if v is None:
       first = labels_lib.load_labels(tmp_path / "a")
-      v = _perturbed(votes, first["labels"], first["status"], 0)
+      by_row = np.argsort(first["query_index"])  # Every row was asked, in the stage's order.
+      v = _perturbed(votes, first["labels"][by_row], first["status"][by_row], 0)
     teachers = _teachers(tmp_path / f"t{name}", v, labels=votes.argmax(1))
     config = _config(teachers, num_queries=40, epsilon_max=2.0, noise_seed=3)
     r = experiment.run_and_report(aggregate.run, aggregate.report, config,

@@ -45,3 +45,29 @@ def test_save_rejects_unequal_rows(tmp_path):
 def test_load_missing(tmp_path):
   with pytest.raises(FileNotFoundError, match="train_teachers"):
     votes_lib.load_votes(tmp_path)
+
+
+def test_query_rows_balanced_and_first():
+  r = np.random.default_rng(0)
+  labels = r.integers(0, 10, 9_000)
+  rows = votes_lib.query_rows("balanced", labels, 100, 10)
+  assert len(set(rows.tolist())) == 100
+  np.testing.assert_array_equal(np.bincount(labels[rows], minlength=10), np.full(10, 10))
+  # Every prefix is as balanced as it can be; each class's rows come in pool order.
+  for k in (7, 23, 61):
+    counts = np.bincount(labels[rows[:k]], minlength=10)
+    assert counts.max() - counts.min() <= 1
+  for c in range(10):
+    mine = rows[labels[rows] == c]
+    np.testing.assert_array_equal(mine, np.flatnonzero(labels == c)[:10])
+  np.testing.assert_array_equal(votes_lib.query_rows("first", labels, 5, 10), np.arange(5))
+  # 105 over 10 classes: the first 5 classes get 11.
+  counts = np.bincount(labels[votes_lib.query_rows("balanced", labels, 105, 10)], minlength=10)
+  np.testing.assert_array_equal(counts, [11] * 5 + [10] * 5)
+  # A class the pool lacks is skipped: the others fill in.
+  short = np.array([1, 1, 1, 1, 0])
+  np.testing.assert_array_equal(votes_lib.query_rows("balanced", short, 4, 3), [4, 0, 1, 2])
+  with pytest.raises(ValueError, match="query_selection"):
+    votes_lib.query_rows("random", labels, 5, 10)
+  with pytest.raises(ValueError, match="num_queries"):
+    votes_lib.query_rows("first", labels, 9_001, 10)

@@ -138,7 +138,7 @@ def split_epsilon(report: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
   return public, {k: e for k, e in report.items() if "data_dependent" in k}
 
 
-def aggregate_results(data: dict[str, Any], out: Any, state: dict[str, Any],
+def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str, Any],
                       release: dict[str, Any] | None, budget: Any, config: Any, *,
                       num_asked_now: int) -> dict[str, Any]:
   """The aggregate stage's results: a publishable part and a ``private`` one.
@@ -150,7 +150,8 @@ def aggregate_results(data: dict[str, Any], out: Any, state: dict[str, Any],
   the budget's data-dependent ε, ε vs queries.
 
   Args:
-    data: :func:`pate_jax.votes.load_votes` (its first ``N`` rows were asked).
+    data: :func:`pate_jax.votes.load_votes`.
+    rows: int ``[N]`` the rows of votes.npz asked (:func:`pate_jax.votes.query_rows`).
     out: the budget's :class:`pate_jax.ledger.BatchResult` for those rows.
     state: :meth:`pate_jax.budget.TeachersBudget.state`.
     release: :meth:`pate_jax.budget.TeachersBudget.release` (``None``: none drawn).
@@ -160,7 +161,8 @@ def aggregate_results(data: dict[str, Any], out: Any, state: dict[str, Any],
   """
   labels, status = np.asarray(out.labels), np.asarray(out.status)
   n = int(labels.shape[0])
-  votes, true_labels = np.asarray(data["votes"][:n]), np.asarray(data["labels"][:n])
+  rows = np.asarray(rows)
+  votes, true_labels = np.asarray(data["votes"][rows]), np.asarray(data["labels"][rows])
   answered = status == ledger_lib.Status.ANSWERED
   charged = answered | (status == ledger_lib.Status.NOT_CONFIDENT)
   m, params = budget.mechanism, budget.params
@@ -178,6 +180,9 @@ def aggregate_results(data: dict[str, Any], out: Any, state: dict[str, Any],
   results: dict[str, Any] = {
       "dataset": data["dataset"], "num_teachers": data["num_teachers"], "mechanism": m.name,
       "noise": params, "noise_source": rng.noise_record(noise), "num_queries": n,
+      "query_selection": str(config.get("query_selection", "first")),
+      "labelled_per_class": np.bincount(true_labels[answered],
+                                        minlength=data["votes"].shape[1]).tolist(),
       "num_asked_now": int(num_asked_now), "num_answered": int(answered.sum()),
       "num_refused_budget": int((status == ledger_lib.Status.REFUSED_BUDGET).sum()),
       "num_not_confident": int((status == ledger_lib.Status.NOT_CONFIDENT).sum()),

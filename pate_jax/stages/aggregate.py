@@ -1,7 +1,9 @@
 """The aggregate stage: the student's noisy labels from the teachers' budget, and their ε.
 
 ``run(config, workdir)`` reads ``votes.npz`` (``config.votes_dir``, else the workdir),
-answers the first ``config.num_queries`` rows of the public pool from the teachers'
+answers ``config.num_queries`` rows of the public pool, chosen by
+``config.query_selection`` (:func:`pate_jax.votes.query_rows`: class-balanced, as the 2017
+paper selects them, or the first rows), from the teachers'
 budget (:class:`pate_jax.budget.TeachersBudget`: one ledger beside votes.npz, shared by
 every work directory and rerun; rows answered before come back as recorded, free), draws
 the smooth-sensitivity release of the private ε once per ledger state (GNMax,
@@ -133,14 +135,16 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   n = int(config.num_queries)
   if not 0 < n <= data["num_pool"]:
     raise ValueError(f"config.num_queries must be in [1, num_pool={data['num_pool']}], got {n}")
+  rows = votes_lib.query_rows(config.query_selection, data["labels"][:data["num_pool"]], n,
+                              data["votes"].shape[1])
   budget = make_budget(config, data, source, workdir)
   done = _check_prior(workdir, budget)
   experiment.remove_stale(workdir, ("results.json", "privacy.png"))
-  out = budget.answer(np.arange(n))
+  out = budget.answer(rows)
   release = budget.release()
   state = budget.state()
-  labels_lib.save_labels(workdir, **_labels_file(data, out, state, budget))
-  results = reporting.aggregate_results(data, out, state, release, budget, config,
+  labels_lib.save_labels(workdir, **_labels_file(data, rows, out, state, budget))
+  results = reporting.aggregate_results(data, rows, out, state, release, budget, config,
                                         num_asked_now=max(n - done, 0))
   results["time_s"] = time.perf_counter() - t0
   curve = results["private"].get("privacy_curve")
@@ -166,13 +170,12 @@ def _check_prior(workdir: pathlib.Path, budget: budget_lib.TeachersBudget) -> in
   return int(prior["labels"].shape[0])
 
 
-def _labels_file(data: dict[str, Any], out: Any, state: dict[str, Any],
+def _labels_file(data: dict[str, Any], rows: np.ndarray, out: Any, state: dict[str, Any],
                  budget: budget_lib.TeachersBudget) -> dict[str, Any]:
-  """The arguments of :func:`pate_jax.labels.save_labels` for rows ``0..n-1``."""
-  n = out.labels.shape[0]
+  """The arguments of :func:`pate_jax.labels.save_labels` for ``rows`` of votes.npz."""
   record = state["record"]
-  return {"labels": out.labels, "status": out.status, "true_labels": data["labels"][:n],
-          "dataset_index": data["index"][:n], "query_index": np.arange(n),
+  return {"labels": out.labels, "status": out.status, "true_labels": data["labels"][rows],
+          "dataset_index": data["index"][rows], "query_index": rows,
           "votes_digest": budget.digest, "mechanism": budget.mechanism.name,
           "epsilon": float(record["ledger_epsilon"]),
           "epsilon_max": float(record["ledger_epsilon_max"]),
