@@ -62,6 +62,13 @@ def test_train_kd_gan_ends_with_accuracy_epsilon_and_paths(tmp_path, data_dir, c
   assert "headline" in tail and f"{r['accuracy']:.2%}" in tail
   assert f"ε {r['epsilon_published']:.2f} as published" in tail
   assert "sound ε: none" in tail and "utility_vs_epsilon.png" in tail
+  # A rerun restores every fit at its last round and reports the same curve and tables.
+  again = _run("train_kd_gan", "kd_gan", "smoke", tmp_path, num_seeds=1,
+               teacher__num_steps=20, table1__public_sizes=(100,), curve__num_public=200,
+               audit_rounds=0)
+  timeless = lambda rows: [{k: x for k, x in row.items() if k != "train_seconds"}  # noqa: E731
+                            for row in rows]
+  assert again["curve"] == r["curve"] and timeless(again["table1"]) == timeless(r["table1"])
 
 
 def _sound_votes(path, num_teachers=250):

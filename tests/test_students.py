@@ -286,3 +286,21 @@ def test_least_confident_picks_smallest_max_probability():
   probs = np.array([[0.9, 0.1], [0.5, 0.5], [0.6, 0.4], [0.55, 0.45]])
   np.testing.assert_array_equal(students.least_confident(probs, np.array([0, 2, 3]), 2),
                                 [3, 2])
+
+
+@pytest.mark.slow
+def test_a_resumed_fit_reports_every_segment(tmp_path):
+  data, _ = _toy_data()
+  st = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
+  kw = {"batch_size": 8, "segment_steps": 5, "log": None,
+        "checkpoint_dir": str(tmp_path / "ckpt")}
+  whole = students.fit(st, data, jax.random.key(0), num_steps=15,
+                       checkpoint_dir=str(tmp_path / "whole"), **{
+                           k: x for k, x in kw.items() if k != "checkpoint_dir"})
+  students.fit(st, data, jax.random.key(0), num_steps=10, **kw)   # killed after step 10
+  resumed = students.fit(st, data, jax.random.key(0), num_steps=15, **kw)
+  again = students.fit(st, data, jax.random.key(0), num_steps=15, **kw)  # nothing to train
+  assert resumed.resumed_from == 10 and again.resumed_from == 15
+  for res in (resumed, again):
+    assert [h["step"] for h in res.history] == [5, 10, 15]
+    assert res.history == whole.history and res.eval_accuracy == whole.eval_accuracy

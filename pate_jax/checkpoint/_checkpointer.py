@@ -93,6 +93,10 @@ def _first_line(error: BaseException) -> str:
   return f"{type(error).__name__}: {text[0][:300] if text else ''}"
 
 
+# The per-segment records of a loop (:meth:`Checkpointer.save_history`).
+HISTORY_FILE = "history.json"
+
+
 class Checkpointer:
   """Saves a segment's state without stopping training; restores the newest on restart.
 
@@ -241,6 +245,30 @@ class Checkpointer:
     self.blocking_seconds += spent
     self.saves += 1
     return spent
+
+  # ------------------------------------------------------------------ history
+
+  def restore_history(self, step: int, key: str = "step") -> list[dict]:
+    """The per-segment records written with the checkpoints up to ``step`` (the step
+    :meth:`restore_or` returned), so that a resumed or rerun loop reports every segment,
+    not only those it trains; ``[]`` without a record (an older run, or ``restart``)."""
+    path = self.directory / HISTORY_FILE
+    if not path.exists():
+      return []
+    try:
+      entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+      return []
+    return [e for e in entries if isinstance(e, dict) and e.get(key, step + 1) <= step]
+
+  def save_history(self, entries: list[dict]) -> None:
+    """Writes the loop's per-segment records (JSON values) beside its checkpoints."""
+    if not self._main:
+      return
+    path = self.directory / HISTORY_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(entries) + "\n")
+    tmp.replace(path)
 
   def wait(self) -> float:
     """Blocks until every started save is on disk; returns the seconds waited."""

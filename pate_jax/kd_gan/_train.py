@@ -331,7 +331,8 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
       state, r = ckpt.restore_or(state)
       if r > num_rounds:
         raise ValueError(f"num_rounds: {num_rounds} is below the checkpoint's round {r}")
-    resumed_from, history, t0 = r, [], time.perf_counter()
+    history = ckpt.restore_history(r, "round") if ckpt is not None else []
+    resumed_from, t0 = r, time.perf_counter()
     # σ enters the compiled program as a value: runs that differ only in σ share it.
     static, sigma = gan._replace(noise_multiplier=0.0), jnp.float32(gan.noise_multiplier)
     while r < num_rounds:
@@ -346,6 +347,8 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
                "eval_accuracy_mean": float(acc.mean()), "eval_accuracy": acc.tolist(),
                **{k: float(np.mean(m)) for k, m in metrics.items()}}
       history.append(entry)
+      if ckpt is not None:
+        ckpt.save_history(history)
       if log:
         log(f"round {r}/{num_rounds}: accuracy {acc.mean():.4f} (runs {len(acc)}) "
             + " ".join(f"{k}={entry[k]:.4f}" for k in metrics))

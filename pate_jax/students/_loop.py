@@ -187,7 +187,8 @@ def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment
                        "give at least that many, or restart")
     if step and log:
       log(f"resumed from checkpoint at step {step}")
-  resumed_from, history, t0 = step, [], time.perf_counter()
+  history = ckpt.restore_history(step, "step") if ckpt is not None else []
+  resumed_from, t0 = step, time.perf_counter()
   while step < num_steps:
     n = min(segment_steps, num_steps - step)
     state, metrics = _segment(student, batch_size, n, state, key, jnp.asarray(step), pool,
@@ -199,6 +200,8 @@ def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment
     entry = {"step": step, "eval_accuracy": acc,
              **{k: float(v) for k, v in metrics.items()}}
     history.append(entry)
+    if ckpt is not None:
+      ckpt.save_history(history)
     if log:
       log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in entry.items()))
