@@ -1,0 +1,130 @@
+"""experiments/compare_runs.py: what the comparison ignores and what it catches, the
+catalogue's coverage of the scripts, and one catalogue run twice on this checkout, equal."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from pate_jax import experiment
+from pate_jax.stages import compare_runs as cr
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _record(accuracy=0.9, workdir="/tmp/a/before/agg", **results):
+  return {"disclosure": "publishable", "seed": 0,
+          "results": {"accuracy": accuracy, "time_s": 1.0, "wall_seconds": 2.0,
+                      "speedup": 30.0, "loadavg_1min": {"loop": 1.5},
+                      "checkpoints": {"saves": 2, "bytes": 80_000, "blocking_seconds": 0.1},
+                      "timings": {"load_s": 0.3}, "curve": [0.1, 0.2],
+                      "figure": workdir + "/a.png", **results},
+          "config": {"votes_dir": "../before/teachers", "k_s": 1, "runs": "runs/x/before/t"},
+          "git": "abc123-dirty", "versions": {"jax": "0.4"},
+          "device": {"backend": "cpu", "host": "vm"}, "written_at": "2026-01-01T00:00:00"}
+
+
+def test_volatile_keys_and_work_directories_are_ignored():
+  other = _record(workdir="/elsewhere/after/agg")
+  other["results"].update(time_s=9.0, wall_seconds=7.0, speedup=3.0, loadavg_1min={"loop": 4.0},
+                          timings={"load_s": 9.9})
+  other["results"]["checkpoints"].update(bytes=80_004, blocking_seconds=0.5)
+  other["config"].update(votes_dir="../../tmp/x/after/teachers", runs="/abs/after/t")
+  other.update(git="def456", versions={"jax": "0.5"}, written_at="2027-02-02T00:00:00")
+  other["device"]["host"] = "other"
+  assert cr.compare_files(_record(), other) == {
+      "equal": True, "num_differences": 0, "differences": [], "max_relative_difference": None}
+  kept = cr.comparable(_record())
+  assert kept["results"] == {"accuracy": 0.9, "checkpoints": {"saves": 2},
+                             "curve": [0.1, 0.2], "figure": "a.png"}
+  assert kept["config"] == {"votes_dir": "teachers", "k_s": 1, "runs": "t"}
+  assert kept["device"] == {"backend": "cpu"} and "git" not in kept
+
+
+def test_a_changed_accuracy_and_a_changed_setting_are_reported():
+  out = cr.compare_files(_record(0.9), _record(0.91, curve=[0.1, 0.25]))
+  assert not out["equal"] and out["num_differences"] == 2
+  first, second = out["differences"]
+  assert first == {"key": "results.accuracy", "before": 0.9, "after": 0.91,
+                   "max_relative_difference": pytest.approx(0.01 / 0.91)}
+  assert second["key"] == "results.curve"  # a list of numbers: one place
+  assert second["max_relative_difference"] == pytest.approx(0.05 / 0.25)
+  assert out["max_relative_difference"] == pytest.approx(0.2)
+  changed = _record()
+  changed["config"]["k_s"] = 2  # not a timing, though it ends in _s
+  changed["results"]["label"] = "answered 3/40"
+  out = cr.compare_files(_record(), changed)
+  assert [d["key"] for d in out["differences"]] == ["results.label", "config.k_s"]
+  assert out["differences"][0] == {"key": "results.label", "before": "<missing>",
+                                   "after": "answered 3/40"}
+
+
+def _write(path: pathlib.Path, record) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(record))
+
+
+def test_compare_trees_reports_missing_and_different_files(tmp_path):
+  before, after = tmp_path / "before", tmp_path / "after"
+  for side in (before, after):
+    _write(side / "a" / "results.json", _record())
+    _write(side / "a" / "checkpoints" / "x.json", {"t": str(side)})  # left out
+  _write(before / "b" / "results.json", _record())
+  _write(before / "c" / "figure2.json", [{"accuracy": 0.5}])
+  _write(after / "c" / "figure2.json", [{"accuracy": 0.6}])
+  out = cr.compare(before, after)
+  assert not out["equal"] and sorted(out["files"]) == ["a/results.json", "b/results.json",
+                                                       "c/figure2.json"]
+  assert out["files"]["a/results.json"]["equal"]
+  assert out["files"]["b/results.json"] == {"equal": False, "missing": "after"}
+  assert out["files"]["c/figure2.json"]["differences"][0]["key"] == "[0].accuracy"
+  run, status = {"rc": 0, "wall_s": 1.0}, cr._status  # pylint: disable=protected-access
+  assert status("a", run, run, out["files"])["status"] == "equal"
+  b = status("b", run, run, out["files"])
+  assert b["status"] == "DIFFERENT" and b["missing_files"] == {"b/results.json": "after"}
+  assert status("a", {"rc": 1, "wall_s": 1.0}, run, out["files"])["status"] == "FAILED"
+  assert status("z", {"rc": None, "wall_s": 0.0}, run, {})["status"] == "NEW"
+
+
+def test_the_catalogue_covers_every_script_and_seeds_every_noise():
+  scripts = {p.stem for p in (REPO / "experiments").glob("*.py")}
+  covered = {r.script for r in cr.CATALOGUE}
+  assert scripts == covered | set(cr.NOT_COVERED), scripts ^ (covered | set(cr.NOT_COVERED))
+  assert not covered & set(cr.NOT_COVERED)
+  for entry in cr.CATALOGUE:
+    config = experiment.load_config(str(REPO / entry.config))
+    args = [f"--config.{o}" for o in entry.overrides]
+    assert experiment.unknown_overrides(args, config) == [], entry.name
+    seeded = {o.split("=")[0].rpartition("noise_seed")[0] for o in entry.overrides
+              if o.split("=")[0].endswith("noise_seed") and o.endswith("=0")}
+    for field, _ in experiment.config_items(config):
+      if field.endswith("noise_seed"):  # seeded here or by a parent's noise_seed
+        assert any(field.startswith(prefix) for prefix in seeded), (entry.name, field)
+
+
+def test_prerequisites_are_added_in_catalogue_order():
+  assert [r.name for r in cr.with_prerequisites(["plot_students"])] == [
+      "teachers", "student", "plot_students"]
+  assert len(cr.with_prerequisites([""])) == len(cr.CATALOGUE)
+  with pytest.raises(ValueError, match="unknown run"):
+    cr.with_prerequisites(["nope"])
+
+
+@pytest.mark.slow
+def test_one_run_twice_on_this_checkout_is_equal(tmp_path, digits_votes_dir):
+  """The aggregate run (research noise seed 0) twice: its raw records differ (times,
+  dates, work directories), once comparable they are equal."""
+  entry = next(r for r in cr.CATALOGUE if r.name == "aggregate")
+  entry = entry._replace(overrides=tuple(o if not o.startswith("votes_dir=") else
+                                         f"votes_dir={digits_votes_dir}"
+                                         for o in entry.overrides))
+  done = [cr.run_catalogue(REPO, tmp_path / side, runs=[entry]) for side in ("a", "b")]
+  assert [d["aggregate"]["rc"] for d in done] == [0, 0], (tmp_path / "a" / "aggregate.log"
+                                                          ).read_text()[-2000:]
+  raw = [json.loads((tmp_path / side / "aggregate" / "results.json").read_text())
+         for side in ("a", "b")]
+  assert raw[0] != raw[1]
+  out = cr.compare(tmp_path / "a", tmp_path / "b")
+  assert out["equal"] and "aggregate/results.json" in out["files"], out
