@@ -1,0 +1,401 @@
+"""The GPU acceptance command (``experiments/gpu_acceptance.py``): the default paper config,
+the benchmarks, the paper's students, the KD-GAN and the test suite, in stages that each fit
+one 10-minute call and resume from the files of the earlier calls.
+
+Stages and their runs (``config.stages`` picks some: numbers or run names):
+
+  1  ``pate_mnist``        the main job (:mod:`main_job`) on ``config.pate_mnist``
+  2  ``bench_teachers``    :mod:`bench_teachers`; ``bench_accounting``: :mod:`bench_accounting`
+  3  ``pate_g_<n>``        :mod:`student` on stage 1's teachers' votes, ``n`` noisy labels
+     ``mnist_baseline``    :mod:`teachers` with one teacher on all the training data
+  4  ``kd_gan``            :mod:`kd_gan`
+  5  ``tests_<group>``     :mod:`suite`: pytest on the group's tests, in a subprocess
+
+Each run writes into ``<workdir>/<run>/`` and is skipped when its ``results.json`` is there
+(a test run interrupted at ``tests.timeout_s`` does not count): a call resumes from what the
+earlier calls left, and each stage resumes from its own checkpoints where it has them. A
+run that raises is recorded (``<run>/error.txt``) and the next one goes on. After the runs,
+``<workdir>/results.json`` holds every run's status and the ``targets`` (the issue's
+thresholds beside the measured values, met or not, computed from the runs' results), and
+optionally ``config.publish_dir/<run>_gpu/`` receives each run's ``results.json`` (the
+reproduction report's GPU rows) and ``config.archive`` a ``.tar.gz`` of the workdir without
+checkpoints, for the next call on a fresh machine.
+
+``plan(config)`` is ``--dry_run``: every run's own plan, its expected wall against the
+call's limit and, for the planned chunks, the memory planner's numbers on a device of
+``plan_device_gib`` (:func:`at_budget`). ``report(results)`` prints the statuses and targets.
+"""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import shutil
+import tarfile
+import time
+import traceback
+from typing import Any, Callable, Mapping
+
+import ml_collections
+
+from pate_jax import checkpoint, experiment, memory
+from pate_jax.reproduction import resolve
+from pate_jax.stages import bench_accounting, bench_teachers, kd_gan, main_job, student
+from pate_jax.stages import teachers as teachers_stage
+from pate_jax.stages import suite
+
+__all__ = ["run", "plan", "report", "runs", "select", "at_budget", "targets"]
+
+GIB = 2**30
+
+
+# ------------------------------------------------------------------------------- the runs
+
+def runs(config) -> list[tuple[int, str]]:
+  """``(stage, run name)`` in order."""
+  return ([(1, "pate_mnist"), (2, "bench_teachers"), (2, "bench_accounting")]
+          + [(3, f"pate_g_{int(n)}") for n in config.pate_g_queries] + [(3, "mnist_baseline"),
+                                                                       (4, "kd_gan")]
+          + [(5, f"tests_{g}") for g in config.tests.groups.keys()])
+
+
+def select(config) -> list[str]:
+  """The run names ``config.stages`` names (``all``, or numbers and names, comma-separated)."""
+  every = runs(config)
+  spec = str(config.stages).strip()
+  if spec in ("", "all"):
+    return [n for _, n in every]
+  picked = set()
+  for part in (p.strip() for p in spec.split(",") if p.strip()):
+    hit = [n for s, n in every if part in (str(s), n)]
+    if not hit:
+      raise ValueError(f"config.stages: {part!r} is neither a stage (1-5) nor a run "
+                       f"({', '.join(n for _, n in every)})")
+    picked.update(hit)
+  return [n for _, n in every if n in picked]
+
+
+def _tests_config(config, name: str) -> ml_collections.ConfigDict:
+  group = name[len("tests_"):]
+  return ml_collections.ConfigDict({
+      "group": group, "args": config.tests.groups[group], "timeout_s": config.tests.timeout_s,
+      "require_data": config.tests.require_data})
+
+
+def _pate_g_config(config, name: str, root: pathlib.Path):
+  c = copy.deepcopy(config.pate_g)
+  c.aggregate.num_queries = int(name.rsplit("_", 1)[1])
+  c.votes_dir = str(root / "pate_mnist" / "teachers")
+  return c
+
+
+def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | None]:
+  """Runs ``name`` into ``root/name``; returns its results and its stage's ``report``."""
+  out = str(root / name)
+  if name == "pate_mnist":
+    return main_job.run(config.pate_mnist, out), main_job.report
+  if name == "bench_teachers":
+    return bench_teachers.run(config.bench_teachers, out), None
+  if name == "bench_accounting":
+    return bench_accounting.run(config.bench_accounting, out), bench_accounting.report
+  if name.startswith("pate_g_"):
+    c = _pate_g_config(config, name, root)
+    if not (pathlib.Path(c.votes_dir) / "votes.npz").exists():
+      raise FileNotFoundError(f"{c.votes_dir}/votes.npz: {name} labels from stage 1's "
+                              "teachers; run stage 1 (pate_mnist) in this workdir first")
+    return student.run(c, out, restart_flag="--config.pate_g.restart"), None
+  if name == "mnist_baseline":
+    return (teachers_stage.run(config.baseline, out, restart_flag="--config.baseline.restart"),
+            teachers_stage.report)
+  if name == "kd_gan":
+    return kd_gan.run(config.kd_gan, out), kd_gan.report
+  return suite.run(_tests_config(config, name), out), None
+
+
+def _read(root: pathlib.Path, name: str) -> dict | None:
+  """The results of run ``name`` if it is done (an interrupted test run is not)."""
+  try:
+    results = experiment.read_results(root / name)
+  except (OSError, ValueError, KeyError):
+    return None
+  return None if isinstance(results, dict) and results.get("interrupted") else results
+
+
+# ------------------------------------------------------------------------------ targets
+
+def _value(results: Mapping | None, *paths: str) -> Any:
+  for path in paths:
+    try:
+      return resolve(results, path)
+    except (KeyError, IndexError, TypeError):
+      continue
+  return None
+
+
+def _target(what: str, run: str, value: Any, op: str, threshold: float) -> dict:
+  met = None if value is None else (value <= threshold if op == "<=" else value >= threshold)
+  return {"target": f"{what} {op} {threshold:g}", "run": run, "value": value,
+          "threshold": threshold, "met": met}
+
+
+def targets(config, root: pathlib.Path) -> dict[str, dict]:
+  """The issue's targets, each with the measured value and whether it was met (``None``:
+  its run has not finished), computed from the runs' results in ``root``."""
+  t, r = config.targets, {n: _read(root, n) for _, n in runs(config)}
+  main, pate_g = r["pate_mnist"], f"pate_g_{int(t.pate_g_queries)}"
+  error = (root / "pate_mnist" / "error.txt")
+  oom = error.is_file() and any(s in error.read_text() for s in (
+      "RESOURCE_EXHAUSTED", "out of memory", "MemoryError"))
+  api = [_value(r["bench_accounting"], f"public_api_over_kernel_{w}_votes")
+         for w in ("device", "host")]
+  tests = [r[f"tests_{g}"] for g in config.tests.groups.keys()]
+  bad = sum(x["failures"] + x["errors"] for x in tests if x)
+  out = {
+      "main_job_wall": _target("default paper config: wall seconds end to end", "pate_mnist",
+                               _value(main, "wall_seconds"), "<=", t.main_job_wall_s),
+      "main_job_no_oom": {"target": "default paper config: no out-of-memory",
+                          "run": "pate_mnist", "value": "out of memory" if oom else (
+                              "completed" if main else None),
+                          "met": False if oom else (True if main else None)},
+      "teacher_accuracy": _target(
+          "mean teacher test accuracy", "pate_mnist",
+          _value(main, "private.teachers.teacher_test_accuracy.mean"), ">=", t.teacher_accuracy),
+      "examples_per_second": _target(
+          "teachers benchmark, vmap: examples/s", "bench_teachers",
+          _value(r["bench_teachers"], "strategies.vmap.examples_per_second"), ">=",
+          t.examples_per_second),
+      "pate_g_accuracy": _target(f"PATE-G 300 epochs, {pate_g}: held-out accuracy", pate_g,
+                                 _value(r.get(pate_g), "eval_accuracy"), ">=",
+                                 t.pate_g_accuracy),
+      "pate_g_epsilon": _target(
+          f"PATE-G 300 epochs, {pate_g}: data-dependent epsilon (moments to 8)", pate_g,
+          _value(r.get(pate_g), "private.epsilon.moments_data_dependent.epsilon",
+                 "epsilon.moments_data_dependent.epsilon"), "<=", t.pate_g_epsilon),
+      "api_over_kernel": _target("accounting API end to end / kernel", "bench_accounting",
+                                 None if None in api else max(api), "<=", t.api_over_kernel),
+      "suite_passes": {"target": "test suite passes (no failure, no error)",
+                       "run": ",".join(f"tests_{g}" for g in config.tests.groups.keys()),
+                       "value": f"{bad} failed or errored" if any(tests) else None,
+                       "met": False if bad else (True if all(tests) else None)},
+  }
+  return out
+
+
+# -------------------------------------------------------------------------- run / plan
+
+def _archive(root: pathlib.Path, path: pathlib.Path, max_bytes: int = 8 * 2**20) -> dict:
+  """``path``: a .tar.gz of ``root``'s files but checkpoint directories (those holding a
+  :class:`pate_jax.checkpoint.Checkpointer`'s fingerprint), locks and files over
+  ``max_bytes``: the hand-over to the next call, unpacked into its workdir."""
+  skipped = []
+
+  def keep(info: tarfile.TarInfo):
+    if info.isdir() and (pathlib.PurePath(info.name).name == "checkpoints" or (
+        root / info.name / checkpoint.FINGERPRINT_FILE).is_file()):
+      return None
+    if info.name.endswith(".lock"):
+      return None
+    if info.isfile() and info.size > max_bytes:
+      skipped.append(info.name)
+      return None
+    return info
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(path.name + ".tmp")
+  with tarfile.open(tmp, "w:gz") as tar:
+    for child in sorted(root.iterdir()):
+      if child.resolve() not in (path.resolve(), tmp.resolve()):
+        tar.add(child, arcname=child.name, filter=keep)
+  tmp.replace(path)
+  return {"path": str(path), "bytes": path.stat().st_size, "skipped_over_limit": skipped}
+
+
+def _publish(root: pathlib.Path, names: list[str], out: pathlib.Path) -> list[str]:
+  """Copies each finished run's results.json and top-level PNGs to ``out/<run>_gpu/``."""
+  done = []
+  for name in names:
+    src = root / name
+    if _read(root, name) is None and name != "acceptance":
+      continue
+    dst = out / f"{name}_gpu"
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in [src / "results.json", *sorted(src.glob("*.png"))]:
+      shutil.copyfile(f, dst / f.name)
+    done.append(str(dst))
+  return done
+
+
+def run(config, workdir: str) -> dict:
+  """Runs the selected runs not done yet (module docstring); writes ``results.json``."""
+  root = pathlib.Path(workdir)
+  root.mkdir(parents=True, exist_ok=True)
+  chosen = select(config)
+  status: dict[str, dict] = {}
+  with experiment.locked_workdir(root):
+    for stage, name in runs(config):
+      if name not in chosen:
+        continue
+      if _read(root, name) is not None:
+        status[name] = {"stage": stage, "status": "done earlier (results.json found)"}
+        print(f"[stage {stage}] {name}: done earlier, skipped", flush=True)
+        continue
+      print(f"\n[stage {stage}] {name}: running into {root / name}", flush=True)
+      t0 = time.time()
+      try:
+        results, show = _run_one(config, name, root)
+        (root / name / "error.txt").unlink(missing_ok=True)
+        status[name] = {"stage": stage, "status": "ran", "wall_seconds": time.time() - t0}
+        if show is not None:
+          show(results)
+      except Exception as e:  # pylint: disable=broad-except  # record it, go on to the next
+        (root / name).mkdir(parents=True, exist_ok=True)
+        experiment.write_text(root / name / "error.txt", traceback.format_exc())
+        status[name] = {"stage": stage, "status": "failed", "wall_seconds": time.time() - t0,
+                        "error": f"{type(e).__name__}: {str(e)[:500]}".replace(
+                            str(root.resolve()), str(root))}
+        print(f"[stage {stage}] {name}: FAILED: {type(e).__name__}: {e}", flush=True)
+    summary = {"selected": chosen, "status": status, "targets": targets(config, root),
+               "runs_done": [n for _, n in runs(config) if _read(root, n) is not None]}
+    experiment.write_results(root, summary, config=config, seed=None,
+                             disclosure=experiment.MEASUREMENT)
+    if config.publish_dir:
+      (root / "acceptance").mkdir(exist_ok=True)
+      shutil.copyfile(root / "results.json", root / "acceptance" / "results.json")
+      summary["published"] = _publish(root, summary["runs_done"] + ["acceptance"],
+                                      pathlib.Path(config.publish_dir))
+    if config.archive:
+      summary["archive"] = _archive(root, pathlib.Path(config.archive))
+  summary["results_json"] = str((root / "results.json").resolve())
+  return summary
+
+
+def at_budget(p: Any, *, host_budget: int, budget: int, local: int,
+              num_queries: int | None = None) -> dict | str:
+  """The memory planner's chunk for ``budget`` bytes per device, from a plan entry made with
+  ``host_budget`` (its probe's bytes per teacher / per teacher-query pair, scaled as
+  :func:`pate_jax.memory.plan_teacher_chunk` and :func:`~pate_jax.memory.plan_predict_chunks`
+  do; the resident bytes are what the host plan kept aside)."""
+  if not isinstance(p, Mapping) or p.get("estimate_bytes_per_chunk") is None:
+    return f"not measured ({p})" if isinstance(p, str) else "not measured"
+  resident = host_budget - int(p["budget_bytes_left_for_chunks"])
+  available = budget - resident
+  t, q = int(p["teachers_per_chunk"]), p.get("queries_per_chunk")
+  try:
+    if q is None:
+      per = p["estimate_bytes_per_chunk"] / t
+      tk, qk = memory.plan_teacher_chunk(local, per, available), None
+      estimate = per * tk
+    else:
+      per = p["estimate_bytes_per_chunk"] / (t * int(q))
+      tk, qk = memory.plan_predict_chunks(local, int(num_queries), per, available)
+      estimate = per * tk * qk
+  except MemoryError as e:
+    return f"DOES NOT FIT: {e}"
+  out = {"teachers_per_chunk": tk, "estimate_bytes_per_chunk": int(estimate),
+         "resident_bytes": resident, "budget_bytes": budget,
+         "fits": bool(resident + estimate <= budget),
+         "description": (f"{tk} teachers{'' if qk is None else f' × {qk} queries'} per chunk, "
+                         f"~{estimate / GIB:.2f} GiB + {resident / GIB:.2f} GiB resident of "
+                         f"{budget / GIB:.2f} GiB")}
+  if qk is not None:
+    out["queries_per_chunk"] = qk
+  return out
+
+
+def _teachers_at(p: Mapping, fraction: float, device: int) -> dict:
+  """A teachers plan's training and prediction chunks at ``fraction`` of ``device`` bytes."""
+  budget, host = int(fraction * device), int(p["budget_bytes_per_device"])
+  kw = {"host_budget": host, "budget": budget, "local": int(p["teachers_per_device"])}
+  return {"train_plan": at_budget(p["train_plan"], **kw),
+          "predict_plan": at_budget(p["predict_plan"], num_queries=int(p["queries"]), **kw)}
+
+
+def _plan_one(config, name: str, device: int) -> tuple[dict, Any]:
+  """Run ``name``'s own plan and its memory at ``device`` bytes per device."""
+  frac = float(config.plan_allocator_fraction)
+  if name == "pate_mnist":
+    p = main_job.plan(copy.deepcopy(config.pate_mnist))
+    t = config.pate_mnist.teachers
+    return p, {"teachers": _teachers_at(p["teachers"], t.memory_fraction * frac, device)}
+  if name == "mnist_baseline":
+    p = teachers_stage.plan(copy.deepcopy(config.baseline))
+    return p, _teachers_at(p, config.baseline.memory_fraction * frac, device)
+  if name == "bench_teachers":
+    p = bench_teachers.plan(config.bench_teachers)  # its Ensemble plans at 0.6 of a device
+    return p, {"vmap_train_plan": at_budget(
+        p["vmap_train_plan"], host_budget=memory.memory_budget(0.6),
+        budget=int(0.6 * frac * device), local=p["padded_teachers"] // p["devices"])}
+  if name == "bench_accounting":
+    p = bench_accounting.plan(config.bench_accounting)
+    need = sum(v for k, v in p.items() if k.endswith("bytes") and isinstance(v, int))
+    return p, {"bytes": need, "fits": need <= frac * device}
+  if name.startswith("pate_g_"):
+    p = student.plan(_pate_g_config(config, name, pathlib.Path("<workdir>")))
+    need = sum(v for k, v in p.items() if k in ("pool_bytes", "state_bytes",
+                                                "train_step_temp_bytes_per_batch")
+               and isinstance(v, int))
+    return p, {"bytes": need, "fits": need <= frac * device}
+  if name == "kd_gan":
+    return kd_gan.plan(config.kd_gan), "small MLPs (no memory plan)"
+  return suite.plan(_tests_config(config, name)), "the suite's own processes"
+
+
+def _misfits(name: str, at: Any) -> list[str]:
+  """The entries of a run's memory at the planned device that do not fit."""
+  if isinstance(at, str):
+    return [f"{name}: {at}"] if "DOES NOT FIT" in at else []
+  if isinstance(at, Mapping):
+    return [name] if at.get("fits") is False else [
+        m for k, v in at.items() for m in _misfits(f"{name}.{k}", v)]
+  return []
+
+
+def plan(config) -> dict:
+  """``--dry_run``: each selected run's plan, its memory on a ``plan_device_gib`` device and
+  its expected wall against the call's limit (per stage too)."""
+  device = int(float(config.plan_device_gib) * GIB)
+  chosen, limit = select(config), float(config.call_limit_s)
+  out: dict[str, Any] = {
+      "selected": ", ".join(chosen), "call_limit_s": limit,
+      "device_for_memory_plan": f"{config.plan_device_gib:g} GiB, of which JAX may use "
+                                f"{config.plan_allocator_fraction:g} (planner numbers from "
+                                "this host's XLA account of the probes)"}
+  per_stage: dict[int, float] = {}
+  misfits, key = [], f"at_{config.plan_device_gib:g}gib"
+  for stage, name in runs(config):
+    if name not in chosen:
+      continue
+    expected = float(config.expected_wall_s.get(
+        "pate_g" if name.startswith("pate_g_") else name, 0))
+    per_stage[stage] = per_stage.get(stage, 0.0) + expected
+    p, at = _plan_one(config, name, device)
+    out[name] = {"stage": stage, "expected_wall_s": expected, key: at, "plan": p}
+    misfits += _misfits(name, at)
+  out[f"fits_{key[3:]}"] = ("every planned chunk fits" if not misfits else
+                            "DOES NOT FIT: " + "; ".join(misfits))
+  out["expected_wall_s_per_stage"] = {
+      str(s): f"{w:.0f} s" + ("" if w <= limit else f" > {limit:.0f} s: run its runs in "
+                              "separate calls (--config.stages=<run>)")
+      for s, w in per_stage.items()}
+  return out
+
+
+def report(s: dict) -> None:
+  """Prints each run's status and each target; exits 1 if a run failed this call."""
+  print("\nGPU acceptance:")
+  for name, st in s["status"].items():
+    wall = f" ({st['wall_seconds']:.0f} s)" if "wall_seconds" in st else ""
+    print(f"  stage {st['stage']} {name}: {st['status']}{wall}"
+          + (f": {st['error']}" if "error" in st else ""))
+  for key, t in s["targets"].items():
+    met = {True: "met", False: "NOT MET", None: "not measured yet"}[t["met"]]
+    value = t["value"]
+    value = f"{value:.4g}" if isinstance(value, float) else value
+    print(f"  target {t['target']}: {met} (value: {value})")
+  for path in s.get("published", []):
+    print(f"  published: {path}")
+  if "archive" in s:
+    print(f"  archive: {s['archive']['path']} ({s['archive']['bytes']:,} bytes)")
+  print(f"  results: {s['results_json']}")
+  failed = [n for n, st in s["status"].items() if st["status"] == "failed"]
+  if failed:
+    raise SystemExit(f"gpu_acceptance: {', '.join(failed)} failed (see <run>/error.txt)")

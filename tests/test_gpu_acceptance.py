@@ -1,0 +1,210 @@
+"""The GPU acceptance command (experiments/gpu_acceptance.py, pate_jax/stages/gpu_acceptance.py):
+stage selection, the targets computed from results, the memory planner's numbers at another
+device size, the test-suite stage, the GPU rows of the report, and (slow) the CPU rehearsal
+of the whole command in two calls: the second resumes from the first one's archive."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tarfile
+
+import ml_collections
+import pytest
+
+from pate_jax import experiment, memory
+from pate_jax import reproduction as rp
+from pate_jax.stages import gpu_acceptance as ga
+from pate_jax.stages import suite
+
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+_config = _scripts.config
+
+
+def test_stage_one_is_the_default_paper_config_without_override():
+  c = _config("gpu_acceptance")
+  assert c.pate_mnist.to_dict() == _config("pate_mnist").to_dict()
+  assert c.pate_mnist.teachers.model.name == "mnist_cnn" and c.pate_g.num_steps == 27_000
+  assert c.kd_gan.num_seeds == 20 and c.kd_gan.curve.max_epsilon == 8.0
+  assert c.bench_teachers.model.name == "mnist_cnn" and not c.publish_dir
+  assert not _config("gpu_acceptance", "cpu_rehearsal").publish_dir
+
+
+def test_select_by_stage_number_and_run_name():
+  c = _config("gpu_acceptance")
+  every = [n for _, n in ga.runs(c)]
+  assert every == ["pate_mnist", "bench_teachers", "bench_accounting", "pate_g_100",
+                   "pate_g_1000", "mnist_baseline", "kd_gan", "tests_fast", "tests_slow"]
+  assert ga.select(c) == every
+  c.stages = "3, 1"
+  assert ga.select(c) == ["pate_mnist", "pate_g_100", "pate_g_1000", "mnist_baseline"]
+  c.stages = "tests_slow,2"
+  assert ga.select(c) == ["bench_teachers", "bench_accounting", "tests_slow"]
+  c.stages = "6"
+  with pytest.raises(ValueError, match="config.stages: '6'"):
+    ga.select(c)
+  for name in every:  # every run has an expected wall for --dry_run
+    assert ("pate_g" if name.startswith("pate_g_") else name) in c.expected_wall_s
+
+
+def _write(root: pathlib.Path, name: str, results: dict) -> None:
+  experiment.write_results(root / name, results, config={}, seed=None)
+
+
+def test_targets_are_computed_from_the_results(tmp_path):
+  c = _config("gpu_acceptance")
+  t = ga.targets(c, tmp_path)
+  assert all(v["met"] is None for v in t.values()) and len(t) == 8  # nothing run yet
+  _write(tmp_path, "pate_mnist", {"wall_seconds": 59.0, "private": {
+      "teachers": {"teacher_test_accuracy": {"mean": 0.93}}}})
+  _write(tmp_path, "bench_teachers", {"strategies": {"vmap": {"examples_per_second": 3.1e5}}})
+  _write(tmp_path, "bench_accounting", {"public_api_over_kernel_device_votes": 3.0,
+                                        "public_api_over_kernel_host_votes": 12.0})
+  _write(tmp_path, "pate_g_100", {"eval_accuracy": 0.981, "private": {
+      "epsilon": {"moments_data_dependent": {"epsilon": 2.05}}}})
+  _write(tmp_path, "tests_fast", {"failures": 0, "errors": 0})
+  _write(tmp_path, "tests_slow", {"failures": 0, "errors": 0, "interrupted": True})
+  t = ga.targets(c, tmp_path)
+  assert {k: v["met"] for k, v in t.items()} == {
+      "main_job_wall": True, "main_job_no_oom": True, "teacher_accuracy": False,
+      "examples_per_second": True, "pate_g_accuracy": True, "pate_g_epsilon": False,
+      "api_over_kernel": False, "suite_passes": None}  # the slow tier was interrupted
+  assert t["api_over_kernel"]["value"] == 12.0 and t["pate_g_epsilon"]["value"] == 2.05
+  _write(tmp_path, "tests_slow", {"failures": 1, "errors": 0})
+  (tmp_path / "pate_mnist" / "results.json").unlink()
+  (tmp_path / "pate_mnist" / "error.txt").write_text("XlaRuntimeError: RESOURCE_EXHAUSTED: ...")
+  t = ga.targets(c, tmp_path)
+  assert t["suite_passes"]["met"] is False and t["main_job_no_oom"]["met"] is False
+  assert t["main_job_wall"]["met"] is None
+
+
+def test_at_budget_rescales_the_planner_chunks():
+  gib = 2**30
+  train = {"teachers_per_chunk": 25, "estimate_bytes_per_chunk": 25 * gib // 10,
+           "budget_bytes_left_for_chunks": 6 * gib}  # host: 8 GiB budget, 2 GiB resident
+  big = ga.at_budget(train, host_budget=8 * gib, budget=30 * gib, local=250)
+  assert big["teachers_per_chunk"] == 250 and big["fits"]  # 0.1 GiB × 250 + 2 of 30
+  assert big["resident_bytes"] == 2 * gib and big["estimate_bytes_per_chunk"] == 25 * gib
+  small = ga.at_budget(train, host_budget=8 * gib, budget=12 * gib, local=250)
+  assert small["teachers_per_chunk"] == 50  # the largest divisor of 250 within 100
+  assert ga.at_budget(train, host_budget=8 * gib, budget=2 * gib, local=250).startswith(
+      "DOES NOT FIT")
+  predict = dict(train, queries_per_chunk=100, estimate_bytes_per_chunk=25 * 100 * 2**20)
+  p = ga.at_budget(predict, host_budget=8 * gib, budget=10 * gib, local=250, num_queries=10_000)
+  assert (p["teachers_per_chunk"], p["queries_per_chunk"]) == memory.plan_predict_chunks(
+      250, 10_000, 2**20, 8 * gib)
+  assert ga.at_budget("DOES NOT FIT: x", host_budget=1, budget=1, local=1).startswith(
+      "not measured")
+
+
+def test_plan_prints_every_run_with_its_memory_at_80_gib(data_dir, monkeypatch):
+  monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: 8 * 10**6)
+  monkeypatch.setattr(experiment, "compiled_temp_bytes", lambda fn, *args: 10**6)
+  c = _config("gpu_acceptance", "cpu_rehearsal")
+  for sub in (c.pate_mnist.teachers, c.pate_mnist.student, c.pate_g, c.baseline, c.kd_gan):
+    sub.data_dir = str(data_dir)
+  p = ga.plan(c)
+  assert p["fits_80gib"] == "every planned chunk fits"
+  train = p["pate_mnist"]["at_80gib"]["teachers"]["train_plan"]
+  assert train["budget_bytes"] == int(0.6 * 0.75 * 80 * 2**30) and train["fits"]
+  assert p["mnist_baseline"]["at_80gib"]["predict_plan"]["fits"]
+  assert p["bench_teachers"]["at_80gib"]["vmap_train_plan"]["fits"]
+  assert p["pate_g_100"]["plan"]["labelled"] == 100 and p["pate_g_100"]["at_80gib"]["fits"]
+  assert p["tests_fast"]["plan"]["command"].startswith("python -m pytest -q")
+  assert set(p["expected_wall_s_per_stage"]) == {"1", "2", "3", "4", "5"}
+  text = experiment.dry_run_text(c, p, {})
+  assert "  pate_mnist.at_80gib.teachers.train_plan.description: " in text
+
+
+def test_junit_counts(tmp_path):
+  xml = tmp_path / "junit.xml"
+  xml.write_text('<testsuites><testsuite tests="4" failures="1" errors="1" skipped="1" '
+                 'time="2.5"><testcase classname="tests.test_a" name="test_ok"/>'
+                 '<testcase classname="tests.test_a" name="test_bad"><failure/></testcase>'
+                 '<testcase classname="tests.test_b" name="test_err"><error/></testcase>'
+                 '<testcase classname="tests.test_b" name="test_skip"><skipped/></testcase>'
+                 '</testsuite></testsuites>')
+  c = suite.junit_counts(xml)
+  assert (c["tests"], c["passed"], c["failures"], c["errors"], c["skipped"]) == (4, 1, 1, 1, 1)
+  assert c["failed"] == ["tests.test_a::test_bad", "tests.test_b::test_err"]
+  assert suite.junit_counts(tmp_path / "none.xml")["tests"] == 0
+
+
+@pytest.mark.slow
+def test_suite_stage_counts_and_is_interrupted_at_its_limit(tmp_path):
+  tests = tmp_path / "t" / "test_toy.py"
+  tests.parent.mkdir()
+  tests.write_text("import time\ndef test_ok(): pass\ndef test_bad(): assert False\n"
+                   "def test_zslow(): time.sleep(60)\n")
+  config = ml_collections.ConfigDict({"group": "toy", "args": str(tests),
+                                      "timeout_s": 8, "require_data": False})
+  r = suite.run(config, str(tmp_path / "w"))
+  assert r["interrupted"] and (r["passed"], r["failures"], r["errors"]) == (1, 1, 0)
+  assert r["failed"] == ["test_toy::test_bad"] and r["command"].endswith("--junitxml=junit.xml")
+  assert experiment.read_results(tmp_path / "w")["interrupted"]
+  assert (tmp_path / "w" / "junit.xml").is_file() and (tmp_path / "w" / "pytest.log").is_file()
+
+
+def test_gpu_rows_render_only_once_published_and_quote_the_papers(tmp_path):
+  assert rp.render(tmp_path) == rp.render(tmp_path, optional_runs=())
+  names = {r.name for r in rp.GPU_RUNS}
+  assert all(r.run in names for r in rp.GPU_ROWS) and not names & {r.name for r in rp.RUNS}
+  papers = REPO.parent / "shared" / "papers"
+  if os.environ.get("PATE_JAX_DATA_DIR"):
+    papers = pathlib.Path(os.environ["PATE_JAX_DATA_DIR"]).parent / "papers"
+  if not papers.is_dir():
+    pytest.skip("../shared/papers not found")
+  for row in rp.GPU_ROWS:
+    text = " ".join((papers / f).read_text() for f in rp.PAPERS[row.paper][1]).replace(",", "")
+    for number in rp.published_numbers(row.published):
+      assert re.search(rf"(?<![\d.]){re.escape(number.replace(',', ''))}(?!\d)", text), row
+
+
+def _command(workdir: pathlib.Path, data_dir, *overrides: str) -> subprocess.CompletedProcess:
+  return subprocess.run(
+      [sys.executable, "experiments/gpu_acceptance.py", "--config",
+       "configs/gpu_acceptance.py:cpu_rehearsal", "--workdir", str(workdir), *overrides],
+      cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+      env=dict(os.environ, PYTHONPATH=str(REPO), PATE_JAX_NO_PROGRESS="1",
+               PATE_JAX_DATA_DIR=str(data_dir), PATE_JAX_OFFLINE="1"))
+
+
+@pytest.mark.slow
+def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_path):
+  # Call 1: stages 1-2, then the hand-over archive (as at the end of one device call).
+  first = _command(tmp_path / "w1", data_dir, "--config.stages=1,2",
+                   f"--config.archive={tmp_path / 'handover.tar.gz'}")
+  assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+  with tarfile.open(tmp_path / "handover.tar.gz") as tar:
+    names = tar.getnames()
+    assert "pate_mnist/teachers/votes.npz" in names
+    assert not [n for n in names if "checkpoints" in n or n.endswith(".lock")]
+    tar.extractall(tmp_path / "w2")
+  # Call 2, on a fresh workdir holding the archive: the acceptance command as documented.
+  runs_dir = tmp_path / "runs"
+  second = _command(tmp_path / "w2", data_dir, f"--config.publish_dir={runs_dir}")
+  assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+  s = json.loads((tmp_path / "w2" / "results.json").read_text())["results"]
+  assert {n: st["status"] for n, st in s["status"].items() if st["stage"] <= 2} == {
+      n: "done earlier (results.json found)" for n in ("pate_mnist", "bench_teachers",
+                                                       "bench_accounting")}
+  assert all(st["status"] == "ran" for st in s["status"].values() if st["stage"] > 2)
+  assert len(s["runs_done"]) == 7 and set(s["targets"]) == {
+      "main_job_wall", "main_job_no_oom", "teacher_accuracy", "examples_per_second",
+      "pate_g_accuracy", "pate_g_epsilon", "api_over_kernel", "suite_passes"}
+  assert s["targets"]["suite_passes"]["met"] is True  # the rehearsal's test file passes
+  assert all(isinstance(t["met"], bool) for t in s["targets"].values())
+  # The published copies render in the report, with the hardware named.
+  config = _config("gpu_acceptance", "cpu_rehearsal")
+  rows = tuple(r for r in rp.GPU_ROWS if not (  # the rehearsal's Table 1 has its n = 100 rows
+      r.key.startswith("table1[") and int(r.key[7]) >= len(config.kd_gan.table1.public_sizes) * 2))
+  text = rp.render(runs_dir, optional_rows=rows)
+  assert re.search(r"Hardware: CPU \(\d+ cores\): \d+ of the \d+ runs", text)
+  assert "| MNIST, 100 queries: PATE-G student, 300 epochs (GPU) | 98.00% |" in text
+  assert "### run pate_mnist_gpu" in text and "### run tests_slow_gpu" not in text
