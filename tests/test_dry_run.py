@@ -257,3 +257,12 @@ def test_results_files_hold_no_absolute_path(tmp_path, monkeypatch):
   assert record["results"] == {"workdir": "runs/x", "figure": "runs/x/a.png", "label": "1/γ"}
   assert record["config"]["votes_dir"] == "teachers"
   assert str(tmp_path) not in path.read_text()
+
+
+def test_deterministic_kernels_are_asked_for_by_a_nested_stage_config():
+  from pate_jax.experiment import _main  # pylint: disable=import-outside-toplevel
+  main_job = _config("pate_mnist", "cpu")  # the pipeline nests the teachers' config
+  assert "deterministic" not in main_job and main_job.teachers.deterministic
+  assert _main.deterministic_requested(main_job) is True
+  assert _main.deterministic_requested(_config("mnist_250", "cpu")) is True
+  assert _main.deterministic_requested(_config("aggregate_mnist", "cpu")) is None

@@ -26,6 +26,16 @@ def deterministic_ops_enabled() -> bool:
   return DETERMINISTIC_FLAG in os.environ.get("XLA_FLAGS", "").split()
 
 
+def deterministic_requested(config: Any) -> bool | None:
+  """``config.deterministic``, or a stage's (``config.teachers.deterministic`` in a
+  pipeline's nested config: any of them asks); ``None`` when no config field names it."""
+  if "deterministic" in config:
+    return bool(config["deterministic"])
+  nested = [bool(sub["deterministic"]) for sub in config.values()
+            if hasattr(sub, "keys") and "deterministic" in sub]
+  return any(nested) if nested else None
+
+
 def set_deterministic(deterministic: bool) -> bool:
   """Asks XLA for deterministic GPU kernels (convolution algorithms, reductions,
   scatters without atomics) so that a killed and resumed run ends bit-identical.
@@ -179,8 +189,9 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
     if quiet_logs:
       logging.set_verbosity(logging.WARNING)
     config = flags.FLAGS.config
-    if "deterministic" in config:  # before JAX initialises a backend
-      set_deterministic(bool(config.deterministic))
+    wanted = deterministic_requested(config)
+    if wanted is not None:  # before JAX initialises a backend
+      set_deterministic(wanted)
     try:
       if flags.FLAGS.dry_run:
         print(dry_run(config, plan))
