@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -39,7 +38,7 @@ import optax
 
 from pate_jax import _checks as v
 from pate_jax import models, students
-from pate_jax.checkpoint import Checkpointer
+from pate_jax.checkpoint import Checkpointer, run_segments
 from pate_jax.io import data_digest
 from pate_jax.kd_gan import _losses as L
 
@@ -331,29 +330,27 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
       state, r = ckpt.restore_or(state)
       if r > num_rounds:
         raise ValueError(f"num_rounds: {num_rounds} is below the checkpoint's round {r}")
-    history = ckpt.restore_history(r, "round") if ckpt is not None else []
-    resumed_from, t0 = r, time.perf_counter()
     # σ enters the compiled program as a value: runs that differ only in σ share it.
     static, sigma = gan._replace(noise_multiplier=0.0), jnp.float32(gan.noise_multiplier)
-    while r < num_rounds:
-      n = min(segment_rounds, num_rounds - r)
-      state, metrics = _segment(static, n, per_run, state, keys, jnp.asarray(r), x_all, tl_all,
-                                sigma)
-      r += n
-      if ckpt is not None:
-        ckpt.save(r, state)
+
+    def segment(state, start, n):
+      return _segment(static, n, per_run, state, keys, jnp.asarray(start), x_all, tl_all,
+                      sigma)
+
+    def record(state, r, metrics):
       acc = accuracy(static, state, eval_x, eval_y)
-      entry = {"round": r, "student_steps": r * gan.k_s,
-               "eval_accuracy_mean": float(acc.mean()), "eval_accuracy": acc.tolist(),
-               **{k: float(np.mean(m)) for k, m in metrics.items()}}
-      history.append(entry)
-      if ckpt is not None:
-        ckpt.save_history(history)
-      if log:
-        log(f"round {r}/{num_rounds}: accuracy {acc.mean():.4f} (runs {len(acc)}) "
-            + " ".join(f"{k}={entry[k]:.4f}" for k in metrics))
-    jax.block_until_ready(state)
-    seconds = time.perf_counter() - t0
+      return {"student_steps": r * gan.k_s, "eval_accuracy_mean": float(acc.mean()),
+              "eval_accuracy": acc.tolist(),
+              **{k: float(np.mean(m)) for k, m in metrics.items()}}
+
+    def show(r, n, metrics, entry):
+      log(f"round {r}/{num_rounds}: accuracy {entry['eval_accuracy_mean']:.4f} (runs "
+          f"{len(entry['eval_accuracy'])}) " + " ".join(f"{k}={entry[k]:.4f}" for k in metrics))
+
+    out = run_segments(segment, state, start=r, total=num_rounds, segment_steps=segment_rounds,
+                       ckpt=ckpt, record=record, step_key="round",
+                       after_segment=show if log else None)
+    state, history, resumed_from, seconds = out.state, out.history, out.resumed_from, out.seconds
   finally:
     if ckpt is not None:
       ckpt.close()

@@ -23,14 +23,13 @@ continues bit-identically (the batches are a function of ``(key, step)``).
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax.checkpoint import Checkpointer
+from pate_jax.checkpoint import Checkpointer, run_segments
 from pate_jax.io import data_digest
 from pate_jax.students._data import StudentData, epoch_batch
 
@@ -187,26 +186,22 @@ def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment
                        "give at least that many, or restart")
     if step and log:
       log(f"resumed from checkpoint at step {step}")
-  history = ckpt.restore_history(step, "step") if ckpt is not None else []
-  resumed_from, t0 = step, time.perf_counter()
-  while step < num_steps:
-    n = min(segment_steps, num_steps - step)
-    state, metrics = _segment(student, batch_size, n, state, key, jnp.asarray(step), pool,
-                              index, labels)
-    step += n
-    if ckpt is not None:
-      ckpt.save(step, state)
-    acc = accuracy(student, state, data.eval_images, data.eval_labels)
-    entry = {"step": step, "eval_accuracy": acc,
-             **{k: float(v) for k, v in metrics.items()}}
-    history.append(entry)
-    if ckpt is not None:
-      ckpt.save_history(history)
-    if log:
-      log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
-                   for k, v in entry.items()))
-  jax.block_until_ready(state)
-  seconds = time.perf_counter() - t0
+
+  def segment(state, start, n):
+    return _segment(student, batch_size, n, state, key, jnp.asarray(start), pool, index,
+                    labels)
+
+  def record(state, step, metrics):
+    return {"eval_accuracy": accuracy(student, state, data.eval_images, data.eval_labels),
+            **{k: float(v) for k, v in metrics.items()}}
+
+  def show(step, n, metrics, entry):
+    log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                 for k, v in entry.items()))
+
+  out = run_segments(segment, state, start=step, total=num_steps, segment_steps=segment_steps,
+                     ckpt=ckpt, record=record, after_segment=show if log else None)
+  history = out.history
   acc = (history[-1]["eval_accuracy"] if history else  # nothing left to train: restored
-         accuracy(student, state, data.eval_images, data.eval_labels))
-  return FitResult(state, acc, history, resumed_from, seconds)
+         accuracy(student, out.state, data.eval_images, data.eval_labels))
+  return FitResult(out.state, acc, history, out.resumed_from, out.seconds)

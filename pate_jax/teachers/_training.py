@@ -2,7 +2,8 @@
 
 :func:`build_ensemble` turns explicit arguments (network name, AdamW settings,
 strategy) into an :class:`pate_jax.teachers.Ensemble`; :func:`train_with_checkpoints`
-runs its training segments, saving the state after each.
+runs its training segments through the one training loop
+(:func:`pate_jax.checkpoint.run_segments`), saving the state after each.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Callable
 import jax
 import optax
 
-from pate_jax import _checks, io, memory, models
+from pate_jax import _checks, checkpoint, io, memory, models
 from pate_jax.teachers._ensemble import Ensemble, default_strategy
 from pate_jax.teachers._sharding import PyTree, teacher_mesh
 from pate_jax.teachers._single import TeacherFns
@@ -64,16 +65,20 @@ def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
   left out). Returns the state (ready) and the last segment's loss (None if no step was
   left). ``after_save(step)`` is called after each save is started."""
   bar = io.progress(total=num_steps, initial=step, desc="training steps", unit="step")
-  loss = None
-  while step < num_steps:
-    n = min(checkpoint_every, num_steps - step)
-    state, loss = ensemble.train(state, keys, images, labels, step, n, plan=plan)
-    step += n
-    ckpt.save(step, state)  # asynchronous: training goes on while it is written
+
+  def segment(state, start, n):
+    return ensemble.train(state, keys, images, labels, start, n, plan=plan)
+
+  def progress(step, n, loss, entry):
     bar.update(n)
     bar.set_postfix(loss=f"{float(loss[:num_teachers].mean()):.3f}")
     if after_save is not None:
       after_save(step)
-  bar.close()
-  jax.block_until_ready(state)
-  return state, loss
+
+  try:
+    out = checkpoint.run_segments(segment, state, start=step, total=num_steps,
+                                  segment_steps=checkpoint_every, ckpt=ckpt,
+                                  after_segment=progress)
+  finally:
+    bar.close()
+  return out.state, out.metrics

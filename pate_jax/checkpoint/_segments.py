@@ -1,0 +1,79 @@
+"""The one training loop: compiled segments of steps, a checkpoint and a record after each.
+
+Every trained thing in pate_jax (the teacher ensemble, the students, the KD-GAN) trains
+the same way: a jitted segment of ``n`` steps (``lax.scan`` inside, randomness a function
+of the step number, so results do not depend on how training is cut), then a checkpoint,
+then what the caller records of that segment (held-out accuracy, mean losses), a log line
+or a progress bar. :func:`run_segments` is that loop. Restoring the state is the caller's
+(:meth:`Checkpointer.restore_or`, which it checks against its own step count); the loop
+restores the per-segment records written beside the checkpoints
+(:meth:`Checkpointer.restore_history`), so a resumed or rerun fit reports every segment.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+from pate_jax import _checks
+from pate_jax.checkpoint._checkpointer import Checkpointer
+
+PyTree = Any
+
+
+class Segments(NamedTuple):
+  """What :func:`run_segments` returns."""
+  state: PyTree          # the final state (ready: blocked on)
+  history: list[dict]    # the records of every segment up to the final step
+  resumed_from: int      # the step training started from in this call
+  seconds: float         # wall seconds of this call's segments
+  metrics: Any           # the last segment's metrics (None if no step was left)
+
+
+def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], state: PyTree, *,
+                 start: int, total: int, segment_steps: int, ckpt: Checkpointer | None = None,
+                 record: Callable[[PyTree, int, Any], dict] | None = None,
+                 step_key: str = "step",
+                 after_segment: Callable[[int, int, Any, dict | None], None] | None = None
+                 ) -> Segments:
+  """Trains from ``start`` to ``total`` in segments of at most ``segment_steps`` steps.
+
+  Args:
+    segment: ``segment(state, step, n) -> (state, metrics)``: steps ``step .. step+n-1``.
+    state: the state at ``start`` (restored by the caller, or fresh at 0).
+    start: the step ``state`` is at.
+    total: the last step.
+    segment_steps: steps per segment (and per checkpoint and record).
+    ckpt: saves the state after each segment (asynchronously) and keeps the records
+      beside it; ``None``: neither.
+    record: ``record(state, step, metrics) -> dict`` of JSON values, the segment's entry
+      in the history (``step_key`` is set to the step); ``None``: no history.
+    step_key: the name of the step in a record (``"round"`` for the KD-GAN).
+    after_segment: ``after_segment(step, n, metrics, entry)`` after each segment's save
+      (a log line, a progress bar, a test's interruption).
+  """
+  start = _checks.positive_int(start, "start", minimum=0)
+  total = _checks.positive_int(total, "total", minimum=0)
+  segment_steps = _checks.positive_int(segment_steps, "segment_steps")
+  if start > total:
+    raise ValueError(f"start: the state is at step {start}, past the last step {total}")
+  history = ckpt.restore_history(start, step_key) if ckpt is not None and record else []
+  step, metrics, t0 = start, None, time.perf_counter()
+  while step < total:
+    n = min(segment_steps, total - step)
+    state, metrics = segment(state, step, n)
+    step += n
+    if ckpt is not None:
+      ckpt.save(step, state)  # asynchronous: training goes on while it is written
+    entry = None
+    if record is not None:
+      entry = {step_key: step, **record(state, step, metrics)}
+      history.append(entry)
+      if ckpt is not None:
+        ckpt.save_history(history)
+    if after_segment is not None:
+      after_segment(step, n, metrics, entry)
+  jax.block_until_ready(state)
+  return Segments(state, history, start, time.perf_counter() - t0, metrics)
