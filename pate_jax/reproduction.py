@@ -530,7 +530,8 @@ ROWS: tuple[Row, ...] = (
         "E5-2630 v4"),
     Row("attack", "Defence (ours): consistent answers", "consistent answers: mean error (projected solver)",
         "—", "attack_defense", "summary.consistent/projected.mean_error", "f3",
-        "answers cached per input: one draw's information however often asked"),
+        "answers cached per input: one draw's information however often asked; exact repeats "
+        "only: a query changed by one pixel is a new query (configs/attack_near_duplicates.py)"),
     Row("attack", "Defence (ours): consistent answers", "fresh noise per answer (the attack "
         "as published), same histograms", "—", "attack_defense",
         "summary.fresh_noise/projected.mean_error", "f3"),
@@ -568,7 +569,8 @@ ROWS: tuple[Row, ...] = (
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "the same against consistent answers (paper's estimator)", "—", _MAIN,
         "private.attack.mean_error.consistent/paper", "f3",
-        "the defense: the attacker learns the top class only"),
+        "the defense: the attacker learns the top class only from exact repeats; a "
+        "near-duplicate is a new query (configs/attack_near_duplicates.py)"),
     Row("beyond", "Vectorised ablation", "grid cells (mechanism × teachers × scale × seed), "
         "1,000 queries each", "—", "ablation", "grid_cells", "int"),
     Row("beyond", "Vectorised ablation", "the grid in one compiled call (after compiling)", "—",
@@ -707,7 +709,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)", _MAIN,
            "attack/defense_consistent_answers.png", "main_job_attack.png",
            "private (the run's own vote histograms): the attack on the main job's 5 "
-           "lowest-consensus labelled queries, fresh noise vs consistent answers"),
+           "lowest-consensus labelled queries, fresh noise vs consistent answers (which cache "
+           "exact repeats only: configs/attack_near_duplicates.py)"),
     Figure("beyond", "Vectorised ablation", "ablation", "ablation.png", "ablation.png",
            "label accuracy, fraction answered and ε vs noise scale, per mechanism and teacher "
            "count (mean over 5 seeds)"),
@@ -727,7 +730,8 @@ FIGURES: tuple[Figure, ...] = (
            "Adult: student accuracy against queries and noise"),
     Figure("attack", "Defence (ours): consistent answers", "attack_defense",
            "defense_consistent_answers.png", "attack_defense.png",
-           "errors with consistent (cached) answers against fresh noise"),
+           "errors with consistent (cached) answers against fresh noise; the cache keys exact "
+           "repeats, a near-duplicate is a new query (configs/attack_near_duplicates.py)"),
     Figure("beyond", "Histogram attack, maximum likelihood", "attack_dirichlet",
            "error_vs_queries.png", "beyond_error_vs_queries.png",
            "error vs queries: the paper's estimator, the MLE and the Cramér–Rao bound"),

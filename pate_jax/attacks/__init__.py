@@ -44,6 +44,8 @@ Evaluation (pate_jax.stages.attack, experiments/attack.py)::
   replay_until_refused, replay_consistency                                 # ledger replays
   fixed_queries, budget_limited, edge_sigmas, consistent_answers           # one per setting
   lowest_consensus, produced_histograms            # the main job: a run's own histograms
+  one_pixel_copies, pixel_step_copies, gaussian_copies, near_duplicates, gnmax_counts,
+  near_duplicate_attack    # the defense caches exact repeats only: near-duplicate queries
   fresh_histograms, query_sweep                    # beyond the paper: MLE and the bound
   searched_forest, balanced_rows, consensus_inference, end_to_end          # Adult, S2, App. D-E
   plot_* (PNG figures of those results)
@@ -106,6 +108,16 @@ from pate_jax.attacks._monte_carlo import (
     sample_answers,
     sample_confident_answers,
 )
+from pate_jax.attacks._near_duplicates import (
+    PERTURBATIONS,
+    gaussian_copies,
+    gnmax_counts,
+    near_duplicate_attack,
+    near_duplicates,
+    one_pixel_copies,
+    pixel_step_copies,
+    plot_near_duplicates,
+)
 from pate_jax.attacks._output_distribution import output_distribution
 from pate_jax.attacks._plots import (
     plot_budget,
@@ -140,6 +152,7 @@ __all__ = [
     "ATTACK_ORDERS",
     "BudgetQueries",
     "BudgetReplay",
+    "PERTURBATIONS",
     "CramerRao",
     "Evaluation",
     "RF_SEARCH_SPACE",
@@ -171,22 +184,29 @@ __all__ = [
     "fisher_information",
     "fixed_queries",
     "fresh_histograms",
+    "gaussian_copies",
+    "gnmax_counts",
     "group_rates",
     "low_high_rows",
     "max_queries_within_budget",
     "mean_by",
     "mle_frequencies",
+    "near_duplicate_attack",
+    "near_duplicates",
     "normalized_l1_error",
     "objective",
+    "one_pixel_copies",
     "output_distribution",
     "pearson",
     "per_query_rdp",
+    "pixel_step_copies",
     "plot_budget",
     "plot_consensus_groups",
     "plot_defense",
     "plot_edge",
     "plot_error_vs_queries",
     "plot_fixed_queries",
+    "plot_near_duplicates",
     "project_to_simplex",
     "queries_epsilon",
     "query_sweep",

@@ -4,8 +4,10 @@
 ``configs/attack_*.py`` docstring): ``fixed`` (Figures 5-7), ``budget`` (Figure 4),
 ``edge`` (Figure 9), ``defense`` (Section 5), ``adult`` (Section 2, Figure 1, Appendix E,
 Figure 8) and, beyond the paper, ``dirichlet`` (fresh histograms: the maximum-likelihood
-reconstruction and the Cramér–Rao bound, issue 12). Every run writes ``results.json``
-(per-histogram queries, ε and error) and PNG figures into the workdir, and prints its
+reconstruction and the Cramér–Rao bound, issue 12) and ``near_duplicates`` (the defense
+caches exact repeats only: near-duplicate queries to real teachers). Every run writes
+``results.json`` (per-histogram queries, ε and error) and PNG figures into the workdir, and
+prints its
 headline numbers as it goes. The experiments themselves are functions of explicit
 arguments in :mod:`pate_jax.attacks`; this module reads the config and calls them.
 
@@ -237,13 +239,81 @@ def run_adult(config, key, workdir) -> dict:
   return results
 
 
+def _trained_teachers(tc):
+  """Trains the ensemble of teachers config ``tc`` in memory, as the teachers stage does
+  (same data, shards, keys and segments, hence the same teachers; no checkpoints, no
+  votes.npz): ``(ensemble, params, dataset)``."""
+  from pate_jax import data  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import teachers as teachers_stage  # pylint: disable=g-import-not-at-top
+
+  teachers_stage.check_config(tc)
+  ds, _, _, (shard_x, shard_y, dropped), root = teachers_stage.prepare_data(tc)
+  print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
+        f"data: {ds.source}")
+  ensemble = teachers_stage.build_ensemble(tc, ds.num_classes)
+  t = tc.num_teachers
+  shard_x = data.to_float(shard_x)
+  sample = shard_x[0]
+  keys, shard_x, shard_y = ensemble.prepare(
+      (jax.random.split(rng.stream(root, "teacher_train"), t), shard_x, shard_y))
+  state = ensemble.init(jax.random.split(rng.stream(root, "teacher_init"), t), sample)
+  for step in experiment.progress(range(0, tc.num_steps, tc.checkpoint_every),
+                                  desc="teacher segments"):
+    state, _ = ensemble.train(state, keys, shard_x, shard_y, step,
+                              min(tc.checkpoint_every, tc.num_steps - step))
+  return ensemble, state["params"], ds
+
+
+def run_near_duplicates(config, key, workdir) -> dict:
+  from pate_jax import data, teachers  # pylint: disable=g-import-not-at-top
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+
+  tc = config.teachers
+  ensemble, params, ds = _trained_teachers(tc)
+  vote = lambda x: np.asarray(ensemble.votes(params, jnp.asarray(x), ds.num_classes,
+                                             tc.num_teachers))
+  # The main job's targets: the lowest-consensus rows among the labelled pool queries.
+  index, num_pool = teachers.query_set(ds)
+  pool = index[:num_pool]
+  rows = pool[votes_lib.query_rows(config.query_selection, ds.test_labels[pool],
+                                   config.num_candidates, ds.num_classes)]
+  images = data.to_float(ds.test_images[rows])
+  candidates = vote(images)
+  pick = attacks.lowest_consensus(candidates, config.num_histograms)
+  x, h, m = images[pick], candidates[pick], config.num_queries
+  k_sample = rng.stream(key, "attack_sample")
+  near = {}
+  for i, kind in enumerate(config.perturbations):
+    copies = np.asarray(attacks.near_duplicates(jax.random.fold_in(k_sample, i), x, m, kind))
+    near[kind] = (copies, vote(copies.reshape((-1,) + x.shape[1:])).reshape(len(x), m, -1))
+  results = attacks.near_duplicate_attack(
+      _mc_keys(config, key), x, h, near, sigma=config.sigma,
+      variants=reconstruction_variants(config), num_teachers=float(tc.num_teachers))
+  results.update(dataset=ds.name, data_source=ds.source, fallback_data=ds.fallback,
+                 perturbations=list(config.perturbations), num_candidates=config.num_candidates,
+                 test_rows=rows[pick], note=NEAR_DUPLICATE_NOTE)
+  results["figures"] = [attacks.plot_near_duplicates(
+      pathlib.Path(workdir) / "near_duplicates.png", results, "PRIVATE (data owner only): ")]
+  for case, s in results["summary"].items():
+    print(case, s)
+  return results
+
+
+NEAR_DUPLICATE_NOTE = (
+    "the consistent-answer defense keys the noise by a hash of the query's bytes, so it "
+    "caches exact repeats only: a near-duplicate (pixel: one value set to another 8-bit grey "
+    "level, distinct copies; pixel_step: one value moved by ±1/255, reflected at 0 and 1; "
+    "gauss: N(0, (1/255)²) i.i.d., clipped to [0, 1]) is a new query with fresh noise")
+
 SETTINGS = {"fixed": run_fixed, "budget": run_budget, "edge": run_edge,
-            "defense": run_defense, "adult": run_adult, "dirichlet": run_dirichlet}
+            "defense": run_defense, "adult": run_adult, "dirichlet": run_dirichlet,
+            "near_duplicates": run_near_duplicates}
 
 
 def run(config: Any, workdir: str) -> dict:
   """Runs ``config.setting``'s experiment (module docstring) and writes ``results.json``
-  (a measurement: the histograms attacked are the paper's or drawn fresh)."""
+  (a measurement: the histograms attacked are the paper's, drawn fresh or, for
+  ``near_duplicates``, the votes of teachers trained here)."""
   key = rng.root_key(config.seed)
   pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
   if config.setting not in SETTINGS:
@@ -258,7 +328,8 @@ def run(config: Any, workdir: str) -> dict:
 
 _PLAN_FIELDS = ("num_seeds", "num_queries", "sigmas", "sigma", "sweep_sigma", "query_counts",
                 "histogram", "alphas", "num_per_alpha", "num_teachers", "num_classes",
-                "samplers", "max_queries", "teacher", "num_end_to_end", "budget")
+                "samplers", "max_queries", "teacher", "num_end_to_end", "budget",
+                "num_histograms", "num_candidates")
 
 
 def plan(config: Any) -> dict[str, Any]:
@@ -272,6 +343,13 @@ def plan(config: Any) -> dict[str, Any]:
     out["histograms"] = 1
   elif config.setting == "dirichlet":
     out["histograms"] = len(config.alphas) * int(config.num_per_alpha)
+  elif config.setting == "near_duplicates":
+    out.update(histograms=int(config.num_histograms), teachers=int(config.teachers.num_teachers),
+               teacher_steps=int(config.teachers.num_steps),
+               perturbations=tuple(config.perturbations),
+               teacher_predictions=int(config.teachers.num_teachers) * (
+                   int(config.num_candidates) + int(config.num_histograms) * int(
+                       config.num_queries) * len(config.perturbations)))
   elif config.setting == "adult":
     from pate_jax.data import adult  # pylint: disable=g-import-not-at-top
     try:
