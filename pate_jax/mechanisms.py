@@ -28,8 +28,8 @@ Everything that needs a mechanism (:mod:`pate_jax.aggregation`, :mod:`pate_jax.l
 the aggregate stage) looks it up here with :func:`get`: a new mechanism is one new entry
 of :data:`REGISTRY` plus its tests. The costs are built on :mod:`pate_jax.accounting`,
 which never imports this module: calibrating a noise scale
-(:func:`pate_jax.accounting.calibrate_noise`) uses the accounting's own table of the
-mechanisms with one noise scale (``accounting._calibrate.NOISE_ACCOUNTINGS``).
+(:func:`pate_jax.accounting.calibrate_noise`) takes the mechanism object and reads its
+``cost``, ``accountant`` and noise convention.
 
 References:
   Papernot et al. 2017, "Semi-supervised Knowledge Transfer for Deep Learning from

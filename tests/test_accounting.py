@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pate_jax import accounting as acc
+from pate_jax import mechanisms
 
 ORDERS = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 32.0, 64.0, 128.0])
 GOOD = np.array([[8, 1, 1], [5, 3, 2]], np.int32)
@@ -27,7 +28,8 @@ def _cases():
       ("votes", lambda: acc.gnmax_log_q(np.array([3, 1, 2]), 1.0)),
       ("votes", lambda: acc.confident_gnmax_rdp(uneven, 5.0, 2.0, 1.0, ORDERS)),
       ("votes", lambda: acc.confident_threshold_rdp(uneven, 5.0, 2.0, ORDERS)),
-      ("votes", lambda: acc.calibrate_noise(1.0, 1e-5, votes=np.array([[1, 2.5]]))),
+      ("votes", lambda: acc.calibrate_noise(1.0, 1e-5, mechanism=mechanisms.GNMAX,
+                                                 votes=np.array([[1, 2.5]]))),
       # noise scales
       ("gamma", lambda: acc.lnmax_moments_epsilon(GOOD, 0.0, 1e-5)),
       ("gamma", lambda: acc.lnmax_log_q(GOOD, -1.0)),
@@ -45,7 +47,8 @@ def _cases():
       ("delta", lambda: acc.rdp_to_epsilon(ORDERS, ORDERS, 1.5)),
       ("delta", lambda: acc.rdp_to_epsilon(ORDERS, ORDERS, -1e-5)),
       ("delta", lambda: acc.strong_composition_epsilon(10, 0.1, 0.0)),
-      ("delta", lambda: acc.calibrate_noise(1.0, 1.0, num_queries=10)),
+      ("delta", lambda: acc.calibrate_noise(1.0, 1.0, mechanism=mechanisms.GNMAX,
+                                                num_queries=10)),
       # orders
       ("orders", lambda: acc.gnmax_rdp(GOOD, 1.0, [2.0, 1.0])),
       ("orders", lambda: acc.gnmax_rdp(GOOD, 1.0, [0.5])),
@@ -192,7 +195,8 @@ _UNDER_JIT = {
         lambda c: acc.moments_accountant(4).compose(c, np.array([True, False])).epsilon(1e-5)
         + acc.make_accountant("rdp", ORDERS, cost=0.01 * ORDERS).epsilon(1e-5),
         (np.full((2, 4), 0.1),)),
-    "calibrate_noise": (lambda e: acc.calibrate_noise(e, 1e-5, num_queries=100), (2.0,)),
+    "calibrate_noise": (lambda e: acc.calibrate_noise(e, 1e-5, mechanism=mechanisms.GNMAX,
+                                                                num_queries=100), (2.0,)),
     "gnmax_local_sensitivity": (lambda v: acc.gnmax_local_sensitivity(v, 250, 40.0, 8.0),
                                 (VOTES3,)),
     "threshold_local_sensitivity": (

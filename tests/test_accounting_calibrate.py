@@ -12,7 +12,9 @@ from jax.test_util import check_grads
 from scipy import optimize
 
 from pate_jax import accounting as acc
+from pate_jax import mechanisms
 
+GN = mechanisms.GNMAX
 ORDERS = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 32.0, 64.0, 128.0])
 
 
@@ -94,14 +96,15 @@ def _largest_root_by_brentq(target, mechanism, **kw):
 def test_newton_agrees_with_bisection_and_spends_the_target(mechanism, data):
   target, delta = 2.0, 1e-5
   kw = {"num_queries": 32} if data == "independent" else {"votes": VOTES}
-  newton = float(acc.calibrate_noise(target, delta, mechanism=mechanism, orders=ORDERS, **kw))
-  bisect = float(acc.calibrate_noise(target, delta, mechanism=mechanism, orders=ORDERS,
+  m = mechanisms.get(mechanism)
+  newton = float(acc.calibrate_noise(target, delta, mechanism=m, orders=ORDERS, **kw))
+  bisect = float(acc.calibrate_noise(target, delta, mechanism=m, orders=ORDERS,
                                      method="bisection", **kw))
   assert newton == pytest.approx(bisect, rel=1e-6)
   assert _epsilon(newton, mechanism, **kw) == pytest.approx(target, rel=1e-9)
   assert newton == pytest.approx(_largest_root_by_brentq(target, mechanism, **kw), rel=1e-6)
   if data == "dependent":  # the data-dependent analysis buys less noise for the same ε
-    indep = float(acc.calibrate_noise(target, delta, mechanism=mechanism, orders=ORDERS,
+    indep = float(acc.calibrate_noise(target, delta, mechanism=m, orders=ORDERS,
                                       num_queries=VOTES.shape[0]))
     assert newton < indep
 
@@ -109,21 +112,25 @@ def test_newton_agrees_with_bisection_and_spends_the_target(mechanism, data):
 def test_data_independent_gnmax_has_the_closed_form_scaling():
   # rdp = Q λ/σ²: the classic conversion's minimiser gives σ ∝ √Q exactly for a fixed order
   # set, so quadrupling the queries doubles σ.
-  s1 = float(acc.calibrate_noise(1.0, 1e-6, num_queries=100, orders=ORDERS, conversion="classic"))
-  s4 = float(acc.calibrate_noise(1.0, 1e-6, num_queries=400, orders=ORDERS, conversion="classic"))
+  s1 = float(acc.calibrate_noise(1.0, 1e-6, mechanism=GN, num_queries=100, orders=ORDERS,
+                                 conversion="classic"))
+  s4 = float(acc.calibrate_noise(1.0, 1e-6, mechanism=GN, num_queries=400, orders=ORDERS,
+                                 conversion="classic"))
   assert s4 == pytest.approx(2 * s1, rel=1e-9)
 
 
 def test_calibration_errors():
   with pytest.raises(ValueError, match="exactly one of num_queries"):
-    acc.calibrate_noise(1.0, 1e-5)
+    acc.calibrate_noise(1.0, 1e-5, mechanism=GN)
   with pytest.raises(ValueError, match="exactly one of num_queries"):
-    acc.calibrate_noise(1.0, 1e-5, num_queries=10, votes=VOTES)
+    acc.calibrate_noise(1.0, 1e-5, num_queries=10, votes=VOTES, mechanism=GN)
   with pytest.raises(ValueError, match="mechanism"):
-    acc.calibrate_noise(1.0, 1e-5, mechanism="laplace", num_queries=10)
+    acc.calibrate_noise(1.0, 1e-5, mechanism="gnmax", num_queries=10)
+  with pytest.raises(ValueError, match="one .noise. parameter"):
+    acc.calibrate_noise(1.0, 1e-5, mechanism=mechanisms.CONFIDENT_GNMAX, num_queries=10)
   with pytest.raises(ValueError, match="target_eps"):
-    acc.calibrate_noise(0.0, 1e-5, num_queries=10)
+    acc.calibrate_noise(0.0, 1e-5, num_queries=10, mechanism=GN)
   with pytest.raises(ValueError, match="exceeded even at the largest noise"):
-    acc.calibrate_noise(1e-9, 1e-5, num_queries=10, orders=ORDERS)
+    acc.calibrate_noise(1e-9, 1e-5, num_queries=10, orders=ORDERS, mechanism=GN)
   with pytest.raises(ValueError, match="never reached"):
-    acc.calibrate_noise(1e12, 1e-5, num_queries=10, orders=ORDERS)
+    acc.calibrate_noise(1e12, 1e-5, num_queries=10, orders=ORDERS, mechanism=GN)

@@ -123,19 +123,17 @@ def test_data_independent_costs_are_the_closed_forms():
     assert np.all(dd <= di * (1 + 1e-12))
 
 
-def test_calibration_charges_what_the_mechanism_charges():
-  # The accounting layer calibrates without importing this registry: its table of the
-  # mechanisms with one noise scale must charge what the registered mechanisms charge.
-  from pate_jax.accounting import _calibrate  # pylint: disable=import-outside-toplevel
-  answered = np.ones(VOTES.shape[0], bool)
-  for name, noise in (("gnmax", 2.0), ("lnmax", 2.0)):  # σ = 2; Laplace scale 2: γ = 0.5
-    m, charged = mechanisms.get(name), _calibrate.NOISE_ACCOUNTINGS[name]
-    assert charged.accountant == m.accountant
-    orders = ORDERS if m.accountant == "rdp" else np.arange(1.0, 5.0)
-    for dd in (True, False):
-      np.testing.assert_array_equal(charged.cost(VOTES, noise, orders, dd),
-                                    m.cost(VOTES, answered, PARAMS[name], orders, dd))
-  assert set(_calibrate.NOISE_ACCOUNTINGS) <= set(mechanisms.names())
+def test_calibrated_noise_spends_the_target_under_the_mechanisms_own_cost():
+  # The calibration reads the mechanism's cost and noise convention: at the noise scale it
+  # returns (σ; LNMax's Laplace scale b = 1/γ), the mechanism's own accounting spends ε.
+  for m in (mechanisms.GNMAX, mechanisms.LNMAX):
+    for kw in ({"num_queries": 4}, {"votes": VOTES}):
+      s = float(acc.calibrate_noise(1.5, 1e-5, mechanism=m, orders=ORDERS, **kw))
+      votes = VOTES if "votes" in kw else np.zeros((4, 3), np.int32)
+      empty = mechanisms.make_accountant(m, ORDERS if m.accountant == "rdp" else None)
+      cost = m.cost(votes, np.ones(len(votes), bool), mechanisms.params_at(m, s, 10),
+                    empty.orders, "votes" in kw)
+      assert float(empty.compose(cost).epsilon(1e-5)[0]) == pytest.approx(1.5, rel=1e-6)
 
 
 def test_check_params():

@@ -6,11 +6,12 @@ given noise scale: ``σ`` for GNMax, the Laplace scale ``b = 1/γ`` for LNMax. I
 evaluated either data-independently for ``num_queries`` queries or
 data-dependently for a votes matrix.
 
-This module owns the accounting of the mechanisms with one noise scale
-(:data:`NOISE_ACCOUNTINGS`: the accountant kind and the per-query cost at a noise scale,
-from this package's own :func:`gnmax_rdp` and :func:`lnmax_log_moments`). It does not
-look mechanisms up in :mod:`pate_jax.mechanisms`, which is built on this package: the
-accounting layer imports nothing above it.
+The mechanism is a registered :class:`pate_jax.mechanisms.Mechanism` with one parameter
+(``mechanisms.GNMAX``, ``mechanisms.LNMAX``): its own ``cost`` is charged at the noise
+scale's parameter (its ``noise_param``, the scale's inverse when ``inverse_scale``), in
+the accountant of its ``accountant`` kind. This module reads those fields and never
+imports :mod:`pate_jax.mechanisms`, which is built on this package: there is one table of
+mechanisms, the registry.
 
 The root is sought in ``s = log(noise)``. Walking a log-spaced grid over
 ``noise_range`` down from the largest noise brackets the *largest* root:
@@ -27,7 +28,7 @@ validation is one jitted ``lax.while_loop``.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -36,62 +37,36 @@ import numpy as np
 from pate_jax import _checks as v
 from pate_jax.accounting import _accountant
 from pate_jax.accounting import _conversion
-from pate_jax.accounting import _gnmax
-from pate_jax.accounting import _lnmax
 from pate_jax.accounting import _numerics as nm
 
 DEFAULT_ORDERS = _conversion.DEFAULT_ORDERS
 CONVERSIONS = _conversion.CONVERSIONS
 
 
-class NoiseAccounting(NamedTuple):
-  """How a mechanism with one noise scale is charged.
-
-  Attributes:
-    accountant: the kind of accountant its costs compose in, ``"rdp"`` or ``"moments"``.
-    cost: ``cost(votes[Q, C], noise, orders[K], data_dependent) -> [Q, K]``, the
-      per-query cost of an answer at noise scale ``noise`` (``data_dependent`` static).
-  """
-  accountant: str
-  cost: Callable[..., jax.Array]
+def _noise_params(mechanism, noise):
+  """The mechanism's parameters at noise scale ``noise`` (σ, or γ = 1/b)."""
+  return {mechanism.noise_param: 1.0 / noise if mechanism.inverse_scale else noise}
 
 
-def _gnmax_cost(votes, sigma, orders, data_dependent):
-  """GNMax at ``σ``: RDP ``λ/σ²`` or Theorem 6's data-dependent bound (2018)."""
-  return _gnmax.gnmax_rdp(votes, sigma, orders, data_dependent=data_dependent)
-
-
-def _lnmax_cost(votes, scale, orders, data_dependent):
-  """LNMax at the Laplace scale ``b = 1/γ``: log-moments (2017, Theorems 1, 3; Lemma 4)."""
-  return _lnmax.lnmax_log_moments(votes, 1.0 / scale, orders, data_dependent=data_dependent)
-
-
-NOISE_ACCOUNTINGS: dict[str, NoiseAccounting] = {
-    "gnmax": NoiseAccounting("rdp", _gnmax_cost),      # noise: σ
-    "lnmax": NoiseAccounting("moments", _lnmax_cost),  # noise: the Laplace scale b = 1/γ
-}
-"""The mechanisms :func:`calibrate_noise` calibrates, by the name they have in
-:data:`pate_jax.mechanisms.REGISTRY`."""
-
-
-def _epsilon_fn(mechanism: str, data_dependent: bool, conversion: str, max_moment: int):
+def _epsilon_fn(mechanism, data_dependent: bool, conversion: str, max_moment: int):
   """``(log_noise, data, delta, orders) -> ε`` for one calibratable mechanism (pure jnp).
 
   ``data`` is the votes (data-dependent) or the number of queries; RDP mechanisms
   compose at ``orders``, moments-accountant ones at ``l = 1..max_moment``.
   """
-  m = NOISE_ACCOUNTINGS[mechanism]
 
   def eps(log_noise, data, delta, orders):
-    noise = jnp.exp(log_noise)
-    if m.accountant == "rdp":
+    params = _noise_params(mechanism, jnp.exp(log_noise))
+    if mechanism.accountant == "rdp":
       accountant = _accountant.make_accountant("rdp", orders, conversion)
     else:
       accountant = _accountant.moments_accountant(max_moment)
     if data_dependent:
-      costs = m.cost(data, noise, accountant.orders, True)
+      answered = jnp.ones(data.shape[0], bool)
+      costs = mechanism.cost(data, answered, params, accountant.orders, True)
     else:  # Every query costs the same: one query's cost, times their number.
-      one = m.cost(jnp.zeros((1, 2)), noise, accountant.orders, False)
+      one = mechanism.cost(jnp.zeros((1, 2), jnp.int32), jnp.ones(1, bool), params,
+                           accountant.orders, False)
       costs = data * one[0]
     return accountant.compose(costs).epsilon(delta)[0]
 
@@ -101,7 +76,7 @@ def _epsilon_fn(mechanism: str, data_dependent: bool, conversion: str, max_momen
 @functools.partial(jax.jit, static_argnames=(
     "mechanism", "data_dependent", "conversion", "max_moment", "num_grid", "max_iter"))
 def calibrate_noise_core(target_eps, delta, data, orders, log_lo, log_hi, tol, use_newton, *,
-                         mechanism: str, data_dependent: bool, conversion: str = "improved",
+                         mechanism: Any, data_dependent: bool, conversion: str = "improved",
                          max_moment: int = 8, num_grid: int = 161, max_iter: int = 200):
   """Returns ``(noise, status, iterations)``.
 
@@ -154,7 +129,7 @@ def calibrate_noise_core(target_eps, delta, data, orders, log_lo, log_hi, tol, u
 
 
 @nm.with_x64
-def calibrate_noise(target_eps, delta, *, mechanism: str = "gnmax", num_queries=None,
+def calibrate_noise(target_eps, delta, *, mechanism: Any, num_queries=None,
                     votes=None, orders=DEFAULT_ORDERS, conversion: str = "improved",
                     max_moment: int = 8, noise_range=(1e-3, 1e5), method: str = "newton",
                     num_grid: int = 161, tol: float = 1e-12, max_iter: int = 200) -> jax.Array:
@@ -163,8 +138,8 @@ def calibrate_noise(target_eps, delta, *, mechanism: str = "gnmax", num_queries=
   Args:
     target_eps: the budget ``ε > 0`` to spend.
     delta: ``δ`` in (0, 1).
-    mechanism: a mechanism with one noise scale (:data:`NOISE_ACCOUNTINGS`): ``"gnmax"``
-      (returns ``σ``; RDP accounting, Papernot et al. 2018) or ``"lnmax"`` (returns the
+    mechanism: a registered mechanism with one parameter: ``mechanisms.GNMAX`` (returns
+      ``σ``; RDP accounting, Papernot et al. 2018) or ``mechanisms.LNMAX`` (returns the
       Laplace scale ``b = 1/γ``; 2017 moments accountant).
     num_queries: data-independent accounting for this many answers.
     votes: ``[Q, C]`` vote counts for data-dependent accounting (exactly one of
@@ -188,7 +163,12 @@ def calibrate_noise(target_eps, delta, *, mechanism: str = "gnmax", num_queries=
   """
   target = v.positive(target_eps, "target_eps")
   delta = v.delta(delta)
-  v.choice(mechanism, "mechanism", NOISE_ACCOUNTINGS)
+  if not all(hasattr(mechanism, f) for f in ("cost", "accountant", "noise_param", "params")):
+    raise ValueError("mechanism must be a registered pate_jax.mechanisms.Mechanism (e.g. "
+                     f"mechanisms.GNMAX); got {mechanism!r}")
+  if len(mechanism.params) != 1:
+    raise ValueError(f"mechanism must have one (noise) parameter; {mechanism.name!r} has "
+                     f"{len(mechanism.params)}")
   v.choice(method, "method", ("newton", "bisection"))
   conversion = v.choice(conversion, "conversion", CONVERSIONS)
   max_moment = v.positive_int(max_moment, "max_moment")

@@ -50,6 +50,7 @@ import numpy as np
 
 from pate_jax import _checks as v
 from pate_jax import accounting as acc
+from pate_jax import mechanisms
 from pate_jax.attacks import _reconstruct
 
 SOUND_REASON = (
@@ -230,7 +231,8 @@ def calibrate_soft_label_noise(target_epsilon, num_queries: int, delta, *,
   √2), which is ``α/(2σ²)`` for ``σ = σ_g/√2``: we calibrate GNMax and convert.
   """
   n = v.positive_int(num_queries, "num_queries")
-  sigma_g = acc.calibrate_noise(target_epsilon, delta, mechanism="gnmax", num_queries=n,
+  sigma_g = acc.calibrate_noise(target_epsilon, delta, mechanism=mechanisms.GNMAX,
+                                num_queries=n,
                                 orders=np.asarray(orders))
   return float(sigma_g) / math.sqrt(2.0)
 
