@@ -225,6 +225,9 @@ RUNS: tuple[Run, ...] = (
     _attack("fixed"),
     _attack("edge"),
     _attack("defense"),
+    Run("attack_near_duplicates", _cmd("attack", "configs/attack_near_duplicates.py:cpu",
+                                       "attack_near_duplicates"),
+        "configs/attack_near_duplicates.py:cpu"),
     Run("attack_adult", _cmd("attack", "configs/attack_adult.py:cpu", "attack_adult"),
         "configs/attack_adult.py:cpu",
         note="the `:cpu` variant (fixed depth-3 forests of 25 trees); the full config's "
@@ -535,6 +538,16 @@ ROWS: tuple[Row, ...] = (
     Row("attack", "Defence (ours): consistent answers", "fresh noise per answer (the attack "
         "as published), same histograms", "—", "attack_defense",
         "summary.fresh_noise/projected.mean_error", "f3"),
+    Row("attack", "Defence (ours): near-duplicate queries", "exact repeats, fresh noise (no defense): mean error, paper's estimator", "—",
+        "attack_near_duplicates", "summary.exact_fresh_noise.mean_error.paper", "f3", "the main job's 250 CPU teachers, its 5 lowest-consensus labelled queries, σ 40, 2,000 answers each"),
+    Row("attack", "Defence (ours): near-duplicate queries", "exact repeats against the defense", "—",
+        "attack_near_duplicates", "summary.exact_defense.mean_error.paper", "f3", "every answer the same cached one"),
+    Row("attack", "Defence (ours): near-duplicate queries", "one pixel set to another grey level, against the defense", "—",
+        "attack_near_duplicates", "summary.pixel_defense.mean_error.paper", "f3", "a new query each: fresh noise on a histogram that changed for 80 % of the copies (7.5 votes on average)"),
+    Row("attack", "Defence (ours): near-duplicate queries", "Gaussian noise of std 1/255, against the defense", "—",
+        "attack_near_duplicates", "summary.gauss_defense.mean_error.paper", "f3", "the histogram changed for 95 % of the copies (6.5 votes)"),
+    Row("attack", "Defence (ours): near-duplicate queries", "one pixel moved by 1/255, against the defense", "—",
+        "attack_near_duplicates", "summary.pixel_step_defense.mean_error.paper", "f3", "only about 800 distinct copies of an image: the rest are cached repeats"),
     # ---------------------------------------------------------------- beyond
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "MNIST, 100 GNMax (σ 40) labels: accuracy", "—", _MAIN,
