@@ -543,11 +543,20 @@ ROWS: tuple[Row, ...] = (
     Row("attack", "Defence (ours): near-duplicate queries", "exact repeats against the defense", "—",
         "attack_near_duplicates", "summary.exact_defense.mean_error.paper", "f3", "every answer the same cached one"),
     Row("attack", "Defence (ours): near-duplicate queries", "one pixel set to another grey level, against the defense", "—",
-        "attack_near_duplicates", "summary.pixel_defense.mean_error.paper", "f3", "a new query each: fresh noise on a histogram that changed for 80 % of the copies (7.5 votes on average)"),
+        "attack_near_duplicates", "summary.pixel_defense.mean_error.paper", "f3", "a new query each: fresh noise on a nearly unchanged histogram"),
     Row("attack", "Defence (ours): near-duplicate queries", "Gaussian noise of std 1/255, against the defense", "—",
-        "attack_near_duplicates", "summary.gauss_defense.mean_error.paper", "f3", "the histogram changed for 95 % of the copies (6.5 votes)"),
+        "attack_near_duplicates", "summary.gauss_defense.mean_error.paper", "f3", "a new query each"),
     Row("attack", "Defence (ours): near-duplicate queries", "one pixel moved by 1/255, against the defense", "—",
-        "attack_near_duplicates", "summary.pixel_step_defense.mean_error.paper", "f3", "only about 800 distinct copies of an image: the rest are cached repeats"),
+        "attack_near_duplicates", "summary.pixel_step_defense.mean_error.paper", "f3", "few distinct copies of an image: the rest are cached repeats"),
+    Row("attack", "Defence (ours): near-duplicate queries", "one pixel changed: copies whose "
+        "teachers' histogram differs from the original's", "—", "attack_near_duplicates",
+        "near_duplicates.pixel.histogram_changed_fraction", "pct"),
+    Row("attack", "Defence (ours): near-duplicate queries", "one pixel changed: mean L1 change "
+        "of the histogram (votes of 250)", "—", "attack_near_duplicates",
+        "near_duplicates.pixel.mean_l1_change_votes", "f2"),
+    Row("attack", "Defence (ours): near-duplicate queries", "Gaussian 1/255: copies whose "
+        "histogram differs", "—", "attack_near_duplicates",
+        "near_duplicates.gauss.histogram_changed_fraction", "pct"),
     # ---------------------------------------------------------------- beyond
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "MNIST, 100 GNMax (σ 40) labels: accuracy", "—", _MAIN,
