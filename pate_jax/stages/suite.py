@@ -61,6 +61,10 @@ def junit_counts(path: pathlib.Path) -> dict[str, Any]:
   return counts
 
 
+def _default_sigint() -> None:
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run(config, workdir: str) -> dict:
   """Runs the group (module docstring); writes ``results.json``."""
   if not (REPO / "tests").is_dir():
@@ -77,7 +81,10 @@ def run(config, workdir: str) -> dict:
   print(f"tests {config.group}: {_shown(cmd)} (log: {log})", flush=True)
   t0, interrupted = time.time(), False
   with open(log, "w") as f:
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, env=env)
+    # SIGINT's default action in the child: a command started in the background (nohup,
+    # `&`) inherits SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, env=env,
+                            preexec_fn=_default_sigint)
     try:
       returncode = proc.wait(timeout=float(config.timeout_s))
     except subprocess.TimeoutExpired:
