@@ -388,8 +388,9 @@ class TeachersBudget:
     """The ``count``-th release (GNSS) of the ledger's charged queries."""
     spec = self.release_spec
     kw = self.aggregator_kwargs
-    # Confident-GNMax's threshold check is released with its answers.
-    extra = {k: self.params[k] for k in ("threshold", "sigma_threshold") if k in self.params}
+    # The answer noise is `sigma`; any other parameter (Confident-GNMax's threshold check)
+    # is released with the answers.
+    extra = {k: x for k, x in self.params.items() if k != self.mechanism.noise_param}
     rel = acc.smooth_sensitivity_release(
         self.votes[loaded.rows], sigma=self.params["sigma"], order=spec.order,
         betas=np.array([spec.beta]), sigma_ss=spec.sigma_ss, delta=kw["delta"],
