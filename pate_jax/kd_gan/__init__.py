@@ -30,8 +30,8 @@ from pate_jax.kd_gan._privacy import (SOUND_REASON, calibrate_soft_label_noise, 
                                       soft_label_epsilon, soft_label_sensitivity)
 from pate_jax.kd_gan._train import (KDGAN, KDGANResult, accuracy, batch_capacity, check_teacher,
                                     discriminator_step, fit, init, init_runs, make_kd_gan, poisson_batch,
-                                    student_loss, student_step, teacher_log_probs, train_round,
-                                    train_teacher)
+                                    student_log_probs, student_loss, student_step,
+                                    teacher_log_probs, train_round, train_teacher)
 from pate_jax.kd_gan._experiments import (PAPER_TABLE2_MNIST, SOUND_LEVELS_NOTE, at_epsilon,
                                           audit_eq5_noise, epsilon_curve,
                                           plot_utility_vs_epsilon, public_data, sound_curve,

@@ -21,7 +21,15 @@ fixed capacity with a mask, and:
 the student). Randomness: round ``r`` uses ``fold_in(key, r)``; its discriminator
 step ``j`` ``fold_in(fold_in(., 0), j)``, student step ``j`` ``fold_in(fold_in(., 1), j)``;
 inside a step, sub-stream 0 is the batch, 1 the teacher's Gumbel noise, 2 the
-student's, 3 Eq. 5's noise — so removing Eq. 5's noise changes no other draw.
+student's, 3 Eq. 5's noise — so removing Eq. 5's noise changes no other draw —
+and 4 the unlabelled batch (below).
+
+Unlabelled inputs (``fit(..., unlabelled_x=U)``, not in the paper; the discriminator's
+ablation, :mod:`pate_jax.stages.kd_gan_ablation`): the student's samples ``y_S`` — in
+D's step and in the adversarial term — are drawn on a Poisson batch of ``U`` (rate
+``B/|U|``), inputs the teacher never labels, instead of on the public batch; the
+teacher's samples and the KD term stay on the public inputs. Without ``U`` every draw
+and every sum is the published loop's.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from pate_jax.checkpoint import Checkpointer, run_segments
 from pate_jax.io import data_digest
 from pate_jax.kd_gan import _losses as L
 
-_BATCH, _GUMBEL_T, _GUMBEL_S, _NOISE = range(4)
+_BATCH, _GUMBEL_T, _GUMBEL_S, _NOISE, _UNLABELLED = range(5)
 
 
 class KDGAN(NamedTuple):
@@ -146,26 +154,42 @@ def _batch(gan, key, x_all, tl_all):
   return x_all[rows], tl_all[rows], mask
 
 
+def _unlabelled_batch(gan, key, u_all):
+  """A Poisson batch of the unlabelled inputs ``u_all`` (rate ``B/|U|``): ``(x, mask)``."""
+  n = u_all.shape[0]
+  rows, mask = poisson_batch(jax.random.fold_in(key, _UNLABELLED), n, gan.batch_size / n,
+                             batch_capacity(n, gan.batch_size))
+  return u_all[rows], mask
+
+
 def discriminator_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
-                       tl_all: jax.Array) -> tuple[dict, jax.Array]:
+                       tl_all: jax.Array, u_all: jax.Array | None = None
+                       ) -> tuple[dict, jax.Array]:
   """One discriminator step (Algorithm 1, lines 3-6).
 
   Returns the state and ``(loss, accuracy)`` on the batch before the update: accuracy is
   the mean of "teacher sample called real" and "student sample called fake" (0.5 is
-  chance; the loss at chance is ``2 log 2``).
+  chance; the loss at chance is ``2 log 2``). ``u_all``: the student's samples are drawn
+  on a batch of these unlabelled inputs (module docstring).
   """
   x, tl, mask = _batch(gan, key, x_all, tl_all)
+  x_s, mask_s = (x, mask) if u_all is None else _unlabelled_batch(gan, key, u_all)
   s_logp = jax.lax.stop_gradient(jax.nn.log_softmax(gan.student.apply(
-      {"params": state["student"]}, x)))
+      {"params": state["student"]}, x_s)))
   y_t = L.gumbel_softmax(jax.random.fold_in(key, _GUMBEL_T), tl, gan.gumbel_temperature)
   y_s = L.gumbel_softmax(jax.random.fold_in(key, _GUMBEL_S), s_logp, gan.gumbel_temperature)
 
   def loss_fn(dp):
-    d = lambda y: gan.discriminator.apply({"params": dp}, y, x)
-    d_t, d_s = d(y_t), d(y_s)
-    loss = jnp.sum(jnp.where(mask, L.discriminator_loss(d_t, d_s), 0.0)) / gan.batch_size
-    right = 0.5 * ((d_t > 0).astype(jnp.float32) + (d_s < 0).astype(jnp.float32))
-    return loss, jnp.sum(jnp.where(mask, right, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+    d_t = gan.discriminator.apply({"params": dp}, y_t, x)
+    d_s = gan.discriminator.apply({"params": dp}, y_s, x_s)
+    if u_all is None:  # one batch: the published loop's sums, unchanged
+      loss = jnp.sum(jnp.where(mask, L.discriminator_loss(d_t, d_s), 0.0)) / gan.batch_size
+      right = 0.5 * ((d_t > 0).astype(jnp.float32) + (d_s < 0).astype(jnp.float32))
+      return loss, jnp.sum(jnp.where(mask, right, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+    loss = (jnp.sum(jnp.where(mask, jax.nn.softplus(-d_t), 0.0))
+            + jnp.sum(jnp.where(mask_s, jax.nn.softplus(d_s), 0.0))) / gan.batch_size
+    mean = lambda hit, m: jnp.sum(jnp.where(m, hit, 0.0)) / jnp.maximum(jnp.sum(m), 1)
+    return loss, 0.5 * (mean(d_t > 0, mask) + mean(d_s < 0, mask_s))
 
   (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["disc"])
   updates, opt = _tx(gan, gan.disc_learning_rate).update(grads, state["disc_opt"], state["disc"])
@@ -174,11 +198,13 @@ def discriminator_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array
 
 
 def student_loss(gan: KDGAN, params: Any, disc_params: Any, key: jax.Array, x: jax.Array,
-                 tl: jax.Array, mask: jax.Array, noise_multiplier: Any = None
+                 tl: jax.Array, mask: jax.Array, noise_multiplier: Any = None,
+                 x_unlabelled: jax.Array | None = None, mask_unlabelled: jax.Array | None = None
                  ) -> tuple[jax.Array, dict]:
   """Eq. 7: ``λ · L_KD^dp + (1 - λ) · L_adv`` on a padded batch, and its parts.
 
-  ``noise_multiplier`` (may be traced) overrides ``gan.noise_multiplier``.
+  ``noise_multiplier`` (may be traced) overrides ``gan.noise_multiplier``;
+  ``x_unlabelled`` / ``mask_unlabelled``: the adversarial term's batch (default: ``x``).
   """
   sigma = gan.noise_multiplier if noise_multiplier is None else noise_multiplier
   logits = gan.student.apply({"params": params}, x)
@@ -189,23 +215,31 @@ def student_loss(gan: KDGAN, params: Any, disc_params: Any, key: jax.Array, x: j
   total = gan.lam * l_kd
   adv = jnp.zeros(())
   if gan.lam < 1.0:
-    y_s = L.gumbel_softmax(jax.random.fold_in(key, _GUMBEL_S), jax.nn.log_softmax(logits),
+    x_s, mask_s, logits_s = x, mask, logits
+    if x_unlabelled is not None:
+      x_s, mask_s = x_unlabelled, mask_unlabelled
+      logits_s = gan.student.apply({"params": params}, x_s)
+    y_s = L.gumbel_softmax(jax.random.fold_in(key, _GUMBEL_S), jax.nn.log_softmax(logits_s),
                            gan.gumbel_temperature)
-    d = gan.discriminator.apply({"params": disc_params}, y_s, x)
-    adv = jnp.sum(jnp.where(mask, L.adversarial_loss(d), 0.0)) / gan.batch_size
+    d = gan.discriminator.apply({"params": disc_params}, y_s, x_s)
+    adv = jnp.sum(jnp.where(mask_s, L.adversarial_loss(d), 0.0)) / gan.batch_size
     total = total + (1.0 - gan.lam) * adv
   kd_clean = jnp.sum(jnp.where(mask, kd, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
   return total, {"kd": kd_clean, "kd_dp": l_kd, "adv": adv}
 
 
 def student_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
-                 tl_all: jax.Array, noise_multiplier: Any = None) -> tuple[dict, dict]:
+                 tl_all: jax.Array, noise_multiplier: Any = None,
+                 u_all: jax.Array | None = None) -> tuple[dict, dict]:
   """One student step (Algorithm 1, lines 8-14); ``noise_multiplier`` as in
-  :func:`student_loss` (the audit runs one compiled step with and without the noise)."""
+  :func:`student_loss` (the audit runs one compiled step with and without the noise);
+  ``u_all`` as in :func:`discriminator_step`."""
   x, tl, mask = _batch(gan, key, x_all, tl_all)
+  xu, mask_u = (None, None) if u_all is None or gan.lam == 1.0 else _unlabelled_batch(
+      gan, key, u_all)
   grad_fn = jax.grad(student_loss, argnums=1, has_aux=True)
   grads, parts = grad_fn(gan, state["student"], state["disc"], key, x, tl, mask,
-                         noise_multiplier)
+                         noise_multiplier, xu, mask_u)
   tx = _tx(gan, gan.learning_rate)
   updates, opt = tx.update(grads, state["student_opt"], state["student"])
   return ({**state, "student": optax.apply_updates(state["student"], updates),
@@ -213,17 +247,19 @@ def student_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
 
 
 def train_round(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
-                tl_all: jax.Array, noise_multiplier: Any = None) -> tuple[dict, dict]:
-  """``k_d`` discriminator steps then ``k_s`` student steps (none of D's if ``λ = 1``)."""
+                tl_all: jax.Array, noise_multiplier: Any = None,
+                u_all: jax.Array | None = None) -> tuple[dict, dict]:
+  """``k_d`` discriminator steps then ``k_s`` student steps (none of D's if ``λ = 1``);
+  ``u_all``: unlabelled inputs for the student's samples (module docstring)."""
   d_loss, d_accuracy = jnp.zeros(()), jnp.zeros(())
   if gan.lam < 1.0 and gan.k_d:
     d_body = lambda s, j: discriminator_step(
-        gan, s, jax.random.fold_in(jax.random.fold_in(key, 0), j), x_all, tl_all)
+        gan, s, jax.random.fold_in(jax.random.fold_in(key, 0), j), x_all, tl_all, u_all)
     state, (d_losses, d_accuracies) = _repeat(d_body, state, gan.k_d)
     d_loss, d_accuracy = jnp.mean(d_losses), jnp.mean(d_accuracies)
   s_body = lambda s, j: student_step(
       gan, s, jax.random.fold_in(jax.random.fold_in(key, 1), j), x_all, tl_all,
-      noise_multiplier)
+      noise_multiplier, u_all)
   state, parts = _repeat(s_body, state, gan.k_s)
   return state, {**jax.tree.map(jnp.mean, parts), "disc": d_loss, "disc_accuracy": d_accuracy}
 
@@ -236,16 +272,18 @@ def _repeat(body, state, n):
   return jax.lax.scan(body, state, jnp.arange(n))
 
 
-def _rounds(gan, num_rounds, state, key, start, x_all, tl_all, sigma):
+def _rounds(gan, num_rounds, state, key, start, x_all, tl_all, sigma, u_all=None):
   def body(s, i):
-    return train_round(gan, s, jax.random.fold_in(key, start + i), x_all, tl_all, sigma)
+    return train_round(gan, s, jax.random.fold_in(key, start + i), x_all, tl_all, sigma,
+                       u_all)
   state, metrics = jax.lax.scan(body, state, jnp.arange(num_rounds))
   return state, jax.tree.map(jnp.mean, metrics)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
-def _segment(gan, num_rounds, per_run_targets, state, keys, start, x_all, tl_all, sigma):
-  fn = lambda s, k, t: _rounds(gan, num_rounds, s, k, start, x_all, t, sigma)
+def _segment(gan, num_rounds, per_run_targets, state, keys, start, x_all, tl_all, sigma,
+             u_all=None):
+  fn = lambda s, k, t: _rounds(gan, num_rounds, s, k, start, x_all, t, sigma, u_all)
   return jax.vmap(fn, in_axes=(0, 0, 0 if per_run_targets else None))(state, keys, tl_all)
 
 
@@ -263,6 +301,20 @@ def accuracy(gan: KDGAN, state: dict, images: Any, labels: Any, chunk: int = 200
                                   jnp.asarray(labels[i:i + chunk]))) * len(labels[i:i + chunk])
              for i in range(0, len(labels), chunk))
   return hits / len(labels)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _student_log_probs(gan, state, x):
+  return jax.vmap(lambda p: jax.nn.log_softmax(gan.student.apply({"params": p}, x)))(
+      state["student"])
+
+
+def student_log_probs(gan: KDGAN, state: dict, images: Any, chunk: int = 2000) -> np.ndarray:
+  """Every run's student ``log_softmax`` on ``images``, ``[S, N, C]`` (``state`` stacked
+  over runs): what the discriminator's student samples are drawn from."""
+  images = np.asarray(images, np.float32)
+  return np.concatenate([np.asarray(_student_log_probs(gan, state, jnp.asarray(
+      images[i:i + chunk]))) for i in range(0, images.shape[0], chunk)], axis=1)
 
 
 class KDGANResult(NamedTuple):
@@ -293,7 +345,8 @@ def check_teacher(gan: KDGAN, public_x: Any, teacher_log_probs: Any, num_runs: i
 def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval_x: Any,
         eval_y: Any, *, num_rounds: int, segment_rounds: int,
         checkpoint_dir: str | None = None, fingerprint: Mapping[str, Any] | None = None,
-        restart: bool = False, log: Callable[[str], None] | None = print) -> KDGANResult:
+        restart: bool = False, log: Callable[[str], None] | None = print,
+        unlabelled_x: Any = None) -> KDGANResult:
   """Trains ``S = len(keys)`` students at once (vmap over runs) for ``num_rounds`` rounds.
 
   Args:
@@ -309,6 +362,9 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
     fingerprint: what else determines the run (refused if a checkpoint has another).
     restart: discard ``checkpoint_dir``'s checkpoints.
     log: one line per segment (None: silent).
+    unlabelled_x: ``[U, ...]`` inputs the teacher never labels, on which the student's
+      samples for D and the adversarial term are drawn (module docstring); None: the
+      public batch's (the paper).
   """
   num_rounds = v.positive_int(num_rounds, "num_rounds")
   segment_rounds = v.positive_int(segment_rounds, "segment_rounds")
@@ -316,6 +372,13 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
   per_run = check_teacher(gan, public_x, teacher_log_probs, keys.shape[0])
   x_all = jnp.asarray(np.asarray(public_x, np.float32))
   tl_all = jnp.asarray(np.asarray(teacher_log_probs, np.float32))
+  u_all, extra = None, {}
+  if unlabelled_x is not None:
+    u = np.asarray(unlabelled_x, np.float32)
+    if u.shape[1:] != x_all.shape[1:] or u.shape[0] < gan.batch_size:
+      raise ValueError(f"unlabelled_x: shape {u.shape}; it needs the public inputs' "
+                       f"{x_all.shape[1:]} and at least batch_size = {gan.batch_size} rows")
+    u_all, extra = jnp.asarray(u), {"unlabelled_sha256": data_digest(u)}
   state = init_runs(gan, keys, x_all[:2])
   ckpt = None
   if checkpoint_dir:
@@ -323,7 +386,7 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
         "keys": np.asarray(jax.random.key_data(keys)).tolist(), "gan": repr(gan),
         "data_sha256": data_digest(np.asarray(public_x, np.float32),
                                    np.asarray(teacher_log_probs, np.float32)),
-        **(fingerprint or {})})
+        **extra, **(fingerprint or {})})
   try:
     r = 0
     if ckpt is not None:
@@ -335,7 +398,7 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
 
     def segment(state, start, n):
       return _segment(static, n, per_run, state, keys, jnp.asarray(start), x_all, tl_all,
-                      sigma)
+                      sigma, u_all)
 
     def record(state, r, metrics):
       acc = accuracy(static, state, eval_x, eval_y)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import pathlib
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import numpy as np
@@ -36,7 +36,7 @@ import numpy as np
 from pate_jax import experiment, kd_gan, rng
 from pate_jax import votes as votes_lib
 
-__all__ = ["run", "plan", "report", "make_gan"]
+__all__ = ["run", "plan", "report", "make_gan", "setup", "epoch_rounds"]
 
 
 def make_gan(config, lam: float, noise_multiplier: float | None = None) -> kd_gan.KDGAN:
@@ -56,7 +56,7 @@ def _run_keys(train_key: jax.Array, seeds: Any) -> jax.Array:
   return jax.vmap(lambda i: jax.random.fold_in(train_key, i))(np.asarray(seeds))
 
 
-def _epoch_rounds(config, n: int) -> int:
+def epoch_rounds(config, n: int) -> int:
   """Rounds of ``config.epochs`` epochs over ``n`` public inputs."""
   return math.ceil(config.epochs * n / (config.batch_size * config.k_s))
 
@@ -75,23 +75,46 @@ def run(config, workdir: str) -> dict:
   return results
 
 
-def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path]:
-  """The results but their wall time and paths, and the plot's path."""
+class Setup(NamedTuple):
+  """What every student fit of a KD-GAN run shares (:func:`setup`)."""
+  seeds: list[int]
+  train_key: jax.Array            # the kd_gan_train stream
+  keys: jax.Array                 # [S] the seeds' run keys (the same for every fit)
+  public: Callable[[int], dict]   # n -> kd_gan.public_data of n inputs (kd_gan_data)
+  data: dict                      # public(num_public)
+  teacher: Any                    # the teacher's network functions
+  teacher_state: Any
+  teacher_accuracy: float         # held-out
+
+
+def setup(config, workdir: pathlib.Path, num_public: int) -> Setup:
+  """The run's keys and streams (module docstring), the public data of ``num_public``
+  inputs and the teacher, trained on all private training images under
+  ``<workdir>/teacher`` (restored if it is there). Shared with the discriminator's
+  ablation (:mod:`pate_jax.stages.kd_gan_ablation`)."""
   root = rng.root_key(config.seed)
   seeds = list(range(config.num_seeds))
   train_key = rng.stream(root, "kd_gan_train")
   keys = _run_keys(train_key, seeds)
   public = lambda n: kd_gan.public_data(rng.stream(root, "kd_gan_data"), config.public, n,
                                         config.data_dir)
-  d = public(config.curve.num_public)
+  d = public(num_public)
   t = config.teacher
   teacher, t_state, teacher_acc = kd_gan.train_teacher(
       rng.stream(root, "kd_gan_teacher"), d["train_x"], d["train_y"], d["eval_x"],
       d["eval_y"], model=t.model, model_kwargs=t.model_kwargs.to_dict(),
       num_steps=t.num_steps, batch_size=t.batch_size, learning_rate=t.learning_rate,
-      checkpoint_dir=str(workdir / "teacher"))
+      checkpoint_dir=str(pathlib.Path(workdir) / "teacher"))
   print(f"teacher ({t.model}, all {len(d['train_y'])} private training images): "
         f"{teacher_acc:.2%} held-out")
+  return Setup(seeds, train_key, keys, public, d, teacher, t_state, teacher_acc)
+
+
+def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path]:
+  """The results but their wall time and paths, and the plot's path."""
+  s = setup(config, workdir, config.curve.num_public)
+  seeds, train_key, keys, public, d = s.seeds, s.train_key, s.keys, s.public, s.data
+  teacher, t_state, teacher_acc = s.teacher, s.teacher_state, s.teacher_accuracy
 
   def fit(gan, name, data, tl, rounds, run_keys=keys):
     return kd_gan.fit(gan, run_keys, data["public_x"], tl, data["eval_x"], data["eval_y"],
@@ -141,7 +164,7 @@ def _table1(config, fit: Callable, public: Callable, teacher, t_state,
   for n in config.table1.public_sizes:
     dn = public(n)
     tl_n = kd_gan.teacher_log_probs(teacher, t_state, dn["public_x"])
-    rounds = _epoch_rounds(config, n)
+    rounds = epoch_rounds(config, n)
     for lam in config.table1.lambdas:
       # The curve's run is this row's run, continued: read the row off its history.
       same = [h for h in out_curve.history if h["round"] == rounds] if (
@@ -178,7 +201,7 @@ def _sound(config, fit: Callable, d: dict, train_key: jax.Array, seeds: list[int
   targets = kd_gan.sound_targets(rng.noise_key("aggregation", config.noise_seed), votes,
                                  d["public_rows"], sigmas, config.sound.temperature)
   run_keys = _run_keys(train_key, np.tile(np.arange(len(seeds)), len(sigmas)))
-  rounds = _epoch_rounds(config, n)
+  rounds = epoch_rounds(config, n)
   out = fit(make_gan(config, config.curve.lam, 0.0), "sound", d,
             np.repeat(targets, len(seeds), 0), rounds, run_keys)
   sound, all_published = kd_gan.sound_curve(
@@ -196,7 +219,7 @@ def plan(config) -> dict:
   The curve's step count is found at run time (a bisection on ε), not here."""
   b = int(config.batch_size)
   t, c = config.teacher, config.curve
-  rows = [{"n": n, "lambdas": tuple(config.table1.lambdas), "rounds": _epoch_rounds(config, n),
+  rows = [{"n": n, "lambdas": tuple(config.table1.lambdas), "rounds": epoch_rounds(config, n),
            "q": b / n}
           for n in config.table1.public_sizes]
   out = {"public": config.public, "num_seeds": int(config.num_seeds),
