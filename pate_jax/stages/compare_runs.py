@@ -113,6 +113,8 @@ CATALOGUE: tuple[Run, ...] = (
     Run("kd_gan", "train_kd_gan", "configs/kd_gan.py:smoke",
         ("noise_seed=0", "num_seeds=1", "teacher.num_steps=20", "table1.public_sizes=(100,)",
          "curve.num_public=200", "audit_rounds=0")),
+    Run("ablate_kd_gan", "ablate_kd_gan", "configs/kd_gan_ablation.py:smoke",
+        ("num_seeds=1", "teacher.num_steps=20", "num_public=100")),
     Run("published_accounting", "published_accounting", "configs/published_accounting.py"),
 )
 
