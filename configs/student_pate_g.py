@@ -45,7 +45,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.aggregate = load_script(pathlib.Path(__file__).with_name("aggregate_mnist.py")).get_config(
       "cpu" if arg == "cpu" else None)
   c.aggregate.num_queries = 100
-  c.labels = "noisy"          # noisy (the aggregator) | plurality | probabilities: not private
+  c.labels = "noisy"          # noisy (the aggregator) | plurality | probabilities | true:
+                              # not private (true: the pool's own labels, a diagnostic)
   c.student = ml_collections.ConfigDict()
   c.student.name = "pate_g"
   c.student.kwargs = ml_collections.ConfigDict({

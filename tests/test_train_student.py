@@ -85,6 +85,31 @@ def test_other_students_run(tmp_path, teachers_dir, name, overrides, expect):
     assert expect in r["epsilon"]
 
 
+def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_dir):
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import student as stage  # pylint: disable=g-import-not-at-top
+  votes = votes_lib.load_votes(teachers_dir)
+  truth = np.asarray(votes["labels"])
+  c = _config("student_supervised", votes_dir=str(teachers_dir), labels="true")
+  rows, labels = stage._clean_labels(c, votes)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(labels, truth[rows])
+  assert np.bincount(labels, minlength=10).tolist() == [3] * 10  # class-balanced (default)
+  c.labels = "plurality"  # the same rows, the teachers' plurality
+  rows_p, plurality = stage._clean_labels(c, votes)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(rows_p, rows)
+  np.testing.assert_array_equal(plurality, np.asarray(votes["votes"])[rows].argmax(1))
+  c.labels, c.aggregate.query_selection = "true", "first"
+  np.testing.assert_array_equal(stage._clean_labels(c, votes)[0], np.arange(30))  # pylint: disable=protected-access
+  c.labels = "true"
+  c.aggregate.query_selection = "balanced"
+  r = train_student.run(c, str(tmp_path))
+  assert r["label_accuracy"] == 1.0 and r["num_labels"] == 30
+  assert "not private" in r["epsilon"] and "own labels" in r["epsilon"]
+  with pytest.raises(ValueError, match="config.labels must be one of"):
+    train_student.run(_config("student_supervised", votes_dir=str(teachers_dir),
+                              labels="truth"), str(tmp_path / "bad"))
+
+
 def test_distillation_needs_a_saved_temperature(tmp_path, teachers_dir):
   c = _config("student_distillation", votes_dir=str(teachers_dir))
   c.student.kwargs.temperature = 3.0

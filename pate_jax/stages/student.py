@@ -28,6 +28,11 @@ from pate_jax import labels as labels_lib
 from pate_jax import votes as votes_lib
 from pate_jax.stages import aggregate
 
+LABELS = ("noisy", "plurality", "probabilities", "true")
+"""``config.labels``: the aggregator's noisy answers (private), or, not private, the
+teachers' plurality, their averaged probabilities, or the pool's own labels (the method
+without label noise: a diagnostic)."""
+
 
 def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   """labels.npz and the aggregate stage's results in ``out`` (pate_jax.stages.aggregate,
@@ -64,8 +69,8 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
                    "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],
                    "pool_size": int(pool.shape[0]),
                    "num_eval": int(eval_x.shape[0])}
-  if config.labels not in ("noisy", "plurality", "probabilities"):
-    raise ValueError(f"config.labels must be 'noisy', 'plurality' or 'probabilities', got "
+  if config.labels not in LABELS:
+    raise ValueError(f"config.labels must be one of {', '.join(map(repr, LABELS))}, got "
                      f"{config.labels!r}")
   if config.get("active") and config.active.round_sizes:
     with config.aggregate.unlocked():
@@ -104,9 +109,11 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
       results["num_queries"] = int(index.size)
       if config.labels == "probabilities":
         results["temperature"] = float(config.student.kwargs.temperature)
-      what = ("plurality labels" if config.labels == "plurality" else
-              f"averaged probabilities at T = {config.student.kwargs.temperature:g}")
-      results["epsilon"] = f"not private: the ensemble's {what}, without noise"
+      what = {"true": "the pool's own labels (no teacher)",
+              "plurality": "the ensemble's plurality labels, without noise"}.get(
+                  config.labels, "the ensemble's averaged probabilities at T = "
+                  f"{config.student.kwargs.get('temperature', 1.0):g}, without noise")
+      results["epsilon"] = f"not private: {what}"
     data = students.make_student_data(pool, index, labels, eval_x, eval_y, num_classes)
     fit = students.fit(student, data, key, checkpoint_dir=str(workdir / "checkpoints"),
                        **fit_kwargs)
@@ -178,11 +185,17 @@ def plan(config) -> dict:
 
 
 def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:
-  """The first num_queries pool rows' plurality labels, or averaged teacher probabilities
-  at the student's temperature (distillation)."""
+  """Labels without noise on the pool rows ``aggregate.query_selection`` picks: the pool's
+  own labels (``true``), the plurality of the teachers' votes, or their averaged
+  probabilities at the student's temperature (distillation)."""
   n = int(config.aggregate.num_queries)
+  rows = votes_lib.query_rows(config.aggregate.query_selection,
+                              np.asarray(votes["labels"])[:votes["num_pool"]], n,
+                              int(votes["votes"].shape[1]))
+  if config.labels == "true":
+    return rows, np.asarray(votes["labels"])[rows]
   if config.labels == "plurality":
-    return np.arange(n), np.asarray(votes["votes"][:n]).argmax(1)
+    return rows, np.asarray(votes["votes"])[rows].argmax(1)
   if "probabilities" not in votes:
     raise ValueError(f"config.labels='probabilities': {config.votes_dir} has no teacher "
                      "probabilities; train the teachers with distill_temperatures set")
@@ -191,7 +204,7 @@ def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:
   if t not in temps:
     raise ValueError(f"student.kwargs.temperature: {t} is not among the teachers' saved "
                      f"temperatures {temps}")
-  return np.arange(n), np.asarray(votes["probabilities"][temps.index(t), :n], np.float64)
+  return rows, np.asarray(votes["probabilities"][temps.index(t)][rows], np.float64)
 
 
 def report(r: dict) -> None:
