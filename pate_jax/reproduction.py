@@ -4,7 +4,9 @@ The catalogue is plain data. :data:`RUNS` names each run (its ``runs/<name>`` wo
 the exact command that produces it and its config; :data:`ROWS` holds one :class:`Row` per
 reported quantity we compare — the paper, the item ("Figure 4"), the setting, the published
 value as printed in the paper's text, our run and the key path of the number inside that
-run's ``results.json``, a formatter and a note. A row without a run is one we cannot
+run's ``results.json``, a formatter and a note. A run with ``seeds`` has one workdir per
+seed (``runs/<name>/seed_<k>``); its rows, and rows whose key resolves to a list of
+per-seed values, render as mean ± standard error over the seeds. A row without a run is one we cannot
 measure here (its note says why); it renders as "not run", never as a number.
 :data:`FIGURES` places a run's PNG beside a paper item.
 
@@ -65,6 +67,22 @@ class Run:
   config: str
   results_file: str = "results.json"  # plot_aggregation.py writes figure2.json
   note: str = ""
+  seeds: tuple[int, ...] = ()  # one workdir per seed, runs/<name>/seed_<k>; the command's
+                               # "{seed}" is each seed
+
+  def results_paths(self, runs_dir: str | os.PathLike) -> list[pathlib.Path]:
+    """Where this run's results files are under ``runs_dir`` (one per seed)."""
+    base = pathlib.Path(runs_dir) / self.name
+    if not self.seeds:
+      return [base / self.results_file]
+    return [base / f"seed_{k}" / self.results_file for k in self.seeds]
+
+  def commands(self) -> str:
+    """The command, or for a seeded run a shell loop over its seeds."""
+    if not self.seeds:
+      return self.command
+    return (f"for seed in {' '.join(map(str, self.seeds))}; do "
+            + self.command.replace("{seed}", "$seed") + "; done")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +152,18 @@ def _student(name: str, config: str, *overrides: str) -> Run:
                         *overrides), f"configs/{config}.py:cpu")
 
 
+# Seeds of the student rows compared with a paper: each seed draws the student's
+# initialisation and batches and the labels' noise (a research noise seed); the teachers'
+# votes are the main job's, one ensemble.
+_SEEDS = (0, 1, 2)
+
+
+def _seeded_student(name: str, config: str, *overrides: str) -> Run:
+  return Run(name, _cmd("train_student", f"configs/{config}.py:cpu", name + "/seed_{seed}", _V,
+                        "--config.seed={seed}", "--config.aggregate.noise_seed={seed}",
+                        *overrides), f"configs/{config}.py:cpu", seeds=_SEEDS)
+
+
 def _attack(setting: str) -> Run:
   return Run(f"attack_{setting}", _cmd("attack", f"configs/attack_{setting}.py",
                                        f"attack_{setting}"), f"configs/attack_{setting}.py")
@@ -190,10 +220,20 @@ RUNS: tuple[Run, ...] = (
     Run("release_mnist", _cmd("release_epsilon", "configs/release_epsilon.py", "release_mnist",
                               _V, _SEED0, data=False), "configs/release_epsilon.py"),
     Run("pate_g_100_long", _cmd("train_student", "configs/student_pate_g.py:cpu",
-                                "pate_g_100_long", _V, _FIRST, "--config.num_steps=27000"),
-        "configs/student_pate_g.py:cpu"),
-    _student("pate_g_1000", "student_pate_g",
-                                 "--config.aggregate.num_queries=1000"),
+                                "pate_g_100_long/seed_{seed}", _V, "--config.seed={seed}",
+                                "--config.aggregate.noise_seed={seed}",
+                                "--config.num_steps=27000"),
+        "configs/student_pate_g.py:cpu", seeds=_SEEDS,
+        note="each seed resumed from a copy of pate_g_100's workdir of the same seed (its "
+        "labels and 75-epoch checkpoint; a resumed run continues bit-identically)"),
+    _seeded_student("pate_g_100", "student_pate_g"),
+    _seeded_student("pate_g_1000", "student_pate_g", "--config.aggregate.num_queries=1000",
+                    "--config.aggregate.epsilon_max=25"),
+    Run("pate_g_true", _cmd("train_student", "configs/student_pate_g.py:cpu",
+                            "pate_g_true/seed_{seed}", _V, "--config.labels=true",
+                            "--config.seed={seed}", "--config.num_steps=8000",
+                            "--config.segment_steps=400"),
+        "configs/student_pate_g.py:cpu", seeds=_SEEDS),
     _student("supervised_100", "student_supervised"),
     _student("supervised_500", "student_supervised",
                                  "--config.aggregate.num_queries=500"),
@@ -211,6 +251,8 @@ RUNS: tuple[Run, ...] = (
     Run("adult_rf", _cmd("tabular", "configs/adult_rf.py", "adult_rf"), "configs/adult_rf.py"),
     Run("kd_gan_cpu", _cmd("train_kd_gan", "configs/kd_gan.py:cpu", "kd_gan_cpu"),
         "configs/kd_gan.py:cpu"),
+    Run("kd_gan_ablation", _cmd("ablate_kd_gan", "configs/kd_gan_ablation.py",
+                                "kd_gan_ablation"), "configs/kd_gan_ablation.py"),
     Run("kd_gan_sound", _cmd("train_kd_gan", "configs/kd_gan_sound.py:cpu", "kd_gan_sound",
                              "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers"),
         "configs/kd_gan_sound.py:cpu", note=_KD_STREAMS + _KD_NOISE),
@@ -249,9 +291,31 @@ _MAIN = "pate_mnist_cpu"
 _LNMAX = "pate_mnist_cpu_lnmax"  # the main job with 2017's LNMax labels
 _CPU_TEACHERS = ("ours: 2×256 MLP teachers with ±2-pixel shifts on the 2-core CPU "
                  "(`mnist_250.py:cpu`), not the paper's CNN (" + _GPU + ")")
-_PATE_G = ("PATE-G on our CPU teachers' votes; the paper (Section 4.2) labels a "
-           "class-balanced subset for 300 epochs (its script's selection gives 13, 13, 13, 10, "
-           "15, 7, 8, 4, 8, 9 per class), ours the first pool rows")
+_PATE_G_300 = ("the seeds vary the student, its batches and the label noise (one teacher "
+               "ensemble); PATE-G on our "
+               "CPU teachers' votes, a class-balanced labelled subset as the paper's Section "
+               "4.2 (its script's own selection gives 13, 13, 13, 10, 15, 7, 8, 4, 8, 9 per "
+               "class)")
+_PATE_G = _PATE_G_300 + ", 75 of its 300 epochs"
+
+
+
+# Variants of configs/kd_gan_ablation.py (index, what, note), in the config's order.
+_KD_ABLATION = (
+    (0, "the paper's setting (λ 0.5, k_d 1, D lr 1e-3, D 256, Gumbel 0.5, D sees x)",
+     "the paper: 96.46 − 93.57 at n = 1,000; 4 seeds paired (same keys)"),
+    (1, "λ 0.9", ""), (2, "λ 0.1", ""),
+    (3, "λ 0 (adversarial only)", "against KD-only: the adversarial term alone"),
+    (4, "k_d 5 (five D steps per round)", ""),
+    (5, "D learning rate 1e-2", "D's loss unstable"), (6, "D learning rate 1e-4", ""),
+    (7, "D 512-512", ""), (8, "Gumbel temperature 0.1", ""), (9, "Gumbel temperature 2", ""),
+    (10, "D does not see x (unconditional)", ""),
+    (11, "100 epochs (KD-only too)", "KD-only's own accuracy at 20 and 100 epochs: below"),
+    (12, "τ 1", ""),
+    (13, "student samples on 10,000 inputs the teacher never labels (not the paper's)",
+         "D's accuracy there: below"),
+    (14, "the same, D does not see x", ""),
+)
 
 
 def _not_run(paper: str, item: str, setting: str, published: str, why: str) -> Row:
@@ -317,24 +381,36 @@ ROWS: tuple[Row, ...] = (
         "what may be published without a smooth-sensitivity release"),
     Row("pate2017", "Figure 4", "MNIST, 100 queries: label accuracy of the noisy labels", "—",
         _LNMAX, "aggregate.label_accuracy_overall", "pct"),
-    Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 75 epochs (main job, "
-        "LNMax)", "98.00%", _LNMAX, "student.eval_accuracy", "pct", _PATE_G),
+    Row("pate2017", "Figure 4", "MNIST, 100 class-balanced queries: ε (δ = 1e-5)", "2.04",
+        "pate_g_100", "private.epsilon.moments_data_dependent.epsilon", "f2",
+        "the student runs' own labels, moments 1..8: a function of the votes of the rows "
+        "asked, which the seeds do not change"),
+    Row("pate2017", "Figure 4", "MNIST, 100 class-balanced queries: label accuracy", "—",
+        "pate_g_100", "label_accuracy", "pct"),
+    Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 75 epochs", "98.00%",
+        "pate_g_100", "eval_accuracy", "pct", _PATE_G),
+    Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 150 epochs", "—",
+        "pate_g_100_long", "history[29].eval_accuracy", "pct",
+        "held-out accuracy at step 13,500 of the 300-epoch runs"),
     Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 300 epochs", "98.00%",
         "pate_g_100_long", "eval_accuracy", "pct",
-        "resumed from the 75- and 150-epoch runs; " + _PATE_G),
-    Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G, peak over training (280 epochs)",
-        "—", "pate_g_100_long", "history[25].eval_accuracy", "pct",
-        "held-out accuracy at step 25,200; a peak is not a fair estimate (chosen on the "
-        "evaluation set)"),
+        "the paper's epoch count (27,000 steps of our 9,000-image pool); " + _PATE_G_300),
     Row("pate2017", "Figure 4", "MNIST, 1,000 queries: ε", "8.03", "pate_g_1000",
-        "epsilon.moments_data_dependent.epsilon", "f2", "moments 1..8"),
+        "private.epsilon.moments_data_dependent.epsilon", "f2", "moments 1..8"),
     Row("pate2017", "Figure 4", "MNIST, 1,000 queries: PATE-G student, 75 epochs", "98.10%",
-        "pate_g_1000", "eval_accuracy", "pct", "75 of the paper's 300 epochs; " + _PATE_G),
+        "pate_g_1000", "eval_accuracy", "pct", _PATE_G),
     _not_run("pate2017", "Figure 4", "MNIST non-private baseline", "99.18%",
              "no non-private MNIST CNN trained here (" + _GPU + ")"),
     _not_run("pate2017", "Figure 4", "SVHN, 500 queries: ε / student", "5.04 / 82.72%", _TFDS),
     _not_run("pate2017", "Figure 4", "SVHN, 1,000 queries: ε / student", "8.19 / 90.66%", _TFDS),
     _not_run("pate2017", "Figure 4", "SVHN non-private baseline", "92.80%", _TFDS),
+    Row("pate2017", "Figure 4 (context)", "MNIST, PATE-G on the pool's own labels (class-"
+        "balanced 100), 4,000 steps", "—", "pate_g_true", "history[9].eval_accuracy", "pct",
+        "not private: the method without label noise; the reference script on this CPU "
+        "(../shared/measurements/pate-g-reference-curve.md, 2 seeds): 86.4 / 85.9 %"),
+    Row("pate2017", "Figure 4 (context)", "the same, 8,000 steps", "—", "pate_g_true",
+        "eval_accuracy", "pct", "the reference script: 96.9 / 95.6 % (raw parameters), "
+        "96.5 / 95.8 % (its debiased average, as ours)"),
     Row("pate2017", "Figure 4 (context)", "MNIST, supervised student on 100 noisy labels", "—",
         "supervised_100", "eval_accuracy", "pct", "no semi-supervised term (Appendix B students)"),
     Row("pate2017", "Figure 4 (context)", "MNIST, supervised student on 500 noisy labels", "—",
@@ -389,26 +465,60 @@ ROWS: tuple[Row, ...] = (
         "teacher_accuracy", "pct2", "ours a 512-512 MLP on all 60,000 private images (a LeNet "
         "needs a GPU for 20 seeds in reasonable time)"),
     Row("gao", "Figure 3 (a), Figure 4", "MNIST, 10,000 public, 20 epochs: accuracy loss vs teacher",
-        "0.89%", "kd_gan_cpu", "teacher_accuracy - table1[5].accuracy_mean", "pp",
+        "0.89%", "kd_gan_cpu", "teacher_accuracy - table1[5].accuracy", "pp",
         "teacher minus the joint student (λ 0.5); the paper plots training curves"),
     _not_run("gao", "Figure 3 (b, c), Figures 5–6", "SVHN / CIFAR-10 training curves",
              "2.34% / 13.69%", _TFDS),
     Row("gao", "Table 1", "MNIST, n = 100, KD-only", "66.61", "kd_gan_cpu",
-        "table1[0].accuracy_mean", "pct2", "4 seeds (paper 20)"),
+        "table1[0].accuracy", "pct2", "paper: 20 seeds"),
     Row("gao", "Table 1", "MNIST, n = 100, joint (KD + GAN)", "67.99", "kd_gan_cpu",
-        "table1[1].accuracy_mean", "pct2", "4 seeds"),
+        "table1[1].accuracy", "pct2"),
     Row("gao", "Table 1", "MNIST, n = 1,000, KD-only", "93.57", "kd_gan_cpu",
-        "table1[2].accuracy_mean", "pct2", "4 seeds"),
+        "table1[2].accuracy", "pct2"),
     Row("gao", "Table 1", "MNIST, n = 1,000, joint", "96.46", "kd_gan_cpu",
-        "table1[3].accuracy_mean", "pct2", "4 seeds; the joint model's gain is not reproduced"),
+        "table1[3].accuracy", "pct2", "the joint model's gain is not reproduced"),
     Row("gao", "Table 1", "n = 1,000, joint: discriminator loss (mean over its 400 rounds)", "—",
         "kd_gan_cpu", "table1[3].disc", "f3", "chance is 2 ln 2 = 1.386"),
     Row("gao", "Table 1", "n = 1,000, joint: discriminator accuracy (mean over its 400 rounds)",
         "—", "kd_gan_cpu", "table1[3].disc_accuracy", "pct", "chance is 50 %"),
     Row("gao", "Table 1", "MNIST, n = 10,000, KD-only", "98.38", "kd_gan_cpu",
-        "table1[4].accuracy_mean", "pct2", "4 seeds"),
+        "table1[4].accuracy", "pct2"),
     Row("gao", "Table 1", "MNIST, n = 10,000, joint", "98.52", "kd_gan_cpu",
-        "table1[5].accuracy_mean", "pct2", "4 seeds"),
+        "table1[5].accuracy", "pct2"),
+    *(Row("gao", "Table 1: the discriminator's ablation (ours)",
+          f"n = 1,000, joint − KD-only, {what}", "—", "kd_gan_ablation",
+          f"variants[{i}].gain.per_seed", "pp", note)
+      for i, what, note in _KD_ABLATION),
+    Row("gao", "Table 1: the discriminator's ablation (ours)",
+        "λ 0 (adversarial only): D's accuracy over rounds 151–200", "—", "kd_gan_ablation",
+        "variants[3].segments[3].disc_accuracy", "pct", "D learns while the student differs "
+        "from the teacher; with λ > 0 it stays at 50 % (the paper setting: below)"),
+    Row("gao", "Table 1: the discriminator's ablation (ours)",
+        "λ 0 (adversarial only): the student's accuracy, learning from D alone", "—",
+        "kd_gan_ablation", "variants[3].joint.accuracy", "pct2",
+        "D's signal is real; KD's is faster"),
+    Row("gao", "Table 1: the discriminator's ablation (ours)",
+        "paper setting: D's accuracy over the last segment", "—", "kd_gan_ablation",
+        "variants[0].disc_last.accuracy", "pct", "chance is 50 %"),
+    Row("gao", "Table 1: the discriminator's ablation (ours)",
+        "student samples on unlabelled inputs: D's accuracy over the last segment", "—",
+        "kd_gan_ablation", "variants[13].disc_last.accuracy", "pct",
+        "it tells the unlabelled inputs from the public ones, not the labels (a guess, "
+        "unverified)"),
+    Row("gao", "Table 1: the discriminator's ablation (ours)",
+        "n = 1,000, KD-only, 20 epochs (the paper's)", "93.57", "kd_gan_ablation",
+        "variants[0].kd_only.accuracy", "pct2"),
+    Row("gao", "Table 1: the discriminator's ablation (ours)",
+        "n = 1,000, KD-only, 100 epochs", "—", "kd_gan_ablation",
+        "variants[11].kd_only.accuracy", "pct2", "more KD, not D, moves the student"),
+    Row("gao", "Table 1: the discriminator's ablation (ours)",
+        "KD-only student vs teacher on the public inputs: mean total variation", "—",
+        "kd_gan_ablation", "variants[0].distance.kd_only.public.tv", "f4",
+        "what D sees: a D shown one-hot samples is right at most ½ + TV/2 of the time"),
+    Row("gao", "Table 1: the discriminator's ablation (ours)",
+        "the same on the held-out test images", "—", "kd_gan_ablation",
+        "variants[0].distance.kd_only.held_out.tv", "f4",
+        "the student's errors lie on inputs neither KD nor D sees"),
     _not_run("gao", "Table 1", "SVHN, n = 500 / 5,000 / 50,000, KD-only",
              "33.24 / 86.28 / 92.49", _TFDS),
     _not_run("gao", "Table 1", "SVHN, n = 500 / 5,000 / 50,000, joint",
@@ -435,8 +545,8 @@ ROWS: tuple[Row, ...] = (
     Row("gao", "Figure 7", "sound variant, n = 1,000, ε 8", "—", "kd_gan_sound_n1000",
         "sound[3].accuracy_mean", "pct"),
     _not_run("gao", "Figure 7", "SVHN / CIFAR-10 curves", "—", _TFDS),
-    Row("gao", "Table 2", "MNIST, Proposed, ε 1.93: student accuracy (n = 10,000, 4 seeds)",
-        "98.52%", "kd_gan_cpu", "table2[0].accuracy_mean", "pct2",
+    Row("gao", "Table 2", "MNIST, Proposed, ε 1.93: student accuracy (n = 10,000)",
+        "98.52%", "kd_gan_cpu", "table2[0].accuracy", "pct2",
         "with our MLP teacher (Section 5.1 row), not a LeNet"),
     Row("gao", "Tables 1–2", "the paper's ε: q = 50/10,000, σ 1.1, δ 1e-5, 4,000 steps "
         "(20 epochs), tf-privacy's orders, classic conversion", "1.93", "published_accounting",
@@ -454,9 +564,10 @@ ROWS: tuple[Row, ...] = (
     _not_run("gao", "Table 2", "MNIST, Proposed, ε 8.00", "99.20%",
              "≈ 64,000 student steps on CPU (the accelerator config goes there, unmeasured)"),
     Row("gao", "Table 2", "MNIST, PATE, ε 2.04 (quoted from PATE 2017)", "98.0%",
-        "pate_g_100_long", "eval_accuracy", "pct", "our PATE-G, 100 queries, 300 epochs; its ε: PATE 2017, Figure 4 above"),
+        "pate_g_100_long", "eval_accuracy", "pct", "our PATE-G, 100 class-balanced queries, "
+        "300 epochs; its ε: PATE 2017, Figure 4 above"),
     Row("gao", "Table 2", "MNIST, PATE, ε 8.03", "98.1%", "pate_g_1000", "eval_accuracy", "pct",
-        "our PATE-G, 1,000 queries, 75 epochs; its ε: PATE 2017, Figure 4 above"),
+        "our PATE-G, 1,000 class-balanced queries, 75 epochs; its ε: PATE 2017, Figure 4 above"),
     _not_run("gao", "Table 2", "SVHN, PATE / Proposed", "82.70% / 93.12%", _TFDS),
     _not_run("gao", "Table 2", "CIFAR-10, RONA / Proposed", "78.6 / 81.76%", _TFDS),
     Row("gao", "Eq. 5 (audit)", "max |Δθ| between runs with σ = 1.1 and σ = 0, same keys", "—",
@@ -790,6 +901,39 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
 }
 
 
+# Mean ± standard error of per-seed values, in the row's unit.
+SPREAD_FORMATTERS: dict[str, Callable[[float, float], str]] = {
+    "pct": lambda m, e: f"{100 * m:.1f} ± {100 * e:.1f} %",
+    "pct2": lambda m, e: f"{100 * m:.2f} ± {100 * e:.2f} %",
+    "pp": lambda m, e: f"{100 * m:.2f} ± {100 * e:.2f} points",
+    "f2": lambda m, e: f"{m:.2f} ± {e:.2f}",
+    "f3": lambda m, e: f"{m:.3f} ± {e:.3f}",
+    "f4": lambda m, e: f"{m:.4f} ± {e:.4f}",
+}
+
+
+def mean_and_se(values: Any) -> tuple[float, float]:
+  """Mean and standard error (sample standard deviation / √n) of ≥ 2 numbers."""
+  x = [float(v) for v in values]
+  if len(x) < 2:
+    raise ValueError(f"a spread needs at least 2 values, got {len(x)}")
+  mean = sum(x) / len(x)
+  var = sum((v - mean) ** 2 for v in x) / (len(x) - 1)
+  return mean, (var / len(x)) ** 0.5
+
+
+def format_spread(fmt: str, values: Any) -> str:
+  """``"mean ± SE unit (n seeds)"`` of per-seed ``values`` in format ``fmt`` (equal values,
+  e.g. a data-dependent ε that the seeds do not change: the value, marked so)."""
+  if fmt not in SPREAD_FORMATTERS:
+    raise ValueError(f"format {fmt!r} cannot show a mean ± SE (use one of "
+                     f"{', '.join(SPREAD_FORMATTERS)})")
+  values = list(values)
+  if len(values) > 1 and all(v == values[0] for v in values):
+    return FORMATTERS[fmt](values[0]) + f" (equal in all {len(values)} seeds)"
+  return SPREAD_FORMATTERS[fmt](*mean_and_se(values)) + f" ({len(values)} seeds)"
+
+
 def resolve(results: Any, path: str) -> Any:
   """The value at ``path`` in ``results``: dotted keys and ``[i]`` indices; a dict key that
   itself holds dots (``dirichlet0.05``) is matched whole, longest first."""
@@ -814,26 +958,66 @@ def resolve(results: Any, path: str) -> Any:
   return value
 
 
+def _difference(a: Any, b: Any) -> Any:
+  if isinstance(a, list) or isinstance(b, list):
+    a = a if isinstance(a, list) else [a] * len(b)
+    b = b if isinstance(b, list) else [b] * len(a)
+    if len(a) != len(b):
+      raise ValueError(f"per-seed lists of lengths {len(a)} and {len(b)}")
+    return [x - y for x, y in zip(a, b)]
+  return a - b
+
+
 def value_of(row: Row, results: Any) -> str:
-  """Our number of ``row``, formatted; a :class:`KeyError` naming the row if absent."""
+  """Our number of ``row``, formatted; a :class:`KeyError` naming the row if absent.
+
+  ``results`` is a run's ``results`` dict, or a list of them (a seeded run). A list of
+  values -- one per seed, or a key that resolves to a list of numbers -- renders as
+  mean ± standard error.
+  """
   try:
     paths = [p.strip() for p in row.key.split(" - ")]
-    values = [resolve(results, p) for p in paths]
-    value = values[0] - values[1] if len(values) == 2 else values[0]
+    if isinstance(results, list):
+      values = [[resolve(r, p) for r in results] for p in paths]
+    else:
+      values = [resolve(results, p) for p in paths]
+    value = _difference(*values) if len(values) == 2 else values[0]
+    if isinstance(value, list):
+      return format_spread(row.fmt, value)
     return FORMATTERS[row.fmt](value)
   except (KeyError, IndexError, TypeError, ValueError) as e:
     raise ReportKeyError(f"row {row.paper} / {row.item} / {row.setting!r}: run {row.run!r} has no "
                    f"value at {row.key!r} ({e})") from None
 
 
-def load_runs(runs_dir: str | os.PathLike, runs: tuple[Run, ...] = RUNS) -> dict[str, dict]:
-  """``{name: results.json record}`` of the runs present under ``runs_dir``."""
-  out = {}
+def load_runs(runs_dir: str | os.PathLike, runs: tuple[Run, ...] = RUNS
+              ) -> dict[str, dict | list[dict]]:
+  """``{name: results.json record}`` of the runs present under ``runs_dir``; a seeded run
+  maps to the list of its seeds' records, present when every seed is.
+
+  Raises:
+    ValueError: a seeded run with some of its seeds' results but not all.
+  """
+  out: dict[str, dict | list[dict]] = {}
   for run in runs:
-    path = pathlib.Path(runs_dir) / run.name / run.results_file
-    if path.is_file():
-      out[run.name] = json.loads(path.read_text())
+    paths = run.results_paths(runs_dir)
+    present = [p for p in paths if p.is_file()]
+    if present and len(present) < len(paths):
+      missing = ", ".join(p.parent.name for p in paths if not p.is_file())
+      raise ValueError(f"run {run.name}: results for seeds {run.seeds} expected, {missing} "
+                       f"missing under {pathlib.Path(runs_dir).as_posix()}/{run.name}")
+    if present:
+      records = [json.loads(p.read_text()) for p in present]
+      out[run.name] = records if run.seeds else records[0]
   return out
+
+
+def _results(record: dict | list[dict]) -> dict | list[dict]:
+  return [r["results"] for r in record] if isinstance(record, list) else record["results"]
+
+
+def _records(record: dict | list[dict]) -> list[dict]:
+  return record if isinstance(record, list) else [record]
 
 
 def hardware(record: Mapping[str, Any]) -> str:
@@ -865,7 +1049,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
     KeyError: a row names a run missing from ``runs``, or its key is not in a present run.
   """
   present = tuple(r for r in optional_runs
-                  if (pathlib.Path(runs_dir) / r.name / r.results_file).is_file())
+                  if all(p.is_file() for p in r.results_paths(runs_dir)))
   runs = runs + present
   rows = rows + tuple(r for r in optional_rows if r.run in {p.name for p in present})
   by_name = {r.name: r for r in runs}
@@ -886,7 +1070,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
            DISCLOSURE, ""]
   kinds = {}
   for rec in records.values():
-    kinds[hardware(rec)] = kinds.get(hardware(rec), 0) + 1
+    kinds[hardware(_records(rec)[0])] = kinds.get(hardware(_records(rec)[0]), 0) + 1
   if kinds:
     gpu = any(not h.startswith("CPU") for h in kinds)
     lines += ["Hardware: " + "; ".join(f"{h}: {n} of the {len(runs)} runs" for h, n in
@@ -908,10 +1092,10 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
           ours = "nothing to measure" if row.fmt == "none" else "not run"
           run_cell = "—"
         elif row.run not in records:
-          ours = f"not run yet: `{by_name[row.run].command}`"
+          ours = f"not run yet: `{by_name[row.run].commands()}`"
           run_cell = f"[{row.run}](#run-{row.run})"
         else:
-          ours = value_of(row, records[row.run]["results"])
+          ours = value_of(row, _results(records[row.run]))
           ours += " *(private)*" if row.private else ""
           run_cell = f"[{row.run}](#run-{row.run})"
         lines.append(f"| {_cell(row.setting)} | {_cell(row.published)} | {_cell(ours)} | "
@@ -934,18 +1118,25 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
             "students, teachers and KD-GAN runs take too long on this CPU; the cheap ones "
             "(aggregation, release, attacks, tabular, plots) were.", ""]
   for run in runs:
-    lines += [f"### run {run.name}", "", f"- command: `{run.command}`",
+    lines += [f"### run {run.name}", "", f"- command: `{run.commands()}`",
               f"- config: `{run.config}`"]
+    if run.seeds:
+      lines.append(f"- seeds: {', '.join(map(str, run.seeds))} (workdirs "
+                   f"`runs/{run.name}/seed_<seed>`; rows: mean ± standard error)")
     rec = records.get(run.name)
     if rec is None:
+      where = run.name + ("/seed_<seed>" if run.seeds else "")
       lines += [f"- **not run yet** (no `{run.results_file}` under "
-                f"`{pathlib.Path(runs_dir).as_posix()}/{run.name}`)", ""]
+                f"`{pathlib.Path(runs_dir).as_posix()}/{where}`)", ""]
       continue
-    git = str(rec.get("git") or "unknown")
-    short = git[:7] + (" (dirty)" if git.endswith("-dirty") else "")
-    lines += [f"- code: `{short}`", f"- hardware: {hardware(rec)}"]
-    if rec.get("written_at"):
-      lines.append(f"- date: {str(rec['written_at'])[:10]}")
+    recs = _records(rec)
+    gits = dict.fromkeys(str(r.get("git") or "unknown") for r in recs)
+    lines += ["- code: " + ", ".join(
+                  f"`{g[:7]}" + (" (dirty)`" if g.endswith("-dirty") else "`") for g in gits),
+              f"- hardware: {', '.join(dict.fromkeys(hardware(r) for r in recs))}"]
+    dates = sorted({str(r["written_at"])[:10] for r in recs if r.get("written_at")})
+    if dates:
+      lines.append(f"- date: {' to '.join(dict.fromkeys((dates[0], dates[-1])))}")
     if run.note:
       lines.append(f"- note: {run.note}")
     lines.append("")

@@ -48,7 +48,26 @@ def test_every_row_resolves_in_the_snapshot():
       continue
     assert row.run in names, f"{row}: run not in the run table"
     assert row.run in records, f"{row}: no {row.run}/results.json in results/runs"
-    assert rp.value_of(row, records[row.run]["results"])
+    assert rp.value_of(row, rp._results(records[row.run]))
+
+
+def test_student_rows_compared_with_a_paper_are_means_over_seeds():
+  """A student's accuracy set beside a published number is a mean ± SE over >= 3 seeds."""
+  by_name = {r.name: r for r in rp.RUNS}
+  records = rp.load_runs(SNAPSHOT)
+  checked = 0
+  for row in rp.ROWS:
+    if row.run is None or row.published == "—" or "accuracy" not in (row.key or ""):
+      continue
+    command = by_name[row.run].command
+    if not any(s in command for s in ("train_student", "train_kd_gan")) or (
+        row.key == "teacher_accuracy"):
+      continue
+    text = rp.value_of(row, rp._results(records[row.run]))
+    seeds = re.search(r"\((?:equal in all )?(\d+) seeds\)$", text)
+    assert seeds and int(seeds.group(1)) >= 3, f"{row.setting!r}: {text} (one run?)"
+    checked += 1
+  assert checked >= 10
 
 
 def test_snapshot_is_small_and_only_json_and_png():
@@ -91,6 +110,59 @@ def test_resolve_paths():
   assert rp.value_of(row, results) == "300.00 points"
   with pytest.raises(KeyError):
     rp.resolve(results, "a.c")
+
+
+def test_mean_and_standard_error():
+  mean, se = rp.mean_and_se([0.90, 0.92, 0.94])
+  assert mean == pytest.approx(0.92)
+  assert se == pytest.approx(0.02 / 3 ** 0.5)  # sample sd 0.02 over sqrt(3)
+  assert rp.format_spread("pct", [0.90, 0.92, 0.94]) == "92.0 ± 1.2 % (3 seeds)"
+  assert rp.format_spread("f2", [1.0, 2.0]) == "1.50 ± 0.50 (2 seeds)"
+  assert rp.format_spread("f2", [1.668, 1.668, 1.668]) == "1.67 (equal in all 3 seeds)"
+  with pytest.raises(ValueError, match="at least 2"):
+    rp.mean_and_se([0.9])
+  with pytest.raises(ValueError, match="'int' cannot show"):
+    rp.format_spread("int", [1, 2])
+
+
+def test_a_list_of_per_seed_values_renders_as_mean_and_se():
+  results = {"acc": [0.90, 0.92, 0.94], "teacher": 1.0, "n": [1, 2]}
+  assert rp.value_of(rp.Row("gao", "T", "s", run="r", key="acc", fmt="pct"), results) == (
+      "92.0 ± 1.2 % (3 seeds)")
+  assert rp.value_of(rp.Row("gao", "T", "s", run="r", key="teacher - acc", fmt="pp"),
+                     results) == "8.00 ± 1.15 points (3 seeds)"
+  with pytest.raises(KeyError, match="'s'.*cannot show a mean"):
+    rp.value_of(rp.Row("gao", "T", "s", run="r", key="n", fmt="int"), results)
+
+
+def _seeded_runs(tmp_path, seeds, accuracies):
+  run = rp.Run("toy", "python experiments/train_student.py --config.seed={seed} "
+               "--workdir runs/toy/seed_{seed}", "configs/student_pate_g.py:cpu", seeds=(0, 1, 2))
+  for seed, acc in zip(seeds, accuracies):
+    d = tmp_path / "toy" / f"seed_{seed}"
+    d.mkdir(parents=True)
+    experiment.write_results(d, {"eval_accuracy": acc}, config={"seed": seed}, seed=seed)
+  row = rp.Row("pate2017", "Figure 4", "a seeded student", "98.00%", "toy", "eval_accuracy",
+               "pct")
+  return dict(rows=(row,), runs=(run,), figures=(), optional_runs=(), optional_rows=())
+
+
+def test_a_seeded_run_renders_mean_and_se_over_its_seeds(tmp_path):
+  kwargs = _seeded_runs(tmp_path, (0, 1, 2), (0.95, 0.96, 0.97))
+  text = rp.render(tmp_path, **kwargs)
+  assert "| a seeded student | 98.00% | 96.0 ± 0.6 % (3 seeds) | [toy](#run-toy) |" in text
+  assert ("- command: `for seed in 0 1 2; do python experiments/train_student.py "
+          "--config.seed=$seed --workdir runs/toy/seed_$seed; done`") in text
+  assert "- seeds: 0, 1, 2" in text
+  # None present: not run yet, with the loop to run.
+  text = rp.render(tmp_path / "none", **kwargs)
+  assert "not run yet: `for seed in 0 1 2; do" in text
+
+
+def test_a_seeded_run_with_a_seed_missing_is_refused(tmp_path):
+  kwargs = _seeded_runs(tmp_path, (0, 2), (0.95, 0.97))
+  with pytest.raises(ValueError, match="run toy: .*seed_1 missing"):
+    rp.render(tmp_path, **kwargs)
 
 
 def test_script_writes_a_partial_report(tmp_path, capsys):
