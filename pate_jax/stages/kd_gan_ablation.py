@@ -81,9 +81,7 @@ def variants(config) -> list[dict]:
       if key not in OVERRIDES:
         raise ValueError(f"variants: unknown override key {key!r} in variant {name!r}; "
                          f"known: {', '.join(OVERRIDES)}")
-    vc = copy.deepcopy(config)
-    for key, value in overrides.items():
-      vc[key] = value
+    vc = _overridden(config, overrides)
     student = {k: overrides[k] for k in sorted(overrides) if k in STUDENT_SIDE
                and _value(overrides[k]) != _value(config[k])}
     kd_name = "kd_only" + "".join(
@@ -96,13 +94,14 @@ def variants(config) -> list[dict]:
   return [v for v in out if not config.only or v["name"] in config.only]
 
 
-def _kd_config(config, student: dict):
-  """The base with only the student-side overrides: the shared KD-only fit's config (its
-  D settings are the base's, so its checkpoint does not depend on which variant ran it)."""
-  kc = copy.deepcopy(config)
-  for key, value in student.items():
-    kc[key] = value
-  return kc
+def _overridden(config, overrides: dict):
+  """A copy of ``config`` with ``overrides`` set. Given only a variant's student-side
+  overrides, it is the shared KD-only fit's config: its D settings are the base's, so
+  its checkpoint does not depend on which variant ran it."""
+  out = copy.deepcopy(config)
+  for key, value in overrides.items():
+    out[key] = value
+  return out
 
 
 def _rounds(vc, n: int) -> tuple[int, int]:
@@ -171,7 +170,7 @@ def _run(config, workdir: pathlib.Path, todo: list[dict]) -> dict:
   rows = []
   for v in todo:
     if v["kd_only"] not in kd_fits:
-      kc = _kd_config(config, v["student_side"])
+      kc = _overridden(config, v["student_side"])
       out, rounds, distance = fit(kd_gan_stage.make_gan(kc, 1.0), v["kd_only"], kc)
       kd_fits[v["kd_only"]] = {
           "variants": [], "rounds": rounds, "student_side": v["student_side"],
@@ -236,7 +235,7 @@ def plan(config) -> dict:
   kd = {}
   for v in todo:
     rounds, seg = _rounds(v["config"], n)
-    kd.setdefault(v["kd_only"], _rounds(_kd_config(config, v["student_side"]), n)[0])
+    kd.setdefault(v["kd_only"], _rounds(_overridden(config, v["student_side"]), n)[0])
     out[f"variant {v['name']}"] = (
         f"{v['overrides'] or 'the base'}: joint λ {float(v['config'].lam):g}, {rounds} "
         f"rounds ({seg} per segment), k_d {v['config'].k_d}; KD-only: {v['kd_only']}")
