@@ -50,7 +50,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.student = ml_collections.ConfigDict()
   c.student.name = "pate_g"
   c.student.kwargs = ml_collections.ConfigDict({
-      "learning_rate": 3e-3, "b1": 0.5, "unlabelled_weight": 1.0, "ema_decay": 0.999})
+      "learning_rate": 3e-3, "b1": 0.5, "unlabelled_weight": 1.0, "ema_decay": 0.999,
+      # The rate's linear decay to 0 from step decay_start to decay_end; None: constant,
+      # as in the authors' MNIST run (their decay would start after epoch 800).
+      "decay_start": ml_collections.config_dict.placeholder(int),
+      "decay_end": ml_collections.config_dict.placeholder(int)})
   c.batch_size = 100
   c.num_steps = 27_000
   c.segment_steps = 900       # steps per compiled segment and checkpoint (10 epochs)

@@ -61,6 +61,37 @@ def test_gan_step_losses_finite_and_all_parameters_move():
   assert not _changed(state["weight_scale"], new["weight_scale"])
 
 
+def test_learning_rate_is_constant_then_falls_linearly_to_zero():
+  sched = _pate_g.learning_rate_schedule(3e-3, decay_start=6, decay_end=10)
+  np.testing.assert_allclose([float(sched(i)) for i in range(12)],
+                             [3e-3] * 7 + [2.25e-3, 1.5e-3, 0.75e-3, 0.0, 0.0], rtol=1e-6)
+  assert _pate_g.learning_rate_schedule(3e-3) == 3e-3  # no decay: the authors' constant rate
+  for bad in ((None, 10), (6, None), (10, 6), (-1, 4)):
+    with pytest.raises(ValueError, match="decay_start, decay_end"):
+      _pate_g.learning_rate_schedule(3e-3, *bad)
+
+
+def test_gan_steps_scale_with_the_scheduled_rate():
+  # Two steps from one state: the first at the full rate (the decays start at step 0),
+  # the second at rate r. Both players' second move must be r / 3e-3 of the constant
+  # rate's, and nothing may move at the decay's end (rate 0).
+  data, _ = _toy_data()
+  moves = []
+  for decay_end in (None, 2, 1):
+    st = _tiny_gan(decay_start=None if decay_end is None else 0, decay_end=decay_end)
+    state = st.init(jax.random.key(0), jnp.asarray(data.pool[:20]))
+    state, _ = st.step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+    new, _ = st.step(state, jax.random.key(2), _batch(data), jnp.asarray(1))
+    state, new = jax.device_get((state, new))
+    moves.append([max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(new[k]),
+                                                          jax.tree.leaves(state[k])))
+                  for k in ("d_params", "g_params")])
+  constant, half, zero = np.asarray(moves)
+  assert (constant > 1e-4).all()
+  np.testing.assert_allclose(half, constant / 2, rtol=1e-3)
+  np.testing.assert_array_equal(zero, 0.0)
+
+
 @pytest.mark.slow
 def test_generator_gradient_comes_only_through_feature_matching(monkeypatch):
   data, _ = _toy_data()
@@ -176,6 +207,24 @@ def test_epoch_batches_cover_every_row_once_per_epoch():
   np.testing.assert_array_equal(np.sort(rows[10:20]), np.arange(10))
   big = np.asarray(students.epoch_batch(key, 1, 3, 7))  # a batch larger than the data
   assert big.shape == (7,) and set(big) == {0, 1, 2}
+
+
+@pytest.mark.parametrize("start, num_steps, num, batch_size", [
+    (0, 7, 10, 4), (3, 5, 10, 4), (2, 6, 3, 7), (11, 9, 100, 100), (5, 4, 9, 9)])
+def test_a_segments_batches_are_its_steps_batches(start, num_steps, num, batch_size):
+  # The loop draws a whole segment's rows at once (each epoch's permutation once); they
+  # must be the rows each step draws alone, or a run would depend on its segment size.
+  key = jax.random.key(5)
+  whole = np.asarray(students.epoch_batches(key, jnp.asarray(start), num_steps, num,
+                                            batch_size))
+  alone = np.stack([np.asarray(students.epoch_batch(key, jnp.asarray(start + i), num,
+                                                    batch_size)) for i in range(num_steps)])
+  np.testing.assert_array_equal(whole, alone)
+  # ... and each step's rows are slices of the epochs laid end to end.
+  epochs = np.concatenate([np.asarray(jax.random.permutation(jax.random.fold_in(key, e), num))
+                           for e in range((start + num_steps) * batch_size // num + 1)])
+  np.testing.assert_array_equal(
+      alone.ravel(), epochs[start * batch_size:(start + num_steps) * batch_size])
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ three functions, add the name to ``STUDENTS`` in ``_registry.py``.
 """
 
 from pate_jax.students._active import ActiveResult, active_learning, least_confident
-from pate_jax.students._data import (StudentData, answered_labels, epoch_batch,
+from pate_jax.students._data import (StudentData, answered_labels, epoch_batch, epoch_batches,
                                      load_public_data, make_student_data, with_labels)
 from pate_jax.students._loop import (FitResult, Student, accuracy, fit, init_state, make_batch,
                                      predict, probabilities)

@@ -111,22 +111,30 @@ def with_labels(data: StudentData, labelled_index: Any, labels: Any) -> StudentD
                            data.eval_labels, data.num_classes)
 
 
-def epoch_batch(key: jax.Array, step: jax.Array, num: int, batch_size: int) -> jax.Array:
-  """Indices into ``[0, num)`` of minibatch ``step`` of a sequence of random epochs.
+def epoch_batches(key: jax.Array, start: jax.Array, num_steps: int, num: int,
+                  batch_size: int) -> jax.Array:
+  """Indices ``[num_steps, batch_size]`` into ``[0, num)`` of minibatches ``start, start + 1,
+  ...`` of a sequence of random epochs.
 
   Epoch ``e`` is the permutation ``permutation(fold_in(key, e), num)``; batches
   are consecutive slices of the epochs laid end to end, so every row is seen once
   per epoch and the batch of a step depends on ``(key, step)`` only (a resumed
-  run draws the same batches). Works when ``batch_size > num`` (the batch spans
-  several epochs, like the labelled set repeated to fill a batch).
+  run draws the same batches, whatever its segments). Works when ``batch_size > num``
+  (the batch spans several epochs, like the labelled set repeated to fill a batch).
+  Each epoch's permutation is drawn once for the ``num_steps`` batches, not once per
+  batch.
   """
-  start = step * batch_size
-  first = start // num
-  spans = -(-batch_size // num) + 1  # epochs a batch can touch
+  first = (start * batch_size) // num
+  spans = -(-(num_steps * batch_size) // num) + 1  # epochs the batches can touch
   perms = jax.vmap(lambda e: jax.random.permutation(jax.random.fold_in(key, e), num))(
       first + jnp.arange(spans))
-  pos = start + jnp.arange(batch_size)
-  return perms[pos // num - first, pos % num]
+  pos = start * batch_size + jnp.arange(num_steps * batch_size)
+  return perms[pos // num - first, pos % num].reshape(num_steps, batch_size)
+
+
+def epoch_batch(key: jax.Array, step: jax.Array, num: int, batch_size: int) -> jax.Array:
+  """Indices ``[batch_size]`` of minibatch ``step`` (:func:`epoch_batches` for one step)."""
+  return epoch_batches(key, step, 1, num, batch_size)[0]
 
 
 def load_public_data(votes: dict, data_dir: str | None = None) -> tuple[np.ndarray, np.ndarray,

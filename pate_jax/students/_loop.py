@@ -31,7 +31,7 @@ import numpy as np
 
 from pate_jax.checkpoint import Checkpointer, run_segments
 from pate_jax.io import data_digest
-from pate_jax.students._data import StudentData, epoch_batch
+from pate_jax.students._data import StudentData, epoch_batches
 
 PyTree = Any
 Batch = dict[str, jax.Array]
@@ -55,15 +55,31 @@ class FitResult(NamedTuple):
   train_seconds: float
 
 
+def segment_batches(key: jax.Array, start: jax.Array, num_steps: int, pool_size: int,
+                    num_labelled: int, batch_size: int) -> dict[str, jax.Array]:
+  """Row indices of minibatches ``start, ..., start + num_steps - 1``, each ``[num_steps,
+  batch_size]``: ``lab`` into the labelled rows, ``unl`` and ``unl2`` (two independent
+  streams) into the pool."""
+  return {"lab": epoch_batches(jax.random.fold_in(key, _LABELLED), start, num_steps,
+                               num_labelled, batch_size),
+          "unl": epoch_batches(jax.random.fold_in(key, _POOL), start, num_steps, pool_size,
+                               batch_size),
+          "unl2": epoch_batches(jax.random.fold_in(key, _POOL2), start, num_steps, pool_size,
+                                batch_size)}
+
+
+def gather_batch(rows: Mapping[str, jax.Array], pool: jax.Array, labelled_index: jax.Array,
+                 labels: jax.Array) -> Batch:
+  """The minibatch of one step's ``rows`` (one slice of :func:`segment_batches`)."""
+  return {"x_lab": pool[labelled_index[rows["lab"]]], "y_lab": labels[rows["lab"]],
+          "x_unl": pool[rows["unl"]], "x_unl2": pool[rows["unl2"]]}
+
+
 def make_batch(key: jax.Array, step: jax.Array, pool: jax.Array, labelled_index: jax.Array,
                labels: jax.Array, batch_size: int) -> Batch:
   """Minibatch ``step``: labelled rows and two independent pool minibatches."""
-  lab = epoch_batch(jax.random.fold_in(key, _LABELLED), step, labelled_index.shape[0],
-                    batch_size)
-  unl = epoch_batch(jax.random.fold_in(key, _POOL), step, pool.shape[0], batch_size)
-  unl2 = epoch_batch(jax.random.fold_in(key, _POOL2), step, pool.shape[0], batch_size)
-  return {"x_lab": pool[labelled_index[lab]], "y_lab": labels[lab], "x_unl": pool[unl],
-          "x_unl2": pool[unl2]}
+  rows = segment_batches(key, step, 1, pool.shape[0], labelled_index.shape[0], batch_size)
+  return gather_batch({k: v[0] for k, v in rows.items()}, pool, labelled_index, labels)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
@@ -71,13 +87,16 @@ def _segment(student: Student, batch_size: int, num_steps: int, state: PyTree,
              key: jax.Array, start: jax.Array, pool: jax.Array, labelled_index: jax.Array,
              labels: jax.Array) -> tuple[PyTree, dict]:
   step_key = jax.random.fold_in(key, _STEP)
+  rows = segment_batches(key, start, num_steps, pool.shape[0], labelled_index.shape[0],
+                         batch_size)
 
-  def body(s, i):
+  def body(s, xs):
+    i, step_rows = xs
     step = start + i
-    batch = make_batch(key, step, pool, labelled_index, labels, batch_size)
+    batch = gather_batch(step_rows, pool, labelled_index, labels)
     return student.step(s, jax.random.fold_in(step_key, step), batch, step)
 
-  state, metrics = jax.lax.scan(body, state, jnp.arange(num_steps))
+  state, metrics = jax.lax.scan(body, state, (jnp.arange(num_steps), rows))
   return state, jax.tree.map(jnp.mean, metrics)
 
 

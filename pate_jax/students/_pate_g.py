@@ -48,17 +48,39 @@ def feature_matching_loss(features_real: jax.Array, features_fake: jax.Array) ->
   return jnp.mean(jnp.square(features_real.mean(axis=0) - features_fake.mean(axis=0)))
 
 
+def learning_rate_schedule(learning_rate: float, decay_start: int | None = None,
+                           decay_end: int | None = None) -> float | optax.Schedule:
+  """``learning_rate`` until step ``decay_start``, then falling linearly to 0 at ``decay_end``.
+
+  The shape of the authors' schedule (their CIFAR-10 script: constant for the first two
+  thirds, then linear to zero; their MNIST script's 300 epochs end before its decay
+  starts). ``decay_start=None``: the constant ``learning_rate`` itself (a float, so that
+  the optimizer state, and checkpoints, are those of a constant rate).
+  """
+  if learning_rate <= 0:
+    raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+  if decay_start is None and decay_end is None:
+    return learning_rate
+  if decay_start is None or decay_end is None or not 0 <= decay_start < decay_end:
+    raise ValueError(f"decay_start, decay_end: need 0 <= decay_start < decay_end (or both "
+                     f"None), got {decay_start}, {decay_end}")
+  return optax.linear_schedule(learning_rate, 0.0, decay_end - decay_start, decay_start)
+
+
 def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: float = 3e-3,
+           decay_start: int | None = None, decay_end: int | None = None,
            b1: float = 0.5, unlabelled_weight: float = 1.0, ema_decay: float = 0.999,
            noise_dim: int = 100, generator_hidden: tuple[int, ...] = (500, 500),
            discriminator_hidden: tuple[int, ...] = (1000, 500, 250, 250, 250),
            input_noise: float = 0.3, hidden_noise: float = 0.5) -> Student:
   """The PATE-G student (module docstring). State: D's and G's variables, both
-  optimizer states, and D's parameter average."""
+  optimizer states, and D's parameter average. ``decay_start``/``decay_end``: the
+  learning rate's linear decay to 0 (:func:`learning_rate_schedule`; default none, as
+  in the authors' MNIST run)."""
   disc = GanDiscriminator(num_classes, tuple(discriminator_hidden), input_noise, hidden_noise)
   gen = GanGenerator(tuple(image_shape), tuple(generator_hidden), noise_dim)
   # Adam with ε inside the square root, as in the authors' update.
-  tx = optax.adam(learning_rate, b1=b1, b2=0.999, eps=0.0, eps_root=1e-8)
+  tx = optax.adam(learning_rate_schedule(learning_rate, decay_start, decay_end), b1=b1, b2=0.999, eps=0.0, eps_root=1e-8)
 
   def init(key, sample):
     k_d, k_noise, k_init, k_g = jax.random.split(key, 4)
