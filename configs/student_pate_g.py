@@ -54,7 +54,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       # The rate's linear decay to 0 from step decay_start to decay_end; None: constant,
       # as in the authors' MNIST run (their decay would start after epoch 800).
       "decay_start": ml_collections.config_dict.placeholder(int),
-      "decay_end": ml_collections.config_dict.placeholder(int)})
+      "decay_end": ml_collections.config_dict.placeholder(int),
+      # Random translations of the real images by up to this many pixels (0: none, the
+      # authors' setting).
+      "translate": 0})
   c.batch_size = 100
   c.num_steps = 27_000
   c.segment_steps = 900       # steps per compiled segment and checkpoint (10 epochs)

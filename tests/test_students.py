@@ -92,6 +92,27 @@ def test_gan_steps_scale_with_the_scheduled_rate():
   np.testing.assert_array_equal(zero, 0.0)
 
 
+def _shifted(image, dy, dx):
+  """``image [H, W, C]`` moved down ``dy`` and right ``dx`` pixels, zeros where uncovered."""
+  out = np.zeros_like(image)
+  h, w = image.shape[:2]
+  out[max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)] = \
+      image[max(-dy, 0):h - max(dy, 0), max(-dx, 0):w - max(dx, 0)]
+  return out
+
+
+def test_random_translate_shifts_each_image_by_its_own_offset_within_range():
+  images = np.random.RandomState(0).uniform(0.1, 1, (300, 7, 6, 1)).astype(np.float32)
+  out = np.asarray(_pate_g.random_translate(jax.random.key(0), jnp.asarray(images), 2))
+  found = []
+  for x, y in zip(images, out):
+    hits = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)
+            if np.array_equal(_shifted(x, dy, dx), y)]
+    assert len(hits) == 1, "not a translation of its own image by at most 2 pixels"
+    found.append(hits[0])
+  assert len(set(found)) == 25  # every offset of the 5 x 5 occurs among 300 draws
+
+
 @pytest.mark.slow
 def test_generator_gradient_comes_only_through_feature_matching(monkeypatch):
   data, _ = _toy_data()

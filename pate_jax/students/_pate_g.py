@@ -48,6 +48,17 @@ def feature_matching_loss(features_real: jax.Array, features_fake: jax.Array) ->
   return jnp.mean(jnp.square(features_real.mean(axis=0) - features_fake.mean(axis=0)))
 
 
+def random_translate(key: jax.Array, images: jax.Array, max_shift: int) -> jax.Array:
+  """Each image of ``images [B, H, W, C]`` shifted by its own random offset in
+  ``[-max_shift, max_shift]`` per axis, the uncovered border filled with zeros."""
+  b, h, w = images.shape[:3]
+  offsets = jax.random.randint(key, (b, 2), 0, 2 * max_shift + 1)
+  pad = [(0, 0), (max_shift, max_shift), (max_shift, max_shift)] + [(0, 0)] * (images.ndim - 3)
+  padded = jnp.pad(images, pad)
+  return jax.vmap(lambda x, o: jax.lax.dynamic_slice(
+      x, (o[0], o[1]) + (0,) * (x.ndim - 2), (h, w) + x.shape[2:]))(padded, offsets)
+
+
 def learning_rate_schedule(learning_rate: float, decay_start: int | None = None,
                            decay_end: int | None = None) -> float | optax.Schedule:
   """``learning_rate`` until step ``decay_start``, then falling linearly to 0 at ``decay_end``.
@@ -72,11 +83,15 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
            b1: float = 0.5, unlabelled_weight: float = 1.0, ema_decay: float = 0.999,
            noise_dim: int = 100, generator_hidden: tuple[int, ...] = (500, 500),
            discriminator_hidden: tuple[int, ...] = (1000, 500, 250, 250, 250),
-           input_noise: float = 0.3, hidden_noise: float = 0.5) -> Student:
+           input_noise: float = 0.3, hidden_noise: float = 0.5, translate: int = 0) -> Student:
   """The PATE-G student (module docstring). State: D's and G's variables, both
   optimizer states, and D's parameter average. ``decay_start``/``decay_end``: the
   learning rate's linear decay to 0 (:func:`learning_rate_schedule`; default none, as
-  in the authors' MNIST run)."""
+  in the authors' MNIST run). ``translate``: shift every real image (labelled and pool)
+  by a random offset of up to this many pixels per axis, a new one each step
+  (:func:`random_translate`; 0, the authors' setting: none)."""
+  if translate < 0:
+    raise ValueError(f"translate must be >= 0 pixels, got {translate}")
   disc = GanDiscriminator(num_classes, tuple(discriminator_hidden), input_noise, hidden_noise)
   gen = GanGenerator(tuple(image_shape), tuple(generator_hidden), noise_dim)
   # Adam with ε inside the square root, as in the authors' update.
@@ -103,6 +118,10 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
                      train=True, mutable=["batch_stats"])
 
   def step(state, key, batch, step_index):
+    if translate:
+      k_aug = jax.random.split(jax.random.fold_in(key, 7), 3)
+      batch = {**batch, **{name: random_translate(k_aug[i], batch[name], translate)
+                           for i, name in enumerate(("x_lab", "x_unl", "x_unl2"))}}
     k = jax.random.split(key, 7)
     b = batch["x_unl"].shape[0]
     fake, _ = generate(state, state["g_params"], k[0], b)
