@@ -45,10 +45,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # PATE-G for the authors' 300 epochs (27,000 steps of the 9,000-image pool; on the CPU
   # too: ≈ 10 minutes at 46 steps/s), with one deviation: the real images shifted by up
   # to 2 pixels (without it the student plateaus near 97.7 %; README, *Students*).
-  # --config.student.kwargs.translate=0 is the authors' PATE-G.
+  # --config.student.student.kwargs.translate=0 is the authors' PATE-G.
   c.student.num_steps = 27_000
   c.student.segment_steps = 900
-  c.student.kwargs.translate = 2
+  c.student.student.kwargs.translate = 2
   c.attack = _attack_config()
   c.seed = 0
   # None: secret noise (os.urandom, never written). An int: a research noise seed for exact
