@@ -87,7 +87,7 @@ def test_missing_run_renders_not_run_yet_with_its_command(tmp_path):
   part.mkdir(parents=True)
   (part / "results.json").write_text((SNAPSHOT / "pate_mnist_cpu" / "results.json").read_text())
   text = rp.render(tmp_path / "runs")
-  assert "| PATE-G student, 75 epochs | — | 89.6 % |" in text
+  assert "| PATE-G student, 300 epochs, real images shifted by ≤ 2 pixels | — | 98.9 % |" in text
   assert "not run yet: `" in text
 
 
@@ -121,8 +121,9 @@ def test_mean_and_standard_error():
   assert rp.format_spread("f2", [1.668, 1.668, 1.668]) == "1.67 (equal in all 3 seeds)"
   with pytest.raises(ValueError, match="at least 2"):
     rp.mean_and_se([0.9])
-  with pytest.raises(ValueError, match="'int' cannot show"):
-    rp.format_spread("int", [1, 2])
+  assert rp.format_spread("int", [359, 366, 338]) == "354 ± 8 (3 seeds)"
+  with pytest.raises(ValueError, match="'g' cannot show"):
+    rp.format_spread("g", [1, 2])
 
 
 def test_a_list_of_per_seed_values_renders_as_mean_and_se():
@@ -132,7 +133,7 @@ def test_a_list_of_per_seed_values_renders_as_mean_and_se():
   assert rp.value_of(rp.Row("gao", "T", "s", run="r", key="teacher - acc", fmt="pp"),
                      results) == "8.00 ± 1.15 points (3 seeds)"
   with pytest.raises(KeyError, match="'s'.*cannot show a mean"):
-    rp.value_of(rp.Row("gao", "T", "s", run="r", key="n", fmt="int"), results)
+    rp.value_of(rp.Row("gao", "T", "s", run="r", key="n", fmt="g"), results)
 
 
 def _seeded_runs(tmp_path, seeds, accuracies):

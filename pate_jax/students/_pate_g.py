@@ -18,7 +18,8 @@ updated D, and D is evaluated with an exponential moving average of its
 parameters. Settings of the authors' MNIST script; deviations (see
 ``configs/student_pate_g.py``): fewer steps on CPU, and a debiased average with
 decay 0.999 rather than their 0.9999 running from zero (which needs ~10⁵ steps
-to forget its start).
+to forget its start). Two options, off by default: random translations of the real
+images (``translate``) and a linear learning-rate decay (``decay_start``/``decay_end``).
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ def learning_rate_schedule(learning_rate: float, decay_start: int | None = None,
   """``learning_rate`` until step ``decay_start``, then falling linearly to 0 at ``decay_end``.
 
   The shape of the authors' schedule (their CIFAR-10 script: constant for the first two
-  thirds, then linear to zero; their MNIST script's 300 epochs end before its decay
-  starts). ``decay_start=None``: the constant ``learning_rate`` itself (a float, so that
-  the optimizer state, and checkpoints, are those of a constant rate).
+  thirds, then linear to zero; their MNIST scripts keep the rate constant).
+  ``decay_start=None``: the constant ``learning_rate`` itself (a float, so that the
+  optimizer state, and checkpoints, are those of a constant rate).
   """
   if learning_rate <= 0:
     raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
