@@ -767,7 +767,7 @@ ROWS: tuple[Row, ...] = (
         "pate_g_cgn", "eval_accuracy", "pct",
         "2018: 98.5 % (non-private 99.2 %). Seeds 98.2, 92.9, 98.1 %: in seed 1 the "
         "discriminator wins the game from the start (its unlabelled loss 0.0001, the "
-        "feature-matching loss 14 → 198) and the student stalls near 93 %"),
+        "feature-matching loss 14 → 100–340) and the student stalls near 93 %"),
     Row("beyond", _CGN, "the same student after 900 steps", "—", "pate_g_cgn",
         "history[0].eval_accuracy", "pct"),
     Row("beyond", _CGN, "the authors' PATE-G (no shifts), 300 epochs", "—", "pate_g_cgn_plain",
