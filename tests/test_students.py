@@ -103,7 +103,7 @@ def _shifted(image, dy, dx):
 
 def test_random_translate_shifts_each_image_by_its_own_offset_within_range():
   images = np.random.RandomState(0).uniform(0.1, 1, (300, 7, 6, 1)).astype(np.float32)
-  out = np.asarray(_pate_g.random_translate(jax.random.key(0), jnp.asarray(images), 2))
+  out = np.asarray(_pate_g.random_shift(jax.random.key(0), jnp.asarray(images), 2))
   found = []
   for x, y in zip(images, out):
     hits = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)

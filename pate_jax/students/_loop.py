@@ -75,13 +75,6 @@ def gather_batch(rows: Mapping[str, jax.Array], pool: jax.Array, labelled_index:
           "x_unl": pool[rows["unl"]], "x_unl2": pool[rows["unl2"]]}
 
 
-def make_batch(key: jax.Array, step: jax.Array, pool: jax.Array, labelled_index: jax.Array,
-               labels: jax.Array, batch_size: int) -> Batch:
-  """Minibatch ``step``: labelled rows and two independent pool minibatches."""
-  rows = segment_batches(key, step, 1, pool.shape[0], labelled_index.shape[0], batch_size)
-  return gather_batch({k: v[0] for k, v in rows.items()}, pool, labelled_index, labels)
-
-
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
 def _segment(student: Student, batch_size: int, num_steps: int, state: PyTree,
              key: jax.Array, start: jax.Array, pool: jax.Array, labelled_index: jax.Array,

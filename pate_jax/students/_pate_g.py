@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from pate_jax.augment import random_shift
 from pate_jax.models import GanDiscriminator, GanGenerator
 from pate_jax.students._loop import Student
 from pate_jax.students._supervised import class_loss, ema_update, hard_labels
@@ -47,17 +48,6 @@ def discriminator_losses(logits_lab: jax.Array, labels: jax.Array, logits_unl: j
 def feature_matching_loss(features_real: jax.Array, features_fake: jax.Array) -> jax.Array:
   """Mean squared difference of the batch means of D's features."""
   return jnp.mean(jnp.square(features_real.mean(axis=0) - features_fake.mean(axis=0)))
-
-
-def random_translate(key: jax.Array, images: jax.Array, max_shift: int) -> jax.Array:
-  """Each image of ``images [B, H, W, C]`` shifted by its own random offset in
-  ``[-max_shift, max_shift]`` per axis, the uncovered border filled with zeros."""
-  b, h, w = images.shape[:3]
-  offsets = jax.random.randint(key, (b, 2), 0, 2 * max_shift + 1)
-  pad = [(0, 0), (max_shift, max_shift), (max_shift, max_shift)] + [(0, 0)] * (images.ndim - 3)
-  padded = jnp.pad(images, pad)
-  return jax.vmap(lambda x, o: jax.lax.dynamic_slice(
-      x, (o[0], o[1]) + (0,) * (x.ndim - 2), (h, w) + x.shape[2:]))(padded, offsets)
 
 
 def learning_rate_schedule(learning_rate: float, decay_start: int | None = None,
@@ -90,13 +80,14 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
   learning rate's linear decay to 0 (:func:`learning_rate_schedule`; default none, as
   in the authors' MNIST run). ``translate``: shift every real image (labelled and pool)
   by a random offset of up to this many pixels per axis, a new one each step
-  (:func:`random_translate`; 0, the authors' setting: none)."""
+  (:func:`pate_jax.augment.random_shift`; 0, the authors' setting: none)."""
   if translate < 0:
     raise ValueError(f"translate must be >= 0 pixels, got {translate}")
   disc = GanDiscriminator(num_classes, tuple(discriminator_hidden), input_noise, hidden_noise)
   gen = GanGenerator(tuple(image_shape), tuple(generator_hidden), noise_dim)
   # Adam with ε inside the square root, as in the authors' update.
-  tx = optax.adam(learning_rate_schedule(learning_rate, decay_start, decay_end), b1=b1, b2=0.999, eps=0.0, eps_root=1e-8)
+  tx = optax.adam(learning_rate_schedule(learning_rate, decay_start, decay_end), b1=b1,
+                  b2=0.999, eps=0.0, eps_root=1e-8)
 
   def init(key, sample):
     k_d, k_noise, k_init, k_g = jax.random.split(key, 4)
@@ -121,7 +112,7 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
   def step(state, key, batch, step_index):
     if translate:
       k_aug = jax.random.split(jax.random.fold_in(key, 7), 3)
-      batch = {**batch, **{name: random_translate(k_aug[i], batch[name], translate)
+      batch = {**batch, **{name: random_shift(k_aug[i], batch[name], translate)
                            for i, name in enumerate(("x_lab", "x_unl", "x_unl2"))}}
     k = jax.random.split(key, 7)
     b = batch["x_unl"].shape[0]
