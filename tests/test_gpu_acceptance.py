@@ -40,10 +40,12 @@ def test_select_by_stage_number_and_run_name():
   c = _config("gpu_acceptance")
   every = [n for _, n in ga.runs(c)]
   assert every == ["pate_mnist", "bench_teachers", "bench_accounting", "pate_g_100",
-                   "pate_g_1000", "mnist_baseline", "kd_gan", "tests_fast", "tests_slow"]
+                   "pate_g_1000", "pate_g_cgn", "mnist_baseline", "kd_gan", "tests_fast",
+                   "tests_slow"]
   assert ga.select(c) == every
   c.stages = "3, 1"
-  assert ga.select(c) == ["pate_mnist", "pate_g_100", "pate_g_1000", "mnist_baseline"]
+  assert ga.select(c) == ["pate_mnist", "pate_g_100", "pate_g_1000", "pate_g_cgn",
+                          "mnist_baseline"]
   c.stages = "tests_slow,2"
   assert ga.select(c) == ["bench_teachers", "bench_accounting", "tests_slow"]
   c.stages = "6"
@@ -60,7 +62,7 @@ def _write(root: pathlib.Path, name: str, results: dict) -> None:
 def test_targets_are_computed_from_the_results(tmp_path):
   c = _config("gpu_acceptance")
   t = ga.targets(c, tmp_path)
-  assert all(v["met"] is None for v in t.values()) and len(t) == 8  # nothing run yet
+  assert all(v["met"] is None for v in t.values()) and len(t) == 10  # nothing run yet
   _write(tmp_path, "pate_mnist", {"wall_seconds": 59.0, "private": {
       "teachers": {"teacher_test_accuracy": {"mean": 0.93}}}})
   _write(tmp_path, "bench_teachers", {"strategies": {"vmap": {"examples_per_second": 3.1e5}}})
@@ -68,13 +70,16 @@ def test_targets_are_computed_from_the_results(tmp_path):
                                         "public_api_over_kernel_host_votes": 12.0})
   _write(tmp_path, "pate_g_100", {"eval_accuracy": 0.981, "private": {
       "epsilon": {"moments_data_dependent": {"epsilon": 2.05}}}})
+  _write(tmp_path, "pate_g_cgn", {"eval_accuracy": 0.984,
+                                  "epsilon_release": {"epsilon_released": 1.9}})
   _write(tmp_path, "tests_fast", {"failures": 0, "errors": 0})
   _write(tmp_path, "tests_slow", {"failures": 0, "errors": 0, "interrupted": True})
   t = ga.targets(c, tmp_path)
   assert {k: v["met"] for k, v in t.items()} == {
       "main_job_wall": True, "main_job_no_oom": True, "teacher_accuracy": False,
       "examples_per_second": True, "pate_g_accuracy": True, "pate_g_epsilon": False,
-      "api_over_kernel": False, "suite_passes": None}  # the slow tier was interrupted
+      "api_over_kernel": False, "suite_passes": None,  # the slow tier was interrupted
+      "cgn_accuracy": False, "cgn_epsilon": True}
   assert t["api_over_kernel"]["value"] == 12.0 and t["pate_g_epsilon"]["value"] == 2.05
   _write(tmp_path, "tests_slow", {"failures": 1, "errors": 0})
   (tmp_path / "pate_mnist" / "results.json").unlink()
@@ -107,7 +112,8 @@ def test_plan_prints_every_run_with_its_memory_at_80_gib(data_dir, monkeypatch):
   monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: 8 * 10**6)
   monkeypatch.setattr(experiment, "compiled_temp_bytes", lambda fn, *args: 10**6)
   c = _config("gpu_acceptance", "cpu_rehearsal")
-  for sub in (c.pate_mnist.teachers, c.pate_mnist.student, c.pate_g, c.baseline, c.kd_gan):
+  for sub in (c.pate_mnist.teachers, c.pate_mnist.student, c.pate_g, c.pate_g_cgn, c.baseline,
+              c.kd_gan):
     sub.data_dir = str(data_dir)
   p = ga.plan(c)
   assert p["fits_80gib"] == "every planned chunk fits"
@@ -118,6 +124,12 @@ def test_plan_prints_every_run_with_its_memory_at_80_gib(data_dir, monkeypatch):
   assert p["pate_g_100"]["plan"]["labelled"] == 100 and p["pate_g_100"]["at_80gib"]["fits"]
   assert p["tests_fast"]["plan"]["command"].startswith("python -m pytest -q")
   assert set(p["expected_wall_s_per_stage"]) == {"1", "2", "3", "4", "5"}
+  assert p["pate_g_cgn"]["plan"]["labelled"] == 640 and p["pate_g_cgn"]["at_80gib"]["fits"]
+  # Stages 1-5 expect 40, 20, 35, 20, 15 s: all of them fit one period, or only the first two.
+  assert p["expected_wall_s_total"] == "130 s: all stages fit one 25-minute period"
+  c.period_limit_s = 60
+  assert ga.plan(c)["expected_wall_s_total"] == (
+      "130 s > one 1-minute period: stages 1, 2 (60 s) fit it; the rest needs another period")
   text = experiment.dry_run_text(c, p, {})
   assert "  pate_mnist.at_80gib.teachers.train_plan.description: " in text
 
@@ -199,9 +211,10 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
       n: "done earlier (results.json found)" for n in ("pate_mnist", "bench_teachers",
                                                        "bench_accounting")}
   assert all(st["status"] == "ran" for st in s["status"].values() if st["stage"] > 2)
-  assert len(s["runs_done"]) == 7 and set(s["targets"]) == {
+  assert len(s["runs_done"]) == 8 and set(s["targets"]) == {
       "main_job_wall", "main_job_no_oom", "teacher_accuracy", "examples_per_second",
-      "pate_g_accuracy", "pate_g_epsilon", "api_over_kernel", "suite_passes"}
+      "pate_g_accuracy", "pate_g_epsilon", "api_over_kernel", "suite_passes", "cgn_accuracy",
+      "cgn_epsilon"}
   assert s["targets"]["suite_passes"]["met"] is True  # the rehearsal's test file passes
   assert all(isinstance(t["met"], bool) for t in s["targets"].values())
   # The published copies render in the report, with the hardware named.

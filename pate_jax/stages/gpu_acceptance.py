@@ -7,6 +7,7 @@ Stages and their runs (``config.stages`` picks some: numbers or run names):
   1  ``pate_mnist``        the main job (:mod:`main_job`) on ``config.pate_mnist``
   2  ``bench_teachers``    :mod:`bench_teachers`; ``bench_accounting``: :mod:`bench_accounting`
   3  ``pate_g_<n>``        :mod:`student` on stage 1's teachers' votes, ``n`` noisy labels
+     ``pate_g_cgn``        :mod:`student` on those votes with ``config.pate_g_cgn`` (2018's row)
      ``mnist_baseline``    :mod:`teachers` with one teacher on all the training data
   4  ``kd_gan``            :mod:`kd_gan`
   5  ``tests_<group>``     :mod:`suite`: pytest on the group's tests, in a subprocess
@@ -22,8 +23,9 @@ reproduction report's GPU rows) and ``config.archive`` a ``.tar.gz`` of the work
 checkpoints, for the next call on a fresh machine.
 
 ``plan(config)`` is ``--dry_run``: every run's own plan, its expected wall against the
-call's limit and, for the planned chunks, the memory planner's numbers on a device of
-``plan_device_gib`` (:func:`at_budget`). ``report(results)`` prints the statuses and targets.
+call's limit (and all of them against one lent period, ``period_limit_s``) and, for the
+planned chunks, the memory planner's numbers on a device of ``plan_device_gib``
+(:func:`at_budget`). ``report(results)`` prints the statuses and targets.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ GIB = 2**30
 def runs(config) -> list[tuple[int, str]]:
   """``(stage, run name)`` in order."""
   return ([(1, "pate_mnist"), (2, "bench_teachers"), (2, "bench_accounting")]
-          + [(3, f"pate_g_{int(n)}") for n in config.pate_g_queries] + [(3, "mnist_baseline"),
-                                                                       (4, "kd_gan")]
+          + [(3, f"pate_g_{int(n)}") for n in config.pate_g_queries]
+          + [(3, "pate_g_cgn"), (3, "mnist_baseline"), (4, "kd_gan")]
           + [(5, f"tests_{g}") for g in config.tests.groups.keys()])
 
 
@@ -83,8 +85,13 @@ def _tests_config(config, name: str) -> ml_collections.ConfigDict:
 
 
 def _pate_g_config(config, name: str, root: pathlib.Path):
-  c = copy.deepcopy(config.pate_g)
-  c.aggregate.num_queries = int(name.rsplit("_", 1)[1])
+  """A student run's config: ``pate_g_cgn`` as configured, ``pate_g_<n>`` with ``n`` queries;
+  both label from stage 1's teachers."""
+  if name == "pate_g_cgn":
+    c = copy.deepcopy(config.pate_g_cgn)
+  else:
+    c = copy.deepcopy(config.pate_g)
+    c.aggregate.num_queries = int(name.rsplit("_", 1)[1])
   c.votes_dir = str(root / "pate_mnist" / "teachers")
   return c
 
@@ -171,6 +178,13 @@ def targets(config, root: pathlib.Path) -> dict[str, dict]:
           f"PATE-G 300 epochs, {pate_g}: data-dependent epsilon (moments to 8)", pate_g,
           _value(r.get(pate_g), "private.epsilon.moments_data_dependent.epsilon",
                  "epsilon.moments_data_dependent.epsilon"), "<=", t.pate_g_epsilon),
+      "cgn_accuracy": _target("PATE-G on Confident-GNMax labels (2018's row): held-out "
+                              "accuracy", "pate_g_cgn",
+                              _value(r["pate_g_cgn"], "eval_accuracy"), ">=", t.cgn_accuracy),
+      "cgn_epsilon": _target("PATE-G on Confident-GNMax labels: epsilon released with smooth "
+                             "sensitivity", "pate_g_cgn", _value(
+                                 r["pate_g_cgn"], "epsilon_release.epsilon_released"), "<=",
+                             t.cgn_epsilon),
       "api_over_kernel": _target("accounting API end to end / kernel", "bench_accounting",
                                  None if None in api else max(api), "<=", t.api_over_kernel),
       "suite_passes": {"target": "test suite passes (no failure, no error)",
@@ -376,7 +390,25 @@ def plan(config) -> dict:
       str(s): f"{w:.0f} s" + ("" if w <= limit else f" > {limit:.0f} s: run its runs in "
                               "separate calls (--config.stages=<run>)")
       for s, w in per_stage.items()}
+  out["expected_wall_s_total"] = _period_fit(per_stage, float(config.period_limit_s))
   return out
+
+
+def _period_fit(per_stage: Mapping[int, float], period: float) -> str:
+  """Whether the stages' expected walls together fit one lent period of ``period`` seconds,
+  and if not, which first stages do."""
+  total = sum(per_stage.values())
+  if total <= period:
+    return f"{total:.0f} s: all stages fit one {period / 60:g}-minute period"
+  done, first = 0.0, []
+  for s in sorted(per_stage):
+    if done + per_stage[s] > period:
+      break
+    done += per_stage[s]
+    first.append(str(s))
+  head = (f"stages {', '.join(first)} ({done:.0f} s) fit it; the rest needs another period"
+          if first else "no stage fits it")
+  return f"{total:.0f} s > one {period / 60:g}-minute period: {head}"
 
 
 def report(s: dict) -> None:
