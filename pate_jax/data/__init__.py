@@ -2,6 +2,8 @@
 
 from pate_jax.data.adult import ADULT_DOCTORATE, ADULT_LABEL, load_adult
 from pate_jax.data.diabetes import load_diabetes
+from pate_jax.data.uci_adult import (UCI_ADULT_CATEGORICAL, UCI_ADULT_COLUMNS, load_uci_adult,
+                                     read_uci_adult)
 from pate_jax.data._images import DATASETS, ImageDataset, load_image_dataset, to_float
 from pate_jax.data._partition import (STUDENT_SPLITS, Partition, StudentSplit, partition,
                                       partition_indices, student_split)
@@ -10,7 +12,8 @@ from pate_jax.data._table import (UNKNOWN_CODE, Encoder, TabularSplit, encode, f
                                   read_csv)
 
 __all__ = [
-    "ADULT_DOCTORATE", "ADULT_LABEL", "load_adult", "load_diabetes",
+    "ADULT_DOCTORATE", "ADULT_LABEL", "load_adult", "load_diabetes", "UCI_ADULT_CATEGORICAL",
+    "UCI_ADULT_COLUMNS", "load_uci_adult", "read_uci_adult",
     "DATASETS", "ENV_VAR", "ImageDataset", "Partition", "STUDENT_SPLITS", "StudentSplit",
     "load_image_dataset", "partition", "partition_indices", "resolve_data_dir",
     "student_split", "to_float",

@@ -2,7 +2,9 @@
 
 Each task is a training split (the teachers' private data) and a query split
 (the student pool followed by held-out evaluation inputs), coded as integers by
-:mod:`pate_jax.data.adult` / :mod:`pate_jax.data.diabetes`.
+:mod:`pate_jax.data.adult` (``"adult"``: the coarsened 11-feature re-split),
+:mod:`pate_jax.data.uci_adult` (``"adult_uci"``: the original UCI files and
+split that the papers use) or :mod:`pate_jax.data.diabetes`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from typing import Iterable
 
 import jax
 
-from pate_jax.data import TabularSplit, adult, diabetes
+from pate_jax.data import TabularSplit, adult, diabetes, uci_adult
 
-DATASETS = ("adult", "diabetes")
+DATASETS = ("adult", "adult_uci", "diabetes")
 
 
 def task_name(dataset: str, drop_columns: Iterable[str] = (), query_split: str = "test") -> str:
@@ -31,9 +33,10 @@ def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None =
   Args:
     key: PRNG key of Diabetes' balanced subset and split (unused for Adult,
       whose splits are fixed files).
-    dataset: ``"adult"`` or ``"diabetes"``.
+    dataset: ``"adult"``, ``"adult_uci"`` or ``"diabetes"``.
     data_dir: the data directory (default ``$PATE_JAX_DATA_DIR``).
-    query_split: Adult: ``"test"`` or ``"attack"``; Diabetes: ``"test"`` only.
+    query_split: Adult: ``"test"`` or ``"attack"``; original Adult and Diabetes:
+      ``"test"`` only.
     test_fraction: Diabetes: held-out fraction of the balanced subset.
     drop_columns: columns left out of the features.
 
@@ -44,6 +47,12 @@ def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None =
   if dataset == "adult":
     splits = adult.load_adult(data_dir, splits=("train", query_split), drop_columns=drop)
     train, queries = splits["train"], splits[query_split]
+  elif dataset == "adult_uci":
+    if query_split != "test":
+      raise ValueError(f"query_split: the original Adult files have only a 'test' split "
+                       f"(adult.test), got {query_split!r}")
+    splits = uci_adult.load_uci_adult(data_dir, drop_columns=drop)
+    train, queries = splits["train"], splits["test"]
   elif dataset == "diabetes":
     if query_split != "test":
       raise ValueError(f"query_split: Diabetes has only a 'test' split, got {query_split!r}")

@@ -1,0 +1,116 @@
+"""The original UCI Adult files, ``<data_dir>/adult/adult.data`` and ``adult.test``.
+
+The 2017 and 2018 PATE papers use this split: the teachers partition the
+32,561 rows of ``adult.data`` and the student's queries are the 16,281 rows of
+``adult.test`` (first ``num_pool`` labelled, the rest held out). The files have
+no header, 15 comma-and-space separated fields per row (the 14 attributes of
+:data:`UCI_ADULT_COLUMNS`, then the income label ``<=50K`` / ``>50K``, with a
+trailing ``.`` in ``adult.test``), ``?`` for a missing category, and
+``adult.test`` starts with a ``|1x3 Cross validator`` line. Papernot et al.
+(2017), Appendix C, use 13 of the 14 attributes and code each category as an
+integer; which attribute they left out is not stated (``fnlwgt``, the census
+sampling weight, is the one dropped by default here). ``?`` is kept as a
+category of its own.
+
+This is the unmodified dataset, unlike the coarsened re-split read by
+:mod:`pate_jax.data.adult` (the offline data's copy).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Iterable
+
+import numpy as np
+
+from pate_jax.data._paths import ENV_VAR, resolve_data_dir
+from pate_jax.data._table import TabularSplit, check_drop_columns, encode, fit_encoder
+from pate_jax.data.adult import ADULT_LABEL, parse_income
+
+UCI_ADULT_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education_num",
+                     "marital_status", "occupation", "relationship", "race", "gender",
+                     "capital_gain", "capital_loss", "hours_per_week", "native_country")
+UCI_ADULT_CATEGORICAL = ("workclass", "education", "marital_status", "occupation",
+                         "relationship", "race", "gender", "native_country")
+UCI_ADULT_FILES = {"train": "adult.data", "test": "adult.test"}
+UCI_ADULT_DEFAULT_DROP = ("fnlwgt",)  # 13 features, as in Appendix C.
+
+
+def read_uci_adult(path: str | os.PathLike) -> dict[str, np.ndarray]:
+  """The raw string columns of ``adult.data`` / ``adult.test``: :data:`UCI_ADULT_COLUMNS`
+  and ``income``.
+
+  Blank lines and lines starting with ``|`` are skipped; fields are stripped.
+
+  Raises:
+    ValueError: for a row without 15 fields (naming the file and the line).
+  """
+  path = pathlib.Path(path)
+  names = UCI_ADULT_COLUMNS + (ADULT_LABEL,)
+  rows = []
+  with open(path, newline="") as f:
+    for lineno, line in enumerate(f, 1):
+      line = line.strip()
+      if not line or line.startswith("|"):
+        continue
+      fields = [x.strip() for x in line.split(",")]
+      if len(fields) != len(names):
+        raise ValueError(f"{path}:{lineno}: expected {len(names)} comma-separated fields "
+                         f"(the UCI adult.data / adult.test format), got {len(fields)}")
+      rows.append(fields)
+  if not rows:
+    raise ValueError(f"{path}: no data rows")
+  table = np.asarray(rows, dtype=np.str_)
+  return {name: table[:, j] for j, name in enumerate(names)}
+
+
+def uci_adult_path(split: str, data_dir: str | os.PathLike | None = None) -> pathlib.Path:
+  """``<data_dir>/adult/adult.data`` (``"train"``) or ``adult.test`` (``"test"``)."""
+  if split not in UCI_ADULT_FILES:
+    raise ValueError(f"split must be one of {tuple(UCI_ADULT_FILES)}, got {split!r}")
+  root = resolve_data_dir(data_dir)
+  if root is None:
+    raise FileNotFoundError(
+        f"UCI Adult (original files): no data directory; set ${ENV_VAR} or pass data_dir "
+        "(config field `data_dir`) to a directory holding adult/adult.data and adult.test")
+  path = root / "adult" / UCI_ADULT_FILES[split]
+  if not path.is_file():
+    raise FileNotFoundError(f"UCI Adult (original files): no file at {path}; point "
+                            f"${ENV_VAR} or data_dir at the directory holding "
+                            "adult/adult.data and adult/adult.test")
+  return path
+
+
+def load_uci_adult(data_dir: str | os.PathLike | None = None, *,
+                   drop_columns: Iterable[str] | str = UCI_ADULT_DEFAULT_DROP,
+                   on_unknown: str = "warn") -> dict[str, TabularSplit]:
+  """``{"train": adult.data, "test": adult.test}`` coded as integers.
+
+  Categorical columns (:data:`UCI_ADULT_CATEGORICAL`) get the sorted vocabulary of
+  ``adult.data`` (a category only in ``adult.test`` is coded
+  :data:`pate_jax.data.UNKNOWN_CODE`); the other columns are numbers. Features are
+  :data:`UCI_ADULT_COLUMNS` minus ``drop_columns``, in file order; labels are 1
+  for ``>50K`` (``>50K.``).
+
+  Raises:
+    FileNotFoundError: if the directory or a file is missing.
+    ValueError: for a malformed row, an unknown income label, a non-numeric value
+      in a numeric column, or a ``drop_columns`` entry that is not a column.
+  """
+  train_path = uci_adult_path("train", data_dir)
+  train_cols = read_uci_adult(train_path)
+  drop = check_drop_columns(drop_columns, list(train_cols), ADULT_LABEL, train_path)
+  names = [c for c in UCI_ADULT_COLUMNS if c not in drop]
+  encoder = fit_encoder(train_cols, names,
+                        categorical=[c for c in UCI_ADULT_CATEGORICAL if c in names],
+                        numeric=[c for c in names if c not in UCI_ADULT_CATEGORICAL],
+                        source=str(train_path))
+  out = {}
+  for split in UCI_ADULT_FILES:
+    path = uci_adult_path(split, data_dir)
+    cols = train_cols if split == "train" else read_uci_adult(path)
+    features = encode(encoder, cols, on_unknown=on_unknown, source=str(path))
+    labels = parse_income(cols[ADULT_LABEL], source=str(path))
+    out[split] = TabularSplit(features, labels, encoder.feature_names, cols, encoder)
+  return out
