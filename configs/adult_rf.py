@@ -51,6 +51,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # Student: the first num_pool query inputs are labelled; the rest evaluate.
   c.num_pool = 500
+  # Reference (true labels, not private): students on this many random pools of num_pool
+  # query inputs, each scored on the other queries, to place the first pool among them.
+  c.reference_pools = 30
 
   # Noisy aggregation and its privacy cost.
   c.lnmax_gamma = 0.05            # Laplace scale 1/gamma = 20 (the paper's setting).
@@ -80,5 +83,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.lnmax_gamma = 0.2           # 25 teachers: less noise than for 250.
     c.gnmax_sigma = 5.0
     c.num_seeds = 5
+    c.reference_pools = 3
     c.student_repeats = 1
   return c

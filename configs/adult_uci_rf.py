@@ -14,8 +14,10 @@ Usage:
   python experiments/tabular.py --config configs/adult_uci_rf.py \
       --config.data_dir=/path/to/uci --workdir runs/adult_uci_rf
 
-Arguments (comma-separated, combinable): ``cpu`` (as in configs/adult_rf.py) and
-``noeducationnum`` (keep ``fnlwgt``, drop ``education_num``).
+Arguments (comma-separated, combinable): ``cpu`` (as in configs/adult_rf.py),
+``noeducationnum`` (keep ``fnlwgt``, drop ``education_num``) and ``coarse`` (the offline
+copy's coding on the original split: its 11 features, without ``fnlwgt``,
+``education_num`` and ``native_country``, and its merged categories).
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ def _adult_rf():
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   args = {a.strip() for a in (arg or "").split(",") if a.strip()}
-  unknown = args - {"cpu", "noeducationnum"}
-  if unknown:
-    raise ValueError(f"configs/adult_uci_rf.py: unknown argument(s) {sorted(unknown)}; "
-                     "use 'cpu' and/or 'noeducationnum'")
+  unknown = args - {"cpu", "noeducationnum", "coarse"}
+  if unknown or {"noeducationnum", "coarse"} <= args:
+    raise ValueError(f"configs/adult_uci_rf.py: unknown or conflicting argument(s) "
+                     f"{sorted(args)}; use 'cpu' with 'noeducationnum' or 'coarse'")
   c = _adult_rf().get_config("cpu" if "cpu" in args else None)
   c.dataset = "adult_uci"
   c.query_split = "test"
   c.drop_columns = "education_num" if "noeducationnum" in args else "fnlwgt"
+  c.coarsen = "coarse" in args    # merge categories as the offline copy does
+  if c.coarsen:
+    c.drop_columns = "fnlwgt,education_num,native_country"
   return c

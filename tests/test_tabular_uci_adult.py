@@ -100,10 +100,62 @@ def test_load_task_and_config(tmp_path):
                                                                      250, 500)
   assert load("cpu,noeducationnum").drop_columns == "education_num"
   assert load("cpu").num_teachers == 25
-  with pytest.raises(ValueError, match="unknown argument"):
+  with pytest.raises(ValueError, match="unknown or conflicting argument"):
     load("noeducation")
+  with pytest.raises(ValueError, match="unknown or conflicting argument"):
+    load("noeducationnum,coarse")
+  coarse = load("coarse")
+  assert coarse.coarsen and coarse.drop_columns == "fnlwgt,education_num,native_country"
+  assert not c.coarsen
   c.data_dir, c.num_teachers, c.num_pool = str(tmp_path), 2, 1
   with pytest.warns(UserWarning):
     plan = experiment.load_script(REPO / "experiments" / "tabular.py").plan(c)
   assert (plan["task"], plan["train_rows"], plan["query_rows"], plan["features"]) == (
       "adult_uci-nofnlwgt", 3, 2, 13)
+
+
+def test_coarsen_merges_categories_as_the_offline_copy(tmp_path):
+  _write(tmp_path)
+  drop = ("fnlwgt", "education_num", "native_country")
+  with pytest.warns(UserWarning):
+    s = data.load_uci_adult(tmp_path, drop_columns=drop, coarsen=True)
+  train, test = s["train"], s["test"]
+  assert train.feature_names == ("age", "workclass", "education", "marital_status",
+                                 "occupation", "relationship", "race", "gender",
+                                 "capital_gain", "capital_loss", "hours_per_week")
+  assert train.columns["workclass"].tolist() == ["Government", "Self-Employed",
+                                                 "Other/Unknown"]
+  assert train.columns["marital_status"].tolist() == ["Single", "Married", "Divorced"]
+  assert train.columns["occupation"].tolist() == ["White-Collar", "White-Collar",
+                                                  "Other/Unknown"]
+  col = train.feature_names.index("workclass")
+  # Sorted merged vocabulary: Government < Other/Unknown < Self-Employed; the test split's
+  # "State-gov" is now known (Government), "Private" still is not.
+  np.testing.assert_array_equal(train.features[:, col], [0, 2, 1])
+  np.testing.assert_array_equal(test.features[:, col], [UNKNOWN_CODE, 0])
+  assert test.columns["education"].tolist() == ["School", "Doctorate"]  # "11th" -> School
+  with pytest.warns(UserWarning):
+    _, _, name = tabular.load_task(jax.random.key(0), "adult_uci", tmp_path,
+                                   drop_columns=list(drop), coarsen=True)
+  assert name == "adult_uci-coarse-nofnlwgt-noeducation_num-nonative_country"
+  with pytest.raises(ValueError, match="coarsen: only for dataset 'adult_uci'"):
+    tabular.load_task(jax.random.key(0), "adult", tmp_path, coarsen=True)
+
+
+def test_random_pools_score_each_pool_on_the_other_rows():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(60, 3))
+  y = (x[:, 0] + 0.3 * rng.normal(size=60) > 0).astype(int)
+  tree = tabular.random_forest(5)
+  key = jax.random.key(3)
+  acc = tabular.random_pool_accuracies(key, tree, x, y, num_pool=20, num_pools=4,
+                                       random_state=1, n_jobs=1)
+  assert acc.shape == (4,) and len(set(acc.tolist())) > 1  # the pools differ
+  for k in (0, 3):
+    order = np.asarray(jax.random.permutation(jax.random.fold_in(key, k), 60))
+    pool, rest = order[:20], order[20:]
+    assert acc[k] == tabular.fit_and_score(tree, 1, x[pool], y[pool], x[rest], y[rest])
+  with pytest.raises(ValueError, match="num_pool must lie in"):
+    tabular.random_pool_accuracies(key, tree, x, y, num_pool=60, num_pools=1, random_state=0)
+  with pytest.raises(ValueError, match="num_pools must be >= 1"):
+    tabular.random_pool_accuracies(key, tree, x, y, num_pool=5, num_pools=0, random_state=0)

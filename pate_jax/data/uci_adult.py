@@ -35,6 +35,27 @@ UCI_ADULT_CATEGORICAL = ("workclass", "education", "marital_status", "occupation
                          "relationship", "race", "gender", "native_country")
 UCI_ADULT_FILES = {"train": "adult.data", "test": "adult.test"}
 UCI_ADULT_DEFAULT_DROP = ("fnlwgt",)  # 13 features, as in Appendix C.
+# The offline data's copy of Adult merges these categories (its README); ``coarsen=True``
+# applies the same merge to the original files, so that coding and split can be told apart.
+COARSE_CATEGORIES = {
+    "workclass": {"Federal-gov": "Government", "Local-gov": "Government",
+                  "State-gov": "Government", "Self-emp-inc": "Self-Employed",
+                  "Self-emp-not-inc": "Self-Employed", "?": "Other/Unknown",
+                  "Without-pay": "Other/Unknown", "Never-worked": "Other/Unknown"},
+    "education": {**{k: "School" for k in ("Preschool", "1st-4th", "5th-6th", "7th-8th", "9th",
+                                           "10th", "11th", "12th")},
+                  "Assoc-acdm": "Assoc", "Assoc-voc": "Assoc"},
+    "marital_status": {"Married-civ-spouse": "Married", "Married-AF-spouse": "Married",
+                       "Married-spouse-absent": "Married", "Never-married": "Single"},
+    "occupation": {**{k: "Blue-Collar" for k in ("Craft-repair", "Farming-fishing",
+                                                 "Handlers-cleaners", "Machine-op-inspct",
+                                                 "Transport-moving")},
+                   "Adm-clerical": "White-Collar", "Exec-managerial": "White-Collar",
+                   "Prof-specialty": "Professional",
+                   **{k: "Service" for k in ("Other-service", "Protective-serv",
+                                             "Priv-house-serv", "Tech-support")},
+                   "?": "Other/Unknown", "Armed-Forces": "Other/Unknown"},
+}
 
 
 def read_uci_adult(path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -84,33 +105,36 @@ def uci_adult_path(split: str, data_dir: str | os.PathLike | None = None) -> pat
 
 def load_uci_adult(data_dir: str | os.PathLike | None = None, *,
                    drop_columns: Iterable[str] | str = UCI_ADULT_DEFAULT_DROP,
-                   on_unknown: str = "warn") -> dict[str, TabularSplit]:
+                   coarsen: bool = False, on_unknown: str = "warn") -> dict[str, TabularSplit]:
   """``{"train": adult.data, "test": adult.test}`` coded as integers.
 
   Categorical columns (:data:`UCI_ADULT_CATEGORICAL`) get the sorted vocabulary of
   ``adult.data`` (a category only in ``adult.test`` is coded
   :data:`pate_jax.data.UNKNOWN_CODE`); the other columns are numbers. Features are
   :data:`UCI_ADULT_COLUMNS` minus ``drop_columns``, in file order; labels are 1
-  for ``>50K`` (``>50K.``).
+  for ``>50K`` (``>50K.``). ``coarsen``: merge categories as the offline data's
+  copy does (:data:`COARSE_CATEGORIES`).
 
   Raises:
     FileNotFoundError: if the directory or a file is missing.
     ValueError: for a malformed row, an unknown income label, a non-numeric value
       in a numeric column, or a ``drop_columns`` entry that is not a column.
   """
-  train_path = uci_adult_path("train", data_dir)
-  train_cols = read_uci_adult(train_path)
-  drop = check_drop_columns(drop_columns, list(train_cols), ADULT_LABEL, train_path)
+  merge = _coarsened if coarsen else (lambda cols: cols)
+  paths = {split: uci_adult_path(split, data_dir) for split in UCI_ADULT_FILES}
+  cols = {split: merge(read_uci_adult(path)) for split, path in paths.items()}
+  drop = check_drop_columns(drop_columns, list(cols["train"]), ADULT_LABEL, paths["train"])
   names = [c for c in UCI_ADULT_COLUMNS if c not in drop]
-  encoder = fit_encoder(train_cols, names,
+  encoder = fit_encoder(cols["train"], names,
                         categorical=[c for c in UCI_ADULT_CATEGORICAL if c in names],
                         numeric=[c for c in names if c not in UCI_ADULT_CATEGORICAL],
-                        source=str(train_path))
-  out = {}
-  for split in UCI_ADULT_FILES:
-    path = uci_adult_path(split, data_dir)
-    cols = train_cols if split == "train" else read_uci_adult(path)
-    features = encode(encoder, cols, on_unknown=on_unknown, source=str(path))
-    labels = parse_income(cols[ADULT_LABEL], source=str(path))
-    out[split] = TabularSplit(features, labels, encoder.feature_names, cols, encoder)
-  return out
+                        source=str(paths["train"]))
+  return {split: TabularSplit(encode(encoder, c, on_unknown=on_unknown, source=str(paths[split])),
+                              parse_income(c[ADULT_LABEL], source=str(paths[split])),
+                              encoder.feature_names, c, encoder)
+          for split, c in cols.items()}
+
+def _coarsened(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """``cols`` with the categories of :data:`COARSE_CATEGORIES` merged."""
+  return {name: (np.asarray([COARSE_CATEGORIES[name].get(v, v) for v in col.tolist()])
+                 if name in COARSE_CATEGORIES else col) for name, col in cols.items()}

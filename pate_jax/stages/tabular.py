@@ -54,7 +54,8 @@ def _run(config, workdir: pathlib.Path) -> dict:
   train, queries, name = tabular.load_task(
       rng.stream(root, "data_split"), config.dataset, config.data_dir or None,
       query_split=config.query_split, test_fraction=config.test_fraction,
-      drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()])
+      drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()],
+      coarsen=bool(config.get("coarsen", False)))
   if not 0 < config.num_pool < len(queries):
     raise ValueError(f"num_pool must lie in (0, {len(queries)}) (query inputs), got "
                      f"{config.num_pool}")
@@ -129,6 +130,16 @@ def _run(config, workdir: pathlib.Path) -> dict:
   acc = tabular.student_accuracies(task, [student_seeds[0]] * len(plurality_sets),
                                    plurality_sets)
   reference_students = {"true_labels": float(acc[0]), "plurality_labels": float(acc[1])}
+  if config.get("reference_pools", 0):
+    # Where the first num_pool rows stand among random pools of the queries (true labels).
+    pools = tabular.random_pool_accuracies(
+        rng.stream(root, "reference_pools"), task.estimator, queries.features, queries.labels,
+        config.num_pool, int(config.reference_pools), student_seeds[0], n_jobs=config.n_jobs)
+    reference_students["random_pools"] = {
+        "num_pools": len(pools), "mean": float(pools.mean()),
+        "standard_error": float(pools.std(ddof=1) / np.sqrt(len(pools))) if len(pools) > 1
+        else None, "sd": float(pools.std(ddof=1)) if len(pools) > 1 else None,
+        "below_first_pool": int(np.sum(pools < acc[0])), "accuracies": pools.tolist()}
   sweeps["queries"]["plurality_student_accuracy"] = acc[2:]
   timings["aggregation_students_sweeps_s"] = time.perf_counter() - t0
   tabular.plot_sweeps(workdir / "student_accuracy.png", sweeps, non_private["accuracy_eval"],
@@ -169,7 +180,8 @@ def plan(config) -> dict:
         rng.stream(rng.root_key(config.seed), "data_split"), config.dataset,
         config.data_dir or None, query_split=config.query_split,
         test_fraction=config.test_fraction,
-        drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()])
+        drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()],
+      coarsen=bool(config.get("coarsen", False)))
   except (FileNotFoundError, OSError) as e:
     out["data"] = f"MISSING: {e}"
     return out

@@ -23,6 +23,7 @@ Experiment pieces (Appendix C: students on noisy labels, sweeps, ε)::
   prefix_totals(per_query_cost [Q, K], counts [N]) -> float64 [N, K]
   StudentTask(x_pool, x_eval, y_eval, estimator, n_jobs) / accuracy / fit_and_score
   student_accuracies(task, random_states [N], label_sets) -> float64 [N]
+  random_pool_accuracies(key, estimator, features, labels, num_pool, num_pools, seed) -> [K]
   query_counts(counts, num_pool) -> sorted prefix lengths
   noisy_label_grid(key, votes, mechanism, scales [S], R) -> int32 [S, R, Q]
   sweep_mechanism(key, mechanism, votes, labels, plurality, ...) -> (summary, sweeps)
@@ -36,7 +37,8 @@ from __future__ import annotations
 from pate_jax.tabular._datasets import DATASETS, load_task, task_name
 from pate_jax.tabular._plots import plot_sweeps
 from pate_jax.tabular._privacy import Accountant, epsilon, prefix_epsilon, prefix_totals
-from pate_jax.tabular._students import StudentTask, accuracy, fit_and_score, student_accuracies
+from pate_jax.tabular._students import (StudentTask, accuracy, fit_and_score,
+                                       random_pool_accuracies, student_accuracies)
 from pate_jax.tabular._sweeps import noisy_label_grid, query_counts, sweep_mechanism
 from pate_jax.data import (  # tabular coding lives with the datasets that use it
     UNKNOWN_CODE,
@@ -67,6 +69,7 @@ __all__ = [
     "ensemble_summary", "save_teacher_predictions",
     "DATASETS", "load_task", "task_name", "plot_sweeps",
     "Accountant", "epsilon", "prefix_epsilon", "prefix_totals",
-    "StudentTask", "accuracy", "fit_and_score", "student_accuracies",
+    "StudentTask", "accuracy", "fit_and_score", "random_pool_accuracies",
+    "student_accuracies",
     "noisy_label_grid", "query_counts", "sweep_mechanism",
 ]

@@ -19,15 +19,18 @@ from pate_jax.data import TabularSplit, adult, diabetes, uci_adult
 DATASETS = ("adult", "adult_uci", "diabetes")
 
 
-def task_name(dataset: str, drop_columns: Iterable[str] = (), query_split: str = "test") -> str:
-  """``dataset`` + ``-no<column>`` per dropped column + ``-<query_split>`` unless "test"."""
-  name = dataset + "".join(f"-no{c}" for c in drop_columns)
+def task_name(dataset: str, drop_columns: Iterable[str] = (), query_split: str = "test",
+              coarsen: bool = False) -> str:
+  """``dataset`` (+ ``-coarse``) + ``-no<column>`` per dropped column + ``-<query_split>``
+  unless "test"."""
+  name = dataset + ("-coarse" if coarsen else "") + "".join(f"-no{c}" for c in drop_columns)
   return name if query_split == "test" else f"{name}-{query_split}"
 
 
 def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None = None, *,
               query_split: str = "test", test_fraction: float = 0.25,
-              drop_columns: Iterable[str] = ()) -> tuple[TabularSplit, TabularSplit, str]:
+              drop_columns: Iterable[str] = (), coarsen: bool = False
+              ) -> tuple[TabularSplit, TabularSplit, str]:
   """``(train, queries, name)`` of a tabular task.
 
   Args:
@@ -39,11 +42,15 @@ def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None =
       ``"test"`` only.
     test_fraction: Diabetes: held-out fraction of the balanced subset.
     drop_columns: columns left out of the features.
+    coarsen: original Adult only: merge its categories as the offline copy does.
 
   Returns:
     The training split, the query split and :func:`task_name`.
   """
   drop = list(drop_columns)
+  if coarsen and dataset != "adult_uci":
+    raise ValueError(f"coarsen: only for dataset 'adult_uci' (the original files), got "
+                     f"{dataset!r}")
   if dataset == "adult":
     splits = adult.load_adult(data_dir, splits=("train", query_split), drop_columns=drop)
     train, queries = splits["train"], splits[query_split]
@@ -51,7 +58,7 @@ def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None =
     if query_split != "test":
       raise ValueError(f"query_split: the original Adult files have only a 'test' split "
                        f"(adult.test), got {query_split!r}")
-    splits = uci_adult.load_uci_adult(data_dir, drop_columns=drop)
+    splits = uci_adult.load_uci_adult(data_dir, drop_columns=drop, coarsen=coarsen)
     train, queries = splits["train"], splits["test"]
   elif dataset == "diabetes":
     if query_split != "test":
@@ -61,4 +68,4 @@ def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None =
     train, queries = splits["train"], splits["test"]
   else:
     raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
-  return train, queries, task_name(dataset, drop, query_split)
+  return train, queries, task_name(dataset, drop, query_split, coarsen)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Sequence
 
+import jax
 import joblib
 import numpy as np
 
@@ -74,3 +75,32 @@ def student_accuracies(task: StudentTask, random_states: Sequence[int],
                                          np.asarray(lab), task.x_eval, task.y_eval)
            for s, lab in zip(random_states, label_sets)]
   return np.asarray(joblib.Parallel(n_jobs=task.n_jobs)(tasks), dtype=np.float64)
+
+
+def random_pool_accuracies(key: Any, estimator: EstimatorSpec, features: Any, labels: Any,
+                           num_pool: int, num_pools: int, random_state: int,
+                           n_jobs: int = -1) -> np.ndarray:
+  """How much the choice of the labelled pool moves a student: held-out accuracy of one
+  student per random pool, on the pool's true labels.
+
+  Pool ``k`` is ``num_pool`` rows of ``features`` drawn without replacement with
+  ``jax.random.fold_in(key, k)``; its student (seed ``random_state``) is scored on every
+  other row. The papers label the *first* ``num_pool`` rows; this places that one choice
+  among the others (a non-private reference: true labels of the public query inputs).
+
+  Returns:
+    float64 ``[num_pools]``.
+  """
+  features, labels = np.asarray(features), np.asarray(labels)
+  n = len(labels)
+  if not 0 < num_pool < n:
+    raise ValueError(f"num_pool must lie in (0, {n}) (the rows given), got {num_pool}")
+  if num_pools < 1:
+    raise ValueError(f"num_pools must be >= 1, got {num_pools}")
+  tasks = []
+  for k in range(int(num_pools)):
+    order = np.asarray(jax.random.permutation(jax.random.fold_in(key, k), n))
+    pool, rest = order[:num_pool], order[num_pool:]
+    tasks.append(joblib.delayed(fit_and_score)(estimator, int(random_state), features[pool],
+                                               labels[pool], features[rest], labels[rest]))
+  return np.asarray(joblib.Parallel(n_jobs=n_jobs)(tasks), dtype=np.float64)
