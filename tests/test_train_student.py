@@ -110,6 +110,22 @@ def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_d
                               labels="truth"), str(tmp_path / "bad"))
 
 
+def test_true_answered_labels_are_the_pools_own_on_the_answered_rows(tmp_path, teachers_dir):
+  c = _config("student_supervised", votes_dir=str(teachers_dir))
+  c.aggregate.mechanism, c.aggregate.noise_seed, c.num_steps = "confident_gnmax", 0, 2
+  noisy = train_student.run(c, str(tmp_path / "noisy"))
+  answered = np.load(tmp_path / "noisy" / "labels" / "labels.npz")
+  rows = answered["query_index"][answered["answered"].astype(bool)]
+  assert 0 < rows.size < 30 and noisy["label_accuracy"] < 1.0  # some asked, some wrong
+  c.labels = "true_answered"
+  r = train_student.run(c, str(tmp_path / "clean"))
+  again = np.load(tmp_path / "clean" / "labels" / "labels.npz")  # the same answers
+  np.testing.assert_array_equal(again["answered"], answered["answered"])
+  assert r["num_labels"] == rows.size == noisy["num_labels"] and r["label_accuracy"] == 1.0
+  assert r["num_answered"] == rows.size and "not private" in r["epsilon"]
+  assert "epsilon_release" not in r
+
+
 def test_distillation_needs_a_saved_temperature(tmp_path, teachers_dir):
   c = _config("student_distillation", votes_dir=str(teachers_dir))
   c.student.kwargs.temperature = 3.0

@@ -28,10 +28,11 @@ from pate_jax import labels as labels_lib
 from pate_jax import votes as votes_lib
 from pate_jax.stages import aggregate
 
-LABELS = ("noisy", "plurality", "probabilities", "true")
+LABELS = ("noisy", "plurality", "probabilities", "true", "true_answered")
 """``config.labels``: the aggregator's noisy answers (private), or, not private, the
 teachers' plurality, their averaged probabilities, or the pool's own labels (the method
-without label noise: a diagnostic)."""
+without label noise: a diagnostic) on the selected rows (``true``) or on the rows the noisy
+aggregator answered (``true_answered``: its answers' rows with their errors taken out)."""
 
 
 def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
@@ -94,7 +95,15 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
                     "ledger_epsilon": budget.epsilon, "epsilon": public,
                     "private": reporting.private_part(epsilon=private)})
   else:
-    if config.labels == "noisy":
+    if config.labels == "true_answered":
+      label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
+      index, _ = students.answered_labels(label_file)
+      labels = np.asarray(votes["labels"])[index]
+      results.update({"num_queries": agg.get("num_queries"),
+                      "num_answered": agg.get("num_answered"),
+                      "epsilon": "not private: the pool's own labels on the rows the noisy "
+                                 "aggregator answered"})
+    elif config.labels == "noisy":
       label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
       index, labels = students.answered_labels(label_file)
       results.update({k: agg.get(k) for k in (
