@@ -488,7 +488,7 @@ ROWS: tuple[Row, ...] = (
     Row("pate2017", "Appendix C", "Adult: student random forest accuracy (LNMax labels)",
         "—", "adult_rf", "lnmax.student_accuracy", "pct2",
         "the appendix's numbers are missing from our text copy of it; our Adult is the shared "
-        "coarsened version with another split"),
+        "coarsened version with another split (the original files: rows below)"),
     Row("pate2017", "Appendix C", "Adult: ε of the student's labels (LNMax)", "—", "adult_rf",
         "lnmax.epsilon_data_dependent", "f2", "2017 data-dependent moments, δ = 1e-5"),
     Row("pate2017", "Appendix C", "Adult: ε data-independent (LNMax)", "—", "adult_rf",
@@ -499,7 +499,8 @@ ROWS: tuple[Row, ...] = (
         "adult_rf", "gnmax.epsilon_data_dependent", "f2"),
     Row("pate2017", "Appendix C", "Adult: student forest on the true labels of the same rows",
         "—", "adult_rf", "reference_students.true_labels", "pct2",
-        "the small labelled set, not the label noise, caps the student"),
+        "the label noise costs nothing here; the unlucky first 500 rows and the coarse "
+        "coding do (rows below)"),
     Row("pate2017", "Appendix C", "Adult: mean teacher accuracy", "—", "adult_rf",
         "ensemble.teacher_accuracy_mean", "pct2"),
     Row("pate2017", "Appendix C", "Adult: non-private random forest", "—", "adult_rf",
