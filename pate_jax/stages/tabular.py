@@ -43,6 +43,16 @@ def run(config, workdir: str | os.PathLike) -> dict:
     return _run(config, pathlib.Path(workdir))
 
 
+def _load_task(config):
+  """``(train, queries, name)`` of the config's tabular task (:func:`tabular.load_task`)."""
+  return tabular.load_task(
+      rng.stream(rng.root_key(config.seed), "data_split"), config.dataset,
+      config.data_dir or None, query_split=config.query_split,
+      test_fraction=config.test_fraction,
+      drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()],
+      coarsen=bool(config.get("coarsen", False)))
+
+
 def _run(config, workdir: pathlib.Path) -> dict:
   root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
   timings = {}
@@ -51,11 +61,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
 
   # 1. Data.
   t0 = time.perf_counter()
-  train, queries, name = tabular.load_task(
-      rng.stream(root, "data_split"), config.dataset, config.data_dir or None,
-      query_split=config.query_split, test_fraction=config.test_fraction,
-      drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()],
-      coarsen=bool(config.get("coarsen", False)))
+  train, queries, name = _load_task(config)
   if not 0 < config.num_pool < len(queries):
     raise ValueError(f"num_pool must lie in (0, {len(queries)}) (query inputs), got "
                      f"{config.num_pool}")
@@ -135,10 +141,10 @@ def _run(config, workdir: pathlib.Path) -> dict:
     pools = tabular.random_pool_accuracies(
         rng.stream(root, "reference_pools"), task.estimator, queries.features, queries.labels,
         config.num_pool, int(config.reference_pools), student_seeds[0], n_jobs=config.n_jobs)
+    sd = float(pools.std(ddof=1)) if len(pools) > 1 else None
     reference_students["random_pools"] = {
-        "num_pools": len(pools), "mean": float(pools.mean()),
-        "standard_error": float(pools.std(ddof=1) / np.sqrt(len(pools))) if len(pools) > 1
-        else None, "sd": float(pools.std(ddof=1)) if len(pools) > 1 else None,
+        "num_pools": len(pools), "mean": float(pools.mean()), "sd": sd,
+        "standard_error": sd / np.sqrt(len(pools)) if sd is not None else None,
         "below_first_pool": int(np.sum(pools < acc[0])), "accuracies": pools.tolist()}
   sweeps["queries"]["plurality_student_accuracy"] = acc[2:]
   timings["aggregation_students_sweeps_s"] = time.perf_counter() - t0
@@ -176,12 +182,7 @@ def plan(config) -> dict:
          "gnmax_sigmas": tuple(config.gnmax_sigmas), "num_seeds": int(config.num_seeds),
          "student_repeats": int(config.student_repeats)}
   try:
-    train, queries, name = tabular.load_task(
-        rng.stream(rng.root_key(config.seed), "data_split"), config.dataset,
-        config.data_dir or None, query_split=config.query_split,
-        test_fraction=config.test_fraction,
-        drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()],
-      coarsen=bool(config.get("coarsen", False)))
+    train, queries, name = _load_task(config)
   except (FileNotFoundError, OSError) as e:
     out["data"] = f"MISSING: {e}"
     return out
