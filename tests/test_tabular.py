@@ -272,6 +272,10 @@ def test_experiment_end_to_end_on_synthetic_adult(tmp_path, capsys):
     assert isinstance(res[m]["epsilon_at_grid_edge"], list)
   assert res["dataset"] == "adult-noeducation" and "education" not in res["feature_names"]
   assert res["num_pool"] == 40 and res["num_eval"] == 50
+  pools = res["reference_students"]["random_pools"]  # the cpu config's 3 random pools
+  assert pools["num_pools"] == len(pools["accuracies"]) == 3
+  assert pools["mean"] == pytest.approx(np.mean(pools["accuracies"]))
+  assert 0 <= pools["below_first_pool"] <= 3 and pools["standard_error"] >= 0
   sweeps = res["sweeps"]
   assert sweeps["queries"]["num_queries"] == [20, 40]
   for m in ("lnmax", "gnmax"):
