@@ -23,7 +23,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pate_jax.data._paths import ENV_VAR, resolve_data_dir
+from pate_jax.data._paths import data_file
 from pate_jax.data._table import (
     Encoder,
     TabularSplit,
@@ -53,16 +53,8 @@ def adult_path(split: str, data_dir: str | os.PathLike | None = None) -> pathlib
   """``<data_dir>/adult/<split>.csv``, with a clear error when it is absent."""
   if split not in ADULT_SPLITS:
     raise ValueError(f"split must be one of {ADULT_SPLITS}, got {split!r}")
-  root = resolve_data_dir(data_dir)
-  if root is None:
-    raise FileNotFoundError(
-        f"UCI Adult: no data directory; set ${ENV_VAR} or pass data_dir (config field "
-        "`data_dir`) to a directory holding adult/{train,test,attack}.csv")
-  path = root / "adult" / f"{split}.csv"
-  if not path.is_file():
-    raise FileNotFoundError(f"UCI Adult: no file at {path}; point ${ENV_VAR} or data_dir at "
-                            "the directory holding adult/{train,test,attack}.csv")
-  return path
+  return data_file(data_dir, f"adult/{split}.csv", "UCI Adult",
+                   "adult/{train,test,attack}.csv")
 
 
 def parse_income(values: np.ndarray, *, source: str = "income") -> np.ndarray:

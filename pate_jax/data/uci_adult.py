@@ -24,7 +24,7 @@ from typing import Iterable
 
 import numpy as np
 
-from pate_jax.data._paths import ENV_VAR, resolve_data_dir
+from pate_jax.data._paths import data_file
 from pate_jax.data._table import TabularSplit, check_drop_columns, encode, fit_encoder
 from pate_jax.data.adult import ADULT_LABEL, parse_income
 
@@ -90,17 +90,8 @@ def uci_adult_path(split: str, data_dir: str | os.PathLike | None = None) -> pat
   """``<data_dir>/adult/adult.data`` (``"train"``) or ``adult.test`` (``"test"``)."""
   if split not in UCI_ADULT_FILES:
     raise ValueError(f"split must be one of {tuple(UCI_ADULT_FILES)}, got {split!r}")
-  root = resolve_data_dir(data_dir)
-  if root is None:
-    raise FileNotFoundError(
-        f"UCI Adult (original files): no data directory; set ${ENV_VAR} or pass data_dir "
-        "(config field `data_dir`) to a directory holding adult/adult.data and adult.test")
-  path = root / "adult" / UCI_ADULT_FILES[split]
-  if not path.is_file():
-    raise FileNotFoundError(f"UCI Adult (original files): no file at {path}; point "
-                            f"${ENV_VAR} or data_dir at the directory holding "
-                            "adult/adult.data and adult/adult.test")
-  return path
+  return data_file(data_dir, f"adult/{UCI_ADULT_FILES[split]}", "UCI Adult (original files)",
+                   "adult/adult.data and adult/adult.test")
 
 
 def load_uci_adult(data_dir: str | os.PathLike | None = None, *,
