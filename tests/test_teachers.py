@@ -75,6 +75,23 @@ def test_teachers_differ_and_learn(shards):
   assert preds.shape == (T, len(x_test)) and acc.min() > 0.5  # 40 examples, 10 classes
 
 
+def test_unrolled_segments_take_the_same_steps(shards):
+  # A CNN (where unrolling pays on a CPU), looped and unrolled, in segments of 3 and 2.
+  model = models.get_model("mnist_cnn", 10, features=(4, 8), hidden=(16,))
+  looped, unrolled = (teachers.TeacherFns(model, optax.adam(1e-2), 8, 1, unroll_segments=u)
+                      for u in (False, True))
+  a, loss_a = _train(teachers.Ensemble(looped, "loop"), shards, [3, 2])
+  b, loss_b = _train(teachers.Ensemble(unrolled, "loop"), shards, [3, 2])
+  assert _max_diff(a, b) < 1e-5 and jnp.allclose(loss_a, loss_b, atol=1e-6)
+  c, _ = _train(teachers.Ensemble(unrolled, "loop"), shards, [1])
+  assert _max_diff(a, c) > 1e-3  # the comparison can tell 5 steps from 1
+  one = jax.tree.map(lambda v: v[0], a)
+  args = (one, jax.random.key(0), shards[0][0], shards[1][0], jnp.int32(0), 3)
+  jaxprs = [str(jax.make_jaxpr(f.train_segment, static_argnums=5)(*args))
+            for f in (looped, unrolled)]
+  assert "unroll=1" in jaxprs[0] and "unroll=3" in jaxprs[1]  # all 3 steps: no loop left
+
+
 def test_loop_compiles_single_teacher_once(shards):
   ens = teachers.Ensemble(_fns(), "loop")
   _train(ens, shards, [2, 2])

@@ -129,7 +129,8 @@ def build_ensemble(config: ml_collections.ConfigDict, num_classes: int) -> teach
       batch_size=config.batch_size or None, max_shift=config.max_shift,
       strategy=config.strategy, chunk_size=config.chunk_size or None,
       memory_fraction=config.get("memory_fraction", 0.6),
-      compute_dtype=config.get("compute_dtype", "float32"))
+      compute_dtype=config.get("compute_dtype", "float32"),
+      unroll_segments=config.get("unroll_segments", False))
 
 
 def _kill_after(ckpt: Checkpointer, crash_after_step: int):
