@@ -125,6 +125,7 @@ def load_uci_adult(data_dir: str | os.PathLike | None = None, *,
                               encoder.feature_names, c, encoder)
           for split, c in cols.items()}
 
+
 def _coarsened(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
   """``cols`` with the categories of :data:`COARSE_CATEGORIES` merged."""
   return {name: (np.asarray([COARSE_CATEGORIES[name].get(v, v) for v in col.tolist()])

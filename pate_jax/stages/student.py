@@ -95,17 +95,16 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
                     "ledger_epsilon": budget.epsilon, "epsilon": public,
                     "private": reporting.private_part(epsilon=private)})
   else:
-    if config.labels == "true_answered":
+    if config.labels in ("noisy", "true_answered"):
       label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
-      index, _ = students.answered_labels(label_file)
+      index, labels = students.answered_labels(label_file)
+    if config.labels == "true_answered":  # the answered rows, their errors taken out
       labels = np.asarray(votes["labels"])[index]
       results.update({"num_queries": agg.get("num_queries"),
                       "num_answered": agg.get("num_answered"),
                       "epsilon": "not private: the pool's own labels on the rows the noisy "
                                  "aggregator answered"})
     elif config.labels == "noisy":
-      label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
-      index, labels = students.answered_labels(label_file)
       results.update({k: agg.get(k) for k in (
           "mechanism", "noise", "noise_source", "num_queries", "num_answered", "epsilon",
           "epsilon_tight", "epsilon_convention", "epsilon_at_grid_edge", "epsilon_release",

@@ -68,7 +68,7 @@ class TeacherFns:
     def body(s, step):
       return self.train_step(s, key, images, labels, step)
     state, losses = jax.lax.scan(body, state, start + jnp.arange(num_steps),
-                                 unroll=bool(self.unroll_segments) or 1)
+                                 unroll=self.unroll_segments)
     return state, losses.mean()
 
   def predict(self, params: PyTree, images: jax.Array) -> jax.Array:
