@@ -2,6 +2,7 @@
 
   python experiments/train_teachers.py --config configs/mnist_250.py --workdir runs/mnist_cnn_n250
   python experiments/train_teachers.py --config configs/mnist_250.py:cpu --workdir runs/mnist_n250
+  python experiments/train_teachers.py --config configs/mnist_250.py:cpu_cnn --workdir runs/mnist_cnn_cpu
 
 The default is the paper's setting for an accelerator: its CNN (two 5×5 conv
 layers with max-pooling, one 384-unit ReLU layer) computed in bfloat16 with
@@ -13,6 +14,10 @@ example), full-batch AdamW with ±2-pixel random shifts, in a few minutes on 2
 cores. Much of the CNN's slowness on a CPU is XLA's convolutions inside the compiled
 segment's loop: ``--config.unroll_segments=True`` compiles each segment unrolled (a
 16/32-channel CNN teacher, 250 full-batch steps in segments of 50: 34 s instead of 194 s).
+``:cpu_cnn`` trains CNN teachers on the CPU: 16/32 channels and 128 hidden units, with
+5×5 stride-2 convolutions in place of conv + max-pool (XLA's max-pool gradient on a CPU
+costs several times the convolutions), unrolled segments, full batch, learning rate
+3e-3; ≈ 13 ms a teacher step on 2 cores, a few points more accurate than the MLPs.
 """
 
 import ml_collections
@@ -63,6 +68,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.batch_size = 0
     c.num_steps = 250
     c.checkpoint_every = 50
+  elif arg == "cpu_cnn":
+    c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {
+        "features": (16, 32), "hidden": (128,), "downsample": "stride"}})
+    c.compute_dtype = "float32"
+    c.learning_rate = 3e-3
+    c.weight_decay = 1e-2
+    c.batch_size = 0
+    c.num_steps = 250
+    c.checkpoint_every = 50
+    c.unroll_segments = True
   elif arg not in (None, ""):
-    raise ValueError(f"configs/mnist_250.py: unknown variant {arg!r}; use '' or 'cpu'")
+    raise ValueError(
+        f"configs/mnist_250.py: unknown variant {arg!r}; use '', 'cpu' or 'cpu_cnn'")
   return c

@@ -25,18 +25,28 @@ class MnistCNN(nn.Module):
   conv 5×5 (``features[0]``) → ReLU → max-pool 3×3/2 → conv 5×5 (``features[1]``)
   → ReLU → max-pool 3×3/2 → dense ``hidden`` → ReLU → dense ``num_classes``.
   Widths follow the 2017 code's defaults (64, 128, 384).
+
+  ``downsample="stride"`` replaces each conv + max-pool by a 5×5 conv of stride 2 (the
+  same 28 → 14 → 7 map sizes). It is a CPU variant, not the paper's network: XLA's
+  max-pool gradient on a CPU costs several times the convolutions around it.
   """
   num_classes: int = 10
   features: Sequence[int] = (64, 128)
   hidden: Sequence[int] = (384,)
   dtype: Any = None  # compute dtype; parameters stay float32
+  downsample: str = "max_pool"  # "max_pool" (the paper's) | "stride"
 
   @nn.compact
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    if self.downsample not in ("max_pool", "stride"):
+      raise ValueError(f"MnistCNN: downsample must be 'max_pool' or 'stride', "
+                       f"got {self.downsample!r}")
+    stride = 2 if self.downsample == "stride" else 1
     x = x.astype(self.dtype or jnp.float32)
     for f in self.features:
-      x = nn.relu(nn.Conv(f, (5, 5), padding="SAME", dtype=self.dtype)(x))
-      x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+      x = nn.relu(nn.Conv(f, (5, 5), strides=stride, padding="SAME", dtype=self.dtype)(x))
+      if stride == 1:
+        x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
     x = x.reshape(x.shape[0], -1)
     for h in self.hidden:
       x = nn.relu(nn.Dense(h, dtype=self.dtype)(x))
