@@ -74,6 +74,7 @@ STREAMS: Mapping[str, int] = types.MappingProxyType({
     "kd_gan_data": 16,    # which rows are the public inputs
     "kd_gan_teacher": 17,  # the published setting's teacher on all private training data
     "reference_pools": 18,  # tabular: the random pools the first pool is placed among
+    "student_restart": 19,  # fold_in(k, attempt): a student restarted after a failed game
 })
 """Stream name -> id (offset by :data:`STREAMS_BASE`). Append; never reuse an id."""
 

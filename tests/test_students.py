@@ -374,3 +374,37 @@ def test_a_resumed_fit_reports_every_segment(tmp_path):
   for res in (resumed, again):
     assert [h["step"] for h in res.history] == [5, 10, 15]
     assert res.history == whole.history and res.eval_accuracy == whole.eval_accuracy
+
+
+def test_judge_reads_the_first_record_at_or_after_the_step():
+  check = students.GameCheck(step=20, metric="loss_gen", max_value=40.0)
+  history = [{"step": 10, "loss_gen": 99.0}, {"step": 30, "loss_gen": 39.0},
+             {"step": 40, "loss_gen": 99.0}]
+  students.judge(check, history)           # step 30 decides: 39 ≤ 40; later entries do not
+  students.judge(check, history[:1])       # nothing at or after step 20 yet
+  students.judge(None, history)
+  with pytest.raises(students.GameFailed, match="loss_gen = 41 at step 30") as e:
+    students.judge(check, [{"step": 30, "loss_gen": 41.0}])
+  assert (e.value.step, e.value.value, e.value.max_value) == (30, 41.0, 40.0)
+  with pytest.raises(students.GameFailed):  # a NaN loss is a failed game too
+    students.judge(check, [{"step": 20, "loss_gen": float("nan")}])
+  with pytest.raises(ValueError, match="'loss_gen' is not a training metric"):
+    students.judge(check, [{"step": 20, "loss": 1.0}])
+
+
+@pytest.mark.slow
+def test_fit_stops_at_a_failed_check_and_a_resume_fails_it_again(tmp_path):
+  data, _ = _toy_data()
+  st = _tiny_gan()
+  kw = {"batch_size": 8, "segment_steps": 5, "log": None,
+        "checkpoint_dir": str(tmp_path / "ckpt")}
+  never = students.GameCheck(step=7, metric="loss_gen", max_value=-1.0)  # losses are ≥ 0
+  with pytest.raises(students.GameFailed, match="at step 10"):
+    students.fit(st, data, jax.random.key(0), num_steps=20, check=never, **kw)
+  # The failed segment's checkpoint is kept, and a resume judges its history again,
+  # without training a step.
+  with pytest.raises(students.GameFailed, match="at step 10"):
+    students.fit(st, data, jax.random.key(0), num_steps=20, check=never, **kw)
+  passed = students.fit(st, data, jax.random.key(0), num_steps=20,
+                        check=never._replace(max_value=1e9), **kw)
+  assert passed.resumed_from == 10 and [e["step"] for e in passed.history] == [5, 10, 15, 20]

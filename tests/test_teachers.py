@@ -193,6 +193,37 @@ def test_models_by_name():
     models.get_model("resnet", 10)
 
 
+def test_stride_downsampling_keeps_the_map_sizes_without_pooling():
+  """``downsample="stride"``: the same 28 → 14 → 7 maps as conv + max-pool (so the same
+  dense layer), made by stride-2 convolutions, with no pooling in the computation."""
+  x = jnp.zeros((2, 28, 28, 1))
+  shapes = {}
+  for down in ("max_pool", "stride"):
+    model = models.get_model("mnist_cnn", 10, features=(4, 8), hidden=(16,), downsample=down)
+    params = model.init(jax.random.key(0), x)
+    assert model.apply(params, x).shape == (2, 10)
+    shapes[down] = jax.tree_util.tree_map(jnp.shape, params)
+    jaxpr = str(jax.make_jaxpr(model.apply)(params, x))
+    assert ("reduce_window" in jaxpr or "max_pool" in jaxpr) == (down == "max_pool")
+  assert shapes["stride"] == shapes["max_pool"]
+  assert shapes["stride"]["params"]["Dense_0"]["kernel"] == (7 * 7 * 8, 16)
+  with pytest.raises(ValueError, match="downsample must be"):
+    bad = models.get_model("mnist_cnn", 10, downsample="avg")
+    bad.init(jax.random.key(0), x)
+
+
+def test_cpu_cnn_config_trains_the_stride_cnn_unrolled():
+  from pate_jax import experiment
+  import pathlib
+  cfg = experiment.load_script(
+      pathlib.Path(__file__).parents[1] / "configs" / "mnist_250.py").get_config("cpu_cnn")
+  assert cfg.model.name == "mnist_cnn" and cfg.model.kwargs.downsample == "stride"
+  assert cfg.unroll_segments and cfg.compute_dtype == "float32" and cfg.batch_size == 0
+  with pytest.raises(ValueError, match="cpu_cnn"):
+    experiment.load_script(
+        pathlib.Path(__file__).parents[1] / "configs" / "mnist_250.py").get_config("gpu")
+
+
 @pytest.mark.slow
 def test_memory_budget_forcing_chunks_gives_identical_votes(shards):
   """A budget too small for all teachers at once is met by chunking over teachers

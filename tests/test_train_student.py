@@ -259,3 +259,24 @@ def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys)
   assert labels == ["supervised", "supervised, plurality labels (not private)"]
   assert out["points"][0]["epsilon"] > 0 and out["points"][1]["epsilon"] is None
   assert (tmp_path / "plots" / "students.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_failed_game_restarts_the_student_with_a_fresh_key(tmp_path, teachers_dir):
+  """config.game_check: the first try fails (a bound no loss meets), the second, the last
+  allowed, runs unchecked from a fresh key in its own checkpoints; a rerun resumes it."""
+  c = _config("student_pate_g", votes_dir=str(teachers_dir))
+  c.student.kwargs.update(TINY_GAN)
+  c.game_check.update({"step": 3, "max_value": -1.0, "max_restarts": 1})
+  r = train_student.run(c, str(tmp_path))
+  assert [(f["try"], f["step"], f["metric"]) for f in r["game_restarts"]] == [
+      (1, 3, "loss_gen")]
+  assert r["game_restarts"][0]["value"] > -1.0
+  assert (tmp_path / "checkpoints").is_dir() and (tmp_path / "checkpoints_try2").is_dir()
+  assert [e["step"] for e in r["history"]] == [3, 6] and r["resumed_from_step"] == 0
+  again = train_student.run(c, str(tmp_path))  # try 1 fails again at once; try 2 is restored
+  assert again["game_restarts"] == r["game_restarts"] and again["resumed_from_step"] == 6
+  assert again["eval_accuracy"] == r["eval_accuracy"]
+  c.game_check.max_restarts = 0  # no check: the first try's checkpoint runs on
+  plain = train_student.run(c, str(tmp_path / "plain"))
+  assert plain["game_restarts"] == [] and [e["step"] for e in plain["history"]] == [3, 6]

@@ -123,8 +123,8 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
                   f"{config.student.kwargs.get('temperature', 1.0):g}, without noise")
       results["epsilon"] = f"not private: {what}"
     data = students.make_student_data(pool, index, labels, eval_x, eval_y, num_classes)
-    fit = students.fit(student, data, key, checkpoint_dir=str(workdir / "checkpoints"),
-                       **fit_kwargs)
+    fit, results["game_restarts"] = _fit_checked(config, student, data, key, root, workdir,
+                                                 fit_kwargs)
   true = np.asarray(votes["labels"])[index]
   hard = labels if labels.ndim == 1 else labels.argmax(1)
   results.update({
@@ -141,6 +141,31 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
   })
   experiment.write_results(workdir, results, config=config, seed=config.seed)
   return results
+
+
+def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
+                 ) -> tuple[students.FitResult, list[dict]]:
+  """``students.fit``, restarted with a fresh key when the game fails ``config.game_check``
+  (training metrics only), at most ``game_check.max_restarts`` times; the last try runs
+  unchecked. Each try keeps its own checkpoints, so a killed run resumes in its try.
+  Returns the fit and the failed tries."""
+  gc = config.get("game_check")
+  tries = 1 + (int(gc.max_restarts) if gc is not None and gc.max_restarts else 0)
+  failed: list[dict] = []
+  for attempt in range(tries):
+    check = (students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value))
+             if attempt < tries - 1 else None)
+    try_key = (key if attempt == 0 else
+               jax.random.fold_in(rng.stream(root, "student_restart"), attempt))
+    directory = workdir / ("checkpoints" if attempt == 0 else f"checkpoints_try{attempt + 1}")
+    try:
+      return students.fit(student, data, try_key, checkpoint_dir=str(directory), check=check,
+                          **fit_kwargs), failed
+    except students.GameFailed as e:
+      print(f"{e}: restarting the student with a fresh key (try {attempt + 2} of {tries})")
+      failed.append({"try": attempt + 1, "step": e.step, "metric": e.metric,
+                     "value": e.value, "max_value": e.max_value})
+  raise AssertionError("unreachable: the last try runs unchecked")
 
 
 def plan(config) -> dict:
@@ -223,6 +248,9 @@ def report(r: dict) -> None:
   source = r.get("noise_source") or {}
   if source.get("public"):
     print(f"\nNOTE: {source['note']}")
+  for f in r.get("game_restarts") or ():
+    print(f"\nNOTE: try {f['try']}'s game failed ({f['metric']} {f['value']:.3g} > "
+          f"{f['max_value']:g} at step {f['step']}); the student restarted with a fresh key")
   release = r.get("epsilon_release")
   released = (f"; released ε {release['epsilon_released']:.2f}"
               if isinstance(release, dict) else "")

@@ -47,6 +47,45 @@ class Student(NamedTuple):
   logits: Callable[[PyTree, jax.Array], jax.Array]
 
 
+class GameCheck(NamedTuple):
+  """A check of a run's own training metrics (never the held-out set), made once: on the
+  first history entry at or after ``step``, ``metric`` must not exceed ``max_value``.
+
+  It detects an adversarial game that failed early (PATE-G's discriminator wins: the
+  generator's feature-matching loss climbs without bound), which otherwise trains on
+  as a plain classifier. Deciding on training losses, not held-out accuracy, keeps the
+  held-out set out of the run's choices.
+  """
+  step: int
+  metric: str
+  max_value: float
+
+
+class GameFailed(RuntimeError):
+  """:func:`fit` stopped: the run's :class:`GameCheck` failed (its checkpoints are kept)."""
+
+  def __init__(self, step: int, metric: str, value: float, max_value: float):
+    super().__init__(f"the game failed: {metric} = {value:.4g} at step {step} exceeds "
+                     f"{max_value:g}")
+    self.step, self.metric, self.value, self.max_value = step, metric, value, max_value
+
+
+def judge(check: GameCheck | None, history: list[dict]) -> None:
+  """Raises :class:`GameFailed` if ``history``'s first entry at or after ``check.step``
+  has ``check.metric`` above ``check.max_value``; nothing before that step, or no check."""
+  if check is None:
+    return
+  entry = next((e for e in history if e["step"] >= check.step), None)
+  if entry is None:
+    return
+  if check.metric not in entry:
+    raise ValueError(f"check.metric: {check.metric!r} is not a training metric of this "
+                     f"student ({', '.join(sorted(entry))})")
+  value = float(entry[check.metric])
+  if not value <= check.max_value:  # NaN fails too
+    raise GameFailed(int(entry["step"]), check.metric, value, check.max_value)
+
+
 class FitResult(NamedTuple):
   state: PyTree
   eval_accuracy: float
@@ -132,7 +171,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
         init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
         restart: bool = False, max_to_keep: int = 1, restart_flag: str = "--config.restart",
-        log: Callable[[str], None] | None = print) -> FitResult:
+        log: Callable[[str], None] | None = print, check: GameCheck | None = None
+        ) -> FitResult:
   """Trains ``student`` on ``data`` for ``num_steps`` steps (resuming if checkpointed).
 
   Args:
@@ -155,6 +195,9 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
     restart_flag: the flag that sets ``restart`` in the calling script, named by a refused
       resume's message (``--config.student.restart`` in the main job).
     log: prints one line per segment (None: silent).
+    check: a :class:`GameCheck` on the training metrics; a failed check raises
+      :class:`GameFailed` after that segment's checkpoint (a resumed run judges its
+      restored history again, so it raises again).
 
   Returns:
     The final state, held-out accuracy, per-segment history, the step resumed
@@ -178,14 +221,14 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         **(fingerprint or {})})
   try:
     return _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps,
-                  log)
+                  log, check)
   finally:
     if ckpt is not None:
       ckpt.close()
 
 
-def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps, log
-           ) -> FitResult:
+def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps, log,
+           check=None) -> FitResult:
   """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``); ``pool`` is
   ``data.pool`` on the device."""
   index = jnp.asarray(data.labelled_index, jnp.int32)
@@ -198,6 +241,8 @@ def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment
                        "give at least that many, or restart")
     if step and log:
       log(f"resumed from checkpoint at step {step}")
+    if step:
+      judge(check, ckpt.restore_history(step))
 
   def segment(state, start, n):
     return _segment(student, batch_size, n, state, key, jnp.asarray(start), pool, index,
@@ -207,12 +252,15 @@ def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment
     return {"eval_accuracy": accuracy(student, state, data.eval_images, data.eval_labels),
             **{k: float(v) for k, v in metrics.items()}}
 
-  def show(step, n, metrics, entry):
-    log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
-                 for k, v in entry.items()))
+  def after(step, n, metrics, entry):
+    if log:
+      log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                   for k, v in entry.items()))
+    if check is not None and step - n < check.step <= step:
+      judge(check, [entry])
 
   out = run_segments(segment, state, start=step, total=num_steps, segment_steps=segment_steps,
-                     ckpt=ckpt, record=record, after_segment=show if log else None)
+                     ckpt=ckpt, record=record, after_segment=after)
   history = out.history
   acc = (history[-1]["eval_accuracy"] if history else  # nothing left to train: restored
          accuracy(student, out.state, data.eval_images, data.eval_labels))
