@@ -15,7 +15,7 @@ Usage:
 
 Arguments (comma-separated, combinable):
   cpu          small smoke variant (25 teachers of 10 trees, gamma 0.2, sigma 5,
-               small sweeps).
+               small sweeps; Confident-GNMax's values scaled by 25/250).
   noeducation  drop the ``education`` column from the features (the histogram
                attack's consensus inference trains its teachers this way).
 """
@@ -65,6 +65,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                   20.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 256.0]
   c.rdp_conversion = "improved"   # Balle et al. 2020 RDP -> (eps, delta) conversion.
 
+  # Confident-GNMax (Papernot et al. 2018, Section 4.1): off here, so that the LNMax and
+  # GNMax results do not change; configs/adult_uci_rf.py:cgn turns it on. The values are
+  # the 2018 paper's for Adult (250 teachers; see configs/adult_uci_rf.py for the source).
+  c.confident_gnmax = ml_collections.ConfigDict()
+  c.confident_gnmax.enabled = False
+  c.confident_gnmax.threshold = 300.0        # T, on the noisy top count (votes).
+  c.confident_gnmax.sigma_threshold = 200.0  # sigma_1, noise of the threshold check.
+  c.confident_gnmax.sigma = 40.0             # sigma_2, noise of the answer (GNMax).
+  c.confident_gnmax.num_queries = config_dict.placeholder(int)  # Asked; None: num_pool.
+
   # Sweeps (PNG): student accuracy vs number of queries and vs noise scale.
   c.query_counts = [25, 50, 100, 200, 300, 400, 500]
   c.lnmax_gammas = [0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5]
@@ -85,4 +95,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.num_seeds = 5
     c.reference_pools = 3
     c.student_repeats = 1
+    # 25 teachers: the 2018 values scaled by 25/250 (not the paper's).
+    c.confident_gnmax.threshold = 30.0
+    c.confident_gnmax.sigma_threshold = 20.0
+    c.confident_gnmax.sigma = 4.0
   return c

@@ -13,6 +13,11 @@ workdir):
   5. student forests on the noisy labels, evaluated on the remaining inputs;
   6. sweeps: student accuracy vs number of queries and vs noise scale (labels of
      the whole noise grid from one vmapped aggregation call) -> PNG;
+  7. optionally (``config.confident_gnmax.enabled``) Confident-GNMax (Papernot et al.
+     2018, Section 4.1, Table 1): the first ``confident_gnmax.num_queries`` query rows
+     (default ``num_pool``) are asked, students train on the answered rows only and are
+     scored on the rows after them; ε realised (data-independent; the data-dependent one
+     and the paper's expected accounting in a ``private`` part);
 
 and writes ``results.json`` (a measurement) beside them. The pieces are functions of
 arrays in :mod:`pate_jax.tabular`; only this module reads the config.
@@ -25,15 +30,24 @@ import pathlib
 import time
 
 from absl import logging
+import jax
 import numpy as np
 
+from pate_jax import _checks as checks
 from pate_jax import aggregation
 from pate_jax import experiment
+from pate_jax import reporting
 from pate_jax import rng
 from pate_jax import tabular
 from pate_jax import votes as votes_lib
 
-__all__ = ["run", "plan", "report", "grid_edges"]
+__all__ = ["run", "plan", "report", "grid_edges", "confident_gnmax_settings",
+           "confident_gnmax_key", "CONFIDENT_GNMAX_DRAW"]
+
+CONFIDENT_GNMAX_DRAW = 2**31
+"""Folded into the stage's ``aggregation`` key for Confident-GNMax's noise. LNMax's and
+GNMax's labels and sweeps fold their draw indices ``0, 1, ...`` (below ``num_seeds`` and
+``student_repeats``) into the same key, so Confident-GNMax never reuses their noise."""
 
 
 def run(config, workdir: str | os.PathLike) -> dict:
@@ -53,6 +67,39 @@ def _load_task(config):
       coarsen=bool(config.get("coarsen", False)))
 
 
+def confident_gnmax_key(root: jax.Array) -> jax.Array:
+  """The key of Confident-GNMax's noise: ``fold_in(stream(root, "aggregation"),
+  CONFIDENT_GNMAX_DRAW)``; query ``i`` then draws from ``fold_in(key, i)``."""
+  return jax.random.fold_in(rng.stream(root, "aggregation"), CONFIDENT_GNMAX_DRAW)
+
+
+def confident_gnmax_settings(config, num_query_rows: int | None = None
+                             ) -> tuple[tabular.ConfidentParams, int] | None:
+  """``(params, queries asked)`` of ``config.confident_gnmax``, or ``None`` when it is
+  absent or not enabled.
+
+  Fields: ``enabled`` (bool), ``threshold`` (real), ``sigma_threshold`` and ``sigma``
+  (> 0), ``num_queries`` (``None``: ``config.num_pool``; else an integer >= 1, and below
+  ``num_query_rows`` when given, so that rows are left to evaluate the student).
+
+  Raises:
+    ValueError: naming the field (``confident_gnmax.sigma``, ...) and its bad value.
+  """
+  cgn = config.get("confident_gnmax")
+  if cgn is None or not checks.boolean(cgn.get("enabled", False), "confident_gnmax.enabled"):
+    return None
+  params = tabular.check_confident_params(
+      tabular.ConfidentParams(cgn.threshold, cgn.sigma_threshold, cgn.sigma),
+      prefix="confident_gnmax.")
+  asked = cgn.get("num_queries")
+  asked = checks.positive_int(config.num_pool if asked is None else asked,
+                              "confident_gnmax.num_queries")
+  if num_query_rows is not None and asked >= num_query_rows:
+    raise ValueError(f"confident_gnmax.num_queries must be below the {num_query_rows} query "
+                     f"inputs (the rest evaluate the student); got {asked}")
+  return params, asked
+
+
 def _run(config, workdir: pathlib.Path) -> dict:
   root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
   timings = {}
@@ -67,6 +114,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
                      f"{config.num_pool}")
   x_pool, y_pool = queries.features[:config.num_pool], queries.labels[:config.num_pool]
   x_eval, y_eval = queries.features[config.num_pool:], queries.labels[config.num_pool:]
+  confident = confident_gnmax_settings(config, len(queries))  # before anything is fitted
   num_classes = int(max(train.labels.max(), queries.labels.max())) + 1
   timings["load_s"] = time.perf_counter() - t0
   logging.info("%s: %d train, %d queries (%d pool / %d eval), features %s", name,
@@ -148,6 +196,21 @@ def _run(config, workdir: pathlib.Path) -> dict:
         "below_first_pool": int(np.sum(pools < acc[0])), "accuracies": pools.tolist()}
   sweeps["queries"]["plurality_student_accuracy"] = acc[2:]
   timings["aggregation_students_sweeps_s"] = time.perf_counter() - t0
+
+  # 7. Confident-GNMax (optional): its own noise, students on the answered rows only.
+  confident_res = None
+  if confident is not None:
+    t0 = time.perf_counter()
+    params, asked = confident
+    public, private = tabular.confident_gnmax_run(
+        confident_gnmax_key(root), votes, queries.labels, queries.features,
+        num_queries=asked, params=params, estimator=task.estimator,
+        random_states=student_seeds, accountant=accountant, n_jobs=config.n_jobs)
+    public["non_private_accuracy_eval"] = tabular.accuracy(
+        baseline, queries.features[asked:], queries.labels[asked:])
+    confident_res = {**public, "private": reporting.private_part(**private)}
+    timings["confident_gnmax_s"] = time.perf_counter() - t0
+    logging.info("confident_gnmax: %s", confident_res)
   tabular.plot_sweeps(workdir / "student_accuracy.png", sweeps, non_private["accuracy_eval"],
                       lnmax_gamma=config.lnmax_gamma, gnmax_sigma=config.gnmax_sigma,
                       delta=config.delta, num_seeds=config.num_seeds, num_pool=config.num_pool)
@@ -161,6 +224,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
       "ensemble": ensemble_res,
       "lnmax": mech["lnmax"],
       "gnmax": mech["gnmax"],
+      **({"confident_gnmax": confident_res} if confident_res is not None else {}),
       "reference_students": reference_students,
       "sweeps": sweeps,
       "timings": timings,
@@ -181,6 +245,9 @@ def plan(config) -> dict:
          "query_counts": tuple(config.query_counts), "lnmax_gammas": tuple(config.lnmax_gammas),
          "gnmax_sigmas": tuple(config.gnmax_sigmas), "num_seeds": int(config.num_seeds),
          "student_repeats": int(config.student_repeats)}
+  confident = confident_gnmax_settings(config)
+  if confident is not None:
+    out["confident_gnmax"] = {**confident[0].as_dict(), "num_queries": confident[1]}
   try:
     train, queries, name = _load_task(config)
   except (FileNotFoundError, OSError) as e:
@@ -189,6 +256,8 @@ def plan(config) -> dict:
   out.update({"task": name, "train_rows": len(train), "query_rows": len(queries),
               "eval_rows": len(queries) - int(config.num_pool),
               "num_pool_valid": 0 < config.num_pool < len(queries),
+              **({"confident_gnmax_num_queries_valid": confident[1] < len(queries)}
+                 if confident is not None else {}),
               "features": int(train.features.shape[1]),
               "rows_per_teacher": len(train) // int(config.num_teachers),
               "noisy_label_draws_per_grid_point": int(config.num_seeds) * int(config.num_pool)})
@@ -212,7 +281,8 @@ def grid_edges(summary: dict, accountant) -> list[str]:
 
 
 def report(res: dict) -> None:
-  """Prints the headline: accuracies, ε of both mechanisms, and the wall time."""
+  """Prints the headline: accuracies, ε of both mechanisms, and the wall time; then, when it
+  ran, Confident-GNMax's line (its private values marked so)."""
   name, non_private, ensemble_res = res["dataset"], res["non_private"], res["ensemble"]
   mech, timings = {"lnmax": res["lnmax"], "gnmax": res["gnmax"]}, res["timings"]
   print(f"{name}: non-private {non_private['accuracy_eval']:.4f} | plurality (pool) "
@@ -222,4 +292,14 @@ def report(res: dict) -> None:
         f"{mech['lnmax']['epsilon_data_independent']:.3f}) | GNMax labels "
         f"{mech['gnmax']['label_accuracy']:.4f}, student {mech['gnmax']['student_accuracy']:.4f}, "
         f"eps {mech['gnmax']['epsilon_data_dependent']:.3f} | {timings['total_s']:.0f} s")
+  cgn = res.get("confident_gnmax")
+  if cgn is not None:
+    print(f"Confident-GNMax (T={cgn['threshold']:g}, sigma_T={cgn['sigma_threshold']:g}, "
+          f"sigma={cgn['sigma']:g}): {cgn['num_answered']}/{cgn['num_queries']} answered, "
+          f"labels {cgn['label_accuracy']:.4f}, student {cgn['student_accuracy_mean']:.4f} "
+          f"(mean of {cgn['student_repeats']}), eps data-indep. "
+          f"{cgn['epsilon_data_independent']:.3f} | private (data owner only): data-dep. eps "
+          f"{cgn['private']['epsilon_data_dependent']:.3f}, expected answered "
+          f"{cgn['private']['expected_answered']:.1f}, expected eps "
+          f"{cgn['private']['expected_epsilon_data_dependent']:.3f}")
 

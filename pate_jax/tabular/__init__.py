@@ -29,11 +29,22 @@ Experiment pieces (Appendix C: students on noisy labels, sweeps, ε)::
   sweep_mechanism(key, mechanism, votes, labels, plurality, ...) -> (summary, sweeps)
   plot_sweeps(path, sweeps, non_private, ...) -> PNG
 
+Confident-GNMax (Papernot et al. 2018, Section 4.1, Table 1's Adult row)::
+
+  ConfidentParams(threshold, sigma_threshold, sigma) / check_confident_params(params, prefix)
+  confident_labels(key, votes, params) -> (labels int32 [Q] (-1: not answered), answered [Q])
+  confident_epsilon(accountant, votes, answered, params) -> realised ε, data-(in)dependent
+  confident_expected(accountant, votes, params) -> E[answered], ε of E[RDP] (the paper's)
+  confident_gnmax_run(key, votes, labels, features, num_queries=..., ...) -> (public, private)
+
   read_csv / fit_encoder / encode / Encoder / TabularSplit / UNKNOWN_CODE
 """
 
 from __future__ import annotations
 
+from pate_jax.tabular._confident import (ConfidentParams, check_confident_params,
+                                         confident_epsilon, confident_expected,
+                                         confident_gnmax_run, confident_labels)
 from pate_jax.tabular._datasets import DATASETS, load_task, task_name
 from pate_jax.tabular._plots import plot_sweeps
 from pate_jax.tabular._privacy import Accountant, epsilon, prefix_epsilon, prefix_totals
@@ -72,4 +83,6 @@ __all__ = [
     "StudentTask", "accuracy", "fit_and_score", "random_pool_accuracies",
     "student_accuracies",
     "noisy_label_grid", "query_counts", "sweep_mechanism",
+    "ConfidentParams", "check_confident_params", "confident_labels", "confident_epsilon",
+    "confident_expected", "confident_gnmax_run",
 ]

@@ -1,0 +1,251 @@
+"""Confident-GNMax in the tabular stage (Papernot et al. 2018, Section 4.1, Table 1's Adult row).
+
+Synthetic votes and inputs only: which rows are answered (a hand computation with the same
+keys, and a deterministic case), the ε against the library's accountant called directly,
+the students on the answered rows, the configs and their validation, and one tiny run of
+the stage on a synthetic Adult.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from pate_jax import accounting, experiment, rng, tabular
+from pate_jax.stages import tabular as stage
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ORDERS = (1.5, 2.0, 3.0, 5.0, 8.0, 16.0, 32.0, 64.0)
+PARAMS = tabular.ConfidentParams(threshold=7.0, sigma_threshold=2.0, sigma=1.5)
+
+
+def _votes(q=48, c=3, teachers=10, seed=0):
+  """Rows of ``teachers`` votes over ``c`` classes, from unanimous to split (test-only RNG)."""
+  r = np.random.default_rng(seed)
+  probs = r.dirichlet(np.full(c, 0.3), size=q)
+  return np.stack([r.multinomial(teachers, p) for p in probs]).astype(np.int32)
+
+
+def _accountant(conversion="improved"):
+  return tabular.Accountant(delta=1e-5, orders=ORDERS, conversion=conversion)
+
+
+def _config(name, arg=None):
+  return experiment.load_script(REPO / "configs" / name).get_config(arg)
+
+
+# ----------------------------------------------------------------------------- answers
+
+
+def test_answered_rows_match_a_hand_computation_with_the_same_keys():
+  votes = _votes()
+  key = stage.confident_gnmax_key(rng.root_key(0))
+  labels, answered = tabular.confident_labels(key, votes, PARAMS)
+  for i, row in enumerate(votes):  # query i: split(fold_in(key, i)) -> (check, answer)
+    k_check, k_answer = jax.random.split(jax.random.fold_in(key, i))
+    noisy_max = row.max() + jnp.float32(PARAMS.sigma_threshold) * jax.random.normal(
+        k_check, (), jnp.float32)
+    assert bool(answered[i]) == bool(noisy_max >= PARAMS.threshold)
+    scores = row.astype(np.float32) + jnp.float32(PARAMS.sigma) * jax.random.normal(
+        k_answer, row.shape, jnp.float32)
+    assert labels[i] == (int(jnp.argmax(scores)) if answered[i] else -1)
+  assert 0 < answered.sum() < len(votes)  # both outcomes occur
+
+
+def test_tiny_threshold_noise_answers_exactly_the_rows_at_or_above_the_threshold():
+  votes = _votes(q=60)
+  params = tabular.ConfidentParams(threshold=6.5, sigma_threshold=1e-6, sigma=1e-6)
+  labels, answered = tabular.confident_labels(jax.random.key(3), votes, params)
+  np.testing.assert_array_equal(answered, votes.max(axis=1) >= 6.5)
+  top = votes.max(axis=1)
+  unique_top = (votes == top[:, None]).sum(axis=1) == 1
+  np.testing.assert_array_equal(labels[answered & unique_top],
+                                votes.argmax(axis=1)[answered & unique_top])
+  assert (labels[~answered] == -1).all()
+  # Per-query keys: the answer to row i does not depend on how many rows are asked.
+  first, first_answered = tabular.confident_labels(jax.random.key(3), votes[:17], params)
+  np.testing.assert_array_equal(first, labels[:17])
+  np.testing.assert_array_equal(first_answered, answered[:17])
+
+
+def test_the_confident_key_is_not_a_draw_of_lnmax_or_gnmax():
+  root = rng.root_key(0)
+  noise = rng.stream(root, "aggregation")
+  mine = jax.random.key_data(stage.confident_gnmax_key(root))
+  for r in range(64):  # the sweeps' draws fold r < num_seeds, student_repeats into it
+    assert not np.array_equal(mine, jax.random.key_data(jax.random.fold_in(noise, r)))
+
+
+# ----------------------------------------------------------------------------- ε
+
+
+def test_epsilon_matches_the_library_accountant_called_directly():
+  votes = _votes()
+  _, answered = tabular.confident_labels(jax.random.key(1), votes, PARAMS)
+  eps = tabular.confident_epsilon(_accountant(), votes, answered, PARAMS)
+  orders = np.asarray(ORDERS)
+  with jax.enable_x64(True):
+    check = accounting.confident_threshold_rdp(votes, PARAMS.threshold,
+                                               PARAMS.sigma_threshold, orders)
+    gnmax = accounting.gnmax_rdp(votes, PARAMS.sigma, orders, data_dependent=True)
+    cost = check + jnp.where(jnp.asarray(answered)[:, None], gnmax, 0.0)
+    for conversion, suffix in (("improved", ""), ("classic", "_classic")):
+      ref, best = accounting.rdp_accountant(orders, conversion).compose(cost).epsilon(1e-5)
+      assert eps["data_dependent" + suffix]["epsilon"] == pytest.approx(float(ref), rel=1e-9)
+      assert eps["data_dependent" + suffix]["best_order"] == float(best)
+      # Data-independent: λ/(2σ_T²) for every query, λ/σ² for the answered ones.
+      rdp = (len(votes) * orders / (2 * PARAMS.sigma_threshold**2)
+             + answered.sum() * orders / PARAMS.sigma**2)
+      ref, best = accounting.rdp_to_epsilon(rdp, orders, 1e-5, conversion)
+      assert eps["data_independent" + suffix]["epsilon"] == pytest.approx(float(ref),
+                                                                          rel=1e-9)
+    expected = tabular.confident_expected(_accountant(), votes, PARAMS)
+    pr = np.exp(np.asarray(accounting.confident_log_pr_answered(
+        votes, PARAMS.threshold, PARAMS.sigma_threshold)))
+    assert expected["answered"] == pytest.approx(float(pr.sum()), rel=1e-12)
+    rdp = accounting.confident_gnmax_rdp(votes, PARAMS.threshold, PARAMS.sigma_threshold,
+                                         PARAMS.sigma, orders)
+    ref, _ = accounting.rdp_accountant(orders, "improved").compose(rdp).epsilon(1e-5)
+    assert expected["epsilon"] == pytest.approx(float(ref), rel=1e-9)
+  assert eps["data_dependent"]["epsilon"] <= eps["data_independent"]["epsilon"] * (1 + 1e-12)
+  with pytest.raises(ValueError, match="answered must have shape"):
+    tabular.confident_epsilon(_accountant(), votes, answered[:-1], PARAMS)
+
+
+# ----------------------------------------------------------------------------- students
+
+
+def _task(n=120, seed=0):
+  """Votes that mostly agree with the labels, and inputs that predict them."""
+  r = np.random.default_rng(seed)
+  labels = r.integers(0, 2, n)
+  strong = r.integers(7, 11, n)
+  votes = np.stack([10 - strong, strong], axis=1)
+  votes[labels == 0] = votes[labels == 0, ::-1]
+  features = (labels[:, None] + 0.8 * r.normal(size=(n, 3))).astype(np.float32)
+  return votes.astype(np.int32), labels, features
+
+
+def test_students_train_on_the_answered_rows_and_score_the_rest():
+  votes, labels, features = _task()
+  key, forest, seeds = jax.random.key(5), tabular.random_forest(3), [11, 12]
+  public, private = tabular.confident_gnmax_run(
+      key, votes, labels, features, num_queries=70, params=PARAMS, estimator=forest,
+      random_states=seeds, accountant=_accountant(), n_jobs=1)
+  noisy, answered = tabular.confident_labels(key, votes[:70], PARAMS)
+  rows = np.flatnonzero(answered)
+  assert (public["num_queries"], public["num_answered"], public["num_eval"]) == (
+      70, rows.size, 50)
+  assert public["label_accuracy"] == np.mean(noisy[rows] == labels[rows])
+  expected = [tabular.fit_and_score(forest, s, features[rows], noisy[rows], features[70:],
+                                    labels[70:]) for s in seeds]
+  assert public["student_accuracies"] == expected
+  assert public["student_accuracy_mean"] == pytest.approx(np.mean(expected))
+  eps = tabular.confident_epsilon(_accountant(), votes[:70], answered, PARAMS)
+  assert public["epsilon_data_independent"] == eps["data_independent"]["epsilon"]
+  assert private["epsilon_data_dependent"] == eps["data_dependent"]["epsilon"]
+  assert not any("data_dependent" in k for k in public)  # the private part holds them
+  assert {"expected_answered", "expected_epsilon_data_dependent"} <= set(private)
+
+  never = tabular.ConfidentParams(threshold=1e4, sigma_threshold=1.0, sigma=1.0)
+  public, _ = tabular.confident_gnmax_run(
+      key, votes, labels, features, num_queries=70, params=never, estimator=forest,
+      random_states=seeds, accountant=_accountant(), n_jobs=1)
+  assert public["num_answered"] == 0 and math.isnan(public["student_accuracy_mean"])
+  with pytest.raises(ValueError, match="num_queries"):
+    tabular.confident_gnmax_run(key, votes, labels, features, num_queries=120, params=PARAMS,
+                                estimator=forest, random_states=seeds,
+                                accountant=_accountant())
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+def test_the_cgn_variant_has_the_papers_values_and_the_default_is_off():
+  c = _config("adult_uci_rf.py", "cgn")
+  params, asked = stage.confident_gnmax_settings(c, 16281)
+  assert params == tabular.ConfidentParams(300.0, 200.0, 40.0) and asked == 1500
+  assert (c.num_teachers, c.delta, c.rdp_conversion) == (250, 1e-5, "improved")
+  assert stage.confident_gnmax_settings(_config("adult_uci_rf.py")) is None
+  assert stage.confident_gnmax_settings(_config("adult_rf.py")) is None
+  assert stage.confident_gnmax_settings(_config("adult_rf.py", "cpu")) is None
+  small = _config("adult_uci_rf.py", "cpu,cgn")
+  assert stage.confident_gnmax_settings(small)[0] == tabular.ConfidentParams(30.0, 20.0, 4.0)
+  default = _config("adult_rf.py")
+  default.confident_gnmax.enabled = True  # num_queries None: the pool
+  assert stage.confident_gnmax_settings(default)[1] == default.num_pool == 500
+  with pytest.raises(ValueError, match="unknown or conflicting"):
+    _config("adult_uci_rf.py", "cgm")
+
+
+@pytest.mark.parametrize("field,value", [
+    ("enabled", "yes"), ("threshold", float("nan")), ("threshold", "300"),
+    ("sigma_threshold", 0.0), ("sigma", -40.0), ("sigma", float("inf")),
+    ("num_queries", 0), ("num_queries", 2.5)])
+def test_bad_config_values_name_the_field(field, value):
+  c = _config("adult_uci_rf.py", "cgn")
+  fields = {**c.confident_gnmax.to_dict(), field: value}
+  c.confident_gnmax = ml_collections.ConfigDict(fields)
+  with pytest.raises(ValueError, match=rf"confident_gnmax\.{field}"):
+    stage.confident_gnmax_settings(c, 16281)
+
+
+def test_too_many_queries_for_the_query_rows_names_the_field():
+  c = _config("adult_uci_rf.py", "cgn")
+  with pytest.raises(ValueError, match=r"confident_gnmax\.num_queries must be below the 1500"):
+    stage.confident_gnmax_settings(c, 1500)
+
+
+# ----------------------------------------------------------------------------- the stage
+
+
+def _adult_like(path, n, r):
+  """A synthetic Adult CSV (the offline copy's columns); income from age and hours."""
+  age, hours = r.integers(18, 80, n), r.integers(10, 70, n)
+  income = ((age > 40) & (hours > 35)).astype(int)
+  cats = {"workclass": ["Private", "Government"], "education": ["School", "Doctorate"],
+          "marital_status": ["Married", "Single"], "relationship": ["Husband", "Wife"],
+          "occupation": ["Sales", "Service"], "race": ["White", "Black"],
+          "gender": ["Male", "Female"]}
+  header = ["age", *cats, "capital_gain", "capital_loss", "hours_per_week", "income"]
+  lines = [",".join(header)] + [
+      ",".join(map(str, [a, *(v[r.integers(2)] for v in cats.values()), 0, 0, h, y]))
+      for a, h, y in zip(age, hours, income)]
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("\n".join(lines) + "\n")
+
+
+def test_the_stage_reports_confident_gnmax_with_a_private_part(tmp_path, capsys):
+  r = np.random.default_rng(0)
+  _adult_like(tmp_path / "data" / "adult" / "train.csv", 160, r)
+  _adult_like(tmp_path / "data" / "adult" / "test.csv", 80, r)
+  config = _config("adult_rf.py", "cpu")
+  config.data_dir = str(tmp_path / "data")
+  config.num_teachers, config.n_estimators, config.n_jobs = 4, 2, 1
+  config.student_n_estimators = config.baseline_n_estimators = 2
+  config.num_pool, config.query_counts, config.num_seeds = 20, [20], 2
+  config.lnmax_gammas, config.gnmax_sigmas, config.reference_pools = [0.5], [2.0], 0
+  config.student_repeats = 2
+  config.confident_gnmax.update({"enabled": True, "threshold": 3.0, "sigma_threshold": 1.0,
+                                 "sigma": 1.0, "num_queries": 40})
+  res = experiment.run_and_report(stage.run, stage.report, config, str(tmp_path / "work"))
+  cgn = res["confident_gnmax"]
+  assert cgn["num_queries"] == 40 and cgn["num_eval"] == 40 and cgn["student_repeats"] == 2
+  assert 0 <= cgn["num_answered"] <= 40 and cgn["threshold"] == 3.0
+  assert "epsilon_data_dependent" not in cgn and "note" in cgn["private"]
+  assert cgn["private"]["epsilon_data_dependent"] <= cgn["epsilon_data_independent"] * (
+      1 + 1e-12)
+  assert "Confident-GNMax (T=3" in capsys.readouterr().out
+  # The LNMax / GNMax results do not depend on whether Confident-GNMax runs.
+  config.confident_gnmax.enabled = False
+  off = stage.run(config, tmp_path / "work_off")
+  assert "confident_gnmax" not in off
+  for m in ("lnmax", "gnmax"):
+    assert off[m]["student_accuracy"] == res[m]["student_accuracy"]
+    assert off[m]["epsilon_data_dependent"] == res[m]["epsilon_data_dependent"]
