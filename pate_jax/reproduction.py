@@ -243,6 +243,19 @@ RUNS: tuple[Run, ...] = (
         "configs/student_confident_gnmax.py:cpu", seeds=_SEEDS,
         note="seed 0 ran commit f88f7aa with the translation option of 66fe848 and this "
         "config's values as overrides of configs/student_pate_g.py:cpu"),
+    Run("mnist_cnn_cpu", _cmd("train_teachers", "configs/mnist_250.py:cpu_cnn", "mnist_cnn_cpu"),
+        "configs/mnist_250.py:cpu_cnn"),
+    Run("pate_g_cgn_cnn", _cmd("train_student", "configs/student_confident_gnmax.py:cpu",
+                               "pate_g_cgn_cnn/seed_{seed}",
+                               "--config.votes_dir=runs/mnist_cnn_cpu", "--config.seed={seed}",
+                               "--config.aggregate.noise_seed={seed}"),
+        "configs/student_confident_gnmax.py:cpu", seeds=_SEEDS),
+    Run("pate_g_cgn_cnn_secret", _cmd("train_student", "configs/student_confident_gnmax.py:cpu",
+                                      "pate_g_cgn_cnn_secret",
+                                      "--config.votes_dir=runs/mnist_cnn_cpu"),
+        "configs/student_confident_gnmax.py:cpu",
+        note="secret noise (no noise_seed): the labels differ at every run, and the ledger is "
+        "the teachers' (runs/mnist_cnn_cpu)"),
     Run("pate_g_cgn_plain", _cmd("train_student", "configs/student_confident_gnmax.py:cpu",
                                  "pate_g_cgn_plain", _V, "--config.seed=0",
                                  "--config.aggregate.noise_seed=0",
@@ -287,6 +300,9 @@ RUNS: tuple[Run, ...] = (
     Run("adult_uci_rf", _cmd("tabular", "configs/adult_uci_rf.py", "adult_uci_rf",
                              "--config.data_dir=uci", data=False), "configs/adult_uci_rf.py",
         note=_UCI),
+    Run("adult_uci_rf_cgn", _cmd("tabular", "configs/adult_uci_rf.py:cgn", "adult_uci_rf_cgn",
+                                 "--config.data_dir=uci", data=False),
+        "configs/adult_uci_rf.py:cgn", note=_UCI),
     Run("adult_uci_rf_coarse", _cmd("tabular", "configs/adult_uci_rf.py:coarse",
                                     "adult_uci_rf_coarse", "--config.data_dir=uci", data=False),
         "configs/adult_uci_rf.py:coarse", note=_UCI),
@@ -534,6 +550,25 @@ ROWS: tuple[Row, ...] = (
     Row("pate2017", "Appendix C", "the same: students on 30 random pools, true labels (mean)",
         "—", "adult_uci_rf_coarse", "reference_students.random_pools.mean", "pct2",
         "SE 0.10; the coding costs 0.55 points against the original features"),
+    Row("pate2017", "Appendix C", "Adult, the original files, Confident-GNMax (T 300, σ₁ 200, "
+        "σ₂ 40; 1,500 queries asked, 250 teachers): answered", "—", "adult_uci_rf_cgn",
+        "confident_gnmax.num_answered", "int",
+        "Papernot et al. 2018, Table 1: 524, an expectation over the threshold noise (ours, "
+        "private: 532.1); one noisy draw here. Values from the paper's scripts "
+        "(configs/adult_uci_rf.py says where)"),
+    Row("pate2017", "Appendix C", "the same: accuracy of the answered labels", "—",
+        "adult_uci_rf_cgn", "confident_gnmax.label_accuracy", "pct2"),
+    Row("pate2017", "Appendix C", "the same: student forest on the answered rows (mean of 3 "
+        "seeds)", "—", "adult_uci_rf_cgn", "confident_gnmax.student_accuracy_mean", "pct2",
+        "2018: 83.7 % (non-private 85.0 %); scored on the 14,781 rows after the 1,500 asked"),
+    Row("pate2017", "Appendix C", "the same: ε data-dependent (RDP, improved conversion)", "—",
+        "adult_uci_rf_cgn", "confident_gnmax.private.epsilon_data_dependent", "f2",
+        "2018: 1.90, the data-dependent ε of the expected RDP with the classic conversion (ours "
+        "that way: 1.78, private)"),
+    Row("pate2017", "Appendix C", "the same: ε data-independent (publishable)", "—",
+        "adult_uci_rf_cgn", "confident_gnmax.epsilon_data_independent", "f2"),
+    Row("pate2017", "Appendix C", "the same: non-private random forest on those 14,781 rows",
+        "—", "adult_uci_rf_cgn", "confident_gnmax.non_private_accuracy_eval", "pct2"),
     _not_run("pate2017", "Appendix C", "Diabetes: student / ε / non-private", "—",
              "the UCI Diabetes data are not in ../shared/data (configs/diabetes_rf.py "
              "exists)"),
@@ -809,7 +844,41 @@ ROWS: tuple[Row, ...] = (
         "not publishable as is: see the smooth-sensitivity release"),
     Row("beyond", "Confident-GNMax labels (2018 setting)", "ε (data-independent)", "—",
         "agg_cgn_1000", "epsilon.rdp_data_independent_improved.epsilon", "f2"),
-    Row("beyond", _CGN, "MNIST, 640 class-balanced queries: answered", "—", "pate_g_cgn",
+    Row("beyond", _CGN, "the CPU's CNN teachers (`mnist_250.py:cpu_cnn`: 16/32 channels, "
+        "stride-2 convolutions): mean teacher test accuracy", "—", "mnist_cnn_cpu",
+        "private.teacher_test_accuracy.mean", "pct2",
+        "the MLP teachers of the rows below: 88.6 %; the paper's CNN on one H100 (d714996): "
+        "94.69 %; 812 s of training, 893 s wall, on the 2-core CPU, mostly idle"),
+    Row("beyond", _CGN, "the same teachers: plurality (no noise), test set", "—",
+        "mnist_cnn_cpu", "private.plurality_accuracy_test", "pct2",
+        "the MLP teachers: 93.9 %; the paper's CNN on one H100: 97.14 %"),
+    Row("beyond", _CGN, "on the CPU's CNN teachers, 640 class-balanced queries: answered", "—",
+        "pate_g_cgn_cnn", "num_answered", "int", "2018: 286; seeds 372, 387, 349"),
+    Row("beyond", _CGN, "the same: accuracy of the answered labels", "—", "pate_g_cgn_cnn",
+        "label_accuracy", "pct", "seeds 99.2, 98.2, 98.9 % (the MLP teachers': 96.4–97.9 %)"),
+    Row("beyond", _CGN, "the same: ε released with smooth sensitivity (δ = 1e-5)", "—",
+        "pate_g_cgn_cnn", "epsilon_release.epsilon_released", "f2",
+        "2018: ε 1.97. Seeds 1.60, 0.61, 1.41, each one noisy draw of the release; the labels' "
+        "noise came from research seeds (a measurement: the README's secret-noise run is the "
+        "release)"),
+    Row("beyond", _CGN, "the same: PATE-G student, 300 epochs, real images shifted by ≤ 2 "
+        "pixels", "—", "pate_g_cgn_cnn", "eval_accuracy", "pct",
+        "Papernot et al. 2018, Table 1 (not in ../shared/papers; cited from the issue). Seeds "
+        "98.2, 98.6, 98.9 %; every game passed the check at step 3,600 (no restart); "
+        "1,861–1,866 s of training each, the three side by side (load ≈ 3)"),
+    Row("beyond", _CGN, "the same with secret noise (the release; student seed 0): answered",
+        "—", "pate_g_cgn_cnn_secret", "num_answered", "int"),
+    Row("beyond", _CGN, "the same: accuracy of the answered labels", "—",
+        "pate_g_cgn_cnn_secret", "label_accuracy", "pct2"),
+    Row("beyond", _CGN, "the same: ε released with smooth sensitivity (publishable, δ = 1e-5)",
+        "—", "pate_g_cgn_cnn_secret", "epsilon_release.epsilon_released", "f2",
+        "2018: ε 1.97. One noisy draw of the release; the teachers' ledger holds the data-independent bound "
+        "of the labels and the release, 3.41 of its 6.0"),
+    Row("beyond", _CGN, "the same: PATE-G student, 300 epochs, real images shifted by ≤ 2 "
+        "pixels", "—", "pate_g_cgn_cnn_secret", "eval_accuracy", "pct2",
+        "2018: 98.5 %. 636 s wall (619 s of training) on the idle 2-core CPU, after the teachers' 893 s"),
+    Row("beyond", _CGN, "on the CPU's MLP teachers (the main job's, `mnist_250.py:cpu`), 640 "
+        "class-balanced queries: answered", "—", "pate_g_cgn",
         "num_answered", "int", "Papernot et al. 2018, Table 1: 286 (their text is not in "
         "../shared/papers; cited from the issue); our CPU teachers pass T = 200 more often"),
     Row("beyond", _CGN, "accuracy of the answered labels", "—", "pate_g_cgn", "label_accuracy",
