@@ -256,6 +256,11 @@ RUNS: tuple[Run, ...] = (
         "configs/student_confident_gnmax.py:cpu",
         note="secret noise (no noise_seed): the labels differ at every run, and the ledger is "
         "the teachers' (runs/mnist_cnn_cpu)"),
+    Run("pate_g_cgn_checked", _cmd("train_student", "configs/student_confident_gnmax.py:cpu",
+                                   "pate_g_cgn_checked/seed_1", _V, "--config.seed=1",
+                                   "--config.aggregate.noise_seed=1"),
+        "configs/student_confident_gnmax.py:cpu", results_file="seed_1/results.json",
+        note="pate_g_cgn's seed 1 rerun with the game check (code c407f7d): the same labels"),
     Run("pate_g_cgn_plain", _cmd("train_student", "configs/student_confident_gnmax.py:cpu",
                                  "pate_g_cgn_plain", _V, "--config.seed=0",
                                  "--config.aggregate.noise_seed=0",
@@ -919,6 +924,14 @@ ROWS: tuple[Row, ...] = (
         "2018: 98.5 % (non-private 99.2 %). Seeds 98.2, 92.9, 98.1 %: in seed 1 the "
         "discriminator wins the game from the start (its unlabelled loss 0.0001, the "
         "feature-matching loss 14 → 100–340) and the student stalls near 93 %"),
+    Row("beyond", _CGN, "seed 1 (its game failed) rerun with the game check: loss_gen at "
+        "step 3,600, the failed try", "—", "pate_g_cgn_checked", "game_restarts[0].value",
+        "f2", "above the check's 40: the student restarted from a fresh key (2 of 3 tries "
+        "allowed); the same labels (366 answered, 96.4 % correct, released ε 0.86)"),
+    Row("beyond", _CGN, "the same: the restarted student, 300 epochs", "—",
+        "pate_g_cgn_checked", "eval_accuracy", "pct",
+        "without the check: 92.9 % (pate_g_cgn seed 1, above); 1,344 s wall for both tries, "
+        "beside the test suite"),
     Row("beyond", _CGN, "the same student after 900 steps", "—", "pate_g_cgn",
         "history[0].eval_accuracy", "pct"),
     Row("beyond", _CGN, "the same student and seeds on the true labels of the same answered "
