@@ -19,6 +19,7 @@ import pytest
 
 from pate_jax import accounting, experiment, rng, tabular
 from pate_jax.stages import tabular as stage
+from test_tabular import _adult_like  # tests/test_tabular.py's synthetic Adult CSV  # pylint: disable=g-bad-import-order
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ORDERS = (1.5, 2.0, 3.0, 5.0, 8.0, 16.0, 32.0, 64.0)
@@ -203,22 +204,6 @@ def test_too_many_queries_for_the_query_rows_names_the_field():
 
 
 # ----------------------------------------------------------------------------- the stage
-
-
-def _adult_like(path, n, r):
-  """A synthetic Adult CSV (the offline copy's columns); income from age and hours."""
-  age, hours = r.integers(18, 80, n), r.integers(10, 70, n)
-  income = ((age > 40) & (hours > 35)).astype(int)
-  cats = {"workclass": ["Private", "Government"], "education": ["School", "Doctorate"],
-          "marital_status": ["Married", "Single"], "relationship": ["Husband", "Wife"],
-          "occupation": ["Sales", "Service"], "race": ["White", "Black"],
-          "gender": ["Male", "Female"]}
-  header = ["age", *cats, "capital_gain", "capital_loss", "hours_per_week", "income"]
-  lines = [",".join(header)] + [
-      ",".join(map(str, [a, *(v[r.integers(2)] for v in cats.values()), 0, 0, h, y]))
-      for a, h, y in zip(age, hours, income)]
-  path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text("\n".join(lines) + "\n")
 
 
 def test_the_stage_reports_confident_gnmax_with_a_private_part(tmp_path, capsys):
