@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
-from pate_jax import data, memory, models, teachers
+from pate_jax import data, experiment, memory, models, teachers
 
 T, N = 6, 40
 
@@ -213,15 +215,13 @@ def test_stride_downsampling_keeps_the_map_sizes_without_pooling():
 
 
 def test_cpu_cnn_config_trains_the_stride_cnn_unrolled():
-  from pate_jax import experiment
-  import pathlib
-  cfg = experiment.load_script(
-      pathlib.Path(__file__).parents[1] / "configs" / "mnist_250.py").get_config("cpu_cnn")
+  config_file = experiment.load_script(
+      pathlib.Path(__file__).parents[1] / "configs" / "mnist_250.py")
+  cfg = config_file.get_config("cpu_cnn")
   assert cfg.model.name == "mnist_cnn" and cfg.model.kwargs.downsample == "stride"
   assert cfg.unroll_segments and cfg.compute_dtype == "float32" and cfg.batch_size == 0
   with pytest.raises(ValueError, match="cpu_cnn"):
-    experiment.load_script(
-        pathlib.Path(__file__).parents[1] / "configs" / "mnist_250.py").get_config("gpu")
+    config_file.get_config("gpu")
 
 
 @pytest.mark.slow

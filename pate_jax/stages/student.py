@@ -150,22 +150,23 @@ def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
   unchecked. Each try keeps its own checkpoints, so a killed run resumes in its try.
   Returns the fit and the failed tries."""
   gc = config.get("game_check")
-  tries = 1 + (int(gc.max_restarts) if gc is not None and gc.max_restarts else 0)
+  restarts = int(gc.max_restarts) if gc is not None and gc.max_restarts else 0
+  check = (students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value))
+           if restarts else None)
   failed: list[dict] = []
-  for attempt in range(tries):
-    check = (students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value))
-             if attempt < tries - 1 else None)
+  for attempt in range(restarts + 1):
     try_key = (key if attempt == 0 else
                jax.random.fold_in(rng.stream(root, "student_restart"), attempt))
     directory = workdir / ("checkpoints" if attempt == 0 else f"checkpoints_try{attempt + 1}")
     try:
-      return students.fit(student, data, try_key, checkpoint_dir=str(directory), check=check,
-                          **fit_kwargs), failed
+      return students.fit(student, data, try_key, checkpoint_dir=str(directory),
+                          check=check if attempt < restarts else None, **fit_kwargs), failed
     except students.GameFailed as e:
-      print(f"{e}: restarting the student with a fresh key (try {attempt + 2} of {tries})")
+      print(f"{e}: restarting the student with a fresh key (try {attempt + 2} of "
+            f"{restarts + 1})")
       failed.append({"try": attempt + 1, "step": e.step, "metric": e.metric,
                      "value": e.value, "max_value": e.max_value})
-  raise AssertionError("unreachable: the last try runs unchecked")
+  raise AssertionError("the last try runs unchecked and cannot fail its check")
 
 
 def plan(config) -> dict:
