@@ -56,7 +56,8 @@ _KD_NOISE = ("; its soft-label release then used one noise draw for every ε lev
              "now draws its own, secret unless --config.noise_seed is given)")
 _TFDS = ("SVHN and CIFAR-10 come from tensorflow-datasets, which needs a connected "
          "machine (only MNIST and Adult are in ../shared/data)")
-_GPU = ("the paper's CNN teachers and 300-epoch students need a GPU; not yet run on one")
+_GPU = ("the paper's CNN teachers, 300-epoch students and non-private CNN ran on a GPU: "
+        "the (GPU) rows")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -479,7 +480,7 @@ ROWS: tuple[Row, ...] = (
     Row("pate2017", "Figure 4", "MNIST, 1,000 queries: PATE-G student, 75 epochs", "98.10%",
         "pate_g_1000", "eval_accuracy", "pct", _PATE_G),
     _not_run("pate2017", "Figure 4", "MNIST non-private baseline", "99.18%",
-             "no non-private MNIST CNN trained here (" + _GPU + ")"),
+             "no non-private MNIST CNN trained on the CPU (" + _GPU + ")"),
     _not_run("pate2017", "Figure 4", "SVHN, 500 queries: ε / student", "5.04 / 82.72%", _TFDS),
     _not_run("pate2017", "Figure 4", "SVHN, 1,000 queries: ε / student", "8.19 / 90.66%", _TFDS),
     _not_run("pate2017", "Figure 4", "SVHN non-private baseline", "92.80%", _TFDS),
@@ -1128,7 +1129,7 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "g": lambda x: f"{float(x):g}",
     "int": lambda x: f"{int(x):,}",
     "s": lambda x: f"{float(x):.3g} s",
-    "x": lambda x: f"{float(x):.0f}×",
+    "x": lambda x: f"{float(x):.1f}×" if float(x) < 10 else f"{float(x):.0f}×",
     "met": lambda x: {True: "met", False: "not met"}.get(x, "not measured yet"),
 }
 
@@ -1201,6 +1202,11 @@ def _difference(a: Any, b: Any) -> Any:
   return a - b
 
 
+NOT_MEASURED = "not measured (null)"
+"""How :func:`value_of` renders a value its run recorded as ``null`` (it could not measure
+it, e.g. XLA gave no FLOP count on that device), as opposed to a key that is missing."""
+
+
 def value_of(row: Row, results: Any) -> str:
   """Our number of ``row``, formatted; a :class:`KeyError` naming the row if absent.
 
@@ -1214,6 +1220,8 @@ def value_of(row: Row, results: Any) -> str:
       values = [[resolve(r, p) for r in results] for p in paths]
     else:
       values = [resolve(results, p) for p in paths]
+    if len(values) == 1 and values[0] is None:
+      return NOT_MEASURED  # the run recorded null: it could not measure this
     value = _difference(*values) if len(values) == 2 else values[0]
     if isinstance(value, list):
       return format_spread(row.fmt, value)

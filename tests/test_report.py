@@ -101,6 +101,17 @@ def test_a_key_that_does_not_resolve_names_the_row():
     rp.render(SNAPSHOT, rows=(unknown,))
 
 
+def test_a_null_value_renders_not_measured_and_a_missing_one_still_raises():
+  row = rp.Row("beyond", "GPU acceptance", "share of peak", "—", "bench", "a.fraction", "pct")
+  assert rp.value_of(row, {"a": {"fraction": None}}) == rp.NOT_MEASURED
+  assert rp.value_of(row, {"a": {"fraction": 0.25}}) == "25.0 %"
+  with pytest.raises(KeyError, match="share of peak.*a.fraction"):
+    rp.value_of(row, {"a": {}})
+  diff = dataclasses.replace(row, key="a.fraction - a.other")  # a difference of nulls is no value
+  with pytest.raises(KeyError, match="share of peak"):
+    rp.value_of(diff, {"a": {"fraction": None, "other": None}})
+
+
 def test_resolve_paths():
   results = {"a": {"b": [1, {"c": 2}]}, "g": {"dirichlet0.05": 3}, "x": 5, "y": 2}
   assert rp.resolve(results, "a.b[1].c") == 2
