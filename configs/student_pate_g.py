@@ -27,7 +27,7 @@ by up to that many pixels; the main job and configs/student_confident_gnmax.py u
 lifts the 300-epoch plateau from ≈ 97.7 % past 98 %) and ``decay_start``/``decay_end`` (the
 learning rate's linear decay to 0, the authors' CIFAR-10 schedule).
 On (not the authors'): ``game_check``, which restarts a student whose game failed at once
-(the discriminator wins and ``loss_gen`` climbs past 40 within 3,600 steps) with a fresh
+(the discriminator wins and ``loss_gen`` is above 20 at step 3,600) with a fresh
 key, at most twice, judged on training losses alone; ``max_restarts=0`` turns it off.
 
 Variants:
@@ -67,11 +67,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "translate": 0})
   # A failed game restarts the student with a fresh key (at most max_restarts times; the
   # last try runs unchecked): judged on the training losses alone, at the first record at
-  # or after `step`. In one of our 300-epoch runs the discriminator won at once (loss_gen
-  # 14 → 31 → 46 → 53 over the first 3,600 steps, held-out 92.9 %); the games that worked
-  # stayed below 26. 0 restarts turns the check off (the authors' scripts have none).
+  # or after `step`. Two of our 300-epoch runs failed so: loss_gen at step 3,600 was 53.1
+  # (CPU, held-out 92.9 %) and 28.9 (the GPU's main job, 89.4 %); in the 31 games that
+  # worked (results/runs) it was 2.0-8.1 there. 0 restarts turns the check off (the
+  # authors' scripts have none).
   c.game_check = ml_collections.ConfigDict({
-      "step": 3_600, "metric": "loss_gen", "max_value": 40.0, "max_restarts": 2})
+      "step": 3_600, "metric": "loss_gen", "max_value": 20.0, "max_restarts": 2})
   c.batch_size = 100
   c.num_steps = 27_000
   c.segment_steps = 900       # steps per compiled segment and checkpoint (10 epochs)

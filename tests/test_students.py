@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -390,6 +392,47 @@ def test_judge_reads_the_first_record_at_or_after_the_step():
     students.judge(check, [{"step": 20, "loss_gen": float("nan")}])
   with pytest.raises(ValueError, match="'loss_gen' is not a training metric"):
     students.judge(check, [{"step": 20, "loss": 1.0}])
+
+
+def _gan_histories(node, where=""):
+  """Every student training history (records with ``loss_gen``) inside a results tree."""
+  if isinstance(node, dict):
+    h = node.get("history")
+    if isinstance(h, list) and h and isinstance(h[0], dict) and "loss_gen" in h[0]:
+      yield where, h
+    for k, v in node.items():
+      yield from _gan_histories(v, f"{where}/{k}")
+  elif isinstance(node, list):
+    for v in node:
+      yield from _gan_histories(v, where)
+
+
+def test_the_configured_game_check_separates_the_committed_games():
+  """configs/student_pate_g.py's check passes every committed PATE-G game but the one that
+  failed (pate_g_cgn seed 1), and fails the GPU main job's failed game."""
+  from conftest import REPO
+  from pate_jax.experiment import load_script
+  gc = load_script(REPO / "configs" / "student_pate_g.py").get_config().game_check
+  check = students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value))
+  judged = {}
+  for path in sorted((REPO / "results" / "runs").glob("**/results.json")):
+    for where, history in _gan_histories(json.loads(path.read_text())):
+      if history[-1]["step"] < check.step:
+        continue
+      try:
+        students.judge(check, history)
+        judged[f"{path.parent.relative_to(REPO)}:{where}"] = "passed"
+      except students.GameFailed:
+        judged[f"{path.parent.relative_to(REPO)}:{where}"] = "failed"
+  failed = [k for k, v in judged.items() if v == "failed"]
+  assert failed == ["results/runs/pate_g_cgn/seed_1:/results"], failed
+  assert len(judged) >= 30
+  # The GPU acceptance's main job (configs/pate_mnist.py, stage 1): loss_gen at steps
+  # 900-3,600 of the game that ended at 89.4 % held-out (its history is not published).
+  gpu_main_job = [{"step": 900 * (i + 1), "loss_gen": v}
+                  for i, v in enumerate((13.07, 19.41, 32.49, 28.86))]
+  with pytest.raises(students.GameFailed):
+    students.judge(check, gpu_main_job)
 
 
 @pytest.mark.slow
