@@ -153,6 +153,99 @@ def test_host_votes_are_copied_not_aliased(num_queries):
     assert int(np.asarray(arr)[0, 0]) == 25
 
 
+def _aligned_votes(num_queries, fill=25):
+  """``[Q, 10]`` int32 votes in a 64-byte-aligned buffer (XLA:CPU would alias it)."""
+  buf = np.empty(num_queries * 40 + 64, np.uint8)
+  start = -buf.ctypes.data % 64
+  votes = buf[start:start + num_queries * 40].view(np.int32).reshape(num_queries, 10)
+  votes[...] = fill
+  return votes
+
+
+def _spy_host_votes(monkeypatch, votes):
+  """Records, during the test, the numpy copies of ``votes`` and every ``jax.device_put``
+  argument (the calls themselves go through)."""
+  seen = {"copies": 0, "device_put": []}
+  real_array, real_put = np.array, jax.device_put
+  def array(obj, *args, **kwargs):
+    seen["copies"] += obj is votes
+    return real_array(obj, *args, **kwargs)
+  def device_put(x, *args, **kwargs):
+    seen["device_put"].append(x)
+    return real_put(x, *args, **kwargs)
+  monkeypatch.setattr(np, "array", array)
+  monkeypatch.setattr(jax, "device_put", device_put)
+  return seen
+
+
+@pytest.mark.parametrize("num_queries", [4, 200_000])  # below and above the device_put size
+def test_host_votes_traffic_is_what_votes_does_on_cpu(monkeypatch, num_queries):
+  from pate_jax._checks import _votes  # noqa: PLC0415
+  votes = _aligned_votes(num_queries)
+  seen = _spy_host_votes(monkeypatch, votes)
+  with jax.enable_x64(True):
+    arr = _votes.votes(votes)
+  assert jax.devices()[0].platform == "cpu"
+  assert seen["copies"] == 1 and all(x is not votes for x in seen["device_put"])
+  assert len(seen["device_put"]) == (num_queries == 200_000)
+  copies, transfers = _votes.host_votes_traffic(votes.nbytes)
+  assert copies == 1 and transfers == (1 if num_queries == 200_000 else 2)
+  assert not np.shares_memory(np.asarray(arr), votes)
+
+
+def test_large_host_votes_go_to_an_accelerator_without_a_host_copy(monkeypatch):
+  """Where the default device has its own memory, large host votes are put there as they
+  are (device_put copies them; votes() waits for the check that reads the copy)."""
+  from pate_jax._checks import _votes  # noqa: PLC0415
+  votes = _aligned_votes(200_000)
+  votes[::7, 3], votes[::7, 4] = 40, 10  # rows differ (a mix-up would show), same totals
+  with jax.enable_x64(True):
+    on_cpu = acc.confident_gnmax_rdp(votes, 200.0, 150.0, 40.0, ORDERS)
+  monkeypatch.setattr(_votes, "_default_platform", lambda: "gpu")
+  seen = _spy_host_votes(monkeypatch, votes)
+  with jax.enable_x64(True):
+    arr = _votes.votes(votes)
+    assert isinstance(arr, jax.Array) and seen["copies"] == 0
+    assert len(seen["device_put"]) == 1 and seen["device_put"][0] is votes
+    assert _votes.host_votes_traffic(votes.nbytes) == (0, 1)
+    np.testing.assert_array_equal(np.asarray(arr), votes)
+    got = acc.confident_gnmax_rdp(votes, 200.0, 150.0, 40.0, ORDERS)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(on_cpu))
+    votes[5, 2] = -3  # the values are still checked, on the device copy
+    with pytest.raises(ValueError, match=r"non-negative vote counts; found -3\.0 at \(5, 2\)"):
+      acc.confident_gnmax_rdp(votes, 200.0, 150.0, 40.0, ORDERS)
+
+
+def test_small_host_votes_are_copied_on_an_accelerator_too(monkeypatch):
+  """Small votes go on as numpy arrays, read by each later jitted call: they stay copied."""
+  from pate_jax._checks import _votes  # noqa: PLC0415
+  votes = _aligned_votes(4)
+  monkeypatch.setattr(_votes, "_default_platform", lambda: "tpu")
+  seen = _spy_host_votes(monkeypatch, votes)
+  with jax.enable_x64(True):
+    arr = _votes.votes(votes)
+  assert isinstance(arr, np.ndarray) and seen["copies"] == 1 and not seen["device_put"]
+  assert not np.shares_memory(arr, votes) and _votes.host_votes_traffic(votes.nbytes) == (1, 2)
+
+
+def test_mutating_host_votes_after_a_public_call_leaves_its_result():
+  votes = _aligned_votes(200_000)
+  with jax.enable_x64(True):
+    ref = np.asarray(acc.confident_gnmax_rdp(votes.copy(), 200.0, 150.0, 40.0, ORDERS))
+    got = acc.confident_gnmax_rdp(votes, 200.0, 150.0, 40.0, ORDERS)  # may still be running
+    votes[:, 0], votes[:, 1] = 250, 0
+    np.testing.assert_array_equal(np.asarray(got), ref)
+
+
+def test_default_platform_is_where_device_put_puts_host_arrays():
+  from pate_jax._checks import _votes  # noqa: PLC0415
+  cpu = jax.devices("cpu")[0]
+  for where in (None, cpu, "cpu"):
+    with jax.default_device(where):
+      put = jax.device_put(np.zeros(3, np.int32))
+      assert _votes._default_platform() == next(iter(put.devices())).platform
+
+
 # ----------------------------------------------------------------------------- under a 32-bit jit
 
 VOTES3 = np.array([[200, 30, 20, 0], [120, 0, 0, 130], [60, 60, 60, 70]], np.int32)  # T = 250

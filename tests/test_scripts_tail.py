@@ -50,6 +50,10 @@ def test_bench_accounting_ends_with_its_speed_and_paths(tmp_path, capsys):
   assert f"{r['jax_seconds_median']:.4f} s" in tail
   assert f"speedup {r['speedup_vs_loop']:.0f}x" in tail
   assert f"eps LNMax (2017) = {r['lnmax_2017']['epsilon']:.4f}" in tail
+  # 2,000 x 10 int32 votes are small: copied, then read by 2 jitted calls per function.
+  assert r["public_api_host_votes_transfers"] == 4 and r["public_api_host_votes_numpy_copies"] == 2
+  assert (f"{r['public_api_over_kernel_host_votes_less_transfers']:.2f}x the kernel"
+          in tail)
 
 
 @pytest.mark.slow

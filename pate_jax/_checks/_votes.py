@@ -1,7 +1,7 @@
 """Checks of vote histograms and of what comes with them: labels and query ids.
 
 Owns :func:`votes` (integer ``[Q, C]`` counts, checked in one fused pass where they are,
-and copied so that the caller's buffer cannot change them afterwards),
+and held where the caller's buffer cannot change them afterwards),
 :func:`check_equal_totals`, the bounds on a row total (:data:`INT32_MAX_TOTAL`,
 :data:`MAX_NOISY_TOTAL`), real :func:`histograms` and answer :func:`frequencies`, true
 :func:`labels` and :func:`query_ids`.
@@ -23,6 +23,10 @@ from pate_jax._checks._common import _raise_first, _real_dtype, first_bad, is_tr
 # larger ones are put on the device once (see _private_device_copy).
 _DEVICE_PUT_BYTES = 1 << 20
 
+# Platforms whose default memory is the accelerator's own: device_put copies host votes into
+# it, never aliases them (XLA:CPU does; so may a plugin sharing the host's memory).
+_SEPARATE_MEMORY_PLATFORMS = frozenset({"gpu", "cuda", "rocm", "tpu"})
+
 _UINT32_MAX = int(np.iinfo(np.uint32).max)
 
 INT32_MAX_TOTAL = int(np.iinfo(np.int32).max)
@@ -40,10 +44,12 @@ def votes(x: Any, name: str = "votes", *, equal_totals: bool = False,
   """Checks a ``[Q, C]`` vote histogram; returns it in its own dtype.
 
   The value checks run where the votes are (:func:`_votes_flags`: one fused pass,
-  one boolean back); only when it is raised are the votes inspected on the host, to
-  name the first offending entry. A host array is copied once (never aliased, see
-  :func:`_private_device_copy`) and not converted: the jitted cores cast the counts
-  themselves, so integer votes travel at their own width. Tracers come back as they are.
+  one boolean back, waited for before returning); only when it is raised are the votes
+  inspected on the host, to name the first offending entry. A host array is never
+  aliased (see :func:`_private_device_copy`: copied once on the host, or, when large and
+  the default device is an accelerator, only into device memory) and not converted: the
+  jitted cores cast the counts themselves, so integer votes travel at their own width.
+  Tracers come back as they are.
 
   Args:
     x: per-class teacher counts, ``Q >= 1`` queries, ``C >= 2`` classes.
@@ -103,11 +109,46 @@ def _private_device_copy(x: np.ndarray) -> jax.Array | np.ndarray:
 
   XLA:CPU may use a host buffer in place (``device_put`` and jit arguments alias it)
   and read it after the public function has returned; a caller reusing its array
-  would then change the accounted votes. So the votes are copied first; a small copy
-  is handed to the jitted calls as is, a large one is put on the device once.
+  would then change the accounted votes. So on the host the votes are copied first;
+  a small copy is handed to the jitted calls as is, a large one is put on the device
+  once.
+
+  When the default device is an accelerator with its own memory (GPU, TPU), a large
+  array is put there without the host copy: ``device_put`` copies it into device
+  memory, and the only read of the caller's buffer is that transfer. The transfer may
+  still be under way when ``device_put`` returns, but :func:`votes` then waits for
+  :func:`_votes_flags`, a computation on the device array, which cannot start before
+  the transfer has completed: when :func:`votes` returns, the caller's buffer is no
+  longer read. (Small votes keep the host copy on every platform: they are handed on
+  as numpy arrays, and each later jitted call would read the caller's buffer anew.)
   """
+  if x.nbytes > _DEVICE_PUT_BYTES and _default_platform() in _SEPARATE_MEMORY_PLATFORMS:
+    return jax.device_put(x)
   copy = np.array(x, copy=True)
   return copy if x.nbytes <= _DEVICE_PUT_BYTES else jax.device_put(copy)
+
+
+def _default_platform() -> str:
+  """Platform of the device that ``jax.device_put(x)`` puts a host array on (the
+  ``jax_default_device`` setting or context, else the default backend's first device)."""
+  default = jax.config.jax_default_device
+  if isinstance(default, str):
+    return jax.local_devices(backend=default)[0].platform
+  return (default or jax.local_devices()[0]).platform
+
+
+def host_votes_traffic(nbytes: int) -> tuple[int, int]:
+  """``(host copies, host-to-device transfers)`` of ``nbytes`` of host votes in one call
+  of :func:`votes` followed by one jitted call on what it returns (a public accounting
+  function): the accounting benchmark reports where its host-votes time goes with it.
+
+  Small votes are copied and then read by both jitted calls (the check and the core);
+  large ones are put on the device once, copied on the host first unless the default
+  device has its own memory (see :func:`_private_device_copy`).
+  """
+  if nbytes <= _DEVICE_PUT_BYTES:
+    return 1, 2
+  return int(_default_platform() not in _SEPARATE_MEMORY_PLATFORMS), 1
 
 
 @functools.partial(jax.jit, static_argnames=("equal_totals", "max_total"))

@@ -13,7 +13,12 @@ on device-resident float64 votes, timed after compilation (compile time reported
 separately). The same accounting is also timed end to end through the validating public
 functions (``lnmax_moments_epsilon``, ``confident_gnmax_rdp`` composed with an
 ``rdp_accountant``), on the device-resident votes and on the host numpy int32 votes
-(host-to-device copy included), as ratios to the compiled kernel. The baseline is a
+(host-to-device copy included), as ratios to the compiled kernel. Where the host path's
+extra time goes is measured beside it: one ``jax.device_put`` of the host votes (blocked
+until it has arrived) and one numpy copy of them, and the host path's ratio again less
+the transfers (and the host copies) that the public functions make
+(``pate_jax._checks._votes.host_votes_traffic``: each of the two validates the votes it is
+given, so host votes cross to the device at least once per function). The baseline is a
 per-query pure Python loop of the same formulas (``pate_jax.stages.reference_loops``:
 ``math`` + ``scipy.special.log_ndtr`` on scalars), timed on the first
 ``config.loop_queries`` queries and extrapolated linearly to all (stated in the
@@ -37,12 +42,14 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from pate_jax import accounting as acc
 from pate_jax import experiment
+from pate_jax._checks import _votes as votes_checks
 from pate_jax.stages.reference_loops import loop_accounting, synthetic_votes
 
 __all__ = ["run", "plan", "report", "make_jax_accounting", "public_api_accounting"]
 
 _MAX_MOMENT = 8
 _NOISE = ("gamma", "sigma", "threshold", "sigma_threshold")  # config fields, in this order
+_PUBLIC_CALLS = 2  # public functions in public_api_accounting that take the votes
 
 
 def make_jax_accounting(gamma, sigma, threshold, sigma_threshold, delta, orders):
@@ -103,6 +110,7 @@ def run(config, workdir: str) -> dict:
         lambda: public_api_accounting(data, orders=orders, **params), repeats)[0]
   public_device = statistics.median(public_runs["device"])
   public_host = statistics.median(public_runs["host"])
+  host_votes = host_votes_costs(votes, repeats)
 
   # Python loop on a subset, extrapolated.
   n_loop = min(int(config.loop_queries), q)
@@ -146,6 +154,7 @@ def run(config, workdir: str) -> dict:
       "public_api_end_to_end_all_runs": public_runs,
       "public_api_over_kernel_device_votes": public_device / jax_time,
       "public_api_over_kernel_host_votes": public_host / jax_time,
+      **host_votes_breakdown(host_votes, public_host, jax_time),
       "jax_backend": jax.default_backend(),
       "loop_queries_timed": n_loop,
       "loop_seconds_on_subset": loop_time,
@@ -170,6 +179,37 @@ def run(config, workdir: str) -> dict:
                                   disclosure=experiment.NO_PRIVATE_DATA)
   logging.info("bench_accounting: wrote %s", path)
   return results
+
+
+def host_votes_costs(votes: np.ndarray, repeats: int) -> dict:
+  """Median seconds of one host-to-device transfer of ``votes`` (``jax.device_put``,
+  blocked until it has arrived) and of one numpy copy of them (each after a warm-up), and
+  how many of each the public API makes of host votes (:data:`_PUBLIC_CALLS` functions)."""
+  copies, transfers = votes_checks.host_votes_traffic(votes.nbytes)
+  jax.block_until_ready(jax.device_put(votes))
+  put = experiment.timed(lambda: jax.device_put(votes), repeats)[0]
+  np.array(votes, copy=True)
+  copy = experiment.timed(lambda: np.array(votes, copy=True), repeats)[0]
+  return {"device_put_seconds": statistics.median(put), "copy_seconds": statistics.median(copy),
+          "transfers": _PUBLIC_CALLS * transfers, "copies": _PUBLIC_CALLS * copies}
+
+
+def host_votes_breakdown(costs: dict, public_host: float, jax_time: float) -> dict:
+  """The results' fields that say where the host-votes path's time goes: the measured
+  transfer and copy, their counts, and the path's ratio to the kernel less them."""
+  less_transfers = public_host - costs["transfers"] * costs["device_put_seconds"]
+  less_both = less_transfers - costs["copies"] * costs["copy_seconds"]
+  return {
+      "host_votes_device_put_seconds_median": costs["device_put_seconds"],
+      "host_votes_numpy_copy_seconds_median": costs["copy_seconds"],
+      "public_api_host_votes_transfers": costs["transfers"],
+      "public_api_host_votes_numpy_copies": costs["copies"],
+      "public_api_over_kernel_host_votes_less_transfers": less_transfers / jax_time,
+      "public_api_over_kernel_host_votes_less_transfers_and_copies": less_both / jax_time,
+      "public_api_host_votes_less_transfers_definition": (
+          "(host-votes path - transfers x device_put [- numpy copies x copy]) / kernel; "
+          f"{_PUBLIC_CALLS} public functions each validate and transfer the votes"),
+  }
 
 
 def plan(config) -> dict:
@@ -200,6 +240,13 @@ def report(r: dict) -> None:
   print(f"public API end to end (median of {len(r['public_api_end_to_end_all_runs']['host'])}): "
         f"device votes {dev:.4f} s ({dev / jax_time:.2f}x the kernel), host numpy votes "
         f"{host:.4f} s ({host / jax_time:.2f}x)")
+  if "public_api_host_votes_transfers" in r:  # results written before these fields lack them
+    print(f"  host votes: {r['public_api_host_votes_transfers']} transfers of "
+          f"{r['host_votes_device_put_seconds_median'] * 1e3:.3f} ms (device_put) and "
+          f"{r['public_api_host_votes_numpy_copies']} numpy copies of "
+          f"{r['host_votes_numpy_copy_seconds_median'] * 1e3:.3f} ms; less the transfers "
+          f"{r['public_api_over_kernel_host_votes_less_transfers']:.2f}x the kernel, less "
+          f"both {r['public_api_over_kernel_host_votes_less_transfers_and_copies']:.2f}x")
   print(f"Python loop: {r['loop_seconds_on_subset']:.2f} s for {n} queries -> "
         f"{r['loop_seconds_extrapolated']:.0f} s extrapolated to {q}; speedup "
         f"{r['speedup_vs_loop']:.0f}x (CPU time: JAX {r['jax_cpu_seconds_median']:.3f} s, loop "
