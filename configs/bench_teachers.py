@@ -26,12 +26,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.chunk_size = 25
   c.compute_dtype = "float32"
   c.peak_tflops = 0.0      # 0 → the datasheet value for known devices (else not reported)
+  c.profile_strategies = ()  # strategies whose one extra call runs under jax.profiler:
+                             # results.json keeps each timeline's busiest ops (the trace is
+                             # deleted); :cnn profiles vmap
   if arg in ("cnn", "cnn_f32"):
     c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {}})
     c.batch_size = 64
     c.steps_per_call = 20
     c.repeats = 3
     c.compute_dtype = "bfloat16" if arg == "cnn" else "float32"
+    c.profile_strategies = ("vmap",)
   elif arg not in (None, ""):
     raise ValueError(f"configs/bench_teachers.py: unknown variant {arg!r}")
   return c

@@ -1,6 +1,7 @@
-"""The GPU acceptance command: the default paper config end to end, the teachers and
-accounting benchmarks, PATE-G for 300 epochs on the paper CNN teachers' labels and the
-non-private baseline, the KD-GAN's accelerator config, and the test suite, in stages.
+"""The GPU acceptance command: the default paper config end to end, the teachers benchmark
+(with and without deterministic GPU kernels) and the accounting benchmark, PATE-G for 300
+epochs on the paper CNN teachers' labels and the non-private baseline, the KD-GAN's
+accelerator config, and the test suite, in stages.
 
   python experiments/gpu_acceptance.py --config configs/gpu_acceptance.py --workdir W \\
       --config.stages=1 --config.publish_dir=results/runs

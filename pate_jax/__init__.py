@@ -17,7 +17,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "io",
+    "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "flops", "io",
     "labels", "kd_gan", "ledger", "mechanisms", "models", "reporting", "rng", "students",
     "tabular", "teachers", "votes",
 )

@@ -988,6 +988,8 @@ def _gpu(name: str, stages: str, config: str) -> Run:
 GPU_RUNS: tuple[Run, ...] = (
     _gpu("pate_mnist", "1", "configs/pate_mnist.py"),
     _gpu("bench_teachers", "2", "configs/bench_teachers.py:cnn"),
+    _gpu("bench_teachers_nondeterministic", "2",
+         "configs/bench_teachers.py:cnn (a subprocess without deterministic GPU kernels)"),
     _gpu("bench_accounting", "2", "configs/bench_accounting.py"),
     _gpu("pate_g_100", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0)"),
     _gpu("pate_g_1000", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0)"),
@@ -1046,6 +1048,9 @@ GPU_ROWS: tuple[Row, ...] = (
         "bench_teachers_gpu", "strategies.vmap.fraction_of_peak", "pct"),
     Row("beyond", "GPU acceptance", "teachers benchmark: vmap over the loop", "—",
         "bench_teachers_gpu", "strategies.vmap.throughput_vs_loop", "x"),
+    Row("beyond", "GPU acceptance", "teachers benchmark without deterministic GPU kernels, "
+        "vmap: examples/s", "—", "bench_teachers_nondeterministic_gpu",
+        "strategies.vmap.examples_per_second", "int"),
     Row("beyond", "GPU acceptance", "accounting of 10⁶ queries: API end to end / kernel", "—",
         "bench_accounting_gpu", "public_api_over_kernel_host_votes", "f2", "target <= 10"),
     *(Row("beyond", "GPU acceptance", f"test suite, {tier}: {what}", "—", f"tests_{tier}_gpu",

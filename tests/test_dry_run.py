@@ -181,6 +181,11 @@ def test_bench_attack_tabular_and_kd_gan_plans(real_adult_dir, monkeypatch):
                                               examples_per_teacher=16))
   assert [s for s in seen[-1] if len(s) == 5] == [(min(6, 8), 16, 28, 28, 1)]  # probe images
   assert bt["examples_per_step"] == 96
+  # 784 → 256 → 256 → 10, full batch: forward, kernel gradients and the input gradients
+  # but the first layer's, two FLOPs per multiply-accumulate (pate_jax.flops).
+  forward = 784 * 256 + 256 * 256 + 256 * 10
+  assert bt["flops_per_example"] == 2 * (3 * forward - 784 * 256)
+  assert bt["flops_per_step"] == 96 * bt["flops_per_example"]
   assert (bt["padded_teachers"] // bt["devices"]) % bt["vmap_train_plan"][
       "teachers_per_chunk"] == 0
   fixed = _script("attack").plan(_config("attack_fixed", "cpu"))
@@ -266,3 +271,6 @@ def test_deterministic_kernels_are_asked_for_by_a_nested_stage_config():
   assert _main.deterministic_requested(main_job) is True
   assert _main.deterministic_requested(_config("mnist_250", "cpu")) is True
   assert _main.deterministic_requested(_config("aggregate_mnist", "cpu")) is None
+  # The GPU acceptance's second teachers benchmark runs without the flag, others kept.
+  flags = f"--xla_dump_to=d {_main.DETERMINISTIC_FLAG} --xla_gpu_deterministic_ops=false"
+  assert _main.without_deterministic_flag(flags) == "--xla_dump_to=d"

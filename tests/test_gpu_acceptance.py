@@ -19,7 +19,7 @@ import pytest
 from pate_jax import experiment, memory
 from pate_jax import reproduction as rp
 from pate_jax.stages import gpu_acceptance as ga
-from pate_jax.stages import suite
+from pate_jax.stages import bench_teachers, suite
 
 import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
 
@@ -39,15 +39,16 @@ def test_stage_one_is_the_default_paper_config_without_override():
 def test_select_by_stage_number_and_run_name():
   c = _config("gpu_acceptance")
   every = [n for _, n in ga.runs(c)]
-  assert every == ["pate_mnist", "bench_teachers", "bench_accounting", "pate_g_100",
-                   "pate_g_1000", "pate_g_cgn", "mnist_baseline", "kd_gan", "tests_fast",
-                   "tests_slow"]
+  assert every == ["pate_mnist", "bench_teachers_nondeterministic", "bench_teachers",
+                   "bench_accounting", "pate_g_100", "pate_g_1000", "pate_g_cgn",
+                   "mnist_baseline", "kd_gan", "tests_fast", "tests_slow"]
   assert ga.select(c) == every
   c.stages = "3, 1"
   assert ga.select(c) == ["pate_mnist", "pate_g_100", "pate_g_1000", "pate_g_cgn",
                           "mnist_baseline"]
   c.stages = "tests_slow,2"
-  assert ga.select(c) == ["bench_teachers", "bench_accounting", "tests_slow"]
+  assert ga.select(c) == ["bench_teachers_nondeterministic", "bench_teachers",
+                          "bench_accounting", "tests_slow"]
   c.stages = "6"
   with pytest.raises(ValueError, match="config.stages: '6'"):
     ga.select(c)
@@ -89,6 +90,77 @@ def test_targets_are_computed_from_the_results(tmp_path):
   assert t["main_job_wall"]["met"] is None
 
 
+def _bench(examples_per_second: dict, deterministic: bool) -> dict:
+  return {"deterministic_ops": deterministic, "strategies": {
+      s: {"examples_per_second": v} for s, v in examples_per_second.items()}}
+
+
+def test_deterministic_slowdown_compares_the_two_teachers_benchmarks(tmp_path):
+  c = _config("gpu_acceptance")
+  assert ga.deterministic_slowdown(tmp_path)["value"] is None  # neither ran
+  _write(tmp_path, "bench_teachers", _bench({"vmap": 9.4e4, "loop": 5.0e4}, True))
+  assert ga.deterministic_slowdown(tmp_path)["by_strategy"] == {}
+  _write(tmp_path, "bench_teachers_nondeterministic",
+         _bench({"vmap": 1.88e5, "loop": 6.0e4}, False))
+  d = ga.deterministic_slowdown(tmp_path)
+  assert d["value"] == pytest.approx(2.0) and d["by_strategy"]["loop"] == pytest.approx(1.2)
+  assert d["deterministic_ops"] == {"bench_teachers_nondeterministic": False,
+                                    "bench_teachers": True} and "note" not in d
+  # The target keeps reading the deterministic run (the paper config's kernels).
+  assert ga.targets(c, tmp_path)["examples_per_second"]["value"] == 9.4e4
+  _write(tmp_path, "bench_teachers", _bench({"vmap": 9.4e4}, False))
+  assert "does not measure" in ga.deterministic_slowdown(tmp_path)["note"]
+  fast = _bench({"vmap": 1.88e5}, False)
+  fast["strategies"]["vmap"]["teachers_per_chunk"] = 125  # a device shared with this process
+  _write(tmp_path, "bench_teachers_nondeterministic", fast)
+  assert "vmap: 125 teachers per chunk without, None with" in ga.deterministic_slowdown(
+      tmp_path)["note"]
+
+
+def _tiny_bench(monkeypatch):
+  """The rehearsal's teachers benchmark (vmap only) with deterministic kernels asked for in
+  ``XLA_FLAGS`` -- the only difference on a CPU, whose XLA ignores the flag."""
+  monkeypatch.setenv("XLA_FLAGS", f"--xla_cpu_enable_fast_math=false "
+                     f"{experiment.DETERMINISTIC_FLAG}")
+  c = _config("gpu_acceptance", "cpu_rehearsal")
+  c.bench_teachers.strategies = ("vmap",)
+  return c
+
+
+def test_teachers_benchmark_counts_flops_from_the_jaxpr(tmp_path, monkeypatch):
+  c = _tiny_bench(monkeypatch)
+  r = bench_teachers.run(c.bench_teachers, str(tmp_path))
+  # 4 teachers × 16 examples, 784 → 16 → 10: forward, kernel gradients and the second
+  # layer's input gradient, counted from the jaxpr; XLA's count adds the elementwise ops.
+  assert r["flops_source"] == "jaxpr" and r["deterministic_ops"] is True
+  assert r["flops_per_example"] == 2 * (3 * (784 * 16 + 16 * 10) - 784 * 16)
+  assert r["flops_per_step"] == 64 * r["flops_per_example"]
+  assert r["flops_per_step"] <= r["flops_per_step_xla"] <= 1.5 * r["flops_per_step"]
+  vmap = r["strategies"]["vmap"]
+  assert vmap["achieved_tflops"] == pytest.approx(
+      r["flops_per_example"] * vmap["examples_per_second"] / 1e12)
+
+
+@pytest.mark.slow
+def test_stage_two_runs_the_teachers_benchmark_with_and_without_deterministic_kernels(
+    tmp_path, monkeypatch):
+  c = _tiny_bench(monkeypatch)
+  c.stages = "bench_teachers_nondeterministic,bench_teachers"
+  s = ga.run(c, str(tmp_path))
+  assert {n: st["status"] for n, st in s["status"].items()} == {
+      "bench_teachers_nondeterministic": "ran", "bench_teachers": "ran"}
+  fast, det = (experiment.read_results(tmp_path / n) for n in (
+      "bench_teachers_nondeterministic", "bench_teachers"))
+  # This process holds the flag, the subprocess's environment does not (other flags kept).
+  assert (fast["deterministic_ops"], det["deterministic_ops"]) == (False, True)
+  assert fast["xla_env"]["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=false"
+  assert "vmap" in (tmp_path / "bench_teachers_nondeterministic" / "subprocess.log").read_text()
+  assert fast["flops_per_step"] == det["flops_per_step"]
+  assert s["deterministic_slowdown"]["value"] == pytest.approx(
+      fast["strategies"]["vmap"]["examples_per_second"]
+      / det["strategies"]["vmap"]["examples_per_second"])
+
+
 def test_at_budget_rescales_the_planner_chunks():
   gib = 2**30
   train = {"teachers_per_chunk": 25, "estimate_bytes_per_chunk": 25 * gib // 10,
@@ -121,15 +193,18 @@ def test_plan_prints_every_run_with_its_memory_at_80_gib(data_dir, monkeypatch):
   assert train["budget_bytes"] == int(0.6 * 0.75 * 80 * 2**30) and train["fits"]
   assert p["mnist_baseline"]["at_80gib"]["predict_plan"]["fits"]
   assert p["bench_teachers"]["at_80gib"]["vmap_train_plan"]["fits"]
+  nondet = p["bench_teachers_nondeterministic"]
+  assert nondet["plan"]["process"].endswith("lack --xla_gpu_deterministic_ops")
+  assert nondet["stage"] == 2 and nondet["expected_wall_s"] == 15
   assert p["pate_g_100"]["plan"]["labelled"] == 100 and p["pate_g_100"]["at_80gib"]["fits"]
   assert p["tests_fast"]["plan"]["command"].startswith("python -m pytest -q")
   assert set(p["expected_wall_s_per_stage"]) == {"1", "2", "3", "4", "5"}
   assert p["pate_g_cgn"]["plan"]["labelled"] == 640 and p["pate_g_cgn"]["at_80gib"]["fits"]
-  # Stages 1-5 expect 40, 20, 35, 20, 15 s: all of them fit one period, or only the first two.
-  assert p["expected_wall_s_total"] == "130 s: all stages fit one 25-minute period"
-  c.period_limit_s = 60
+  # Stages 1-5 expect 40, 35, 35, 20, 15 s: all of them fit one period, or only the first two.
+  assert p["expected_wall_s_total"] == "145 s: all stages fit one 25-minute period"
+  c.period_limit_s = 90
   assert ga.plan(c)["expected_wall_s_total"] == (
-      "130 s > one 1-minute period: stages 1, 2 (60 s) fit it; the rest needs another period")
+      "145 s > one 1.5-minute period: stages 1, 2 (75 s) fit it; the rest needs another period")
   text = experiment.dry_run_text(c, p, {})
   assert "  pate_mnist.at_80gib.teachers.train_plan.description: " in text
 
@@ -208,10 +283,23 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
   assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
   s = json.loads((tmp_path / "w2" / "results.json").read_text())["results"]
   assert {n: st["status"] for n, st in s["status"].items() if st["stage"] <= 2} == {
-      n: "done earlier (results.json found)" for n in ("pate_mnist", "bench_teachers",
-                                                       "bench_accounting")}
+      n: "done earlier (results.json found)" for n in (
+          "pate_mnist", "bench_teachers_nondeterministic", "bench_teachers",
+          "bench_accounting")}
   assert all(st["status"] == "ran" for st in s["status"].values() if st["stage"] > 2)
-  assert len(s["runs_done"]) == 8 and set(s["targets"]) == {
+  # The rehearsal asks for deterministic kernels (mnist_250's nested config; XLA:CPU ignores
+  # the flag): the subprocess's XLA_FLAGS lack it, this process's hold it.
+  slow = s["deterministic_slowdown"]
+  assert slow["deterministic_ops"] == {"bench_teachers_nondeterministic": False,
+                                       "bench_teachers": True} and "note" not in slow
+  assert set(slow["by_strategy"]) == {"vmap", "loop"} and slow["value"] > 0
+  main = json.loads((tmp_path / "w2" / "pate_mnist" / "results.json").read_text())["results"]
+  stages = main["stage_seconds"]  # where the main job's wall goes
+  assert set(stages) == {"teachers", "labels_and_student", "attack"}
+  assert 0 < sum(stages.values()) <= main["wall_seconds"]
+  bench = json.loads((tmp_path / "w2" / "bench_teachers" / "results.json").read_text())
+  assert bench["results"]["flops_source"] == "jaxpr" and bench["results"]["flops_per_step"]
+  assert len(s["runs_done"]) == 9 and set(s["targets"]) == {
       "main_job_wall", "main_job_no_oom", "teacher_accuracy", "examples_per_second",
       "pate_g_accuracy", "pate_g_epsilon", "api_over_kernel", "suite_passes", "cgn_accuracy",
       "cgn_epsilon"}

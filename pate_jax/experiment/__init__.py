@@ -8,7 +8,8 @@ and are re-exported here.
 
 The package's modules: ``_results`` (provenance, ``results.json``, the work directory's
 lock), ``_config`` (configs and scripts by path, their fields, ``--help``), ``_dry_run``
-(the devices and plan that ``--dry_run`` prints) and ``_main`` (``run_main``, its errors
+(the devices and plan that ``--dry_run`` prints), ``_profile`` (one call under the
+profiler, summarised) and ``_main`` (``run_main``, its errors
 and outputs, deterministic kernels, the benchmarks' timer).
 """
 
@@ -20,7 +21,8 @@ from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_
 from pate_jax.experiment._main import (DETERMINISTIC_FLAG, deterministic_ops_enabled,
                                        output_files, print_outputs, quiet_backend_probe,
                                        run_and_report, run_main, set_deterministic, timed,
-                                       user_errors)
+                                       user_errors, without_deterministic_flag)
+from pate_jax.experiment._profile import profile_call, trace_summary
 from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
                                           device_info, git_hash, locked_workdir,
                                           package_versions, read_results, remove_stale,
@@ -52,6 +54,7 @@ __all__ = [
     "output_files",
     "package_versions",
     "print_outputs",
+    "profile_call",
     "progress",
     "quiet_backend_probe",
     "read_results",
@@ -61,9 +64,11 @@ __all__ = [
     "set_deterministic",
     "timed",
     "to_jsonable",
+    "trace_summary",
     "unknown_overrides",
     "user_errors",
     "votes_plan",
+    "without_deterministic_flag",
     "write_results",
     "write_text",
 ]

@@ -26,6 +26,14 @@ def deterministic_ops_enabled() -> bool:
   return DETERMINISTIC_FLAG in os.environ.get("XLA_FLAGS", "").split()
 
 
+def without_deterministic_flag(xla_flags: str) -> str:
+  """``xla_flags`` (an ``XLA_FLAGS`` value) without any ``--xla_gpu_deterministic_ops``
+  setting: the environment of a subprocess that measures the default, non-deterministic
+  GPU kernels while this process runs with deterministic ones."""
+  return " ".join(f for f in xla_flags.split()
+                  if not f.startswith(DETERMINISTIC_FLAG.split("=", 1)[0]))
+
+
 def deterministic_requested(config: Any) -> bool | None:
   """``config.deterministic``, or a stage's (``config.teachers.deterministic`` in a
   pipeline's nested config: any of them asks); ``None`` when no config field names it."""

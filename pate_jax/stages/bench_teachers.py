@@ -7,9 +7,15 @@ chunks of ``chunk_size`` teachers run one after another; (c) ``loop``: a Python
 loop over teachers calling the same jitted single-teacher segment (the library's
 ``"loop"`` strategy, its CPU default, is the baseline). Each strategy runs one
 warm-up (compiling) call, then ``repeats`` timed calls of ``steps_per_call`` steps;
-data are random (speed does not depend on pixel values). FLOPs per step come from
-XLA's cost analysis of the lowered one-step program, so speed is read against the
-device's peak (``peak_tflops``, or a datasheet value for known devices).
+data are random (speed does not depend on pixel values). FLOPs per step are counted
+from the one-step program's jaxpr (:func:`pate_jax.flops.jaxpr_flops`: 2 × the
+multiply-accumulates of its convolutions and matrix products, the same on every backend;
+XLA's cost analysis of the lowered program, which on a GPU may give none, is kept beside
+it as ``flops_per_step_xla``), so speed is read against the device's peak
+(``peak_tflops``, or a datasheet value for known devices). ``deterministic_ops`` records
+whether ``XLA_FLAGS`` asked for deterministic GPU kernels
+(:func:`pate_jax.experiment.deterministic_ops_enabled`), ``xla_env`` the ``XLA_*``
+environment it ran under.
 
 ``run(config, workdir)`` prints each strategy's line as it is measured (a long benchmark
 shows its progress; there is no separate ``report``) and writes ``results.json`` with
@@ -19,15 +25,17 @@ the loop (synthetic data only: publishable). ``plan(config)`` is ``--dry_run``.
 
 from __future__ import annotations
 
+import os
+import pathlib
 import time
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from pate_jax import experiment, memory, models, rng, teachers
+from pate_jax import experiment, flops, memory, models, rng, teachers
 
-__all__ = ["run", "plan", "step_flops", "PEAK_TFLOPS"]
+__all__ = ["run", "plan", "step_flops", "xla_step_flops", "PEAK_TFLOPS"]
 
 # Dense datasheet peaks (TFLOP/s) by device kind and compute dtype; float32 matmuls on
 # NVIDIA GPUs run as TF32 by default.
@@ -38,13 +46,26 @@ PEAK_TFLOPS = {
 }
 
 
-def step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> float | None:
-  """FLOPs of one vmapped optimisation step of every teacher (XLA cost analysis)."""
+def _one_step(fns: teachers.TeacherFns):
+  """One optimisation step of every teacher: the vmapped one-step segment."""
   def one_step(s, k, x, y):
     return jax.vmap(lambda *a: fns.train_segment(*a, jnp.int32(0), 1))(s, k, x, y)
-  # The lowered (pre-optimisation) HLO's count: once compiled for GPU, convolutions
-  # become library calls whose FLOPs the compiled cost analysis omits.
-  cost = jax.jit(one_step).lower(state, keys, images, labels).cost_analysis()
+  return one_step
+
+
+def step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> float:
+  """FLOPs of one vmapped optimisation step of every teacher, counted from its jaxpr
+  (:func:`pate_jax.flops.jaxpr_flops`; abstract inputs suffice)."""
+  return flops.jaxpr_flops(_one_step(fns), state, keys, images, labels)
+
+
+def xla_step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> float | None:
+  """XLA's cost analysis of the same lowered step (it also counts elementwise ops), or
+  ``None`` where the backend reports no FLOPs (XLA:GPU in jax 0.11)."""
+  try:
+    cost = jax.jit(_one_step(fns)).lower(state, keys, images, labels).cost_analysis()
+  except Exception:  # pylint: disable=broad-except  # a backend without cost analysis
+    return None
   if isinstance(cost, (list, tuple)):
     cost = cost[0] if cost else None
   return None if not cost or "flops" not in cost else float(cost["flops"])
@@ -67,9 +88,12 @@ def plan(config) -> dict:
   sample = jax.ShapeDtypeStruct(images.shape[1:], jnp.float32)  # one teacher's shard
   state = jax.eval_shape(jax.vmap(fns.init, in_axes=(0, None)), keys, sample)
   p = ens.plan_train(state, keys, images, labels)
+  per_step = t * (config.batch_size or n)
+  step = step_flops(fns, state, keys, images, labels) / padded * t  # linear in teachers
   return {"num_teachers": t, "examples_per_teacher": n, "image_shape": tuple(config.image_shape),
           "model": config.model.name, "compute_dtype": config.compute_dtype,
-          "examples_per_step": t * (config.batch_size or n),
+          "examples_per_step": per_step, "flops_per_step": step,
+          "flops_per_example": step / per_step,
           "strategies": tuple(config.strategies), "chunked_chunk_size": int(config.chunk_size),
           "steps_per_call": int(config.steps_per_call), "repeats": int(config.repeats),
           "padded_teachers": padded, "devices": ens.num_shards,
@@ -79,6 +103,17 @@ def plan(config) -> dict:
                               "estimate_bytes_per_chunk": p.estimate_bytes,
                               "budget_bytes_left_for_chunks": p.budget_bytes,
                               "description": memory.fits_description(p, ("teachers",))}}
+
+
+def _print_profile(strategy: str, profile: dict, lines: int = 3, top: int = 5) -> None:
+  """The profiled call's busiest timelines and their top events."""
+  print(f"profile of one {strategy} call ({profile['wall_ms']:.0f} ms wall, "
+        f"{profile['source']} timelines):")
+  busiest = sorted(profile["timelines"].items(), key=lambda kv: -kv[1]["busy_ms"])
+  for name, line in busiest[:lines]:
+    print(f"  {name}: {line['busy_ms']:.0f} ms busy in {line['events']} events")
+    for e in line["top"][:top]:
+      print(f"    {e['share']:6.1%} {e['ms']:9.1f} ms  x{e['count']:<5d} {e['name'][:90]}")
 
 
 def run(config, workdir: str) -> dict:
@@ -98,9 +133,16 @@ def run(config, workdir: str) -> dict:
   peak = config.peak_tflops or PEAK_TFLOPS.get(device.device_kind, {}).get(
       config.compute_dtype)
   abstract_state = jax.eval_shape(jax.vmap(fns.init, in_axes=(0, None)), keys, images[0])
-  flops = step_flops(fns, abstract_state, keys, images, labels)
-  results = {"num_teachers": t, "examples_per_step": per_step, "flops_per_step": flops,
-             "flops_per_example": None if flops is None else flops / per_step,
+  flops_xla = xla_step_flops(fns, abstract_state, keys, images, labels)
+  try:
+    step, source = step_flops(fns, abstract_state, keys, images, labels), "jaxpr"
+  except ValueError:  # a while loop in the step: its trip count is not in the jaxpr
+    step, source = flops_xla, None if flops_xla is None else "xla_cost_analysis"
+  results = {"num_teachers": t, "examples_per_step": per_step, "flops_per_step": step,
+             "flops_per_example": None if step is None else step / per_step,
+             "flops_source": source, "flops_per_step_xla": flops_xla,
+             "deterministic_ops": experiment.deterministic_ops_enabled(),
+             "xla_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("XLA_")},
              "peak_tflops": peak, "compute_dtype": config.compute_dtype,
              "device_kind": device.device_kind,
              "default_strategy": teachers.default_strategy(), "strategies": {}}
@@ -121,15 +163,24 @@ def run(config, workdir: str) -> dict:
                            config.steps_per_call, plan=plan)
       jax.block_until_ready(state)
       times.append(time.perf_counter() - t0)
+    profile = None
+    if strategy in tuple(config.get("profile_strategies", ())):
+      start = (config.repeats + 1) * config.steps_per_call
+      profile = experiment.profile_call(
+          lambda: ens.train(state, k, x, y, start, config.steps_per_call, plan=plan)[0],
+          pathlib.Path(workdir) / f"profile_{strategy}")
+      _print_profile(strategy, profile)
     del state
     best = min(times)
-    tflops = None if flops is None else flops * config.steps_per_call / best / 1e12
+    tflops = None if step is None else step * config.steps_per_call / best / 1e12
     results["strategies"][strategy] = {
         "examples_per_second": per_step * config.steps_per_call / best,
         "achieved_tflops": tflops,
         "fraction_of_peak": None if tflops is None or not peak else tflops / peak,
         "teachers_per_chunk": None if plan is None else plan.teachers,
         "seconds_per_call": times, "first_call_seconds": compile_and_first}
+    if profile is not None:
+      results["strategies"][strategy]["profile"] = profile
     print(f"{strategy:8s} {per_step * config.steps_per_call / best:10.0f} examples/s"
           + ("" if tflops is None else f"  {tflops:7.2f} TFLOP/s")
           + ("" if tflops is None or not peak else f" ({tflops / peak:.1%} of {peak:g} peak)")

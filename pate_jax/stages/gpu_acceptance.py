@@ -5,7 +5,12 @@ one 10-minute call and resume from the files of the earlier calls.
 Stages and their runs (``config.stages`` picks some: numbers or run names):
 
   1  ``pate_mnist``        the main job (:mod:`main_job`) on ``config.pate_mnist``
-  2  ``bench_teachers``    :mod:`bench_teachers`; ``bench_accounting``: :mod:`bench_accounting`
+  2  ``bench_teachers_nondeterministic``  :mod:`bench_teachers` in a subprocess whose
+                           ``XLA_FLAGS`` lack ``--xla_gpu_deterministic_ops`` (run first, while
+                           this process may not hold the device yet)
+     ``bench_teachers``    :mod:`bench_teachers` in this process, with deterministic kernels
+                           where any nested config asks for them (the paper config does)
+     ``bench_accounting``  :mod:`bench_accounting`
   3  ``pate_g_<n>``        :mod:`student` on stage 1's teachers' votes, ``n`` noisy labels
      ``pate_g_cgn``        :mod:`student` on those votes with ``config.pate_g_cgn`` (2018's row)
      ``mnist_baseline``    :mod:`teachers` with one teacher on all the training data
@@ -17,7 +22,9 @@ Each run writes into ``<workdir>/<run>/`` and is skipped when its ``results.json
 earlier calls left, and each stage resumes from its own checkpoints where it has them. A
 run that raises is recorded (``<run>/error.txt``) and the next one goes on. After the runs,
 ``<workdir>/results.json`` holds every run's status and the ``targets`` (the issue's
-thresholds beside the measured values, met or not, computed from the runs' results), and
+thresholds beside the measured values, met or not, computed from the runs' results) and
+``deterministic_slowdown`` (the teachers benchmark's examples/s without deterministic GPU
+kernels over those with them, per strategy: a measurement, not a target), and
 optionally ``config.publish_dir/<run>_gpu/`` receives each run's ``results.json`` (the
 reproduction report's GPU rows) and ``config.archive`` a ``.tar.gz`` of the workdir without
 checkpoints, for the next call on a fresh machine.
@@ -31,9 +38,14 @@ planned chunks, the memory planner's numbers on a device of ``plan_device_gib``
 from __future__ import annotations
 
 import copy
+import os
 import pathlib
+import pickle
 import shutil
+import subprocess
+import sys
 import tarfile
+import tempfile
 import time
 import traceback
 from typing import Any, Callable, Mapping
@@ -46,16 +58,20 @@ from pate_jax.stages import bench_accounting, bench_teachers, kd_gan, main_job, 
 from pate_jax.stages import teachers as teachers_stage
 from pate_jax.stages import suite
 
-__all__ = ["run", "plan", "report", "runs", "select", "at_budget", "targets"]
+__all__ = ["run", "plan", "report", "runs", "select", "at_budget", "targets",
+           "deterministic_slowdown", "NONDETERMINISTIC_BENCH"]
 
 GIB = 2**30
+# The teachers benchmark again, in a subprocess without deterministic GPU kernels.
+NONDETERMINISTIC_BENCH = "bench_teachers_nondeterministic"
 
 
 # ------------------------------------------------------------------------------- the runs
 
 def runs(config) -> list[tuple[int, str]]:
   """``(stage, run name)`` in order."""
-  return ([(1, "pate_mnist"), (2, "bench_teachers"), (2, "bench_accounting")]
+  return ([(1, "pate_mnist"), (2, NONDETERMINISTIC_BENCH), (2, "bench_teachers"),
+           (2, "bench_accounting")]
           + [(3, f"pate_g_{int(n)}") for n in config.pate_g_queries]
           + [(3, "pate_g_cgn"), (3, "mnist_baseline"), (4, "kd_gan")]
           + [(5, f"tests_{g}") for g in config.tests.groups.keys()])
@@ -96,6 +112,56 @@ def _pate_g_config(config, name: str, root: pathlib.Path):
   return c
 
 
+_CHILD = ("import importlib, pickle, sys; m = importlib.import_module(sys.argv[1]); "
+          "m.run(pickle.loads(open(sys.argv[2], 'rb').read()), sys.argv[3])")
+
+
+def _run_in_subprocess(module: str, config, workdir: pathlib.Path, env: dict[str, str],
+                       timeout_s: float) -> dict:
+  """``module.run(config, workdir)`` in a fresh Python process with environment ``env``
+  (XLA reads its flags once per process); its output goes to ``workdir/subprocess.log``
+  and is printed when it ends. Returns the results it wrote.
+
+  Raises:
+    RuntimeError: the process failed or ran past ``timeout_s`` (the log's tail says why).
+  """
+  workdir.mkdir(parents=True, exist_ok=True)
+  log = workdir / "subprocess.log"
+  with tempfile.TemporaryDirectory() as tmp, open(log, "w") as f:
+    spec = pathlib.Path(tmp) / "config.pkl"
+    spec.write_bytes(pickle.dumps(config))
+    try:
+      code = subprocess.run([sys.executable, "-c", _CHILD, module, str(spec), str(workdir)],
+                            stdout=f, stderr=subprocess.STDOUT, env=env, timeout=timeout_s,
+                            check=False).returncode
+    except subprocess.TimeoutExpired:
+      code = f"killed after {timeout_s:g} s"
+  text = log.read_text()
+  print(text, end="" if text.endswith("\n") or not text else "\n", flush=True)
+  if code != 0:
+    raise RuntimeError(f"{module} in a subprocess: exit {code}; the log ({log}) ends: "
+                       + "\n".join(text.strip().splitlines()[-5:]))
+  return experiment.read_results(workdir)
+
+
+def _nondeterministic_env() -> dict[str, str]:
+  """This process's environment without deterministic GPU kernels. If this process has
+  started its backend (an earlier run of the same call), it holds its allocator's share of
+  the device (``XLA_PYTHON_CLIENT_MEM_FRACTION``, 0.75 by default): the child allocates on
+  demand within what is left, and its memory planner may pick smaller chunks (both are in
+  its results: ``xla_env``, ``teachers_per_chunk``). Run stage 2 in a call of its own for
+  a like-for-like comparison."""
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  path = os.pathsep.join(p for p in (str(suite.REPO), os.environ.get("PYTHONPATH")) if p)
+  env = dict(os.environ, PYTHONPATH=path, PATE_JAX_NO_PROGRESS="1",
+             XLA_FLAGS=experiment.without_deterministic_flag(os.environ.get("XLA_FLAGS", "")))
+  if xla_bridge.backends_are_initialized():
+    held = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
+    env.update(XLA_PYTHON_CLIENT_PREALLOCATE="false",
+               XLA_PYTHON_CLIENT_MEM_FRACTION=f"{max(0.05, 0.95 - held):.2f}")
+  return env
+
+
 def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | None]:
   """Runs ``name`` into ``root/name``; returns its results and its stage's ``report``."""
   out = str(root / name)
@@ -103,6 +169,9 @@ def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | Non
     return main_job.run(config.pate_mnist, out), main_job.report
   if name == "bench_teachers":
     return bench_teachers.run(config.bench_teachers, out), None
+  if name == NONDETERMINISTIC_BENCH:
+    return _run_in_subprocess(bench_teachers.__name__, config.bench_teachers, root / name,
+                              _nondeterministic_env(), float(config.call_limit_s)), None
   if name == "bench_accounting":
     return bench_accounting.run(config.bench_accounting, out), bench_accounting.report
   if name.startswith("pate_g_"):
@@ -195,6 +264,38 @@ def targets(config, root: pathlib.Path) -> dict[str, dict]:
   return out
 
 
+def deterministic_slowdown(root: pathlib.Path) -> dict:
+  """The teachers benchmark's examples/s without deterministic GPU kernels over those with
+  them, per strategy (``value``: ``vmap``'s), from the two runs' results in ``root``: what
+  ``--xla_gpu_deterministic_ops`` costs. A measurement, not a target; ``None`` until both
+  ran. ``deterministic_ops`` is each run's flag as recorded; ``note`` says when they are
+  not (without, with) = (False, True) or the two runs' memory planners chunked the teachers
+  differently. XLA:CPU ignores the flag: on a CPU the ratio is run-to-run noise."""
+  fast, det = _read(root, NONDETERMINISTIC_BENCH), _read(root, "bench_teachers")
+  out: dict[str, Any] = {
+      "what": "teachers benchmark: examples/s without deterministic GPU kernels / with them",
+      "runs": [NONDETERMINISTIC_BENCH, "bench_teachers"], "value": None, "by_strategy": {}}
+  if not fast or not det:
+    return out
+  flags = [r.get("deterministic_ops") for r in (fast, det)]
+  out["deterministic_ops"] = dict(zip(out["runs"], flags))
+  for s, r in det.get("strategies", {}).items():
+    f = fast.get("strategies", {}).get(s)
+    if f and r.get("examples_per_second"):
+      out["by_strategy"][s] = f["examples_per_second"] / r["examples_per_second"]
+  out["value"] = out["by_strategy"].get("vmap")
+  notes = [] if flags == [False, True] else [
+      f"deterministic_ops was {flags[0]} without and {flags[1]} with: the ratio does not "
+      "measure the deterministic kernels"]
+  chunks = {s: (f.get("teachers_per_chunk"), det["strategies"][s].get("teachers_per_chunk"))
+            for s, f in fast.get("strategies", {}).items() if s in out["by_strategy"]}
+  notes += [f"{s}: {a} teachers per chunk without, {b} with" for s, (a, b) in chunks.items()
+            if a != b]
+  if notes:
+    out["note"] = "; ".join(notes)
+  return out
+
+
 # -------------------------------------------------------------------------- run / plan
 
 def _archive(root: pathlib.Path, path: pathlib.Path, max_bytes: int = 8 * 2**20) -> dict:
@@ -268,6 +369,7 @@ def run(config, workdir: str) -> dict:
                             str(root.resolve()), str(root))}
         print(f"[stage {stage}] {name}: FAILED: {type(e).__name__}: {e}", flush=True)
     summary = {"selected": chosen, "status": status, "targets": targets(config, root),
+               "deterministic_slowdown": deterministic_slowdown(root),
                "runs_done": [n for _, n in runs(config) if _read(root, n) is not None]}
     experiment.write_results(root, summary, config=config, seed=None,
                              disclosure=experiment.MEASUREMENT)
@@ -333,8 +435,10 @@ def _plan_one(config, name: str, device: int) -> tuple[dict, Any]:
   if name == "mnist_baseline":
     p = teachers_stage.plan(copy.deepcopy(config.baseline))
     return p, _teachers_at(p, config.baseline.memory_fraction * frac, device)
-  if name == "bench_teachers":
+  if name in ("bench_teachers", NONDETERMINISTIC_BENCH):
     p = bench_teachers.plan(config.bench_teachers)  # its Ensemble plans at 0.6 of a device
+    if name == NONDETERMINISTIC_BENCH:
+      p["process"] = "a subprocess whose XLA_FLAGS lack --xla_gpu_deterministic_ops"
     return p, {"vmap_train_plan": at_budget(
         p["vmap_train_plan"], host_budget=memory.memory_budget(0.6),
         budget=int(0.6 * frac * device), local=p["padded_teachers"] // p["devices"])}
@@ -423,6 +527,11 @@ def report(s: dict) -> None:
     value = t["value"]
     value = f"{value:.4g}" if isinstance(value, float) else value
     print(f"  target {t['target']}: {met} (value: {value})")
+  slow = s.get("deterministic_slowdown") or {}
+  if slow.get("by_strategy"):
+    ratios = ", ".join(f"{k} {v:.2f}x" for k, v in slow["by_strategy"].items())
+    print(f"  {slow['what']} (not a target): {ratios}" + (
+        f" ({slow['note']})" if "note" in slow else ""))
   for path in s.get("published", []):
     print(f"  published: {path}")
   if "archive" in s:
