@@ -30,7 +30,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                              # results.json keeps each timeline's busiest ops (the trace is
                              # deleted); :cnn profiles vmap
   if arg in ("cnn", "cnn_f32"):
-    c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {}})
+    # The paper's CNN; overridable: --config.model.kwargs.conv=patches (convolutions as
+    # matrix products over patches), --config.model.kwargs.downsample=stride.
+    c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {
+        "conv": "lax", "downsample": "max_pool"}})
     c.batch_size = 64
     c.steps_per_call = 20
     c.repeats = 3

@@ -297,6 +297,7 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
   stages = main["stage_seconds"]  # where the main job's wall goes
   assert set(stages) == {"teachers", "labels_and_student", "attack"}
   assert 0 < sum(stages.values()) <= main["wall_seconds"]
+  assert 0 < main["student"]["labels_seconds"] < stages["labels_and_student"]
   bench = json.loads((tmp_path / "w2" / "bench_teachers" / "results.json").read_text())
   assert bench["results"]["flops_source"] == "jaxpr" and bench["results"]["flops_per_step"]
   assert len(s["runs_done"]) == 9 and set(s["targets"]) == {

@@ -214,6 +214,57 @@ def test_stride_downsampling_keeps_the_map_sizes_without_pooling():
     bad.init(jax.random.key(0), x)
 
 
+@pytest.mark.parametrize("shape,kernel,stride", [((9, 9), (5, 5), 1), ((7, 10), (3, 5), 2),
+                                                  ((28, 28), (5, 5), 2)])
+def test_patch_conv_is_nn_conv_same_padding(shape, kernel, stride):
+  """PatchConv: nn.Conv's parameters (names, shapes, initial values) and its function and
+  gradients, for SAME padding, odd and even sizes, strides 1 and 2."""
+  from pate_jax.models._nets import PatchConv
+  import flax.linen as nn
+  x = jax.random.normal(jax.random.key(0), (2, *shape, 3))
+  ref = nn.Conv(4, kernel, strides=stride, padding="SAME")
+  ours = PatchConv(4, kernel, stride)
+  params = ref.init(jax.random.key(1), x)
+  assert jax.tree_util.tree_all(jax.tree_util.tree_map(
+      np.array_equal, params, ours.init(jax.random.key(1), x)))
+  np.testing.assert_allclose(ours.apply(params, x), ref.apply(params, x), atol=1e-5)
+  loss = lambda m: lambda p, x: jnp.sum(jnp.sin(m.apply(p, x)))
+  g_ref, g_ours = (jax.grad(loss(m), argnums=(0, 1))(params, x) for m in (ref, ours))
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-4),
+                         g_ours, g_ref)
+
+
+def test_patch_conv_cnn_is_the_same_network_as_a_batched_matmul():
+  """MnistCNN(conv="patches"): the same parameter tree and logits as the lax CNN; vmapped
+  over teachers, its training step has no convolution, and its FLOP count is the lax
+  step's counted densely (padding included, which the patches multiply by zero)."""
+  from pate_jax import flops
+  x = jax.random.uniform(jax.random.key(0), (4, 28, 28, 1))
+  y = jnp.arange(4) % 10
+  kw = {"features": (4, 8), "hidden": (16,)}
+  lax_cnn = models.get_model("mnist_cnn", 10, **kw)
+  patch_cnn = models.get_model("mnist_cnn", 10, conv="patches", **kw)
+  params = jax.vmap(lax_cnn.init, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), x)
+  logits = {m: jax.vmap(m.apply, in_axes=(0, None))(params, x) for m in (lax_cnn, patch_cnn)}
+  np.testing.assert_allclose(logits[patch_cnn], logits[lax_cnn], atol=1e-5)
+
+  def step(model):
+    def loss(p):
+      return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y).mean()
+    return jax.vmap(jax.grad(loss))
+  assert "conv_general_dilated" not in str(jax.make_jaxpr(step(patch_cnn))(params))
+  assert "conv_general_dilated" in str(jax.make_jaxpr(step(lax_cnn))(params))
+  assert flops.jaxpr_flops(step(patch_cnn), params) == pytest.approx(
+      flops.jaxpr_flops(step(lax_cnn), params, count_padding=True), rel=1e-6)
+  with pytest.raises(ValueError, match="conv must be 'lax' or 'patches'"):
+    models.get_model("mnist_cnn", 10, conv="fft").init(jax.random.key(0), x)
+  # The GPU bench's CNN names both knobs, so that --config.model.kwargs.conv=patches works.
+  bench = experiment.load_script(
+      pathlib.Path(__file__).parents[1] / "configs" / "bench_teachers.py").get_config("cnn")
+  assert bench.model.kwargs.to_dict() == {"conv": "lax", "downsample": "max_pool"}
+  models.get_model(bench.model.name, 10, **bench.model.kwargs).init(jax.random.key(0), x)
+
+
 def test_cpu_cnn_config_trains_the_stride_cnn_unrolled():
   config_file = experiment.load_script(
       pathlib.Path(__file__).parents[1] / "configs" / "mnist_250.py")

@@ -19,6 +19,49 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 
+def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+  """``padding="SAME"``'s (low, high) padding of one spatial dimension (XLA's rule)."""
+  out = -(-size // stride)
+  total = max((out - 1) * stride + kernel - size, 0)
+  return total // 2, total - total // 2
+
+
+class PatchConv(nn.Module):
+  """A 2-D ``padding="SAME"`` convolution as one matrix product over image patches.
+
+  The same function and parameters as ``nn.Conv(features, kernel_size, strides,
+  padding="SAME")`` (``kernel`` ``[kh, kw, C_in, features]``, ``bias``, the same
+  initialisers), computed differently: the input is padded, the ``kh · kw`` shifted
+  (strided) views are concatenated into ``[B, H', W', kh · kw · C_in]`` patches, and the
+  patches are multiplied by the flattened kernel. No convolution op is emitted, so under
+  ``jax.vmap`` over teachers the product is a batched matrix multiply instead of a grouped
+  convolution of T groups. It costs ``kh · kw`` times the input in patch memory.
+  """
+  features: int
+  kernel_size: tuple[int, int] = (5, 5)
+  strides: int = 1
+  dtype: Any = None
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    kh, kw = self.kernel_size
+    c_in = x.shape[-1]
+    kernel = self.param("kernel", nn.initializers.lecun_normal(),
+                        (kh, kw, c_in, self.features), jnp.float32)
+    bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+    dtype = self.dtype or jnp.float32
+    x, kernel, bias = x.astype(dtype), kernel.astype(dtype), bias.astype(dtype)
+    s = self.strides
+    (top, bottom), (left, right) = (_same_padding(x.shape[1], kh, s),
+                                    _same_padding(x.shape[2], kw, s))
+    out_h, out_w = -(-x.shape[1] // s), -(-x.shape[2] // s)
+    x = jnp.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    patches = jnp.concatenate(
+        [x[:, dy:dy + (out_h - 1) * s + 1:s, dx:dx + (out_w - 1) * s + 1:s, :]
+         for dy in range(kh) for dx in range(kw)], axis=-1)  # (dy, dx, c): kernel's order
+    return patches @ kernel.reshape(kh * kw * c_in, self.features) + bias
+
+
 class MnistCNN(nn.Module):
   """The paper's MNIST teacher: two conv layers with max-pooling, one ReLU FC layer.
 
@@ -29,22 +72,33 @@ class MnistCNN(nn.Module):
   ``downsample="stride"`` replaces each conv + max-pool by a 5×5 conv of stride 2 (the
   same 28 → 14 → 7 map sizes). It is a CPU variant, not the paper's network: XLA's
   max-pool gradient on a CPU costs several times the convolutions around it.
+
+  ``conv="patches"`` computes each convolution as :class:`PatchConv` (a matrix product
+  over image patches: the same network, parameters and outputs, no convolution op), to
+  compare on an accelerator with the vmapped convolutions XLA makes grouped ones.
   """
   num_classes: int = 10
   features: Sequence[int] = (64, 128)
   hidden: Sequence[int] = (384,)
   dtype: Any = None  # compute dtype; parameters stay float32
   downsample: str = "max_pool"  # "max_pool" (the paper's) | "stride"
+  conv: str = "lax"  # "lax" (XLA's convolution) | "patches" (PatchConv: the same function)
 
   @nn.compact
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
     if self.downsample not in ("max_pool", "stride"):
       raise ValueError(f"MnistCNN: downsample must be 'max_pool' or 'stride', "
                        f"got {self.downsample!r}")
+    if self.conv not in ("lax", "patches"):
+      raise ValueError(f"MnistCNN: conv must be 'lax' or 'patches', got {self.conv!r}")
     stride = 2 if self.downsample == "stride" else 1
     x = x.astype(self.dtype or jnp.float32)
-    for f in self.features:
-      x = nn.relu(nn.Conv(f, (5, 5), strides=stride, padding="SAME", dtype=self.dtype)(x))
+    for i, f in enumerate(self.features):
+      if self.conv == "patches":  # named as nn.Conv would be: the same parameter tree
+        conv = PatchConv(f, (5, 5), stride, dtype=self.dtype, name=f"Conv_{i}")
+      else:
+        conv = nn.Conv(f, (5, 5), strides=stride, padding="SAME", dtype=self.dtype)
+      x = nn.relu(conv(x))
       if stride == 1:
         x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
     x = x.reshape(x.shape[0], -1)

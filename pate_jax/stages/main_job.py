@@ -122,7 +122,7 @@ def run(config, workdir: str) -> dict:
       "aggregate": labels,
       "student": {k: student[k] for k in (
           "student", "eval_accuracy", "num_eval", "num_labels", "label_accuracy", "epochs",
-          "train_seconds", "wall_seconds")},
+          "labels_seconds", "train_seconds", "wall_seconds") if k in student},
       "epsilon": labels["epsilon"],
       "epsilon_tight": labels.get("epsilon_tight"),
       "epsilon_at_grid_edge": labels["epsilon_at_grid_edge"],

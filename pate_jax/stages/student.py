@@ -96,8 +96,10 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
                     "private": reporting.private_part(epsilon=private)})
   else:
     if config.labels in ("noisy", "true_answered"):
+      t_labels = time.time()
       label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
       index, labels = students.answered_labels(label_file)
+      results["labels_seconds"] = time.time() - t_labels  # answering, accounting, release
     if config.labels == "true_answered":  # the answered rows, their errors taken out
       labels = np.asarray(votes["labels"])[index]
       results.update({"num_queries": agg.get("num_queries"),
