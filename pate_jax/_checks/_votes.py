@@ -122,10 +122,15 @@ def _private_device_copy(x: np.ndarray) -> jax.Array | np.ndarray:
   longer read. (Small votes keep the host copy on every platform: they are handed on
   as numpy arrays, and each later jitted call would read the caller's buffer anew.)
   """
-  if x.nbytes > _DEVICE_PUT_BYTES and _default_platform() in _SEPARATE_MEMORY_PLATFORMS:
+  if _put_without_host_copy(x.nbytes):
     return jax.device_put(x)
   copy = np.array(x, copy=True)
   return copy if x.nbytes <= _DEVICE_PUT_BYTES else jax.device_put(copy)
+
+
+def _put_without_host_copy(nbytes: int) -> bool:
+  """Large votes bound for an accelerator's own memory: no host copy first."""
+  return nbytes > _DEVICE_PUT_BYTES and _default_platform() in _SEPARATE_MEMORY_PLATFORMS
 
 
 def _default_platform() -> str:
@@ -148,7 +153,7 @@ def host_votes_traffic(nbytes: int) -> tuple[int, int]:
   """
   if nbytes <= _DEVICE_PUT_BYTES:
     return 1, 2
-  return int(_default_platform() not in _SEPARATE_MEMORY_PLATFORMS), 1
+  return int(not _put_without_host_copy(nbytes)), 1
 
 
 @functools.partial(jax.jit, static_argnames=("equal_totals", "max_total"))

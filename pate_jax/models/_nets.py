@@ -52,10 +52,9 @@ class PatchConv(nn.Module):
     dtype = self.dtype or jnp.float32
     x, kernel, bias = x.astype(dtype), kernel.astype(dtype), bias.astype(dtype)
     s = self.strides
-    (top, bottom), (left, right) = (_same_padding(x.shape[1], kh, s),
-                                    _same_padding(x.shape[2], kw, s))
-    out_h, out_w = -(-x.shape[1] // s), -(-x.shape[2] // s)
-    x = jnp.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    x = jnp.pad(x, ((0, 0), _same_padding(x.shape[1], kh, s),
+                    _same_padding(x.shape[2], kw, s), (0, 0)))
+    out_h, out_w = (x.shape[1] - kh) // s + 1, (x.shape[2] - kw) // s + 1
     patches = jnp.concatenate(
         [x[:, dy:dy + (out_h - 1) * s + 1:s, dx:dx + (out_w - 1) * s + 1:s, :]
          for dy in range(kh) for dx in range(kw)], axis=-1)  # (dy, dx, c): kernel's order

@@ -133,14 +133,11 @@ def run(config, workdir: str) -> dict:
   peak = config.peak_tflops or PEAK_TFLOPS.get(device.device_kind, {}).get(
       config.compute_dtype)
   abstract_state = jax.eval_shape(jax.vmap(fns.init, in_axes=(0, None)), keys, images[0])
-  flops_xla = xla_step_flops(fns, abstract_state, keys, images, labels)
-  try:
-    step, source = step_flops(fns, abstract_state, keys, images, labels), "jaxpr"
-  except ValueError:  # a while loop in the step: its trip count is not in the jaxpr
-    step, source = flops_xla, None if flops_xla is None else "xla_cost_analysis"
+  # A teacher step is one scan (no while loop), so the jaxpr count always exists.
+  step = step_flops(fns, abstract_state, keys, images, labels)
   results = {"num_teachers": t, "examples_per_step": per_step, "flops_per_step": step,
-             "flops_per_example": None if step is None else step / per_step,
-             "flops_source": source, "flops_per_step_xla": flops_xla,
+             "flops_per_example": step / per_step, "flops_source": "jaxpr",
+             "flops_per_step_xla": xla_step_flops(fns, abstract_state, keys, images, labels),
              "deterministic_ops": experiment.deterministic_ops_enabled(),
              "xla_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("XLA_")},
              "peak_tflops": peak, "compute_dtype": config.compute_dtype,
@@ -164,7 +161,7 @@ def run(config, workdir: str) -> dict:
       jax.block_until_ready(state)
       times.append(time.perf_counter() - t0)
     profile = None
-    if strategy in tuple(config.get("profile_strategies", ())):
+    if strategy in tuple(config.profile_strategies):
       start = (config.repeats + 1) * config.steps_per_call
       profile = experiment.profile_call(
           lambda: ens.train(state, k, x, y, start, config.steps_per_call, plan=plan)[0],
@@ -172,18 +169,18 @@ def run(config, workdir: str) -> dict:
       _print_profile(strategy, profile)
     del state
     best = min(times)
-    tflops = None if step is None else step * config.steps_per_call / best / 1e12
+    tflops = step * config.steps_per_call / best / 1e12
     results["strategies"][strategy] = {
         "examples_per_second": per_step * config.steps_per_call / best,
         "achieved_tflops": tflops,
-        "fraction_of_peak": None if tflops is None or not peak else tflops / peak,
+        "fraction_of_peak": tflops / peak if peak else None,
         "teachers_per_chunk": None if plan is None else plan.teachers,
         "seconds_per_call": times, "first_call_seconds": compile_and_first}
     if profile is not None:
       results["strategies"][strategy]["profile"] = profile
     print(f"{strategy:8s} {per_step * config.steps_per_call / best:10.0f} examples/s"
-          + ("" if tflops is None else f"  {tflops:7.2f} TFLOP/s")
-          + ("" if tflops is None or not peak else f" ({tflops / peak:.1%} of {peak:g} peak)")
+          + f"  {tflops:7.2f} TFLOP/s"
+          + ("" if not peak else f" ({tflops / peak:.1%} of {peak:g} peak)")
           + f"  (first call {compile_and_first:.1f}s)")
   if "loop" in results["strategies"]:
     loop = results["strategies"]["loop"]["examples_per_second"]
