@@ -31,9 +31,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                              # deleted); :cnn profiles vmap
   if arg in ("cnn", "cnn_f32"):
     # The paper's CNN; overridable: --config.model.kwargs.conv=patches (convolutions as
-    # matrix products over patches), --config.model.kwargs.downsample=stride.
+    # matrix products over patches), --config.model.kwargs.downsample=stride,
+    # --config.model.kwargs.pool=views (max-pools as maxima of strided views).
     c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {
-        "conv": "lax", "downsample": "max_pool"}})
+        "conv": "lax", "downsample": "max_pool", "pool": "window"}})
     c.batch_size = 64
     c.steps_per_call = 20
     c.repeats = 3

@@ -33,7 +33,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.use_extra = False          # SVHN: add the "extra" split to the private data.
   c.num_teachers = 250
 
-  c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {}})
+  # conv "patches" and pool "views" compute the same network without convolution and
+  # select_and_scatter ops (models.MnistCNN); overridable: --config.model.kwargs.conv=patches
+  c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {
+      "conv": "lax", "pool": "window"}})
   c.learning_rate = 1e-3
   c.weight_decay = 1e-4
   c.batch_size = 64            # 0 → full batch (the whole shard each step).

@@ -261,8 +261,48 @@ def test_patch_conv_cnn_is_the_same_network_as_a_batched_matmul():
   # The GPU bench's CNN names both knobs, so that --config.model.kwargs.conv=patches works.
   bench = experiment.load_script(
       pathlib.Path(__file__).parents[1] / "configs" / "bench_teachers.py").get_config("cnn")
-  assert bench.model.kwargs.to_dict() == {"conv": "lax", "downsample": "max_pool"}
+  assert bench.model.kwargs.to_dict() == {"conv": "lax", "downsample": "max_pool",
+                                          "pool": "window"}
   models.get_model(bench.model.name, 10, **bench.model.kwargs).init(jax.random.key(0), x)
+
+
+@pytest.mark.parametrize("shape", [(28, 28), (14, 14), (7, 10)])
+def test_max_pool_views_is_nn_max_pool(shape):
+  """max_pool_views: nn.max_pool's 3×3/2 SAME values on odd and even sizes, and the same
+  gradient where the window's maximum is unique (random inputs)."""
+  from pate_jax.models._nets import max_pool_views
+  import flax.linen as nn
+  x = jax.random.normal(jax.random.key(0), (2, *shape, 3))
+  ref = lambda x: nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+  np.testing.assert_array_equal(max_pool_views(x), ref(x))
+  w = jax.random.normal(jax.random.key(1), ref(x).shape)
+  grads = [jax.grad(lambda x: jnp.sum(w * f(x)))(x) for f in (max_pool_views, ref)]
+  np.testing.assert_array_equal(*grads)
+
+
+def test_views_pool_cnn_has_the_window_cnns_logits_and_gradients():
+  """MnistCNN(pool="views"): the same logits and parameter gradients as the reduce_window
+  CNN (ties after the ReLU are zeros, whose gradient the ReLU drops), with no
+  select_and_scatter in its vmapped gradient."""
+  x = jax.random.uniform(jax.random.key(0), (4, 28, 28, 1))
+  y = jnp.arange(4) % 10
+  kw = {"features": (4, 8), "hidden": (16,)}
+  window = models.get_model("mnist_cnn", 10, **kw)
+  views = models.get_model("mnist_cnn", 10, pool="views", **kw)
+  params = jax.vmap(window.init, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), x)
+
+  def grad(model):
+    def loss(p):
+      return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y).mean()
+    return jax.vmap(jax.value_and_grad(loss))
+  (l_win, g_win), (l_views, g_views) = grad(window)(params), grad(views)(params)
+  np.testing.assert_allclose(l_views, l_win, rtol=1e-6)
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
+                         g_views, g_win)
+  assert "select_and_scatter" not in str(jax.make_jaxpr(grad(views))(params))
+  assert "select_and_scatter" in str(jax.make_jaxpr(grad(window))(params))
+  with pytest.raises(ValueError, match="pool must be 'window' or 'views'"):
+    models.get_model("mnist_cnn", 10, pool="avg").init(jax.random.key(0), x)
 
 
 def test_cpu_cnn_config_trains_the_stride_cnn_unrolled():

@@ -61,6 +61,28 @@ class PatchConv(nn.Module):
     return patches @ kernel.reshape(kh * kw * c_in, self.features) + bias
 
 
+def max_pool_views(x: jnp.ndarray, window: int = 3, stride: int = 2) -> jnp.ndarray:
+  """``nn.max_pool(x, (window, window), (stride, stride), padding="SAME")`` as the
+  elementwise maximum of the ``window²`` strided views of the ``-inf``-padded input.
+
+  The same values as XLA's ``reduce_window``; its gradient is a chain of selects (ties
+  share it) instead of ``select_and_scatter``, whose deterministic GPU kernel is slow under
+  ``jax.vmap``. After a ReLU the ties that matter are between zeros, whose gradient the
+  ReLU zeroes either way, so parameter gradients agree with ``nn.max_pool``'s.
+  """
+  pads = [_same_padding(x.shape[d], window, stride) for d in (1, 2)]
+  x = jnp.pad(x, ((0, 0), pads[0], pads[1], (0, 0)), constant_values=-jnp.inf)
+  out_h = (x.shape[1] - window) // stride + 1
+  out_w = (x.shape[2] - window) // stride + 1
+  views = [x[:, dy:dy + (out_h - 1) * stride + 1:stride,
+             dx:dx + (out_w - 1) * stride + 1:stride, :]
+           for dy in range(window) for dx in range(window)]
+  out = views[0]
+  for v in views[1:]:
+    out = jnp.maximum(out, v)
+  return out
+
+
 class MnistCNN(nn.Module):
   """The paper's MNIST teacher: two conv layers with max-pooling, one ReLU FC layer.
 
@@ -75,6 +97,8 @@ class MnistCNN(nn.Module):
   ``conv="patches"`` computes each convolution as :class:`PatchConv` (a matrix product
   over image patches: the same network, parameters and outputs, no convolution op), to
   compare on an accelerator with the vmapped convolutions XLA makes grouped ones.
+  ``pool="views"`` computes each max-pool as :func:`max_pool_views` (the same values; a
+  gradient of selects instead of ``select_and_scatter``).
   """
   num_classes: int = 10
   features: Sequence[int] = (64, 128)
@@ -82,6 +106,7 @@ class MnistCNN(nn.Module):
   dtype: Any = None  # compute dtype; parameters stay float32
   downsample: str = "max_pool"  # "max_pool" (the paper's) | "stride"
   conv: str = "lax"  # "lax" (XLA's convolution) | "patches" (PatchConv: the same function)
+  pool: str = "window"  # "window" (XLA's reduce_window) | "views" (max_pool_views)
 
   @nn.compact
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
@@ -90,6 +115,8 @@ class MnistCNN(nn.Module):
                        f"got {self.downsample!r}")
     if self.conv not in ("lax", "patches"):
       raise ValueError(f"MnistCNN: conv must be 'lax' or 'patches', got {self.conv!r}")
+    if self.pool not in ("window", "views"):
+      raise ValueError(f"MnistCNN: pool must be 'window' or 'views', got {self.pool!r}")
     stride = 2 if self.downsample == "stride" else 1
     x = x.astype(self.dtype or jnp.float32)
     for i, f in enumerate(self.features):
@@ -98,7 +125,9 @@ class MnistCNN(nn.Module):
       else:
         conv = nn.Conv(f, (5, 5), strides=stride, padding="SAME", dtype=self.dtype)
       x = nn.relu(conv(x))
-      if stride == 1:
+      if stride == 1 and self.pool == "views":
+        x = max_pool_views(x)
+      elif stride == 1:
         x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
     x = x.reshape(x.shape[0], -1)
     for h in self.hidden:
