@@ -32,9 +32,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if arg in ("cnn", "cnn_f32"):
     # The paper's CNN; overridable: --config.model.kwargs.conv=patches (convolutions as
     # matrix products over patches), --config.model.kwargs.downsample=stride,
-    # --config.model.kwargs.pool=views (max-pools as maxima of strided views).
+    # --config.model.kwargs.pool=window (XLA's reduce_window; the paper config's is views).
     c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {
-        "conv": "lax", "downsample": "max_pool", "pool": "window"}})
+        "conv": "lax", "downsample": "max_pool", "pool": "views"}})
     c.batch_size = 64
     c.steps_per_call = 20
     c.repeats = 3

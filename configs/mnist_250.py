@@ -6,9 +6,10 @@
 
 The default is the paper's setting for an accelerator: its CNN (two 5×5 conv
 layers with max-pooling, one 384-unit ReLU layer) computed in bfloat16 with
-float32 parameters, the vmapped strategy with the teacher axis sharded across
-devices, chunk sizes planned from a memory budget (``memory_fraction`` of each
-device), deterministic GPU kernels and asynchronous checkpoints. ``:cpu`` trains the same 250-teacher
+float32 parameters, max-pools taken as maxima of strided views, the vmapped
+strategy with the teacher axis sharded across devices, chunk sizes planned from a
+memory budget (``memory_fraction`` of each device), deterministic GPU kernels and
+asynchronous checkpoints. ``:cpu`` trains the same 250-teacher
 ensemble with a 2×256 MLP (XLA's convolutions on a small CPU are ~30× slower per
 example), full-batch AdamW with ±2-pixel random shifts, in a few minutes on 2
 cores. Much of the CNN's slowness on a CPU is XLA's convolutions inside the compiled
@@ -33,10 +34,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.use_extra = False          # SVHN: add the "extra" split to the private data.
   c.num_teachers = 250
 
-  # conv "patches" and pool "views" compute the same network without convolution and
-  # select_and_scatter ops (models.MnistCNN); overridable: --config.model.kwargs.conv=patches
+  # pool "views": max-pools as maxima of strided views (models.MnistCNN; the same network,
+  # no select_and_scatter, whose deterministic GPU kernel made a vmapped step 2.7x slower
+  # on one H100); --config.model.kwargs.pool=window is XLA's reduce_window, conv=patches
+  # convolutions as matrix products (slower there).
   c.model = ml_collections.ConfigDict({"name": "mnist_cnn", "kwargs": {
-      "conv": "lax", "pool": "window"}})
+      "conv": "lax", "pool": "views"}})
   c.learning_rate = 1e-3
   c.weight_decay = 1e-4
   c.batch_size = 64            # 0 → full batch (the whole shard each step).

@@ -981,8 +981,29 @@ _ACCEPT = ("python experiments/gpu_acceptance.py --config configs/gpu_acceptance
            "--config.publish_dir=results/runs --workdir runs/gpu_acceptance --config.stages=")
 
 
-def _gpu(name: str, stages: str, config: str) -> Run:
-  return Run(f"{name}_gpu", _DATA + _ACCEPT + stages, config)
+# The teachers benchmark's CNN computed several ways (vmap, 250 teachers, bf16): d/n
+# deterministic GPU kernels or not; convolutions (lax) or matrix products over patches;
+# max-pools by reduce_window or as maxima of strided views; stride: 5×5 stride-2
+# convolutions in place of conv + max-pool (not the paper's network).
+BENCH_VARIANTS = (("d_lax_window", "lax", "window", "max_pool"),
+                  ("n_lax_window", "lax", "window", "max_pool"),
+                  ("d_patches_window", "patches", "window", "max_pool"),
+                  ("d_lax_views", "lax", "views", "max_pool"),
+                  ("d_patches_views", "patches", "views", "max_pool"),
+                  ("n_patches_views", "patches", "views", "max_pool"),
+                  ("d_patches_stride", "patches", "window", "stride"))
+_VARIANT_TEXT = {"d": "deterministic kernels", "n": "default kernels", "lax": "convolutions",
+                 "patches": "patch products", "window": "reduce_window pools",
+                 "views": "view-maximum pools", "stride": "stride-2 convolutions, no pools"}
+
+
+def _gpu(name: str, stages: str, config: str, note: str = "") -> Run:
+  return Run(f"{name}_gpu", _DATA + _ACCEPT + stages, config, note=note)
+
+
+# The runs made on one H100 with commit a91e53e's files record the commit before it,
+# bb155da, as their code ("dirty": the files differed from it).
+_A91 = "code: a91e53e's files (recorded as bb155da, dirty)"
 
 
 GPU_RUNS: tuple[Run, ...] = (
@@ -990,16 +1011,30 @@ GPU_RUNS: tuple[Run, ...] = (
     _gpu("bench_teachers", "2", "configs/bench_teachers.py:cnn"),
     _gpu("bench_teachers_nondeterministic", "2",
          "configs/bench_teachers.py:cnn (a subprocess without deterministic GPU kernels)"),
-    _gpu("bench_accounting", "2", "configs/bench_accounting.py"),
+    _gpu("bench_accounting", "2", "configs/bench_accounting.py", _A91),
     _gpu("pate_g_100", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0)"),
     _gpu("pate_g_1000", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0)"),
     _gpu("pate_g_cgn", "3",
          "configs/student_confident_gnmax.py (gpu_acceptance.py: noise_seed 0)"),
     _gpu("mnist_baseline", "3", "configs/mnist_250.py (gpu_acceptance.py: one teacher)"),
     _gpu("kd_gan", "4", "configs/kd_gan.py"),
-    _gpu("tests_fast", "tests_fast", "configs/gpu_acceptance.py"),
+    _gpu("tests_fast", "tests_fast", "configs/gpu_acceptance.py",
+         _A91 + "; --config.tests.groups.fast=\"-n 12 -m 'not slow' tests\" (pytest-xdist)"),
     _gpu("tests_slow", "tests_slow", "configs/gpu_acceptance.py"),
     _gpu("acceptance", "<each stage>", "configs/gpu_acceptance.py"),
+    Run("mnist_250_gpu", _DATA + "python experiments/train_teachers.py --config "
+        "configs/mnist_250.py --workdir runs/mnist_250_gpu", "configs/mnist_250.py",
+        note="the paper's 250 CNN teachers alone; " + _A91 + ", whose default pool was "
+        "'window': run with --config.model.kwargs.pool=views, the default since"),
+    *(Run(f"bench_teachers_{v}_gpu", _DATA + ("XLA_FLAGS=--xla_gpu_deterministic_ops=true "
+                                               if v[0] == "d" else "") +
+          "python experiments/bench_teachers.py --config configs/bench_teachers.py:cnn "
+          f"--workdir runs/bench_teachers_{v}_gpu --config.strategies=\"('vmap',)\" "
+          "--config.profile_strategies=\"()\" --config.repeats=2 "
+          f"--config.model.kwargs.conv={conv} --config.model.kwargs.pool={pool} "
+          f"--config.model.kwargs.downsample={down}", "configs/bench_teachers.py:cnn",
+          note="one variant of the teachers benchmark's CNN computation; " + _A91)
+      for v, conv, pool, down in BENCH_VARIANTS),
 )
 _G = " (GPU)"
 _DD = "private.epsilon.moments_data_dependent.epsilon"
@@ -1051,6 +1086,19 @@ GPU_ROWS: tuple[Row, ...] = (
     Row("beyond", "GPU acceptance", "teachers benchmark without deterministic GPU kernels, "
         "vmap: examples/s", "—", "bench_teachers_nondeterministic_gpu",
         "strategies.vmap.examples_per_second", "int"),
+    Row("beyond", "GPU acceptance", "the default paper teachers alone (250 CNNs, 1,000 steps "
+        "of batch 64): wall", "—", "mnist_250_gpu", "wall_seconds", "s",
+        "teachers and their votes; brief: teachers <= 60 s"),
+    Row("beyond", "GPU acceptance", "the default paper teachers: training examples/s", "—",
+        "mnist_250_gpu", "train_examples_per_second", "int", "checkpoint saves included"),
+    Row("beyond", "GPU acceptance", "the default paper teachers: mean test accuracy", "—",
+        "mnist_250_gpu", "private.teacher_test_accuracy.mean", "pct2", "target >= 94 %"),
+    *(Row("beyond", "GPU acceptance: the CNN computed several ways",
+          "teachers benchmark, vmap, " + ", ".join(
+              _VARIANT_TEXT[w] for w in v.split("_") if w != "window" or down != "stride")
+          + ": examples/s", "—", f"bench_teachers_{v}_gpu",
+          "strategies.vmap.examples_per_second", "int")
+      for v, _, _, down in BENCH_VARIANTS),
     Row("beyond", "GPU acceptance", "accounting of 10⁶ queries: API end to end / kernel", "—",
         "bench_accounting_gpu", "public_api_over_kernel_host_votes", "f2", "target <= 10"),
     *(Row("beyond", "GPU acceptance", f"test suite, {tier}: {what}", "—", f"tests_{tier}_gpu",

@@ -61,6 +61,16 @@ def _free_compiled_programs():
     jax.clear_caches()
 
 
+@pytest.fixture
+def float32_matmuls():
+  """Float32 matrix products and convolutions on every backend, for tests that compare two
+  computations of one function at float32 tolerances: a GPU's default for float32 operands
+  is TF32 (about 1e-3 relative)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  with jax.default_matmul_precision("float32"):
+    yield
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> pathlib.Path:
   """The offline data directory with real MNIST (CI: ../shared/data)."""

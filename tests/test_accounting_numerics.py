@@ -56,8 +56,8 @@ def chooser_jvp_gives_nan():
   prims = (lax_internal.reduce_min_p, lax_internal.reduce_max_p)
   saved = {p: ad.primitive_jvps[p] for p in prims}
 
-  def nan_rule(g, ans, operand, *, axes):
-    del ans, operand
+  def nan_rule(g, ans, operand, *, axes, **params):
+    del ans, operand, params  # e.g. out_sharding (newer JAX)
     return jax.lax.reduce_sum(g * jnp.asarray(np.nan, g.dtype), axes)
 
   jax.clear_caches()  # programs traced with the real rule must not be reused

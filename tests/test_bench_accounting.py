@@ -4,6 +4,7 @@ are not tested (a benchmark measures them); their arithmetic and counts are."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -26,8 +27,11 @@ def test_host_votes_breakdown_subtracts_the_transfers_and_copies():
 def test_host_votes_costs_count_one_transfer_and_copy_per_public_function(num_queries,
                                                                           transfers):
   # Small votes: copied, then read by the check and the core of each of the 2 functions;
-  # large ones (1.6 MB): copied (on CPU) and put on the device once per function.
+  # large ones (1.6 MB): copied (on CPU; not on a device with memory of its own) and put
+  # on the device once per function.
   votes = np.full((num_queries, 10), 25, np.int32)
   costs = bench.host_votes_costs(votes, repeats=2)
-  assert costs["transfers"] == transfers and costs["copies"] == 2
+  on_cpu = jax.devices()[0].platform == "cpu"
+  assert costs["transfers"] == transfers
+  assert costs["copies"] == (2 if on_cpu or num_queries == 100 else 0)
   assert costs["device_put_seconds"] >= 0 and costs["copy_seconds"] > 0

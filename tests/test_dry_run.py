@@ -205,7 +205,7 @@ def test_command_line_dry_run_prints_mesh_and_chunks_and_creates_nothing(data_di
       [sys.executable, "experiments/train_teachers.py", "--config", "configs/mnist_250.py:cpu",
        "--workdir", str(workdir), "--dry_run"],
       cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
-      env=dict(os.environ, PYTHONPATH=str(REPO), PATE_JAX_NO_PROGRESS="1",
+      env=dict(os.environ, PYTHONPATH=_scripts.python_path(), PATE_JAX_NO_PROGRESS="1",
                PATE_JAX_DATA_DIR=str(data_dir),
                XLA_FLAGS="--xla_force_host_platform_device_count=8"))
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -26,6 +26,8 @@ import pytest
 from pate_jax import checkpoint, experiment
 from pate_jax import votes as votes_lib
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TEACHERS = REPO / "experiments" / "train_teachers.py"
 RUN_PATE = REPO / "experiments" / "run_pate.py"
@@ -277,7 +279,7 @@ _HOLD = textwrap.dedent("""
 def test_second_run_on_a_locked_workdir_fails_fast(script, tmp_path):
   holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)],
                             stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+                            env=dict(os.environ, PYTHONPATH=_scripts.python_path()))
   try:
     assert holder.stdout.readline().strip() == "locked"
     with pytest.raises(checkpoint.LockedError, match=str(holder.pid)):

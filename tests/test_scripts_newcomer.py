@@ -72,7 +72,8 @@ def test_aggregate_prints_labels_and_both_epsilons_then_the_paths(tmp_path, vote
   dd = eps["moments_data_dependent"]
   assert dd["grid"] == [1, 8] and tight["moments_data_dependent"]["grid"] == [1, 128]
   assert dd["best_at_grid_edge"] == (dd["best_moment"] == 8)
-  assert tight["moments_data_dependent"]["epsilon"] <= dd["epsilon"]
+  # A wider grid's optimum is no larger (to rounding: the two are separate programs).
+  assert tight["moments_data_dependent"]["epsilon"] <= dd["epsilon"] * (1 + 1e-12)
   assert (("moments_data_dependent" in r["private"]["epsilon_at_grid_edge"])
           == dd["best_at_grid_edge"])
   assert not any("data_dependent" in k for k in record["results"]["epsilon"])
@@ -160,7 +161,7 @@ def test_checkpointer_complete_keeps_only_the_marker(tmp_path):
 def _cli(*args, cwd=REPO):
   return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True,
                         text=True, timeout=120, check=False,
-                        env=dict(os.environ, PYTHONPATH=str(REPO), PATE_JAX_NO_PROGRESS="1"))
+                        env=dict(os.environ, PYTHONPATH=_scripts.python_path(), PATE_JAX_NO_PROGRESS="1"))
 
 
 def test_help_exits_0_with_usage_flags_and_fields():

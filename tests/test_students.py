@@ -140,7 +140,7 @@ def test_discriminator_losses_match_their_definition():
   np.testing.assert_allclose(loss_unl, expected, rtol=1e-5)
 
 
-def test_weight_norm_data_init_normalises_preactivations():
+def test_weight_norm_data_init_normalises_preactivations(float32_matmuls):
   x = jax.random.uniform(jax.random.key(0), (200, 4, 4, 1))
   disc = models.GanDiscriminator(num_classes=C, hidden=(16, 8), input_noise=0.0,
                                  hidden_noise=0.0)
@@ -149,6 +149,16 @@ def test_weight_norm_data_init_normalises_preactivations():
   logits, _ = disc.apply(v, x, train=False)
   np.testing.assert_allclose(logits.mean(0), 0.0, atol=1e-4)
   np.testing.assert_allclose(logits.std(0), 1.0, rtol=1e-4)
+
+
+def test_vat_power_iteration_runs_at_float32_precision():
+  """A GPU's default TF32 products would round x + 1e-6·d back to x: the adversarial
+  direction's products (forward and backward) ask for float32 on every backend."""
+  w = jax.random.normal(jax.random.key(0), (4, 3))
+  jaxpr = jax.make_jaxpr(lambda x: students.virtual_adversarial_perturbation(
+      lambda x: x @ w, x, jax.random.key(1), epsilon=0.1))(jnp.ones((2, 4)))
+  precisions = {e.params["precision"] for e in jaxpr.eqns if e.primitive.name == "dot_general"}
+  assert precisions == {(jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)}
 
 
 @pytest.mark.slow

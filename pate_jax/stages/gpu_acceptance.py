@@ -97,7 +97,7 @@ def _tests_config(config, name: str) -> ml_collections.ConfigDict:
   group = name[len("tests_"):]
   return ml_collections.ConfigDict({
       "group": group, "args": config.tests.groups[group], "timeout_s": config.tests.timeout_s,
-      "require_data": config.tests.require_data})
+      "require_data": config.tests.require_data, "workers": config.tests.get("workers", 0)})
 
 
 def _pate_g_config(config, name: str, root: pathlib.Path):

@@ -11,11 +11,14 @@ passed, failures, errors, skipped, the failing tests' ids (at most 30), the exit
 the wall time. ``plan(config)`` is the command and its limit.
 
 Config: ``group`` (a name), ``args`` (pytest arguments, shell-quoted), ``timeout_s``,
-``require_data``.
+``require_data``, ``workers`` (optional; > 0: that many pytest-xdist workers, ``-n``, where
+pytest-xdist is installed -- results.json's ``workers`` says how many ran -- else one
+process).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import shlex
@@ -33,9 +36,18 @@ __all__ = ["run", "plan", "junit_counts", "REPO"]
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _command(args: str, junit: pathlib.Path) -> list[str]:
-  return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *shlex.split(args),
-          f"--junitxml={junit}"]
+def workers(config) -> int:
+  """The pytest-xdist workers a group runs with: ``config.workers`` where pytest-xdist is
+  installed, else 0 (one process)."""
+  asked = int(config.get("workers", 0) or 0)
+  if asked < 0:
+    raise ValueError(f"workers must be >= 0, got {asked}")
+  return asked if asked and importlib.util.find_spec("xdist") is not None else 0
+
+
+def _command(args: str, junit: pathlib.Path, n: int = 0) -> list[str]:
+  return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+          *(["-n", str(n)] if n else []), *shlex.split(args), f"--junitxml={junit}"]
 
 
 def _shown(cmd: list[str]) -> str:
@@ -72,7 +84,8 @@ def run(config, workdir: str) -> dict:
   workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   junit, log = workdir / "junit.xml", workdir / "pytest.log"
-  cmd = _command(config.args, junit)
+  n = workers(config)
+  cmd = _command(config.args, junit, n)
   path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
   env = dict(os.environ, PATE_JAX_NO_PROGRESS="1", PYTHONPATH=path,
              XLA_PYTHON_CLIENT_PREALLOCATE="false")
@@ -95,7 +108,8 @@ def run(config, workdir: str) -> dict:
       except subprocess.TimeoutExpired:
         proc.kill()
         returncode = proc.wait()
-  results = {"group": config.group, "command": _shown(cmd), "returncode": returncode,
+  results = {"group": config.group, "command": _shown(cmd), "workers": n,
+             "returncode": returncode,
              "interrupted": interrupted, "timeout_s": float(config.timeout_s),
              "wall_seconds": time.time() - t0, **junit_counts(junit)}
   print(f"tests {config.group}: {results['passed']} passed, {results['failures']} failed, "
@@ -108,5 +122,5 @@ def run(config, workdir: str) -> dict:
 
 def plan(config) -> dict:
   """``--dry_run``: the command and its time limit."""
-  return {"command": _shown(_command(config.args, pathlib.Path("junit.xml"))),
+  return {"command": _shown(_command(config.args, pathlib.Path("junit.xml"), workers(config))),
           "timeout_s": float(config.timeout_s)}

@@ -45,15 +45,21 @@ def virtual_adversarial_perturbation(logits_fn, x: jax.Array, key: jax.Array, *,
                                      power_iterations: int = 1,
                                      clean_logits: jax.Array | None = None) -> jax.Array:
   """``r_adv`` of the module docstring for ``logits_fn: x -> logits`` at ``x``
-  (``clean_logits``: ``logits_fn(x)`` if the caller has it already)."""
-  clean = jax.lax.stop_gradient(logits_fn(x) if clean_logits is None else clean_logits)
-  d = jax.random.normal(key, x.shape, x.dtype)
+  (``clean_logits``: ``logits_fn(x)`` if the caller has it already).
 
-  def kl_at(r):
-    return kl_divergence(clean, logits_fn(x + r))
+  The power iteration's products run at float32 precision on every backend: a GPU's
+  default for float32 operands (TF32, 10-bit mantissa) rounds ``x + xi·d`` back to ``x``
+  at ``xi = 1e-6``, and the direction would be rounding noise.
+  """
+  with jax.default_matmul_precision("float32"):
+    clean = jax.lax.stop_gradient(logits_fn(x) if clean_logits is None else clean_logits)
+    d = jax.random.normal(key, x.shape, x.dtype)
 
-  for _ in range(power_iterations):
-    d = jax.grad(kl_at)(xi * _normalize(d))
+    def kl_at(r):
+      return kl_divergence(clean, logits_fn(x + r))
+
+    for _ in range(power_iterations):
+      d = jax.grad(kl_at)(xi * _normalize(d))
   return jax.lax.stop_gradient(epsilon * _normalize(d))
 
 
