@@ -214,6 +214,14 @@ def test_stride_downsampling_keeps_the_map_sizes_without_pooling():
     bad.init(jax.random.key(0), x)
 
 
+def _vmapped_grad(model, x, y, with_value=True):
+  """Per-teacher (value and) gradient of the mean cross-entropy of ``model`` on ``x, y``,
+  vmapped over a leading teacher axis of the parameters."""
+  def loss(p):
+    return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y).mean()
+  return jax.vmap(jax.value_and_grad(loss) if with_value else jax.grad(loss))
+
+
 @pytest.mark.parametrize("shape,kernel,stride", [((9, 9), (5, 5), 1), ((7, 10), (3, 5), 2),
                                                   ((28, 28), (5, 5), 2)])
 def test_patch_conv_is_nn_conv_same_padding(shape, kernel, stride, float32_matmuls):
@@ -248,10 +256,7 @@ def test_patch_conv_cnn_is_the_same_network_as_a_batched_matmul(float32_matmuls)
   logits = {m: jax.vmap(m.apply, in_axes=(0, None))(params, x) for m in (lax_cnn, patch_cnn)}
   np.testing.assert_allclose(logits[patch_cnn], logits[lax_cnn], atol=1e-5)
 
-  def step(model):
-    def loss(p):
-      return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y).mean()
-    return jax.vmap(jax.grad(loss))
+  step = lambda model: _vmapped_grad(model, x, y, with_value=False)
   assert "conv_general_dilated" not in str(jax.make_jaxpr(step(patch_cnn))(params))
   assert "conv_general_dilated" in str(jax.make_jaxpr(step(lax_cnn))(params))
   assert flops.jaxpr_flops(step(patch_cnn), params) == pytest.approx(
@@ -291,11 +296,7 @@ def test_views_pool_cnn_has_the_window_cnns_logits_and_gradients():
   window = models.get_model("mnist_cnn", 10, **kw)
   views = models.get_model("mnist_cnn", 10, pool="views", **kw)
   params = jax.vmap(window.init, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), x)
-
-  def grad(model):
-    def loss(p):
-      return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y).mean()
-    return jax.vmap(jax.value_and_grad(loss))
+  grad = lambda model: _vmapped_grad(model, x, y)
   (l_win, g_win), (l_views, g_views) = grad(window)(params), grad(views)(params)
   np.testing.assert_allclose(l_views, l_win, rtol=1e-6)
   jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
@@ -304,6 +305,46 @@ def test_views_pool_cnn_has_the_window_cnns_logits_and_gradients():
   assert "select_and_scatter" in str(jax.make_jaxpr(grad(window))(params))
   with pytest.raises(ValueError, match="pool must be 'window' or 'views'"):
     models.get_model("mnist_cnn", 10, pool="avg").init(jax.random.key(0), x)
+
+
+def _primitives(jaxpr) -> set[str]:
+  """Every primitive of ``jaxpr`` and of the jaxprs nested in it (scan, jit, remat...)."""
+  names = set()
+  for e in jaxpr.eqns:
+    names.add(e.primitive.name)
+    for v in e.params.values():
+      inner = getattr(v, "jaxpr", None)
+      if inner is not None:
+        names |= _primitives(getattr(inner, "jaxpr", inner))
+  return names
+
+
+def test_teacher_loss_is_optax_cross_entropy_and_the_paper_step_has_no_scatter():
+  """TeacherFns.loss: optax's integer-label cross-entropy (values and gradients) by a one-hot
+  product; the paper config's vmapped training step (view pools) then holds no scatter and
+  no select_and_scatter, the ops deterministic GPU kernels replace by slower forms."""
+  cfg = experiment.load_script(pathlib.Path(__file__).parents[1] / "configs"
+                               / "mnist_250.py").get_config()
+  kwargs = {**cfg.model.kwargs, "features": (4, 8), "hidden": (16,)}
+  ens = teachers.build_ensemble("mnist_cnn", 10, learning_rate=1e-3, weight_decay=1e-4,
+                                model_kwargs=kwargs, batch_size=8, max_shift=2,
+                                strategy="vmap", compute_dtype="bfloat16")
+  x = jax.random.uniform(jax.random.key(0), (3, 20, 28, 28, 1))
+  y = jax.random.randint(jax.random.key(1), (3, 20), 0, 10)
+  keys = jax.random.split(jax.random.key(2), 3)
+  state = jax.vmap(ens.fns.init, in_axes=(0, None))(keys, x[0])
+
+  def reference(params, images, labels):
+    logits = ens.fns.model.apply(params, images)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+  ours = jax.vmap(jax.value_and_grad(ens.fns.loss))(state["params"], x, y)
+  ref = jax.vmap(jax.value_and_grad(reference))(state["params"], x, y)
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+                         ours, ref)
+  step = jax.vmap(ens.fns.train_step, in_axes=(0, 0, 0, 0, None))
+  names = _primitives(jax.make_jaxpr(step)(state, keys, x, y, jnp.int32(0)).jaxpr)
+  assert "conv_general_dilated" in names and "dot_general" in names
+  assert not {n for n in names if "scatter" in n}, names
 
 
 def test_cpu_cnn_config_trains_the_stride_cnn_unrolled():

@@ -158,13 +158,15 @@ def accuracy(student: Student, state: PyTree, images: Any, labels: Any) -> float
 
 def init_state(student: Student, pool: jax.Array, key: jax.Array,
                init_examples: int = 500) -> PyTree:
-  """``student.init`` on ``init_examples`` random pool rows (data-dependent initialisation).
+  """``student.init`` on ``init_examples`` random pool rows (data-dependent initialisation),
+  compiled as one program: run op by op, a GAN discriminator's data-dependent
+  initialisation compiles each of its hundreds of small operations separately.
 
   The rows and the initialisation draw from distinct sub-streams of ``key``.
   """
   rows = jax.random.permutation(jax.random.fold_in(key, _INIT_SAMPLE), pool.shape[0])
-  return student.init(jax.random.fold_in(key, _INIT), pool[rows[:min(init_examples,
-                                                                      pool.shape[0])]])
+  return jax.jit(student.init)(jax.random.fold_in(key, _INIT),
+                               pool[rows[:min(init_examples, pool.shape[0])]])
 
 
 def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
