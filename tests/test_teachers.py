@@ -214,6 +214,17 @@ def test_stride_downsampling_keeps_the_map_sizes_without_pooling():
     bad.init(jax.random.key(0), x)
 
 
+def _small_cnn_pair(**variant):
+  """4 images and labels, a small default MnistCNN, the same CNN with ``variant``, and 3
+  teachers' parameters of the default one."""
+  x = jax.random.uniform(jax.random.key(0), (4, 28, 28, 1))
+  kw = {"features": (4, 8), "hidden": (16,)}
+  base = models.get_model("mnist_cnn", 10, **kw)
+  other = models.get_model("mnist_cnn", 10, **variant, **kw)
+  params = jax.vmap(base.init, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), x)
+  return x, jnp.arange(4) % 10, base, other, params
+
+
 def _vmapped_grad(model, x, y, with_value=True):
   """Per-teacher (value and) gradient of the mean cross-entropy of ``model`` on ``x, y``,
   vmapped over a leading teacher axis of the parameters."""
@@ -247,12 +258,7 @@ def test_patch_conv_cnn_is_the_same_network_as_a_batched_matmul(float32_matmuls)
   over teachers, its training step has no convolution, and its FLOP count is the lax
   step's counted densely (padding included, which the patches multiply by zero)."""
   from pate_jax import flops
-  x = jax.random.uniform(jax.random.key(0), (4, 28, 28, 1))
-  y = jnp.arange(4) % 10
-  kw = {"features": (4, 8), "hidden": (16,)}
-  lax_cnn = models.get_model("mnist_cnn", 10, **kw)
-  patch_cnn = models.get_model("mnist_cnn", 10, conv="patches", **kw)
-  params = jax.vmap(lax_cnn.init, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), x)
+  x, y, lax_cnn, patch_cnn, params = _small_cnn_pair(conv="patches")
   logits = {m: jax.vmap(m.apply, in_axes=(0, None))(params, x) for m in (lax_cnn, patch_cnn)}
   np.testing.assert_allclose(logits[patch_cnn], logits[lax_cnn], atol=1e-5)
 
@@ -290,12 +296,7 @@ def test_views_pool_cnn_has_the_window_cnns_logits_and_gradients():
   """MnistCNN(pool="views"): the same logits and parameter gradients as the reduce_window
   CNN (ties after the ReLU are zeros, whose gradient the ReLU drops), with no
   select_and_scatter in its vmapped gradient."""
-  x = jax.random.uniform(jax.random.key(0), (4, 28, 28, 1))
-  y = jnp.arange(4) % 10
-  kw = {"features": (4, 8), "hidden": (16,)}
-  window = models.get_model("mnist_cnn", 10, **kw)
-  views = models.get_model("mnist_cnn", 10, pool="views", **kw)
-  params = jax.vmap(window.init, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), x)
+  x, y, window, views, params = _small_cnn_pair(pool="views")
   grad = lambda model: _vmapped_grad(model, x, y)
   (l_win, g_win), (l_views, g_views) = grad(window)(params), grad(views)(params)
   np.testing.assert_allclose(l_views, l_win, rtol=1e-6)
