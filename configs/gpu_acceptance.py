@@ -100,8 +100,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # H200 at b4deb0f, of which the teachers took 213 s; with the view-maximum pools the
   # teachers alone took 119 s on one H100 (a91e53e), so ~240 s; on that H200,
   # bench_teachers 105 s (the profiled call adds one more), bench_accounting 20 s,
-  # pate_g_100 66 s, pate_g_cgn 93 s, mnist_baseline 33 s; the rest estimated. kd_gan resumes from its checkpoints if a call
-  # runs out; the test groups are interrupted at tests.timeout_s.
+  # pate_g_100 66 s, pate_g_cgn 93 s, mnist_baseline 33 s; the rest estimated. kd_gan
+  # resumes from its checkpoints if a call runs out; the test groups are interrupted at
+  # tests.timeout_s.
   c.expected_wall_s = ml_collections.ConfigDict({
       "pate_mnist": 240, "bench_teachers_nondeterministic": 110, "bench_teachers": 120,
       "bench_accounting": 30, "pate_g": 100, "mnist_baseline": 45, "kd_gan": 420,

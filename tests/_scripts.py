@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 from pate_jax import experiment
@@ -13,7 +12,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 def python_path() -> str:
   """``PYTHONPATH`` for a script run in a subprocess: the repository first, then this
   process's (dependencies installed with ``pip --target`` stay importable)."""
-  return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+  return experiment.python_path(REPO)
 
 
 def script(name: str):

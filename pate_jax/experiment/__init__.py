@@ -18,8 +18,9 @@ from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, close
                                          load_script, unknown_overrides)
 from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
                                           format_bytes, mesh_info, votes_plan)
-from pate_jax.experiment._main import (DETERMINISTIC_FLAG, deterministic_ops_enabled,
-                                       output_files, print_outputs, quiet_backend_probe,
+from pate_jax.experiment._main import (DETERMINISTIC_FLAG, backend_started,
+                                       deterministic_ops_enabled, output_files,
+                                       print_outputs, python_path, quiet_backend_probe,
                                        run_and_report, run_main, set_deterministic, timed,
                                        user_errors, without_deterministic_flag)
 from pate_jax.experiment._profile import profile_call, trace_summary
@@ -30,6 +31,7 @@ from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHA
 from pate_jax.io import data_digest, progress, write_text  # re-exported: the harness's too
 
 __all__ = [
+    "backend_started",
     "DETERMINISTIC_FLAG",
     "HELP_FLAGS",
     "MEASUREMENT",
@@ -55,6 +57,7 @@ __all__ = [
     "package_versions",
     "print_outputs",
     "profile_call",
+    "python_path",
     "progress",
     "quiet_backend_probe",
     "read_results",

@@ -34,6 +34,24 @@ def without_deterministic_flag(xla_flags: str) -> str:
                   if not f.startswith(DETERMINISTIC_FLAG.split("=", 1)[0]))
 
 
+def backend_started() -> bool | None:
+  """Whether this process has started a JAX backend (XLA has read its flags, and on a GPU
+  the allocator holds its share of the device); ``None`` if JAX's private call for it has
+  moved (there is no public one)."""
+  try:
+    from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+    return bool(xla_bridge.backends_are_initialized())
+  except (ImportError, AttributeError):
+    return None
+
+
+def python_path(first: str | os.PathLike, environ: Mapping[str, str] | None = None) -> str:
+  """``PYTHONPATH`` for a subprocess: ``first``, then ``environ``'s (default: this
+  process's), so that dependencies installed with ``pip --target`` stay importable."""
+  rest = (os.environ if environ is None else environ).get("PYTHONPATH")
+  return os.pathsep.join(p for p in (str(first), rest) if p)
+
+
 def deterministic_requested(config: Any) -> bool | None:
   """``config.deterministic``, or a stage's (``config.teachers.deterministic`` in a
   pipeline's nested config: any of them asks); ``None`` when no config field names it."""
@@ -61,8 +79,7 @@ def set_deterministic(deterministic: bool) -> bool:
   """
   if not deterministic or deterministic_ops_enabled():
     return deterministic_ops_enabled()
-  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
-  if xla_bridge.backends_are_initialized():
+  if backend_started():
     raise RuntimeError(
         "deterministic=True must be set before JAX starts: export "
         f"XLA_FLAGS='{DETERMINISTIC_FLAG}' or set it before creating any array")

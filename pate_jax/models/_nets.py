@@ -13,6 +13,7 @@ keeps float32 throughout.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -24,6 +25,19 @@ def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
   out = -(-size // stride)
   total = max((out - 1) * stride + kernel - size, 0)
   return total // 2, total - total // 2
+
+
+def _same_windows(x: jnp.ndarray, window: tuple[int, int], stride: int,
+                  fill: float = 0.0) -> list[jnp.ndarray]:
+  """The ``window[0] · window[1]`` strided views of ``x`` ``[B, H, W, C]`` padded (with
+  ``fill``) as ``padding="SAME"`` pads: view ``(dy, dx)`` holds, at each output position,
+  the element at offset ``(dy, dx)`` of its window. In ``(dy, dx)`` order."""
+  kh, kw = window
+  x = jnp.pad(x, ((0, 0), _same_padding(x.shape[1], kh, stride),
+                  _same_padding(x.shape[2], kw, stride), (0, 0)), constant_values=fill)
+  out_h, out_w = (x.shape[1] - kh) // stride + 1, (x.shape[2] - kw) // stride + 1
+  return [x[:, dy:dy + (out_h - 1) * stride + 1:stride, dx:dx + (out_w - 1) * stride + 1:stride]
+          for dy in range(kh) for dx in range(kw)]
 
 
 class PatchConv(nn.Module):
@@ -51,13 +65,8 @@ class PatchConv(nn.Module):
     bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
     dtype = self.dtype or jnp.float32
     x, kernel, bias = x.astype(dtype), kernel.astype(dtype), bias.astype(dtype)
-    s = self.strides
-    x = jnp.pad(x, ((0, 0), _same_padding(x.shape[1], kh, s),
-                    _same_padding(x.shape[2], kw, s), (0, 0)))
-    out_h, out_w = (x.shape[1] - kh) // s + 1, (x.shape[2] - kw) // s + 1
-    patches = jnp.concatenate(
-        [x[:, dy:dy + (out_h - 1) * s + 1:s, dx:dx + (out_w - 1) * s + 1:s, :]
-         for dy in range(kh) for dx in range(kw)], axis=-1)  # (dy, dx, c): kernel's order
+    # (dy, dx, c): the flattened kernel's order.
+    patches = jnp.concatenate(_same_windows(x, (kh, kw), self.strides), axis=-1)
     return patches @ kernel.reshape(kh * kw * c_in, self.features) + bias
 
 
@@ -70,17 +79,7 @@ def max_pool_views(x: jnp.ndarray, window: int = 3, stride: int = 2) -> jnp.ndar
   ``jax.vmap``. After a ReLU the ties that matter are between zeros, whose gradient the
   ReLU zeroes either way, so parameter gradients agree with ``nn.max_pool``'s.
   """
-  pads = [_same_padding(x.shape[d], window, stride) for d in (1, 2)]
-  x = jnp.pad(x, ((0, 0), pads[0], pads[1], (0, 0)), constant_values=-jnp.inf)
-  out_h = (x.shape[1] - window) // stride + 1
-  out_w = (x.shape[2] - window) // stride + 1
-  views = [x[:, dy:dy + (out_h - 1) * stride + 1:stride,
-             dx:dx + (out_w - 1) * stride + 1:stride, :]
-           for dy in range(window) for dx in range(window)]
-  out = views[0]
-  for v in views[1:]:
-    out = jnp.maximum(out, v)
-  return out
+  return functools.reduce(jnp.maximum, _same_windows(x, (window, window), stride, -jnp.inf))
 
 
 class MnistCNN(nn.Module):

@@ -162,7 +162,8 @@ def run_catalogue(checkout_dir: str | os.PathLike, workdir: str | os.PathLike,
   Each is ``python experiments/<script>.py ... --workdir <workdir>/<name>`` (that
   directory emptied first, so that nothing resumes) with ``checkout_dir`` as its working
   directory and first on ``PYTHONPATH`` (checked: a ``pate_jax`` imported from elsewhere is
-  a ``RuntimeError``; the rest of ``PYTHONPATH`` stays, for dependencies installed there); ``env`` (default: this process's environment) supplies the rest:
+  a ``RuntimeError``; the rest of ``PYTHONPATH`` stays, for dependencies installed there);
+  ``env`` (default: this process's environment) supplies the rest:
   ``PATE_JAX_DATA_DIR``, ``PATE_JAX_OFFLINE``, ``JAX_PLATFORMS``. Its output goes to
   ``<workdir>/<name>.log``. Returns ``{name: {"rc", "wall_s", "command"}}`` (``<runs>``
   for ``workdir`` in the command); ``rc`` is
@@ -173,8 +174,8 @@ def run_catalogue(checkout_dir: str | os.PathLike, workdir: str | os.PathLike,
   root = pathlib.Path(workdir).resolve()
   root.mkdir(parents=True, exist_ok=True)
   environ = dict(os.environ if env is None else env)
-  environ.update(PYTHONPATH=os.pathsep.join(
-      p for p in (str(checkout), environ.get("PYTHONPATH")) if p), PATE_JAX_NO_PROGRESS="1")
+  environ.update(PYTHONPATH=experiment.python_path(checkout, environ),
+                 PATE_JAX_NO_PROGRESS="1")
   probe = subprocess.run([sys.executable, "-c", "import pate_jax; print(pate_jax.__file__)"],
                          cwd=checkout, env=environ, capture_output=True, text=True, check=False)
   found = pathlib.Path(probe.stdout.strip() or ".").resolve()

@@ -144,17 +144,6 @@ def _run_in_subprocess(module: str, config, workdir: pathlib.Path, env: dict[str
   return experiment.read_results(workdir)
 
 
-def _backend_started() -> bool:
-  """Whether this process has started a JAX backend (and so holds its device memory). JAX
-  has no public call for it; if its private one moves, assume it has (the safe side:
-  the child then allocates on demand)."""
-  try:
-    from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
-    return bool(xla_bridge.backends_are_initialized())
-  except (ImportError, AttributeError):
-    return True
-
-
 def _nondeterministic_env() -> dict[str, str]:
   """This process's environment without deterministic GPU kernels. If this process has
   started its backend (an earlier run of the same call), it holds its allocator's share of
@@ -162,10 +151,10 @@ def _nondeterministic_env() -> dict[str, str]:
   demand within what is left, and its memory planner may pick smaller chunks (both are in
   its results: ``xla_env``, ``teachers_per_chunk``). Run stage 2 in a call of its own for
   a like-for-like comparison."""
-  path = os.pathsep.join(p for p in (str(suite.REPO), os.environ.get("PYTHONPATH")) if p)
-  env = dict(os.environ, PYTHONPATH=path, PATE_JAX_NO_PROGRESS="1",
+  env = dict(os.environ, PYTHONPATH=experiment.python_path(suite.REPO),
+             PATE_JAX_NO_PROGRESS="1",
              XLA_FLAGS=experiment.without_deterministic_flag(os.environ.get("XLA_FLAGS", "")))
-  if _backend_started():
+  if experiment.backend_started() is not False:  # unknown: the safe side, on demand
     held = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
     env.update(XLA_PYTHON_CLIENT_PREALLOCATE="false",
                XLA_PYTHON_CLIENT_MEM_FRACTION=f"{max(0.05, 0.95 - held):.2f}")

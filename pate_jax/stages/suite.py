@@ -86,8 +86,8 @@ def run(config, workdir: str) -> dict:
   junit, log = workdir / "junit.xml", workdir / "pytest.log"
   n = workers(config)
   cmd = _command(config.args, junit, n)
-  path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-  env = dict(os.environ, PATE_JAX_NO_PROGRESS="1", PYTHONPATH=path,
+  env = dict(os.environ, PATE_JAX_NO_PROGRESS="1",
+             PYTHONPATH=experiment.python_path(REPO),
              XLA_PYTHON_CLIENT_PREALLOCATE="false")
   if config.require_data:
     env["PATE_JAX_REQUIRE_DATA"] = "1"

@@ -45,14 +45,13 @@ class TeacherFns:
     return {"params": params, "opt_state": self.tx.init(params)}
 
   def loss(self, params: PyTree, images: jax.Array, labels: jax.Array) -> jax.Array:
-    """Mean softmax cross-entropy, the label picked by a one-hot product: the same values
-    as ``optax.softmax_cross_entropy_with_integer_labels`` without its gather, whose
-    gradient is a scatter-add: with ``pool="views"`` the paper CNN's training step has no
-    scatter for ``--xla_gpu_deterministic_ops`` to replace by its deterministic form."""
+    """Mean softmax cross-entropy against one-hot labels: the values of
+    ``optax.softmax_cross_entropy_with_integer_labels`` without its gather, whose gradient
+    is a scatter-add: with ``pool="views"`` the paper CNN's training step has no scatter
+    for ``--xla_gpu_deterministic_ops`` to replace by its deterministic form."""
     logits = self.model.apply(params, images)
-    log_p = jax.nn.log_softmax(logits)
-    one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=log_p.dtype)
-    return -jnp.mean(jnp.sum(one_hot * log_p, axis=-1))
+    one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+    return optax.softmax_cross_entropy(logits, one_hot).mean()
 
   def train_step(self, state: PyTree, key: jax.Array, images: jax.Array, labels: jax.Array,
                  step: jax.Array) -> tuple[PyTree, jax.Array]:
