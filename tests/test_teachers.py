@@ -405,6 +405,29 @@ def test_planner_arithmetic():
     memory.memory_budget(1.5)
 
 
+@pytest.mark.parametrize("strategy,chunk_size,query_chunk", [
+    ("loop", None, 16), ("vmap", None, None), ("vmap", 3, 16), ("chunked", 3, None)])
+def test_predictions_and_distillation_targets_come_from_one_pass(strategy, chunk_size,
+                                                                 query_chunk):
+  """predict_with_probabilities gives predict's classes and mean_probabilities' averages
+  (the last teachers left out), through overlapping teacher chunks and query chunks."""
+  fns = teachers.TeacherFns(models.get_model("mlp", 10, hidden=(16,)), optax.adam(1e-3), None)
+  t, x = 7, jax.random.normal(jax.random.key(0), (37, 28, 28, 1))
+  params = jax.vmap(lambda k: fns.init(k, x)["params"])(jax.random.split(jax.random.key(1), t))
+  ens = teachers.Ensemble(fns, strategy, chunk_size=chunk_size,
+                          mesh=None if strategy == "loop" else teachers.teacher_mesh())
+  preds, probs = ens.predict_with_probabilities(params, x, (1.0, 5.0), t - 2, query_chunk)
+  want = teachers.mean_probabilities(fns, params, x, (1.0, 5.0), t - 2, query_chunk=8)
+  np.testing.assert_allclose(probs, want, rtol=1e-5, atol=1e-7)
+  np.testing.assert_array_equal(preds, jnp.stack(
+      [fns.predict(jax.tree.map(lambda a: a[i], params), x) for i in range(t)]))
+  assert ens.predict_with_probabilities(params, x, (), t, query_chunk)[1] is None
+  with pytest.raises(ValueError, match="num_teachers"):
+    ens.predict_with_probabilities(params, x, (1.0,), t + 1)
+  with pytest.raises(ValueError, match="temperatures must be positive"):
+    ens.predict_with_probabilities(params, x, (0.0,), t)
+
+
 @pytest.mark.slow
 def test_mean_probabilities_average_each_teachers_softmax(shards):
   fns = _fns(batch_size=16)

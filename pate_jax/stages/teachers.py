@@ -168,7 +168,7 @@ def plan(config: ml_collections.ConfigDict) -> dict:
       "checkpoint_every": config.checkpoint_every, "strategy": ensemble.strategy,
   }
   out.update(teachers.memory_plan(ensemble, t, shard_x, shard_y, len(index), config.query_chunk,
-                                  rng.stream(root, "teacher_init")))
+                                  rng.stream(root, "teacher_init"), _temperatures(config)))
   return out
 
 
@@ -295,6 +295,11 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
                            t_start)
 
 
+def _temperatures(config: ml_collections.ConfigDict) -> tuple[float, ...]:
+  """The distillation temperatures whose averaged teacher probabilities votes.npz keeps."""
+  return tuple(float(x) for x in config.get("distill_temperatures", ()) or ())
+
+
 def _outputs(config: ml_collections.ConfigDict) -> dict:
   """What votes.npz depends on besides the fingerprint."""
   return {"num_steps": config.num_steps,
@@ -338,7 +343,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   index, num_pool = teachers.query_set(ds)
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
   labels = ds.test_labels[index]
-  temps = tuple(float(x) for x in config.get("distill_temperatures", ()) or ())
+  temps = _temperatures(config)
   votes, teacher_acc, probs, predict_plan, predictions = teachers.compute_votes(
       ensemble, state, queries, labels, num_classes=ds.num_classes, num_teachers=t,
       query_chunk=config.query_chunk or None, temperatures=temps, return_predictions=True)

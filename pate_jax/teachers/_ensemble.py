@@ -47,6 +47,26 @@ def _agreed(plan: memory.ChunkPlan) -> memory.ChunkPlan:
                              queries=queries)
 
 
+def _temperatures(temperatures) -> tuple[float, ...]:
+  """Distillation temperatures as a hashable tuple of positive floats."""
+  temperatures = tuple(float(x) for x in temperatures or ())
+  if temperatures and min(temperatures) <= 0:
+    raise ValueError(f"temperatures must be positive, got {temperatures}")
+  return temperatures
+
+
+def _outputs(fns: TeacherFns, temperatures: tuple[float, ...], params: PyTree,
+             weights: jax.Array, images: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Stacked teachers ``params [t, ...]`` on ``images [q, ...]``: their predicted classes
+  ``[t, q]`` (:meth:`TeacherFns.predict`'s) and ``sum_i weights_i softmax(logits_i / T)``
+  ``[K, q, C]`` in float32 at each temperature ``T`` (``K`` may be 0)."""
+  logits = jax.vmap(fns.model.apply, in_axes=(0, None))(params, images)  # [t, q, C]
+  preds = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  temps = jnp.asarray(temperatures, jnp.float32).reshape(-1, 1, 1, 1)
+  probs = jax.nn.softmax(logits.astype(jnp.float32)[None] / temps, axis=-1)  # [K, t, q, C]
+  return preds, jnp.einsum("t,ktqc->kqc", weights.astype(jnp.float32), probs)
+
+
 @dataclasses.dataclass(frozen=True)
 class Ensemble:
   """T copies of :class:`TeacherFns` applied with a strategy.
@@ -140,7 +160,8 @@ class Ensemble:
       return jax.lax.with_sharding_constraint(a, sharding)
 
     def merge(a):
-      return jax.lax.with_sharding_constraint(a.reshape(-1, *a.shape[2:]), sharding)
+      return jax.lax.with_sharding_constraint(a.reshape(a.shape[0] * a.shape[1], *a.shape[2:]),
+                                              sharding)
 
     def run(tree, *shared):
       out = jax.vmap(lambda t: fn(t, *shared))(jax.tree.map(split, tree))
@@ -254,26 +275,26 @@ class Ensemble:
 
   # --------------------------------------------------------------------------- prediction
 
-  @functools.cached_property
-  def _predict_one(self) -> Callable:
-    return jax.jit(self.fns.predict)
-
   def plan_predict(self, params: PyTree, images: jax.Array,
-                   query_chunk: int | None = None, resident_bytes: int = 0
-                   ) -> memory.ChunkPlan:
+                   query_chunk: int | None = None, resident_bytes: int = 0,
+                   temperatures: tuple[float, ...] = ()) -> memory.ChunkPlan:
     """(teachers, queries) per prediction chunk on each device, from the memory budget
     (cached by shapes).
 
     ``resident_bytes``: per-device memory that stays allocated meanwhile besides
     ``params`` and ``images`` (e.g. the optimizer state of a just-trained ensemble).
+    ``temperatures``: plan the prediction that also sums softmaxes at these temperatures
+    (:meth:`predict_with_probabilities`).
     """
     if query_chunk is not None:
       _checks.positive_int(query_chunk, "query_chunk")
-    return self._cached_plan(("predict", query_chunk, resident_bytes), (params, images),
+    temperatures = _temperatures(temperatures)
+    return self._cached_plan(("predict", query_chunk, resident_bytes, temperatures),
+                             (params, images),
                              lambda: self._plan_predict(params, images, query_chunk,
-                                                        resident_bytes))
+                                                        resident_bytes, temperatures))
 
-  def _plan_predict(self, params, images, query_chunk, resident_bytes):
+  def _plan_predict(self, params, images, query_chunk, resident_bytes, temperatures=()):
     local = self._local_count(jax.tree.leaves(params)[0].shape[0])
     q = images.shape[0]
     if query_chunk is not None or self.strategy == "chunked":
@@ -283,7 +304,8 @@ class Ensemble:
     resident = (memory.tree_bytes(params) // self.num_shards + memory.tree_bytes(images)
                 + resident_bytes)
     probe_t, probe_q = min(local, 8), min(q, 128)
-    temp = memory.temp_bytes(jax.vmap(self.fns.predict, in_axes=(0, None)),
+    probe = functools.partial(_outputs, self.fns, temperatures)
+    temp = memory.temp_bytes(lambda p, x: probe(p, jnp.ones(probe_t), x),
                              _probe(params, probe_t), _probe(images, probe_q))
     if temp is None:
       return memory.ChunkPlan(local, min(q, 1024))
@@ -294,25 +316,43 @@ class Ensemble:
                             budget_bytes=int(available))
 
   @functools.lru_cache(maxsize=16)
-  def _predict_fn(self, t_chunk: int, q_chunk: int, num_local: int, num_queries: int
-                  ) -> Callable:
-    pred = jax.vmap(self.fns.predict, in_axes=(0, None))
+  def _predict_fn(self, t_chunk: int, q_chunk: int, num_local: int, num_queries: int,
+                  temperatures: tuple[float, ...] = ()) -> Callable:
+    """``(params, weights, images) -> (predictions [T, Qp], sums [K, Qp, C])``: ``sums``
+    is the ``weights``-weighted sum over teachers of their softmaxes at ``temperatures``
+    (``K = len(temperatures)``; ``[0, Qp, C]`` without them)."""
+    out = functools.partial(_outputs, self.fns, temperatures)
     nt, nq = -(-num_local // t_chunk), num_queries // q_chunk
     single = nt * nq == 1
 
-    def local(params, images):  # params [L, ...], images [Qp, ...] with Qp % q_chunk == 0
+    def local(tree, images):  # params [L, ...], weights [L]; images [Qp, ...], q_chunk | Qp
+      params, weights = tree
       if single:
-        return pred(params, images)
-      def body(j, out):
+        preds, sums = out(params, weights, images)
+        return preds, sums[None]
+      shape = jax.eval_shape(out, _slice(params, 0, t_chunk), weights[:t_chunk],
+                             images[:q_chunk])[1].shape
+      def body(j, carry):
+        preds, sums = carry
         ti, qi = j // nq, j % nq
         lo = jnp.minimum(ti * t_chunk, num_local - t_chunk)  # last chunk overlaps: same values
-        p = _slice(params, lo, t_chunk)
+        fresh = lo + jnp.arange(t_chunk) >= ti * t_chunk     # ... counted once in the sums
         x = jax.lax.dynamic_slice_in_dim(images, qi * q_chunk, q_chunk)
-        return jax.lax.dynamic_update_slice(out, pred(p, x), (lo, qi * q_chunk))
-      out = jnp.zeros((num_local, images.shape[0]), jnp.int32)
-      return jax.lax.fori_loop(0, nt * nq, body, out)
+        p, s = out(_slice(params, lo, t_chunk),
+                   jax.lax.dynamic_slice_in_dim(weights, lo, t_chunk) * fresh, x)
+        at = (0, qi * q_chunk, 0)
+        part = jax.lax.dynamic_slice(sums, at, s.shape)
+        return (jax.lax.dynamic_update_slice(preds, p, (lo, qi * q_chunk)),
+                jax.lax.dynamic_update_slice(sums, part + s, at))
+      init = (jnp.zeros((num_local, images.shape[0]), jnp.int32),
+              jnp.zeros((shape[0], images.shape[0], shape[2]), jnp.float32))
+      preds, sums = jax.lax.fori_loop(0, nt * nq, body, init)
+      return preds, sums[None]
 
-    return jax.jit(lambda params, images: self._per_device(local, single)(params, images))
+    def run(params, weights, images):
+      preds, sums = self._per_device(local, single)((params, weights), images)
+      return preds, sums.sum(axis=0)  # each device's teachers' sums, added up
+    return jax.jit(run)
 
   def predict(self, params: PyTree, images: jax.Array, query_chunk: int | None = None,
               plan: memory.ChunkPlan | None = None) -> jax.Array:
@@ -326,23 +366,66 @@ class Ensemble:
     if query_chunk is not None:
       _checks.positive_int(query_chunk, "query_chunk")
     t = jax.tree.leaves(params)[0].shape[0]
-    if self.strategy == "loop":
-      qc = query_chunk or 2_000
-      outs = []
-      for lo in range(0, images.shape[0], qc):
-        x = images[lo:lo + qc]
-        outs.append(jnp.stack([self._predict_one(jax.tree.map(lambda a: a[i], params), x)
-                               for i in range(t)]))
-      return jnp.concatenate(outs, axis=1)
-    params = self.prepare(params)
-    plan = plan or self.plan_predict(params, images, query_chunk)
+    return self.predict_with_probabilities(params, images, (), t, query_chunk, plan)[0]
+
+  def predict_with_probabilities(self, params: PyTree, images: jax.Array,
+                                 temperatures: tuple[float, ...], num_teachers: int,
+                                 query_chunk: int | None = None,
+                                 plan: memory.ChunkPlan | None = None
+                                 ) -> tuple[jax.Array, jax.Array | None]:
+    """:meth:`predict`, and in the same pass over the teachers the averaged class
+    probabilities ``mean_t softmax(logits_t(x) / T)`` of the first ``num_teachers``
+    (padding excluded) at each temperature: float32 ``[len(temperatures), Q, C]``
+    (``None`` without temperatures), the values of :func:`mean_probabilities`.
+    ``plan``: one :meth:`plan_predict` made with the same ``temperatures``.
+    """
+    if query_chunk is not None:
+      _checks.positive_int(query_chunk, "query_chunk")
+    temperatures = _temperatures(temperatures)
+    t = jax.tree.leaves(params)[0].shape[0]
+    _checks.positive_int(num_teachers, "num_teachers")
+    if num_teachers > t:
+      raise ValueError(f"num_teachers={num_teachers} exceeds the {t} teachers of params")
     q = images.shape[0]
-    images, _ = pad_leading(jnp.asarray(images), plan.queries)
-    local = self._local_count(jax.tree.leaves(params)[0].shape[0])
-    out = self._predict_fn(plan.teachers, plan.queries, local, images.shape[0])(params, images)
-    if out.shape != (t, q):  # drop the padding this call added (teachers) and the query padding
-      out = out[:t, :q]
-    return out
+    if self.strategy == "loop":
+      preds, sums = self._loop_outputs(params, jnp.asarray(images), temperatures,
+                                       num_teachers, query_chunk or 2_000)
+    else:
+      params = self.prepare(params)
+      padded = jax.tree.leaves(params)[0].shape[0]
+      weights = self.prepare(jnp.arange(padded) < num_teachers).astype(jnp.float32)
+      plan = plan or self.plan_predict(params, images, query_chunk, temperatures=temperatures)
+      images, _ = pad_leading(jnp.asarray(images), plan.queries)
+      local = self._local_count(padded)
+      preds, sums = self._predict_fn(plan.teachers, plan.queries, local, images.shape[0],
+                                     temperatures)(params, weights, images)
+      if preds.shape != (t, q):  # drop the padding this call added (teachers, queries)
+        preds = preds[:t, :q]
+    if not temperatures:
+      return preds, None
+    return preds, sums[:, :q] / num_teachers
+
+  def _loop_outputs(self, params, images, temperatures, num_teachers, query_chunk):
+    """The ``"loop"`` strategy's predictions ``[T, Q]`` and softmax sums ``[K, Q, C]``:
+    one jitted call per teacher and query chunk."""
+    t = jax.tree.leaves(params)[0].shape[0]
+    preds, sums = [], []
+    for lo in range(0, images.shape[0], query_chunk):
+      x = images[lo:lo + query_chunk]
+      one = self._outputs_one(temperatures)
+      outs = [one(jax.tree.map(lambda a: a[i], params), jnp.float32(i < num_teachers), x)
+              for i in range(t)]
+      preds.append(jnp.stack([o[0] for o in outs]))
+      sums.append(sum(o[1] for o in outs))
+    return jnp.concatenate(preds, axis=1), jnp.concatenate(sums, axis=1)
+
+  @functools.lru_cache(maxsize=4)
+  def _outputs_one(self, temperatures: tuple[float, ...]) -> Callable:
+    one = functools.partial(_outputs, self.fns, temperatures)
+    def run(p, w, x):  # one teacher: its predictions [q] and weighted softmaxes [K, q, C]
+      preds, sums = one(jax.tree.map(lambda a: a[None], p), w[None], x)
+      return preds[0], sums
+    return jax.jit(run)
 
   def votes(self, params: PyTree, images: jax.Array, num_classes: int, num_teachers: int,
             query_chunk: int | None = None) -> jax.Array:

@@ -19,7 +19,8 @@ from pate_jax.teachers._sharding import teacher_mesh
 
 
 def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: Any,
-                num_queries: int, query_chunk: int | None, init_key: jax.Array) -> dict[str, Any]:
+                num_queries: int, query_chunk: int | None, init_key: jax.Array,
+                temperatures: tuple[float, ...] = ()) -> dict[str, Any]:
   """What a dry run reports of an ensemble's memory: the stacked state's bytes and the
   planner's training and prediction chunks (:meth:`Ensemble.plan_train` /
   :meth:`Ensemble.plan_predict` on abstract inputs of the run's padded shapes, so the plans
@@ -35,6 +36,8 @@ def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: 
     num_queries: query images to vote on.
     query_chunk: a fixed query chunk (``None`` or 0: planned).
     init_key: the key the run splits into the teachers' init keys.
+    temperatures: the distillation temperatures whose averaged probabilities the
+      prediction also computes (:meth:`Ensemble.predict_with_probabilities`).
   """
   out: dict[str, Any] = {}
   planner = ensemble
@@ -65,7 +68,8 @@ def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: 
       ("train_plan", lambda: planner.plan_train(state, keys, images, labels)),
       ("predict_plan", lambda: planner.plan_predict(
           state["params"], queries, query_chunk or None,
-          resident_bytes=memory.tree_bytes(state["opt_state"]) // shards))):
+          resident_bytes=memory.tree_bytes(state["opt_state"]) // shards,
+          temperatures=temperatures))):
     try:
       plan = make()
     except MemoryError as e:  # what the run would raise: the dry run reports it

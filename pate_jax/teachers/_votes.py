@@ -3,7 +3,8 @@
 :func:`query_set` picks the query rows (the student split's public pool, then its
 evaluation rows); :func:`compute_votes` plans the prediction, reduces the vote
 histogram on the devices and brings the votes, each teacher's accuracy (and, for
-distillation, :func:`mean_probabilities`) to the host.
+distillation, the teachers' averaged probabilities, from the same pass over the teachers:
+:func:`mean_probabilities`' values) to the host.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def mean_probabilities(fns: TeacherFns, params: PyTree, images: jax.Array,
   ``mean_t softmax(logits_t(x) / T)`` over the first ``num_teachers`` teachers of
   ``params`` (padding excluded): float32 ``[len(temperatures), Q, C]``. One teacher
   and ``query_chunk`` queries at a time, so memory stays that of one prediction.
+  :func:`compute_votes` gets the same values from its prediction pass instead
+  (:meth:`pate_jax.teachers.Ensemble.predict_with_probabilities`).
   """
   if not temperatures or min(temperatures) <= 0:
     raise ValueError(f"temperatures must be positive, got {temperatures}")
@@ -89,9 +92,12 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
   if ensemble.strategy != "loop":
     plan = ensemble.plan_predict(  # the optimizer state stays allocated meanwhile
         state["params"], queries, query_chunk,
-        resident_bytes=memory.tree_bytes(state["opt_state"]) // ensemble.num_shards)
+        resident_bytes=memory.tree_bytes(state["opt_state"]) // ensemble.num_shards,
+        temperatures=temperatures)
     print(f"prediction plan per device: {memory.fits_description(plan)}")
-  preds = ensemble.predict(state["params"], queries, query_chunk, plan=plan)
+  # One pass over the teachers: the predictions and the distillation targets (not private).
+  preds, probs = ensemble.predict_with_probabilities(state["params"], queries, temperatures,
+                                                     num_teachers, query_chunk, plan=plan)
   votes = distributed.to_host(votes_lib.histogram(preds, num_classes, num_teachers))
   if return_predictions:
     predictions = np.asarray(distributed.to_host(preds))[:num_teachers].astype(np.uint8)
@@ -99,10 +105,7 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
         np.asarray(votes_lib.histogram(predictions, num_classes)), votes):
       raise AssertionError("the host predictions' histogram differs from the votes")
   accuracy = distributed.to_host(accuracy_of(preds, jnp.asarray(labels)))[:num_teachers]
-  probs = None
-  if temperatures:  # distillation targets: averaged teacher probabilities (not private)
-    probs = distributed.to_host(mean_probabilities(
-        ensemble.fns, state["params"], queries, temperatures, num_teachers))
+  probs = None if probs is None else distributed.to_host(probs)
   if return_predictions:
     return votes, accuracy, probs, plan, predictions
   return votes, accuracy, probs, plan
