@@ -57,6 +57,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.noise_seed = ml_collections.config_dict.placeholder(int)
   config.conversion = "improved"   # Ledger's RDP -> (eps, delta) conversion.
   config.chunk_size = 256          # Padded batch of the compiled ledger step.
+  # Where the accounting's small float64 programs run: "host" (the CPU: on an accelerator
+  # they would each build GPU kernels and launch tiny ones) or "default" (JAX's default
+  # device, e.g. for millions of queries).
+  config.accounting_device = "host"
 
   if arg == "cpu":
     config.chunk_size = 128

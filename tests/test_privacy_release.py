@@ -94,6 +94,21 @@ def test_1_a_research_seed_reproduces_and_says_so(tmp_path):
   assert not (teachers / budget_lib.LEDGER_FILE).exists()  # The teachers' budget untouched.
 
 
+def test_1_b_the_accounting_runs_on_the_configured_device(tmp_path):
+  """The host by default; JAX's default device on request, with the same labels for a
+  research seed; an unknown device is refused by name."""
+  teachers = _teachers(tmp_path / "t", _votes(1, 40, concentration=50.0))
+  host = aggregate.run(_config(teachers, noise_seed=3), tmp_path / "h")
+  assert host["accounting_platform"] == "cpu"
+  default = aggregate.run(_config(teachers, noise_seed=3, accounting_device="default"),
+                          tmp_path / "d")
+  assert default["accounting_platform"] == jax.devices()[0].platform
+  np.testing.assert_array_equal(labels_lib.load_labels(tmp_path / "h")["labels"],
+                                labels_lib.load_labels(tmp_path / "d")["labels"])
+  with pytest.raises(ValueError, match="config.accounting_device"):
+    aggregate.run(_config(teachers, accounting_device="gpu"), tmp_path / "x")
+
+
 # --- 2. The release's parameters do not come from the votes -------------------------------
 
 

@@ -18,7 +18,8 @@ from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, close
                                          load_script, unknown_overrides)
 from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
                                           format_bytes, mesh_info, votes_plan)
-from pate_jax.experiment._main import (DETERMINISTIC_FLAG, backend_started,
+from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG,
+                                       accounting_device, backend_started,
                                        deterministic_ops_enabled, output_files,
                                        print_outputs, python_path, quiet_backend_probe,
                                        run_and_report, run_main, set_deterministic, timed,
@@ -31,6 +32,8 @@ from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHA
 from pate_jax.io import data_digest, progress, write_text  # re-exported: the harness's too
 
 __all__ = [
+    "ACCOUNTING_DEVICES",
+    "accounting_device",
     "backend_started",
     "DETERMINISTIC_FLAG",
     "HELP_FLAGS",

@@ -87,6 +87,33 @@ def set_deterministic(deterministic: bool) -> bool:
   return True
 
 
+ACCOUNTING_DEVICES = ("host", "default")
+
+
+def accounting_device(kind: str, name: str = "config.accounting_device") -> Any:
+  """The device for a stage's privacy accounting: ``"host"``, the first CPU device;
+  ``"default"``, JAX's default device (``None``: nothing set).
+
+  The accounting of a few hundred or thousand answers is many small float64 programs
+  (RDP and moments curves, smooth sensitivity, conditions C5/C6), each compiled once
+  per run: on the host they build no GPU kernels and launch none. Use it as
+  ``with jax.default_device(accounting_device(config.accounting_device)):``. A JAX
+  without a CPU backend (``JAX_PLATFORMS`` naming accelerators only) gets ``None``.
+
+  Raises:
+    ValueError: naming ``name``: ``kind`` is not one of :data:`ACCOUNTING_DEVICES`.
+  """
+  if kind not in ACCOUNTING_DEVICES:
+    raise ValueError(f"{name} must be one of {ACCOUNTING_DEVICES}; got {kind!r}")
+  if kind == "default":
+    return None
+  import jax  # pylint: disable=g-import-not-at-top
+  try:
+    return jax.local_devices(backend="cpu")[0]
+  except RuntimeError:  # the CPU backend is not among JAX_PLATFORMS
+    return None
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
   """Errors a script reports in one line (a missing input, a refused resume, a held lock,
   a value refused by validation -- a bad config value, a refused budget, a wrong file):

@@ -30,6 +30,7 @@ import pathlib
 import time
 from typing import Any
 
+import jax
 import numpy as np
 
 from pate_jax import accounting as acc
@@ -118,12 +119,15 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
 
 
 def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:
-  """Runs the stage (module docstring); the workdir is locked meanwhile."""
-  with experiment.locked_workdir(workdir):
-    return _run(config, pathlib.Path(workdir))
+  """Runs the stage (module docstring); the workdir is locked meanwhile. The accounting
+  runs on ``config.accounting_device`` (:func:`pate_jax.experiment.accounting_device`:
+  the host by default)."""
+  device = experiment.accounting_device(config.get("accounting_device", "host"))
+  with experiment.locked_workdir(workdir), jax.default_device(device):
+    return _run(config, pathlib.Path(workdir), (device or jax.devices()[0]).platform)
 
 
-def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
+def _run(config: Any, workdir: pathlib.Path, platform: str) -> dict[str, Any]:
   t0 = time.perf_counter()
   source = config.votes_dir or workdir
   if not config.votes_dir and not (workdir / "votes.npz").exists():
@@ -147,6 +151,7 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   results = reporting.aggregate_results(data, rows, out, state, release, budget, config,
                                         num_asked_now=max(n - done, 0))
   results["time_s"] = time.perf_counter() - t0
+  results["accounting_platform"] = platform
   curve = results["private"].get("privacy_curve")
   if config.get("privacy_plot", True) and curve:
     reporting.plot_privacy(curve, f"PRIVATE (data owner only): {budget.mechanism.name} "
@@ -215,7 +220,6 @@ def plan(config: Any) -> dict[str, Any]:
   if data is None:
     return out
   out["num_queries_within_pool"] = 0 < n <= data["num_pool"]
-  import jax  # pylint: disable=g-import-not-at-top
   key = rng.stream(rng.root_key(0), "aggregation")  # Shapes only: nothing is drawn.
   votes = jax.ShapeDtypeStruct((chunk, data["votes"].shape[1]), data["votes"].dtype)
   out["answer_temp_bytes_per_chunk"] = experiment.compiled_temp_bytes(
