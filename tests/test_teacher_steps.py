@@ -1,0 +1,50 @@
+"""experiments/teacher_steps.py: the teachers it checks are the teachers stage's own."""
+
+from __future__ import annotations
+
+import json
+
+import ml_collections
+import numpy as np
+import pytest
+
+from pate_jax import experiment
+from pate_jax.stages import teacher_steps
+from pate_jax.stages import teachers as teachers_stage
+
+from tests._scripts import REPO
+
+
+def _config(data_dir) -> ml_collections.ConfigDict:
+  c = experiment.load_script(REPO / "configs" / "teacher_steps.py").get_config("cpu")
+  t = c.teachers
+  t.data_dir, t.num_teachers, t.train_subset = str(data_dir), 4, 400
+  t.model = ml_collections.ConfigDict({"name": "mlp", "kwargs": {"hidden": (16,)}})
+  t.batch_size, t.num_steps, t.checkpoint_every, t.strategy = 16, 6, 3, "loop"
+  t.gap_plot = False
+  c.eval_steps, c.num_checked, c.num_test = (3, 6), 2, 10_000
+  return c
+
+
+def test_the_last_step_gives_the_teachers_stage_accuracies(data_dir, tmp_path):
+  c = _config(data_dir)
+  r = teacher_steps.run(c, str(tmp_path / "steps"))
+  teachers_stage.run(c.teachers, str(tmp_path / "teachers"))
+  votes = np.load(tmp_path / "teachers" / "votes.npz")
+  want = (votes["predictions"][:2] == votes["labels"][None]).mean(axis=1)  # every test row
+  got = np.asarray(r["private"]["accuracy"])
+  assert got.shape == (2, 2)
+  np.testing.assert_allclose(got[:, -1], want, atol=2e-4)  # the same teachers and steps
+  record = json.loads((tmp_path / "steps" / "results.json").read_text())["results"]
+  assert set(record["private"]) >= {"note", "mean_accuracy", "accuracy"}
+  assert record["eval_steps"] == [3, 6] and record["of_teachers"] == 4
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("eval_steps", (5, 3), "config.eval_steps"), ("eval_steps", (0,), "config.eval_steps"),
+    ("num_checked", 5, "config.num_checked"), ("num_test", 0, "config.num_test")])
+def test_bad_settings_are_refused_by_name(data_dir, tmp_path, field, value, match):
+  c = _config(data_dir)
+  c[field] = value
+  with pytest.raises(ValueError, match=match):
+    teacher_steps.run(c, str(tmp_path / "w"))
