@@ -7,7 +7,7 @@ from typing import Callable
 
 import jax
 
-from pate_jax._checks import is_traced
+from pate_jax._checks import default_platform, is_traced
 
 
 class light_jit:  # pylint: disable=invalid-name
@@ -19,8 +19,9 @@ class light_jit:  # pylint: disable=invalid-name
   (tests/test_ledger.py, two tests): 16 s of CPU with levels 0/1 against 29 s
   at the default, with the same run time of each step.
 
-  The option is applied only on the CPU backend (decided at the first call, so
-  importing never initialises a backend) and only for a top-level call: JAX
+  The option is applied only where the call runs on a CPU (the default device, decided at
+  each call, so importing never initialises a backend: also under
+  ``jax.default_device(cpu)`` on a GPU machine) and only for a top-level call: JAX
   accepts ``compiler_options`` on an outermost ``jit`` only, so inside a
   caller's ``jit``/``vmap``/``grad`` the plain jitted function is used. On
   GPU/TPU it is plain ``jax.jit``.
@@ -34,6 +35,6 @@ class light_jit:  # pylint: disable=invalid-name
 
   def __call__(self, *args, **kwargs):
     traced = any(is_traced(x) for x in jax.tree.leaves((args, kwargs)))
-    if traced or jax.default_backend() != "cpu":
+    if traced or default_platform() != "cpu":
       return self._plain(*args, **kwargs)
     return self._light(*args, **kwargs)

@@ -249,6 +249,20 @@ def test_default_platform_is_where_device_put_puts_host_arrays():
       assert _votes._default_platform() == next(iter(put.devices())).platform
 
 
+def test_light_jit_compiles_lightly_where_the_call_runs_on_a_cpu(monkeypatch):
+  """The cheaper XLA:CPU compile follows the default device (an accounting stage runs on
+  the host under jax.default_device on a GPU machine), not the default backend."""
+  from pate_jax import _compile  # noqa: PLC0415
+  f = _compile.light_jit(lambda x: x + 1)
+  calls = []
+  monkeypatch.setattr(f, "_light", lambda *a: calls.append("light"))
+  monkeypatch.setattr(f, "_plain", lambda *a: calls.append("plain"))
+  f(1.0)
+  monkeypatch.setattr(_compile, "default_platform", lambda: "gpu")
+  f(1.0)
+  assert calls == ["light", "plain"]
+
+
 # ----------------------------------------------------------------------------- under a 32-bit jit
 
 VOTES3 = np.array([[200, 30, 20, 0], [120, 0, 0, 130], [60, 60, 60, 70]], np.int32)  # T = 250

@@ -28,7 +28,7 @@ from pate_jax._checks._arrays import (
     positive_array,
     positive_vector,
 )
-from pate_jax._checks._common import first_bad, is_traced
+from pate_jax._checks._common import default_platform, first_bad, is_traced
 from pate_jax._checks._scalars import (
     boolean,
     budget,

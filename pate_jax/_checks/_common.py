@@ -1,6 +1,6 @@
 """What every check shares: whether a value is traced, and the first bad entry.
 
-Owns :func:`is_traced`, :func:`first_bad` and the helpers that raise the package's
+Owns :func:`is_traced`, :func:`default_platform`, :func:`first_bad` and the helpers that raise the package's
 ``ValueError`` for the first offending entry of an array or for a dtype that is not real
 (:mod:`pate_jax._checks` describes the messages).
 """
@@ -11,6 +11,16 @@ from typing import Any
 
 import jax
 import numpy as np
+
+
+def default_platform() -> str:
+  """Platform of the device that ``jax.device_put(x)`` puts a host array on and a jitted
+  call on host arrays runs on (the ``jax_default_device`` setting or context, else the
+  default backend's first device)."""
+  default = jax.config.jax_default_device
+  if isinstance(default, str):
+    return jax.local_devices(backend=default)[0].platform
+  return (default or jax.local_devices()[0]).platform
 
 
 def is_traced(x: Any) -> bool:

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax._checks._common import _raise_first, _real_dtype, first_bad, is_traced
+from pate_jax._checks._common import (_raise_first, _real_dtype, default_platform, first_bad,
+                                      is_traced)
 
 
 # Host votes up to this size are handed to the jitted calls as (copied) numpy arrays;
@@ -128,18 +129,12 @@ def _private_device_copy(x: np.ndarray) -> jax.Array | np.ndarray:
   return copy if x.nbytes <= _DEVICE_PUT_BYTES else jax.device_put(copy)
 
 
+_default_platform = default_platform  # a module name of its own: tests patch it here
+
+
 def _put_without_host_copy(nbytes: int) -> bool:
   """Large votes bound for an accelerator's own memory: no host copy first."""
   return nbytes > _DEVICE_PUT_BYTES and _default_platform() in _SEPARATE_MEMORY_PLATFORMS
-
-
-def _default_platform() -> str:
-  """Platform of the device that ``jax.device_put(x)`` puts a host array on (the
-  ``jax_default_device`` setting or context, else the default backend's first device)."""
-  default = jax.config.jax_default_device
-  if isinstance(default, str):
-    return jax.local_devices(backend=default)[0].platform
-  return (default or jax.local_devices()[0]).platform
 
 
 def host_votes_traffic(nbytes: int) -> tuple[int, int]:
