@@ -98,13 +98,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "api_over_kernel": 10.0, "cgn_accuracy": 0.985, "cgn_epsilon": 1.97})
   # Expected wall per run on one H100, seconds (for --dry_run): pate_mnist 324 s on one
   # H200 at b4deb0f, of which the teachers took 213 s; with the view-maximum pools the
-  # teachers alone took 119 s on one H100 (a91e53e), so ~240 s; on that H200,
+  # teachers alone took 119 s on one H100 (a91e53e), 1,000 steps; at 500 steps, one
+  # checkpoint save and the votes' single pass ~70 s, the accounting on the host and the
+  # student's compiled init: ~180 s in all (estimated); on that H200,
   # bench_teachers 105 s (the profiled call adds one more), bench_accounting 20 s,
   # pate_g_100 66 s, pate_g_cgn 93 s, mnist_baseline 33 s; the rest estimated. kd_gan
   # resumes from its checkpoints if a call runs out; the test groups are interrupted at
   # tests.timeout_s.
   c.expected_wall_s = ml_collections.ConfigDict({
-      "pate_mnist": 240, "bench_teachers_nondeterministic": 110, "bench_teachers": 120,
+      "pate_mnist": 180, "bench_teachers_nondeterministic": 110, "bench_teachers": 120,
       "bench_accounting": 30, "pate_g": 100, "mnist_baseline": 45, "kd_gan": 420,
       "tests_fast": 300, "tests_slow": 480})
 
