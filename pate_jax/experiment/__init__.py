@@ -10,7 +10,7 @@ The package's modules: ``_results`` (provenance, ``results.json``, the work dire
 lock), ``_config`` (configs and scripts by path, their fields, ``--help``), ``_dry_run``
 (the devices and plan that ``--dry_run`` prints), ``_profile`` (one call under the
 profiler, summarised) and ``_main`` (``run_main``, its errors
-and outputs, deterministic kernels, the benchmarks' timer).
+and outputs, deterministic kernels, the accounting's device, the benchmarks' timer).
 """
 
 from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, closest_fields,

@@ -3,8 +3,8 @@
 :func:`run_main` is the entry point of a config-driven script (``--config``,
 ``--workdir``, ``--dry_run``, ``--help``); :func:`run_and_report` is what it does after
 parsing the flags, ending with :func:`print_outputs`. :func:`set_deterministic` asks
-XLA for deterministic GPU kernels before JAX starts; :func:`timed` is the benchmarks'
-timer.
+XLA for deterministic GPU kernels before JAX starts; :func:`accounting_device` picks where
+a stage's privacy accounting runs; :func:`timed` is the benchmarks' timer.
 """
 
 from __future__ import annotations

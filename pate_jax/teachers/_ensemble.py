@@ -16,6 +16,7 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from pate_jax import _checks, distributed, memory
@@ -393,7 +394,8 @@ class Ensemble:
     else:
       params = self.prepare(params)
       padded = jax.tree.leaves(params)[0].shape[0]
-      weights = self.prepare(jnp.arange(padded) < num_teachers).astype(jnp.float32)
+      # Host weights: in a multi-process run each process places only its own teachers'.
+      weights = self.prepare((np.arange(padded) < num_teachers).astype(np.float32))
       plan = plan or self.plan_predict(params, images, query_chunk, temperatures=temperatures)
       images, _ = pad_leading(jnp.asarray(images), plan.queries)
       local = self._local_count(padded)
@@ -409,10 +411,9 @@ class Ensemble:
     """The ``"loop"`` strategy's predictions ``[T, Q]`` and softmax sums ``[K, Q, C]``:
     one jitted call per teacher and query chunk."""
     t = jax.tree.leaves(params)[0].shape[0]
-    preds, sums = [], []
+    one, preds, sums = self._outputs_one(temperatures), [], []
     for lo in range(0, images.shape[0], query_chunk):
       x = images[lo:lo + query_chunk]
-      one = self._outputs_one(temperatures)
       outs = [one(jax.tree.map(lambda a: a[i], params), jnp.float32(i < num_teachers), x)
               for i in range(t)]
       preds.append(jnp.stack([o[0] for o in outs]))

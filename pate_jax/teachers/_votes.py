@@ -95,7 +95,8 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
         resident_bytes=memory.tree_bytes(state["opt_state"]) // ensemble.num_shards,
         temperatures=temperatures)
     print(f"prediction plan per device: {memory.fits_description(plan)}")
-  # One pass over the teachers: the predictions and the distillation targets (not private).
+  # One pass over the teachers: their predictions and the distillation targets (which
+  # carry no privacy guarantee: the distillation students are not private).
   preds, probs = ensemble.predict_with_probabilities(state["params"], queries, temperatures,
                                                      num_teachers, query_chunk, plan=plan)
   votes = distributed.to_host(votes_lib.histogram(preds, num_classes, num_teachers))
