@@ -18,7 +18,7 @@ import numpy as np
 
 from pate_jax import _checks, data, distributed, memory
 from pate_jax import votes as votes_lib
-from pate_jax.teachers._ensemble import Ensemble
+from pate_jax.teachers._ensemble import Ensemble, _temperatures
 from pate_jax.teachers._sharding import PyTree, pad_leading
 from pate_jax.teachers._single import TeacherFns
 
@@ -41,15 +41,15 @@ def mean_probabilities(fns: TeacherFns, params: PyTree, images: jax.Array,
   :func:`compute_votes` gets the same values from its prediction pass instead
   (:meth:`pate_jax.teachers.Ensemble.predict_with_probabilities`).
   """
-  if not temperatures or min(temperatures) <= 0:
-    raise ValueError(f"temperatures must be positive, got {temperatures}")
+  temperatures = _temperatures(temperatures)
+  if not temperatures:
+    raise ValueError("temperatures must be positive, got none")
   _checks.positive_int(query_chunk, "query_chunk")
   params = jax.tree.map(lambda a: a[:num_teachers], params)
   images = jnp.asarray(images)
   padded, _ = pad_leading(images, query_chunk)
   chunks = padded.reshape(-1, query_chunk, *images.shape[1:])
-  return _mean_probabilities(fns, tuple(float(t) for t in temperatures), params,
-                             chunks)[:, :images.shape[0]]
+  return _mean_probabilities(fns, temperatures, params, chunks)[:, :images.shape[0]]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
