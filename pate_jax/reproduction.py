@@ -180,7 +180,9 @@ RUNS: tuple[Run, ...] = (
     Run("teacher_steps_cpu", _cmd("teacher_steps", "configs/teacher_steps.py:cpu",
                                   "teacher_steps_cpu"), "configs/teacher_steps.py:cpu",
         note="the first 6 of configs/mnist_250.py's 250 paper-CNN teachers (the run's own: "
-        "its partition and keys) in float32 on 2 CPU cores, 2,000 test images"),
+        "its partition and keys) in float32 on 2 CPU cores, 2,000 test images; the code "
+        "recorded is the commit when it finished: it started on 94a6240's stage, whose "
+        "training and evaluation are the same"),
     Run("pate_mnist_cpu", _cmd("run_pate", "configs/pate_mnist.py:cpu", "pate_mnist_cpu",
                                _SEED0), "configs/pate_mnist.py:cpu",
         note="with a research noise seed, for exact reproduction; the README's main job runs "
