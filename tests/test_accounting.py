@@ -204,7 +204,7 @@ def test_large_host_votes_go_to_an_accelerator_without_a_host_copy(monkeypatch):
   votes[::7, 3], votes[::7, 4] = 40, 10  # rows differ (a mix-up would show), same totals
   with jax.enable_x64(True):
     on_cpu = acc.confident_gnmax_rdp(votes, 200.0, 150.0, 40.0, ORDERS)
-  monkeypatch.setattr(_votes, "_default_platform", lambda: "gpu")
+  monkeypatch.setattr(_votes, "default_platform", lambda: "gpu")
   seen = _spy_host_votes(monkeypatch, votes)
   with jax.enable_x64(True):
     arr = _votes.votes(votes)
@@ -223,7 +223,7 @@ def test_small_host_votes_are_copied_on_an_accelerator_too(monkeypatch):
   """Small votes go on as numpy arrays, read by each later jitted call: they stay copied."""
   from pate_jax._checks import _votes  # noqa: PLC0415
   votes = _aligned_votes(4)
-  monkeypatch.setattr(_votes, "_default_platform", lambda: "tpu")
+  monkeypatch.setattr(_votes, "default_platform", lambda: "tpu")
   seen = _spy_host_votes(monkeypatch, votes)
   with jax.enable_x64(True):
     arr = _votes.votes(votes)
@@ -246,7 +246,7 @@ def test_default_platform_is_where_device_put_puts_host_arrays():
   for where in (None, cpu, "cpu"):
     with jax.default_device(where):
       put = jax.device_put(np.zeros(3, np.int32))
-      assert _votes._default_platform() == next(iter(put.devices())).platform
+      assert _votes.default_platform() == next(iter(put.devices())).platform
 
 
 def test_light_jit_compiles_lightly_where_the_call_runs_on_a_cpu(monkeypatch):

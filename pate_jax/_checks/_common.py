@@ -1,8 +1,8 @@
 """What every check shares: whether a value is traced, and the first bad entry.
 
-Owns :func:`is_traced`, :func:`default_platform`, :func:`first_bad` and the helpers that raise the package's
-``ValueError`` for the first offending entry of an array or for a dtype that is not real
-(:mod:`pate_jax._checks` describes the messages).
+Owns :func:`is_traced`, :func:`default_platform`, :func:`first_bad` and the helpers that
+raise the package's ``ValueError`` for the first offending entry of an array or for a dtype
+that is not real (:mod:`pate_jax._checks` describes the messages).
 """
 
 from __future__ import annotations

@@ -129,12 +129,9 @@ def _private_device_copy(x: np.ndarray) -> jax.Array | np.ndarray:
   return copy if x.nbytes <= _DEVICE_PUT_BYTES else jax.device_put(copy)
 
 
-_default_platform = default_platform  # a module name of its own: tests patch it here
-
-
 def _put_without_host_copy(nbytes: int) -> bool:
   """Large votes bound for an accelerator's own memory: no host copy first."""
-  return nbytes > _DEVICE_PUT_BYTES and _default_platform() in _SEPARATE_MEMORY_PLATFORMS
+  return nbytes > _DEVICE_PUT_BYTES and default_platform() in _SEPARATE_MEMORY_PLATFORMS
 
 
 def host_votes_traffic(nbytes: int) -> tuple[int, int]:

@@ -33,6 +33,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from pate_jax import _checks
 from pate_jax import accounting as acc
 from pate_jax import budget as budget_lib
 from pate_jax import experiment
@@ -124,10 +125,10 @@ def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:
   the host by default)."""
   device = experiment.accounting_device(config.get("accounting_device", "host"))
   with experiment.locked_workdir(workdir), jax.default_device(device):
-    return _run(config, pathlib.Path(workdir), (device or jax.devices()[0]).platform)
+    return _run(config, pathlib.Path(workdir))
 
 
-def _run(config: Any, workdir: pathlib.Path, platform: str) -> dict[str, Any]:
+def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   t0 = time.perf_counter()
   source = config.votes_dir or workdir
   if not config.votes_dir and not (workdir / "votes.npz").exists():
@@ -151,7 +152,7 @@ def _run(config: Any, workdir: pathlib.Path, platform: str) -> dict[str, Any]:
   results = reporting.aggregate_results(data, rows, out, state, release, budget, config,
                                         num_asked_now=max(n - done, 0))
   results["time_s"] = time.perf_counter() - t0
-  results["accounting_platform"] = platform
+  results["accounting_platform"] = _checks.default_platform()  # where the accounting ran
   curve = results["private"].get("privacy_curve")
   if config.get("privacy_plot", True) and curve:
     reporting.plot_privacy(curve, f"PRIVATE (data owner only): {budget.mechanism.name} "
