@@ -257,7 +257,8 @@ def test_light_jit_compiles_lightly_where_the_call_runs_on_a_cpu(monkeypatch):
   calls = []
   monkeypatch.setattr(f, "_light", lambda *a: calls.append("light"))
   monkeypatch.setattr(f, "_plain", lambda *a: calls.append("plain"))
-  f(1.0)
+  with jax.default_device(jax.devices("cpu")[0]):  # the host, also on a GPU machine
+    f(1.0)
   monkeypatch.setattr(_compile, "default_platform", lambda: "gpu")
   f(1.0)
   assert calls == ["light", "plain"]

@@ -408,7 +408,7 @@ def test_planner_arithmetic():
 @pytest.mark.parametrize("strategy,chunk_size,query_chunk", [
     ("loop", None, 16), ("vmap", None, None), ("vmap", 3, 16), ("chunked", 3, None)])
 def test_predictions_and_distillation_targets_come_from_one_pass(strategy, chunk_size,
-                                                                 query_chunk):
+                                                                 query_chunk, float32_matmuls):
   """predict_with_probabilities gives predict's classes and mean_probabilities' averages
   (the last teachers left out), through overlapping teacher chunks and query chunks."""
   fns = teachers.TeacherFns(models.get_model("mlp", 10, hidden=(16,)), optax.adam(1e-3), None)
