@@ -66,6 +66,9 @@ def _attack_config() -> ml_collections.ConfigDict:
   a.num_queries = 10_000      # repeats of each query (the attack paper's M)
   a.num_seeds = 1             # Monte Carlo repetitions of the attacker
   a.conversion = "improved"   # RDP -> (ε, δ) of the repeats' cost
+  # Where the attack runs: "host" (the CPU; its hundred-odd small programs compile there
+  # cheaply) or "default" (JAX's default device): pate_jax.experiment.accounting_device.
+  a.device = "host"
   defense = _sibling("attack_defense").get_config()  # the attack paper's solver options
   a.reconstruction = defense.reconstruction
   a.mle_reconstruction = defense.mle_reconstruction

@@ -213,6 +213,8 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert [max(r["votes"]) for r in attack["histograms"]] == top
   assert all(r["error_consistent/paper"] >= 0 for r in attack["histograms"])
   fresh, consistent = attack["ledger_check"]
+  # The attack runs on the host (config.attack.device), as the accounting does.
+  assert experiment.read_results(tmp_path / "attack")["platform"] == "cpu"
   assert fresh["num_charged"] == 300 and consistent["num_charged"] == 1
   report = (tmp_path / "report.md").read_text()
   public, private = report.split("## Private: for the data owner only")
@@ -237,6 +239,14 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_main_job_refuses_an_unknown_attack_device_before_training(tmp_path):
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  c.attack.device = "gpu0"
+  with pytest.raises(ValueError, match="config.attack.device"):
+    run_pate.run(c, str(tmp_path))
+  assert not (tmp_path / "teachers").exists()
+
+
 def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys):
   import plot_students  # pylint: disable=g-import-not-at-top
   runs = []

@@ -32,9 +32,10 @@ from __future__ import annotations
 import pathlib
 import time
 
+import jax
 import numpy as np
 
-from pate_jax import attacks, budget, experiment, labels as labels_lib, mechanisms, reporting
+from pate_jax import _checks, attacks, budget, experiment, labels as labels_lib, mechanisms, reporting
 from pate_jax import rng, votes as votes_lib
 from pate_jax.stages import attack as attack_lib
 from pate_jax.stages import student as student_stage
@@ -56,11 +57,16 @@ def attack_stage(config, root: pathlib.Path) -> dict:
   votes = np.asarray(data["votes"])[index]
   pick = attacks.lowest_consensus(votes, a.num_histograms)
   key = rng.root_key(config.seed)
-  results = attacks.produced_histograms(
-      attacks.seed_keys(rng.stream(key, "attack_answers"), a.num_seeds),
-      rng.stream(key, "attack_ledger"), votes[pick], index[pick], sigma=agg.sigma,
-      num_queries=a.num_queries, variants=attack_lib.reconstruction_variants(a),
-      delta=agg.delta, dataset=str(data["dataset"]), conversion=a.conversion)
+  # Tens of thousands of small noisy answers, their ledger and the reconstructions: many
+  # small programs, each compiled once, cheaper on the host than as GPU kernels.
+  with jax.default_device(experiment.accounting_device(a.get("device", "host"),
+                                                       "config.attack.device")):
+    results = attacks.produced_histograms(
+        attacks.seed_keys(rng.stream(key, "attack_answers"), a.num_seeds),
+        rng.stream(key, "attack_ledger"), votes[pick], index[pick], sigma=agg.sigma,
+        num_queries=a.num_queries, variants=attack_lib.reconstruction_variants(a),
+        delta=agg.delta, dataset=str(data["dataset"]), conversion=a.conversion)
+    results["platform"] = _checks.default_platform()  # where the attack ran
   workdir = root / "attack"
   workdir.mkdir(parents=True, exist_ok=True)
   results["figures"] = [attacks.plot_defense(workdir / "defense_consistent_answers.png",
@@ -99,6 +105,8 @@ def run(config, workdir: str) -> dict:
   t0 = time.time()
   root = pathlib.Path(workdir)
   wire(config, root)
+  # A bad device name is refused now, not after the teachers and the student.
+  experiment.accounting_device(config.attack.get("device", "host"), "config.attack.device")
   experiment.remove_stale(root, ("results.json", "report.md"))
   stage_seconds = {}  # where the end-to-end wall goes (the 60 s target)
   t = time.time()
