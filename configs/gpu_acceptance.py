@@ -96,19 +96,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "main_job_wall_s": 60.0, "teacher_accuracy": 0.94, "examples_per_second": 300_000.0,
       "pate_g_queries": 100, "pate_g_accuracy": 0.98, "pate_g_epsilon": 2.04,
       "api_over_kernel": 10.0, "cgn_accuracy": 0.985, "cgn_epsilon": 1.97})
-  # Expected wall per run on one H100, seconds (for --dry_run): pate_mnist 324 s on one
-  # H200 at b4deb0f, of which the teachers took 213 s; with the view-maximum pools the
-  # teachers alone took 119 s on one H100 (a91e53e), 1,000 steps; at 500 steps, one
-  # checkpoint save and the votes' single pass ~70 s, the accounting on the host and the
-  # student's compiled init: ~180 s in all (estimated); on that H200,
-  # bench_teachers 105 s (the profiled call adds one more), bench_accounting 20 s,
-  # pate_g_100 66 s, pate_g_cgn 93 s, mnist_baseline 33 s; the rest estimated. kd_gan
-  # resumes from its checkpoints if a call runs out; the test groups are interrupted at
-  # tests.timeout_s.
+  # Expected wall per run on one H100, seconds (for --dry_run), from one H200 at 0b5a9f2
+  # (README): pate_mnist 163 s (teachers 80 s, labels and student 57 s, attack 26 s;
+  # the attack on the host and the teachers' light last save since aim at ~20 s of it);
+  # bench_teachers 43 s for vmap and chunked with 2 repeats (the loop, the profiled call
+  # and 3 repeats: ~120 s), bench_accounting 17 s, pate_g_100 49 s, pate_g_1000 47 s,
+  # pate_g_cgn 54 s, mnist_baseline 21 s, tests_fast 141 s with 12 workers; the
+  # nondeterministic bench as the bench; kd_gan and tests_slow estimated (not run there).
+  # kd_gan resumes from its checkpoints if a call runs out; the test groups are
+  # interrupted at tests.timeout_s.
   c.expected_wall_s = ml_collections.ConfigDict({
-      "pate_mnist": 180, "bench_teachers_nondeterministic": 110, "bench_teachers": 120,
-      "bench_accounting": 30, "pate_g": 100, "mnist_baseline": 45, "kd_gan": 420,
-      "tests_fast": 300, "tests_slow": 480})
+      "pate_mnist": 165, "bench_teachers_nondeterministic": 120, "bench_teachers": 120,
+      "bench_accounting": 30, "pate_g": 60, "mnist_baseline": 30, "kd_gan": 420,
+      "tests_fast": 180, "tests_slow": 480})
 
   if arg == "cpu_rehearsal":
     _rehearsal(c)

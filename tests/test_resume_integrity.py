@@ -21,6 +21,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from pate_jax import checkpoint, experiment
@@ -212,6 +213,54 @@ def test_train_teachers_falls_back_and_ends_bit_identical(script, finished, tmp_
   (workdir / "votes.npz").unlink()  # else the finished run's votes are reused, untrained
   results = script.run(_config(), str(workdir))
   assert results["resumed_from_step"] == 2
+  np.testing.assert_array_equal(votes_lib.load_votes(workdir)["votes"],
+                                votes_lib.load_votes(finished)["votes"])
+
+
+def test_the_last_segment_saves_only_the_final_keys_and_they_restore_there(tmp_path):
+  """run_segments(final_keys=...) saves the whole state after every segment but the last,
+  and only those entries after it; restore_or takes the rest from the fresh state at the
+  final step, and refuses to go on training from a light save, naming the restart flag."""
+  def segment(state, start, n):
+    return {"w": state["w"] + n, "b": state["b"] + 1}, None
+
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}, max_to_keep=3) as ckpt:
+    out = checkpoint.run_segments(segment, _state(0.0), start=0, total=5, segment_steps=2,
+                                  ckpt=ckpt, final_keys=("w",))
+    ckpt.wait()
+    assert ckpt._saved_keys(4) == {"w", "b"} and ckpt._saved_keys(5) == {"w"}
+  fresh = _state(-1.0)
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}) as ckpt:
+    state, step = ckpt.restore_or(fresh, final_step=5, final_keys=("w",))
+  assert step == 5
+  chex.assert_trees_all_equal(state, {"w": out.state["w"], "b": fresh["b"]})
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}) as ckpt:
+    with pytest.raises(checkpoint.ResumeMismatchError, match=r"holds only \['w'\].*restart"):
+      ckpt.restore_or(fresh, final_step=8, final_keys=("w",))
+    assert not (tmp_path / checkpoint.CORRUPT_DIR).exists()  # refused, not set aside
+
+
+def test_teachers_killed_after_their_light_last_save_resume_to_the_same_votes(
+    script, finished, tmp_path, monkeypatch):
+  """Without kept checkpoints the teachers' last save holds their parameters only; a run
+  killed after it (while voting) votes from them without training again."""
+  class Exited(Exception):
+    pass
+
+  def exit_(code):
+    raise Exited(code)
+
+  workdir = tmp_path / "killed"
+  config = lambda **o: _config(keep_checkpoints=False, **o)  # noqa: E731
+  with monkeypatch.context() as m:
+    m.setattr(os, "_exit", exit_)
+    with pytest.raises(Exited):
+      script.run(config(crash_after_step=4), str(workdir))
+  saved = lambda step: set(ocp.StandardCheckpointHandler().metadata(  # noqa: E731
+      workdir / "checkpoints" / str(step) / "default").keys())
+  assert saved(4) == {"params"} and saved(2) == {"params", "opt_state"}  # 2: the whole state
+  results = script.run(config(), str(workdir))
+  assert results["resumed_from_step"] == 4
   np.testing.assert_array_equal(votes_lib.load_votes(workdir)["votes"],
                                 votes_lib.load_votes(finished)["votes"])
 

@@ -321,19 +321,47 @@ class Checkpointer:
             (None if outputs is None else _as_fingerprint(outputs)))
     return int(record["step"]) if same and "step" in record else None
 
-  def restore_or(self, state: PyTree) -> tuple[PyTree, int]:
+  def _saved_keys(self, step: int) -> frozenset[str] | None:
+    """The top-level keys of the dict saved at ``step`` (None: not a dict, or unreadable)."""
+    try:  # read from the files: a manager that did not write the step has no handler yet
+      path = pathlib.Path(self._orbax_directory) / str(step) / "default"
+      return frozenset(ocp.StandardCheckpointHandler().metadata(path).keys())
+    except Exception:  # pylint: disable=broad-except  # damaged: the restore says why
+      return None
+
+  def restore_or(self, state: PyTree, *, final_step: int | None = None,
+                 final_keys: tuple[str, ...] = ()) -> tuple[PyTree, int]:
     """The newest state that restores (shaped/sharded like ``state``) and its step, else
     ``(state, 0)``.
 
+    A checkpoint holding only ``final_keys`` of a dict ``state`` (a finished run's last
+    save, :func:`run_segments`'s ``final_keys``) restores at ``final_step``, the other
+    entries taken from ``state``; at another step it cannot go on training.
+
     Steps that do not restore are moved to ``<directory>/corrupt/`` (listed in
     :attr:`bad_steps`) and named in a warning, so that training can write them again.
+
+    Raises:
+      ResumeMismatchError: the newest checkpoint holds only ``final_keys`` (no optimizer
+        state) at a step other than ``final_step``.
     """
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
+    light = frozenset(final_keys)
     bad = []
     try:
       for step in sorted(_step_dirs(self.directory), reverse=True):
+        template = abstract
+        if light and light != frozenset(abstract) and self._saved_keys(step) == light:
+          if step != final_step:
+            raise ResumeMismatchError(
+                f"{self.directory}/{step} holds only {sorted(light)} of a run that ended "
+                f"at step {step} (its last save keeps no optimizer state): ask for {step} "
+                f"steps, or start over with {self.restart_flag}=True")
+          template = {k: abstract[k] for k in final_keys}
         try:
-          restored = self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+          restored = self._manager.restore(step, args=ocp.args.StandardRestore(template))
+          if template is not abstract:
+            restored = {**state, **restored}
         except Exception as e:  # pylint: disable=broad-except  # any damage: try older
           bad.append(step)
           self._quarantine(step, e)

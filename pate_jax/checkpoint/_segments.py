@@ -36,8 +36,8 @@ def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], stat
                  start: int, total: int, segment_steps: int, ckpt: Checkpointer | None = None,
                  record: Callable[[PyTree, int, Any], dict] | None = None,
                  step_key: str = "step",
-                 after_segment: Callable[[int, int, Any, dict | None], None] | None = None
-                 ) -> Segments:
+                 after_segment: Callable[[int, int, Any, dict | None], None] | None = None,
+                 final_keys: tuple[str, ...] = ()) -> Segments:
   """Trains from ``start`` to ``total`` in segments of at most ``segment_steps`` steps.
 
   Args:
@@ -53,6 +53,11 @@ def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], stat
     step_key: the name of the step in a record (``"round"`` for the KD-GAN).
     after_segment: ``after_segment(step, n, metrics, entry)`` after each segment's save
       (a log line, a progress bar, a test's interruption).
+    final_keys: after the last segment, save only these entries of a dict ``state`` (a
+      run whose checkpoints are deleted once its outputs are written needs, at its last
+      step, the trained parameters and not the optimizer's state: a third of the
+      device-to-host copy with Adam); ``()``: the whole state. Restore it with
+      :meth:`Checkpointer.restore_or`'s ``final_step`` and ``final_keys``.
   """
   start = _checks.positive_int(start, "start", minimum=0)
   total = _checks.positive_int(total, "total", minimum=0)
@@ -65,8 +70,9 @@ def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], stat
     n = min(segment_steps, total - step)
     state, metrics = segment(state, step, n)
     step += n
-    if ckpt is not None:
-      ckpt.save(step, state)  # asynchronous: training goes on while it is written
+    if ckpt is not None:  # asynchronous: training goes on while it is written
+      light = final_keys and step == total
+      ckpt.save(step, {k: state[k] for k in final_keys} if light else state)
     entry = None
     if record is not None:
       entry = {step_key: step, **record(state, step, metrics)}

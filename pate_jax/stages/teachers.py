@@ -320,7 +320,10 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
   state = ensemble.init(init_keys, sample)
 
-  state, step = ckpt.restore_or(state)
+  # Unless the checkpoints are kept, the last step saves the trained parameters only: the
+  # votes need no optimizer state, and the checkpoints go once the votes are written.
+  final_keys = () if config.get("keep_checkpoints", False) else ("params",)
+  state, step = ckpt.restore_or(state, final_step=config.num_steps, final_keys=("params",))
   if step > config.num_steps:
     raise ValueError(f"config.num_steps={config.num_steps} is below the step of the "
                      f"checkpoint restored ({step}); ask for at least {step} steps, or start "
@@ -336,7 +339,8 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   state, loss = teachers.train_with_checkpoints(
       ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,
       num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
-      plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)))
+      plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)),
+      final_keys=final_keys)
   train_seconds = time.time() - t_train
 
   t_votes = time.time()

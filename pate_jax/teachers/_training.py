@@ -59,13 +59,16 @@ def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
                            images: jax.Array, labels: jax.Array, ckpt: Any, *, step: int,
                            num_steps: int, checkpoint_every: int, num_teachers: int,
                            plan: memory.ChunkPlan | None = None,
-                           after_save: Callable[[int], None] | None = None
+                           after_save: Callable[[int], None] | None = None,
+                           final_keys: tuple[str, ...] = ()
                            ) -> tuple[PyTree, jax.Array | None]:
   """Trains from ``step`` to ``num_steps`` in segments of ``checkpoint_every`` steps,
   saving ``state`` to ``ckpt`` (a :class:`pate_jax.checkpoint.Checkpointer`, asynchronous)
   after each, with a progress bar (mean loss of the first ``num_teachers``, the padding
   left out). Returns the state (ready) and the last segment's loss (None if no step was
-  left). ``after_save(step)`` is called after each save is started."""
+  left). ``after_save(step)`` is called after each save is started. ``final_keys``: the
+  entries of the state saved at ``num_steps`` (``("params",)``: the trained teachers
+  without the optimizer's state; ``()``: all), as :func:`pate_jax.checkpoint.run_segments`."""
   bar = io.progress(total=num_steps, initial=step, desc="training steps", unit="step")
 
   def segment(state, start, n):
@@ -80,7 +83,7 @@ def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
   try:
     out = checkpoint.run_segments(segment, state, start=step, total=num_steps,
                                   segment_steps=checkpoint_every, ckpt=ckpt,
-                                  after_segment=progress)
+                                  after_segment=progress, final_keys=final_keys)
   finally:
     bar.close()
   return out.state, out.metrics
