@@ -87,6 +87,24 @@ def test_the_audit_numbers():
                                 acc.DEFAULT_ORDERS[acc.DEFAULT_ORDERS <= 32.0])
 
 
+def test_margins_are_concrete_and_the_same_inside_a_callers_trace():
+  """The settings are constants: inside a caller's jit the margins are computed, not staged
+  (one compiled program, called ahead of the trace), and equal the ones outside."""
+  acc._conditions._margins_cached.cache_clear()  # computed inside the trace, not recalled
+  seen = []
+
+  def inside(x):
+    seen.append(acc.smooth_sensitivity_condition_margins(41.5, 7, np.array([3.0, 20.0])))
+    return x
+
+  jax.jit(inside)(0.0)
+  acc._conditions._margins_cached.cache_clear()
+  outside = acc.smooth_sensitivity_condition_margins(41.5, 7, np.array([3.0, 20.0]))
+  for got, want in zip(seen[0], outside):
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_check_release_order_says_what_fails():
   acc.check_release_order(40.0, 10, 36.0)
   acc.check_release_order(40.0, 10, np.array([2.0, 20.0, 36.0]))

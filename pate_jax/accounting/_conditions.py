@@ -88,9 +88,12 @@ def _margins_cached(sigma: float, num_classes: int,
   so that few shapes are compiled); read-only arrays."""
   k = len(orders)
   padded = np.resize(np.asarray(orders, np.float64), max(_MIN_ORDERS, 1 << (k - 1).bit_length()))
-  # Eager even inside a caller's trace (jit, eval_shape): the settings are constants.
-  with jax.ensure_compile_time_eval(), jax.enable_x64(True):
-    m5, m6 = condition_margins_core(np.float64(sigma), padded, np.float64(num_classes))
+  # Compiled ahead of time and called on the constants: concrete even inside a caller's
+  # trace (jit, eval_shape), and one program (ensure_compile_time_eval ran its operations
+  # one by one, each compiled on its own, before compiling it whole).
+  args = (np.float64(sigma), padded, np.float64(num_classes))
+  with jax.enable_x64(True):
+    m5, m6 = condition_margins_core.lower(*args).compile()(*args)
     out = np.array(m5)[:k], np.array(m6)[:k]
   for a in out:
     a.setflags(write=False)
