@@ -56,6 +56,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.archive = ""              # "" off; a path: a .tar.gz of the workdir without checkpoints,
                               # written after the call (a fresh machine's next call unpacks it)
   c.call_limit_s = 600        # one call's limit: --dry_run says whether each stage fits
+  c.deadline_s = 0            # 0 off; seconds from this call's start: a run starts only if
+                              # its expected wall (expected_wall_s) fits what is left, a test
+                              # group if 60 s are left (its pytest cut 10 s before); the
+                              # results, published copies and archive are written after
+                              # each run, so a call cut short keeps what it finished
   c.plan_device_gib = 80.0    # --dry_run: the memory planner's chunks on a device this size
   c.plan_allocator_fraction = 0.75  # JAX's default share of it (XLA_PYTHON_CLIENT_MEM_FRACTION)
   c.period_limit_s = 1_500    # one lent GPU period (the 25 minutes): --dry_run says

@@ -91,6 +91,41 @@ def test_targets_are_computed_from_the_results(tmp_path):
   assert t["main_job_wall"]["met"] is None
 
 
+def test_a_deadline_starts_only_the_runs_that_fit_and_each_run_is_handed_over(
+    tmp_path, monkeypatch):
+  """config.deadline_s: a run whose expected wall does not fit the time left is not started
+  (a later one that fits still is); a test group's pytest is cut before the deadline; the
+  archive and the published copies are written after every run, not only at the end."""
+  c = _config("gpu_acceptance")
+  c.stages, c.deadline_s = "bench_accounting,pate_g_100,pate_g_cgn,tests_fast", 100
+  c.expected_wall_s.bench_accounting, c.expected_wall_s.pate_g = 5, 500
+  archive, published = tmp_path / "a.tar.gz", tmp_path / "published"
+  c.archive, c.publish_dir = str(archive), str(published)
+  seen = []
+
+  def fake_run(config, name, root):
+    seen.append((name, float(config.tests.timeout_s), archive.exists(),
+                 sorted(p.name for p in published.glob("*_gpu"))))
+    _write(root, name, {"failures": 0, "errors": 0} if name.startswith("tests_") else {})
+    return {}, None
+
+  monkeypatch.setattr(ga, "_run_one", fake_run)
+  s = ga.run(c, str(tmp_path / "w"))
+  assert {n: st["status"].split(" (")[0] for n, st in s["status"].items()} == {
+      "bench_accounting": "ran", "pate_g_100": "not started", "pate_g_cgn": "not started",
+      "tests_fast": "ran"}
+  assert "500 s expected" in s["status"]["pate_g_100"]["status"]
+  (first, _, before_first, _), (last, timeout, before_last, pub) = seen
+  assert (first, last, before_first, before_last) == ("bench_accounting", "tests_fast", False,
+                                                      True)
+  assert "bench_accounting_gpu" in pub and 80 < timeout <= 90  # cut 10 s before the deadline
+  assert json.loads((tmp_path / "w" / "results.json").read_text())["results"]["status"] == (
+      s["status"])
+  c.deadline_s = -1
+  with pytest.raises(ValueError, match="config.deadline_s"):
+    ga.run(c, str(tmp_path / "w2"))
+
+
 def _bench(examples_per_second: dict, deterministic: bool) -> dict:
   return {"deterministic_ops": deterministic, "strategies": {
       s: {"examples_per_second": v} for s, v in examples_per_second.items()}}

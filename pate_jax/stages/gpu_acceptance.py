@@ -58,7 +58,7 @@ from pate_jax.stages import bench_accounting, bench_teachers, kd_gan, main_job, 
 from pate_jax.stages import teachers as teachers_stage
 from pate_jax.stages import suite
 
-__all__ = ["run", "plan", "report", "runs", "select", "at_budget", "targets",
+__all__ = ["run", "plan", "report", "runs", "select", "at_budget", "targets", "expected_wall",
            "deterministic_slowdown", "NONDETERMINISTIC_BENCH"]
 
 GIB = 2**30
@@ -338,12 +338,68 @@ def _publish(root: pathlib.Path, names: list[str], out: pathlib.Path) -> list[st
   return done
 
 
+def expected_wall(config, name: str) -> float:
+  """Run ``name``'s expected wall in seconds (``config.expected_wall_s``; 0 if unknown)."""
+  return float(config.expected_wall_s.get("pate_g" if name.startswith("pate_g_") else name, 0))
+
+
+# A test group starts while at least this much of the deadline is left, its pytest
+# interrupted (its partial counts kept) this long before the deadline.
+_TESTS_MIN_LEFT_S, _TESTS_MARGIN_S = 60.0, 10.0
+
+
+def _deadline_check(config, name: str, left: float | None):
+  """``(skip reason or None, config to run with)`` under ``config.deadline_s``: a run starts
+  only if its expected wall fits what is left; a test group if ``_TESTS_MIN_LEFT_S`` is
+  left, its timeout cut to end ``_TESTS_MARGIN_S`` before the deadline."""
+  if left is None:
+    return None, config
+  if name.startswith("tests_"):
+    if left < _TESTS_MIN_LEFT_S:
+      return f"deadline: {left:.0f} s left, a test group needs {_TESTS_MIN_LEFT_S:.0f} s", config
+    cut = left - _TESTS_MARGIN_S
+    if cut < float(config.tests.timeout_s):
+      config = copy.deepcopy(config)
+      config.tests.timeout_s = int(cut)
+    return None, config
+  expected = expected_wall(config, name)
+  if expected > left:
+    return f"deadline: {left:.0f} s left, {expected:.0f} s expected", config
+  return None, config
+
+
+def _hand_over(config, root: pathlib.Path, chosen: list[str], status: dict) -> dict:
+  """``results.json`` (statuses, targets), the published copies and the archive, as they
+  stand: written after every run, so a call cut short keeps what it finished."""
+  summary = {"selected": chosen, "status": status, "targets": targets(config, root),
+             "deterministic_slowdown": deterministic_slowdown(root),
+             "runs_done": [n for _, n in runs(config) if _read(root, n) is not None]}
+  experiment.write_results(root, summary, config=config, seed=None,
+                           disclosure=experiment.MEASUREMENT)
+  if config.publish_dir:
+    (root / "acceptance").mkdir(exist_ok=True)
+    shutil.copyfile(root / "results.json", root / "acceptance" / "results.json")
+    summary["published"] = _publish(root, summary["runs_done"] + ["acceptance"],
+                                    pathlib.Path(config.publish_dir))
+  if config.archive:
+    summary["archive"] = _archive(root, pathlib.Path(config.archive))
+  return summary
+
+
 def run(config, workdir: str) -> dict:
-  """Runs the selected runs not done yet (module docstring); writes ``results.json``."""
+  """Runs the selected runs not done yet (module docstring); writes ``results.json``, the
+  published copies and the archive after each run. With ``config.deadline_s`` > 0 (seconds
+  from the start of this call), a run starts only if its expected wall fits the time left
+  (:func:`_deadline_check`), and the rest are recorded as skipped."""
   root = pathlib.Path(workdir)
   root.mkdir(parents=True, exist_ok=True)
   chosen = select(config)
   status: dict[str, dict] = {}
+  deadline = float(config.get("deadline_s", 0) or 0)
+  if deadline < 0:
+    raise ValueError(f"config.deadline_s must be >= 0 (0: none); got {deadline:g}")
+  start = time.time()
+  summary, handed = None, 0
   with experiment.locked_workdir(root):
     for stage, name in runs(config):
       if name not in chosen:
@@ -352,10 +408,16 @@ def run(config, workdir: str) -> dict:
         status[name] = {"stage": stage, "status": "done earlier (results.json found)"}
         print(f"[stage {stage}] {name}: done earlier, skipped", flush=True)
         continue
+      left = deadline - (time.time() - start) if deadline else None
+      skip, run_config = _deadline_check(config, name, left)
+      if skip is not None:
+        status[name] = {"stage": stage, "status": f"not started ({skip})"}
+        print(f"[stage {stage}] {name}: not started ({skip})", flush=True)
+        continue
       print(f"\n[stage {stage}] {name}: running into {root / name}", flush=True)
       t0 = time.time()
       try:
-        results, show = _run_one(config, name, root)
+        results, show = _run_one(run_config, name, root)
         (root / name / "error.txt").unlink(missing_ok=True)
         status[name] = {"stage": stage, "status": "ran", "wall_seconds": time.time() - t0}
         if show is not None:
@@ -367,18 +429,9 @@ def run(config, workdir: str) -> dict:
                         "error": f"{type(e).__name__}: {str(e)[:500]}".replace(
                             str(root.resolve()), str(root))}
         print(f"[stage {stage}] {name}: FAILED: {type(e).__name__}: {e}", flush=True)
-    summary = {"selected": chosen, "status": status, "targets": targets(config, root),
-               "deterministic_slowdown": deterministic_slowdown(root),
-               "runs_done": [n for _, n in runs(config) if _read(root, n) is not None]}
-    experiment.write_results(root, summary, config=config, seed=None,
-                             disclosure=experiment.MEASUREMENT)
-    if config.publish_dir:
-      (root / "acceptance").mkdir(exist_ok=True)
-      shutil.copyfile(root / "results.json", root / "acceptance" / "results.json")
-      summary["published"] = _publish(root, summary["runs_done"] + ["acceptance"],
-                                      pathlib.Path(config.publish_dir))
-    if config.archive:
-      summary["archive"] = _archive(root, pathlib.Path(config.archive))
+      summary, handed = _hand_over(config, root, chosen, status), len(status)
+    if summary is None or handed != len(status):  # runs skipped since the last hand-over
+      summary = _hand_over(config, root, chosen, status)
   summary["results_json"] = str((root / "results.json").resolve())
   return summary
 
@@ -481,8 +534,7 @@ def plan(config) -> dict:
   for stage, name in runs(config):
     if name not in chosen:
       continue
-    expected = float(config.expected_wall_s.get(
-        "pate_g" if name.startswith("pate_g_") else name, 0))
+    expected = expected_wall(config, name)
     per_stage[stage] = per_stage.get(stage, 0.0) + expected
     p, at = _plan_one(config, name, device)
     out[name] = {"stage": stage, "expected_wall_s": expected, key: at, "plan": p}
