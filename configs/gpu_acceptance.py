@@ -21,6 +21,8 @@ each is checked against (results.json's ``targets``, computed from the runs' res
   3 pate_g_100, pate_g_1000  stage 1's CNN teachers -> LNMax labels (PATE 2017, gamma 0.05,
                     research noise seed) -> PATE-G for the paper's 300 epochs. Target
                     (100 queries): accuracy >= 98.0 % at data-dependent epsilon <= 2.04.
+    pate_g_shift_100  the same 100 labels, real images shifted by up to 2 pixels (the main
+                    job's student; not the authors' PATE-G). Target: accuracy >= 98.0 %.
     pate_g_cgn      stage 1's CNN teachers -> Confident-GNMax on 640 queries (Papernot et al.
                     2018's MNIST row: T 200, sigma_1 150, sigma_2 40, research noise seed)
                     -> PATE-G 300 epochs with 2-pixel shifts (configs/student_confident_gnmax.py).
@@ -73,6 +75,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.bench_accounting = _sibling("bench_accounting")
   # Stage 3: one student config for every entry of pate_g_queries (run pate_g_<n>).
   c.pate_g_queries = (100, 1_000)
+  # The same students with every real image shifted by up to 2 pixels per axis (run
+  # pate_g_shift_<n>; the main job's student, not the authors' PATE-G, whose 300 epochs end
+  # at 97.7-97.9 % on this 9,000-image pool even with true labels: README, Students).
+  c.pate_g_shift_queries = (100,)
+  c.pate_g_shift_pixels = 2
   c.pate_g = _sibling("student_pate_g")    # 27,000 steps = 300 epochs of the 9,000-image pool
   c.pate_g.aggregate.noise_seed = 0        # research seed: the ledger is the run's own
   c.pate_g.aggregate.epsilon_max = 25.0    # 1,000 LNMax answers: data-independent 20.8

@@ -12,6 +12,7 @@ Stages and their runs (``config.stages`` picks some: numbers or run names):
                            where any nested config asks for them (the paper config does)
      ``bench_accounting``  :mod:`bench_accounting`
   3  ``pate_g_<n>``        :mod:`student` on stage 1's teachers' votes, ``n`` noisy labels
+     ``pate_g_shift_<n>``  the same with the real images shifted (the main job's student)
      ``pate_g_cgn``        :mod:`student` on those votes with ``config.pate_g_cgn`` (2018's row)
      ``mnist_baseline``    :mod:`teachers` with one teacher on all the training data
   4  ``kd_gan``            :mod:`kd_gan`
@@ -73,6 +74,7 @@ def runs(config) -> list[tuple[int, str]]:
   return ([(1, "pate_mnist"), (2, NONDETERMINISTIC_BENCH), (2, "bench_teachers"),
            (2, "bench_accounting")]
           + [(3, f"pate_g_{int(n)}") for n in config.pate_g_queries]
+          + [(3, f"pate_g_shift_{int(n)}") for n in config.get("pate_g_shift_queries", ())]
           + [(3, "pate_g_cgn"), (3, "mnist_baseline"), (4, "kd_gan")]
           + [(5, f"tests_{g}") for g in config.tests.groups.keys()])
 
@@ -101,13 +103,17 @@ def _tests_config(config, name: str) -> ml_collections.ConfigDict:
 
 
 def _pate_g_config(config, name: str, root: pathlib.Path):
-  """A student run's config: ``pate_g_cgn`` as configured, ``pate_g_<n>`` with ``n`` queries;
-  both label from stage 1's teachers."""
+  """A student run's config: ``pate_g_cgn`` as configured, ``pate_g_<n>`` with ``n`` queries,
+  ``pate_g_shift_<n>`` the same with the real images shifted by up to
+  ``config.pate_g_shift_pixels`` pixels (the main job's student; not the authors' PATE-G);
+  all label from stage 1's teachers."""
   if name == "pate_g_cgn":
     c = copy.deepcopy(config.pate_g_cgn)
   else:
     c = copy.deepcopy(config.pate_g)
     c.aggregate.num_queries = int(name.rsplit("_", 1)[1])
+    if name.startswith("pate_g_shift_"):
+      c.student.kwargs.translate = int(config.pate_g_shift_pixels)
   c.votes_dir = str(root / "pate_mnist" / "teachers")
   return c
 
@@ -218,6 +224,7 @@ def targets(config, root: pathlib.Path) -> dict[str, dict]:
   its run has not finished), computed from the runs' results in ``root``."""
   t, r = config.targets, {n: _read(root, n) for _, n in runs(config)}
   main, pate_g = r["pate_mnist"], f"pate_g_{int(t.pate_g_queries)}"
+  shift = f"pate_g_shift_{int(t.pate_g_queries)}"
   error = (root / "pate_mnist" / "error.txt")
   oom = error.is_file() and any(s in error.read_text() for s in (
       "RESOURCE_EXHAUSTED", "out of memory", "MemoryError"))
@@ -246,6 +253,9 @@ def targets(config, root: pathlib.Path) -> dict[str, dict]:
           f"PATE-G 300 epochs, {pate_g}: data-dependent epsilon (moments to 8)", pate_g,
           _value(r.get(pate_g), "private.epsilon.moments_data_dependent.epsilon",
                  "epsilon.moments_data_dependent.epsilon"), "<=", t.pate_g_epsilon),
+      "pate_g_shift_accuracy": _target(
+          f"PATE-G 300 epochs with shifted real images (not the authors'), {shift}: held-out "
+          "accuracy", shift, _value(r.get(shift), "eval_accuracy"), ">=", t.pate_g_accuracy),
       "cgn_accuracy": _target("PATE-G on Confident-GNMax labels (2018's row): held-out "
                               "accuracy", "pate_g_cgn",
                               _value(r["pate_g_cgn"], "eval_accuracy"), ">=", t.cgn_accuracy),
