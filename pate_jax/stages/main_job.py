@@ -35,7 +35,8 @@ import time
 import jax
 import numpy as np
 
-from pate_jax import _checks, attacks, budget, experiment, labels as labels_lib, mechanisms, reporting
+from pate_jax import _checks, attacks, budget, experiment, labels as labels_lib, mechanisms
+from pate_jax import reporting
 from pate_jax import rng, votes as votes_lib
 from pate_jax.stages import attack as attack_lib
 from pate_jax.stages import student as student_stage

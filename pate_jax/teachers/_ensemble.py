@@ -364,7 +364,7 @@ class Ensemble:
     ``query_chunk=None`` and no ``plan`` plan the chunks from the memory budget
     (:meth:`plan_predict`).
     """
-    if query_chunk is not None:
+    if query_chunk is not None:  # before params are looked at
       _checks.positive_int(query_chunk, "query_chunk")
     t = jax.tree.leaves(params)[0].shape[0]
     return self.predict_with_probabilities(params, images, (), t, query_chunk, plan)[0]
