@@ -127,6 +127,33 @@ def test_generator_gradient_comes_only_through_feature_matching(monkeypatch):
   assert _changed(state["d_params"], new["d_params"])
 
 
+def test_apply_parts_equals_one_application_per_part():
+  disc = models.GanDiscriminator(C, (16, 8))
+  rs = np.random.RandomState(0)
+  parts = [jnp.asarray(rs.uniform(size=(n, *SHAPE)), jnp.float32) for n in (3, 5, 2)]
+  variables = disc.init(jax.random.key(0), parts[0])
+  apply = lambda x: disc.apply(variables, x)  # noqa: E731  (train=False: no noise)
+  stacked = _pate_g.apply_parts(apply, parts)
+  assert len(stacked) == 3
+  for part, (logits, features) in zip(parts, stacked):
+    want_logits, want_features = apply(part)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(features, want_features, rtol=1e-5, atol=1e-6)
+
+
+def test_a_step_on_stacked_minibatches_equals_one_pass_per_minibatch(monkeypatch):
+  # Without D's noise, one GAN step must not depend on how D's passes are grouped.
+  data, _ = _toy_data()
+  st = _tiny_gan(input_noise=0.0, hidden_noise=0.0)
+  state = st.init(jax.random.key(0), jnp.asarray(data.pool[:20]))
+  stacked, _ = st.step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+  monkeypatch.setattr(_pate_g, "apply_parts", lambda apply, parts: [apply(p) for p in parts])
+  separate, _ = st.step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+  for got, want in zip(jax.tree.leaves(stacked), jax.tree.leaves(separate)):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+  assert _changed(state["d_params"], stacked["d_params"])
+
+
 def test_discriminator_losses_match_their_definition():
   rs = np.random.RandomState(0)
   lab, unl, fake = (jnp.asarray(rs.normal(size=(5, C))) for _ in range(3))
