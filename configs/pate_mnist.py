@@ -12,7 +12,8 @@ Stages, each with the config of its own experiment (overridable as
              → <workdir>/student/{checkpoints,results.json} (``--config.student.num_steps=...``)
   attack     the histogram attack on the run's lowest-consensus labelled queries, with
              fresh noise and with consistent answers → <workdir>/attack/
-             (``--config.attack.enabled=False`` skips it)
+             (``--config.attack.enabled=False`` skips it); on the host, beside the
+             student's training where that runs on an accelerator
 and ``<workdir>/report.md``, the run's report with its figures.
 One root seed (``--config.seed``) drives every stage through pate_jax.rng's named
 streams. The main job may fall back to scikit-learn's 8×8 digits when MNIST is
@@ -43,8 +44,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.aggregate.epsilon_max = 2.0
   c.student = _sibling("student_pate_g").get_config(arg)
   # PATE-G for the authors' 300 epochs (27,000 steps of the 9,000-image pool; on the CPU
-  # too: ≈ 10 minutes at 46 steps/s), with one deviation: the real images shifted by up
-  # to 2 pixels (without it the student plateaus near 97.7 %; README, *Students*).
+  # too: 26 minutes in results/runs/pate_mnist_cpu), with one deviation: the real images
+  # shifted by up to 2 pixels (without it the student plateaus near 97.7 %; README,
+  # *Students*).
   # --config.student.student.kwargs.translate=0 is the authors' PATE-G.
   c.student.num_steps = 27_000
   c.student.segment_steps = 900
@@ -69,6 +71,10 @@ def _attack_config() -> ml_collections.ConfigDict:
   # Where the attack runs: "host" (the CPU; its hundred-odd small programs compile there
   # cheaply) or "default" (JAX's default device): pate_jax.experiment.accounting_device.
   a.device = "host"
+  # Whether it runs in a thread beside the student's training (it needs the labels, not the
+  # student). None: when the two devices differ (the host beside an accelerator), so that
+  # the attack adds no wall time; on a CPU-only machine they would share the cores.
+  a.beside_student = ml_collections.config_dict.placeholder(bool)
   defense = _sibling("attack_defense").get_config()  # the attack paper's solver options
   a.reconstruction = defense.reconstruction
   a.mle_reconstruction = defense.mle_reconstruction

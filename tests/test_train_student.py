@@ -13,6 +13,7 @@ import pytest
 
 from pate_jax import experiment
 from pate_jax.experiment import load_script
+from pate_jax.stages import main_job
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
@@ -215,6 +216,10 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   fresh, consistent = attack["ledger_check"]
   # The attack runs on the host (config.attack.device), as the accounting does.
   assert experiment.read_results(tmp_path / "attack")["platform"] == "cpu"
+  # On a CPU-only machine the attack runs after the student, not beside it.
+  assert s["concurrent_seconds"] == {} and set(s["stage_seconds"]) == {
+      "teachers", "labels_and_student", "attack"}
+  assert experiment.read_results(tmp_path / "attack")["beside_student"] is False
   assert fresh["num_charged"] == 300 and consistent["num_charged"] == 1
   report = (tmp_path / "report.md").read_text()
   public, private = report.split("## Private: for the data owner only")
@@ -236,6 +241,41 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
           if p.name.isdigit()] == ["4"]
   # No other mechanism's noise fields in the record of a GNMax run.
   assert "gamma" not in record["config"]["aggregate"]
+
+
+def test_the_attack_runs_beside_the_student_where_their_devices_differ():
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  # Here the host is the default device: beside the student it would share the cores.
+  assert c.attack.beside_student is None and not main_job.attack_beside_student(c)
+  c.attack.beside_student = True
+  assert main_job.attack_beside_student(c)
+  c.attack.beside_student, c.attack.device = None, "default"
+  assert not main_job.attack_beside_student(c)
+  c.attack.device = "gpu0"
+  with pytest.raises(ValueError, match="config.attack.device"):
+    main_job.attack_beside_student(c)
+
+
+@pytest.mark.slow
+def test_main_job_attack_beside_the_student_equals_the_attack_after_it(tmp_path):
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  c.teachers.dataset = "digits"
+  c.teachers.num_teachers, c.teachers.num_steps, c.teachers.checkpoint_every = 5, 10, 10
+  c.teachers.gap_plot = False
+  c.aggregate.num_queries, c.aggregate.sigma, c.aggregate.epsilon_max = 20, 2.0, 1000.0
+  c.student.num_steps, c.student.segment_steps, c.student.batch_size = 4, 2, 8
+  c.student.student.kwargs.update(TINY_GAN)
+  c.attack.num_histograms, c.attack.num_queries = 2, 200
+  c.attack.variants = ml_collections.ConfigDict({"paper": {}})
+  c.attack.beside_student = True
+  s = run_pate.run(c, str(tmp_path))
+  assert set(s["concurrent_seconds"]) == {"attack_beside_student"}
+  beside = experiment.read_results(tmp_path / "attack")
+  assert beside["beside_student"] is True and beside["platform"] == "cpu"
+  # The same attack computed again, in this thread after the student: the same numbers.
+  after = main_job.attack_stage(c, tmp_path)
+  assert after == s["private"]["attack"]
+  assert experiment.read_results(tmp_path / "attack")["beside_student"] is False
 
 
 @pytest.mark.slow

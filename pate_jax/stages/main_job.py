@@ -14,12 +14,16 @@ sensitivity, the student's accuracy) and *private: for the data owner only* (the
 accuracy and vote gap, the data-dependent ε, the attack on the run's own vote
 histograms). It ends by printing the headlines (private lines say so) and the files' paths.
 Noise is secret unless ``--config.noise_seed`` names a research seed (then every output
-says that its ε is a measurement, not a release).
+says that its ε is a measurement, not a release). The attack needs the labels, not the
+student: where its device is not the student's (the host beside an accelerator) it runs
+in a thread beside the student's training (``--config.attack.beside_student``), its own
+seconds recorded apart from the stages' (``concurrent_seconds``).
 A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
 written, unless ``--config.teachers.keep_checkpoints=True``; a finished one reuses
 votes.npz), the teachers' privacy budget kept beside their votes
 (``teachers/ledger.npz``: labels already paid for come back as recorded, never bought
-again), and the student from its last checkpoint (the one kept: the trained model, ~30 MB). About 32 MB remain on disk after the CPU run.
+again), and the student from its last checkpoint (the one kept: the trained model,
+~30 MB). About 32 MB remain on disk after the CPU run.
 
 Overrides name the stage: ``--config.teachers.num_teachers=100``,
 ``--config.aggregate.num_queries=1000``, ``--config.student.num_steps=450``. The stages'
@@ -29,8 +33,10 @@ Overrides name the stage: ``--config.teachers.num_teachers=100``,
 
 from __future__ import annotations
 
+import concurrent.futures
 import pathlib
 import time
+from typing import Callable
 
 import jax
 import numpy as np
@@ -43,36 +49,78 @@ from pate_jax.stages import student as student_stage
 from pate_jax.stages import teachers as teachers_stage
 
 
-def attack_stage(config, root: pathlib.Path) -> dict:
-  """The histogram attack on the run's ``config.attack.num_histograms`` lowest-consensus
-  answered queries (GNMax with the labels' σ), fresh noise vs consistent answers."""
-  a, agg = config.attack, config.aggregate
-  if not a.enabled:
-    return {"skipped": "--config.attack.enabled=False"}
-  if mechanisms.get(agg.mechanism, "config.aggregate.mechanism") is not mechanisms.GNMAX:
+def _attack_skipped(config) -> str | None:
+  """Why the main job makes no attack (``None``: it makes one)."""
+  if not config.attack.enabled:
+    return "--config.attack.enabled=False"
+  if mechanisms.get(config.aggregate.mechanism,
+                    "config.aggregate.mechanism") is not mechanisms.GNMAX:
     # The attack models GNMax's answers.
-    return {"skipped": f"the attack models GNMax answers; the labels used {agg.mechanism}"}
+    return f"the attack models GNMax answers; the labels used {config.aggregate.mechanism}"
+  return None
+
+
+def attack_beside_student(config) -> bool:
+  """Whether the attack runs in a thread beside the student's training:
+  ``config.attack.beside_student``, or where that is ``None``, whenever the attack's device
+  (``config.attack.device``) is not the one the student trains on (the host beside an
+  accelerator: the two then share no device, and the attack costs the job no wall time)."""
+  choice = config.attack.get("beside_student")
+  if choice is not None:
+    return bool(choice)
+  device = experiment.accounting_device(config.attack.get("device", "host"),
+                                        "config.attack.device")
+  return device is not None and device.platform != jax.devices()[0].platform
+
+
+def attack_computation(config, root: pathlib.Path) -> Callable[[], dict]:
+  """The histogram attack on the run's ``config.attack.num_histograms`` lowest-consensus
+  answered queries (GNMax with the labels' σ), fresh noise vs consistent answers, as a
+  function of no arguments: its inputs (votes, labels, keys, settings) are read now, so
+  that it may run in another thread while the student trains."""
+  a, agg = config.attack, config.aggregate
   data = votes_lib.load_votes(root / "teachers")
   answered = labels_lib.load_labels(root / "aggregate", votes_digest=budget.votes_digest(data))
   index = answered["query_index"][answered["answered"]]
   votes = np.asarray(data["votes"])[index]
   pick = attacks.lowest_consensus(votes, a.num_histograms)
   key = rng.root_key(config.seed)
-  # Tens of thousands of small noisy answers, their ledger and the reconstructions: many
-  # small programs, each compiled once, cheaper on the host than as GPU kernels.
-  with jax.default_device(experiment.accounting_device(a.get("device", "host"),
-                                                       "config.attack.device")):
-    results = attacks.produced_histograms(
-        attacks.seed_keys(rng.stream(key, "attack_answers"), a.num_seeds),
-        rng.stream(key, "attack_ledger"), votes[pick], index[pick], sigma=agg.sigma,
-        num_queries=a.num_queries, variants=attack_lib.reconstruction_variants(a),
-        delta=agg.delta, dataset=str(data["dataset"]), conversion=a.conversion)
-    results["platform"] = _checks.default_platform()  # where the attack ran
+  keys = attacks.seed_keys(rng.stream(key, "attack_answers"), a.num_seeds)
+  ledger_key = rng.stream(key, "attack_ledger")
+  kwargs = {"sigma": float(agg.sigma), "num_queries": int(a.num_queries),
+            "variants": attack_lib.reconstruction_variants(a), "delta": float(agg.delta),
+            "dataset": str(data["dataset"]), "conversion": str(a.conversion)}
+  device = experiment.accounting_device(a.get("device", "host"), "config.attack.device")
+
+  def compute() -> dict:
+    t = time.time()
+    # Tens of thousands of small noisy answers, their ledger and the reconstructions: many
+    # small programs, each compiled once, cheaper on the host than as GPU kernels. (The
+    # device choice is local to the thread that computes.)
+    with jax.default_device(device):
+      results = attacks.produced_histograms(keys, ledger_key, votes[pick], index[pick],
+                                            **kwargs)
+      results["platform"] = _checks.default_platform()  # where the attack ran
+    results["seconds"] = time.time() - t
+    return results
+
+  return compute
+
+
+def attack_stage(config, root: pathlib.Path,
+                 computed: concurrent.futures.Future | None = None) -> dict:
+  """The attack (:func:`attack_computation`; ``computed``: its results, computing beside
+  the student) written to ``root/attack`` with its figure; returns its summary."""
+  skipped = _attack_skipped(config)
+  if skipped:
+    return {"skipped": skipped}
+  results = computed.result() if computed is not None else attack_computation(config, root)()
+  results["beside_student"] = computed is not None
   workdir = root / "attack"
   workdir.mkdir(parents=True, exist_ok=True)
   results["figures"] = [attacks.plot_defense(workdir / "defense_consistent_answers.png",
                                              results, "PRIVATE (data owner only): ")]
-  experiment.write_results(workdir, results, config=a, seed=config.seed,
+  experiment.write_results(workdir, results, config=config.attack, seed=config.seed,
                            disclosure=experiment.MEASUREMENT)
   return reporting.attack_summary(results)
 
@@ -114,17 +162,30 @@ def run(config, workdir: str) -> dict:
   teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
                                 restart_flag="--config.teachers.restart")
   stage_seconds["teachers"], t = time.time() - t, time.time()
-  # The student stage labels its queries in aggregate/ (or reuses the labels paid for).
-  student = student_stage.run(config.student, str(root / "student"),
-                              restart_flag="--config.student.restart")
-  labels = experiment.read_results(root / "aggregate")
-  if student.get("history"):
-    reporting.plot_history(student["history"], f"{student['student']} student, "
-                           f"{student['num_labels']} noisy labels",
-                           root / "student" / "accuracy.png")
-  stage_seconds["labels_and_student"], t = time.time() - t, time.time()
-  attack = attack_stage(config, root)
+  # The student stage labels its queries in aggregate/ (or reuses the labels paid for);
+  # the attack, which needs those labels, may then run beside its training.
+  beside = _attack_skipped(config) is None and attack_beside_student(config)
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    computing = []
+
+    def start_attack():
+      computing.append(pool.submit(attack_computation(config, root)))
+
+    student = student_stage.run(config.student, str(root / "student"),
+                                restart_flag="--config.student.restart",
+                                on_labels=start_attack if beside else None)
+    labels = experiment.read_results(root / "aggregate")
+    if student.get("history"):
+      reporting.plot_history(student["history"], f"{student['student']} student, "
+                             f"{student['num_labels']} noisy labels",
+                             root / "student" / "accuracy.png")
+    stage_seconds["labels_and_student"], t = time.time() - t, time.time()
+    # Beside the student: the wait for what is left of it (then its files).
+    attack = attack_stage(config, root, computing[0] if computing else None)
   stage_seconds["attack"] = time.time() - t
+  concurrent_seconds = {}  # work hidden behind a stage: not in the sum of stage_seconds
+  if computing:
+    concurrent_seconds["attack_beside_student"] = computing[0].result()["seconds"]
   summary = {
       "noise_source": labels["noise_source"],
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},
@@ -139,7 +200,8 @@ def run(config, workdir: str) -> dict:
       "ledger": labels["ledger"],
       "delta": labels["delta"],
       "wall_seconds": time.time() - t0,
-      "stage_seconds": stage_seconds,
+      "stage_seconds": stage_seconds,  # sequential: they add up to (nearly) the wall
+      "concurrent_seconds": concurrent_seconds,
       "private": reporting.private_part(
           teachers={**{k: teachers[k] for k in (
               "dataset", "num_teachers", "examples_per_teacher", "wall_seconds")},
@@ -193,5 +255,7 @@ def report(s: dict) -> None:
       *[mark + line for line in reporting.attack_headline(p["attack"])],
       f"main job wall {s['wall_seconds']:.0f} s" + ("" if not s.get("stage_seconds") else
           " (" + ", ".join(f"{k.replace('_', ' ')} {v:.0f} s"
-                           for k, v in s["stage_seconds"].items()) + ")"),
+                           for k, v in s["stage_seconds"].items()) + ")")
+      + "".join(f"; {k.replace('_', ' ')} {v:.0f} s"
+                for k, v in (s.get("concurrent_seconds") or {}).items()),
       f"report: {s['report']}"]))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pathlib
 import time
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -50,7 +51,14 @@ def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   return labels_lib.load_labels(out), results
 
 
-def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
+def run(config, workdir: str, restart_flag: str = "--config.restart",
+        on_labels: Callable[[], Any] | None = None) -> dict:
+  """Labels (or reuses) the student's queries, trains it and writes ``results.json``.
+
+  ``on_labels``: called once the labels are written and before the training (the main
+  job starts its attack there, beside the training); not called by the active learner,
+  whose labels come during its training.
+  """
   t0 = time.time()
   workdir = pathlib.Path(workdir)
   if not config.votes_dir:
@@ -125,6 +133,8 @@ def run(config, workdir: str, restart_flag: str = "--config.restart") -> dict:
                   f"{config.student.kwargs.get('temperature', 1.0):g}, without noise")
       results["epsilon"] = f"not private: {what}"
     data = students.make_student_data(pool, index, labels, eval_x, eval_y, num_classes)
+    if on_labels is not None:
+      on_labels()
     fit, results["game_restarts"] = _fit_checked(config, student, data, key, root, workdir,
                                                  fit_kwargs)
   true = np.asarray(votes["labels"])[index]
