@@ -157,7 +157,7 @@ def run(config, workdir: str) -> dict:
   # A bad device name is refused now, not after the teachers and the student.
   experiment.accounting_device(config.attack.get("device", "host"), "config.attack.device")
   experiment.remove_stale(root, ("results.json", "report.md"))
-  stage_seconds = {}  # where the end-to-end wall goes (the 60 s target)
+  stage_seconds = {}  # where the end-to-end wall goes (the GPU acceptance's 60 s target)
   t = time.time()
   teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
                                 restart_flag="--config.teachers.restart")
