@@ -127,7 +127,7 @@ def test_generator_gradient_comes_only_through_feature_matching(monkeypatch):
   assert _changed(state["d_params"], new["d_params"])
 
 
-def test_apply_parts_equals_one_application_per_part():
+def test_apply_parts_equals_one_application_per_part(float32_matmuls):
   disc = models.GanDiscriminator(C, (16, 8))
   rs = np.random.RandomState(0)
   parts = [jnp.asarray(rs.uniform(size=(n, *SHAPE)), jnp.float32) for n in (3, 5, 2)]
@@ -141,7 +141,8 @@ def test_apply_parts_equals_one_application_per_part():
     np.testing.assert_allclose(features, want_features, rtol=1e-5, atol=1e-6)
 
 
-def test_a_step_on_stacked_minibatches_equals_one_pass_per_minibatch(monkeypatch):
+def test_a_step_on_stacked_minibatches_equals_one_pass_per_minibatch(monkeypatch,
+                                                                    float32_matmuls):
   # Without D's noise, one GAN step must not depend on how D's passes are grouped.
   data, _ = _toy_data()
   st = _tiny_gan(input_noise=0.0, hidden_noise=0.0)
