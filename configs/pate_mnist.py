@@ -13,7 +13,8 @@ Stages, each with the config of its own experiment (overridable as
   attack     the histogram attack on the run's lowest-consensus labelled queries, with
              fresh noise and with consistent answers → <workdir>/attack/
              (``--config.attack.enabled=False`` skips it); on the host, beside the
-             student's training where that runs on an accelerator
+             student's training where that runs on an accelerator (where the labels'
+             accounting is also compiled ahead, beside the teachers' training)
 and ``<workdir>/report.md``, the run's report with its figures.
 One root seed (``--config.seed``) drives every stage through pate_jax.rng's named
 streams. The main job may fall back to scikit-learn's 8×8 digits when MNIST is
@@ -52,6 +53,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.student.segment_steps = 900
   c.student.student.kwargs.translate = 2
   c.attack = _attack_config()
+  # Whether the labels' accounting is compiled ahead on synthetic votes, in a thread beside
+  # the teachers' training (pate_jax.stages.aggregate.compile_ahead: the aggregate stage is
+  # almost all compilation). None: when the accounting's device is not the teachers' (the
+  # host beside an accelerator); on a CPU-only machine they would share the cores.
+  c.compile_accounting_ahead = ml_collections.config_dict.placeholder(bool)
   c.seed = 0
   # None: secret noise (os.urandom, never written). An int: a research noise seed for exact
   # reproduction; the noise is then public and the run's ε a measurement, not a release.

@@ -245,7 +245,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert "gamma" not in record["config"]["aggregate"]
 
 
-def test_the_attack_runs_beside_the_student_where_their_devices_differ():
+def test_host_work_runs_beside_the_accelerator_where_their_devices_differ():
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
   # Beside the student where it trains on an accelerator; on a CPU-only machine the two
   # would share the cores.
@@ -259,10 +259,15 @@ def test_the_attack_runs_beside_the_student_where_their_devices_differ():
   c.attack.device = "gpu0"
   with pytest.raises(ValueError, match="config.attack.device"):
     main_job.attack_beside_student(c)
+  # The labels' accounting, compiled ahead beside the teachers: the same rule.
+  assert c.compile_accounting_ahead is None
+  assert main_job.accounting_ahead(c) == on_accelerator
+  c.compile_accounting_ahead = True
+  assert main_job.accounting_ahead(c)
 
 
 @pytest.mark.slow
-def test_main_job_attack_beside_the_student_equals_the_attack_after_it(tmp_path):
+def test_main_job_with_host_work_beside_the_accelerator(tmp_path):
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
   c.teachers.dataset = "digits"
   c.teachers.num_teachers, c.teachers.num_steps, c.teachers.checkpoint_every = 5, 10, 10
@@ -272,9 +277,10 @@ def test_main_job_attack_beside_the_student_equals_the_attack_after_it(tmp_path)
   c.student.student.kwargs.update(TINY_GAN)
   c.attack.num_histograms, c.attack.num_queries = 2, 200
   c.attack.variants = ml_collections.ConfigDict({"paper": {}})
-  c.attack.beside_student = True
+  c.attack.beside_student, c.compile_accounting_ahead = True, True
   s = run_pate.run(c, str(tmp_path))
-  assert set(s["concurrent_seconds"]) == {"attack_beside_student"}
+  assert set(s["concurrent_seconds"]) == {"attack_beside_student",
+                                          "accounting_compiled_beside_teachers"}
   beside = experiment.read_results(tmp_path / "attack")
   assert beside["beside_student"] is True and beside["platform"] == "cpu"
   # The same attack computed again, in this thread after the student: the same numbers.

@@ -16,8 +16,10 @@ histograms). It ends by printing the headlines (private lines say so) and the fi
 Noise is secret unless ``--config.noise_seed`` names a research seed (then every output
 says that its ε is a measurement, not a release). The attack needs the labels, not the
 student: where its device is not the student's (the host beside an accelerator) it runs
-in a thread beside the student's training (``--config.attack.beside_student``), its own
-seconds recorded apart from the stages' (``concurrent_seconds``).
+in a thread beside the student's training (``--config.attack.beside_student``). In the
+same way the labels' accounting, almost all compilation, is compiled ahead on synthetic
+votes beside the teachers' training (``--config.compile_accounting_ahead``). The seconds
+of such host work are recorded apart from the stages' (``concurrent_seconds``).
 A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
 written, unless ``--config.teachers.keep_checkpoints=True``; a finished one reuses
 votes.npz), the teachers' privacy budget kept beside their votes
@@ -44,6 +46,8 @@ import numpy as np
 from pate_jax import _checks, attacks, budget, experiment, labels as labels_lib, mechanisms
 from pate_jax import reporting
 from pate_jax import rng, votes as votes_lib
+from pate_jax import data as data_lib
+from pate_jax.stages import aggregate as aggregate_stage
 from pate_jax.stages import attack as attack_lib
 from pate_jax.stages import student as student_stage
 from pate_jax.stages import teachers as teachers_stage
@@ -60,17 +64,47 @@ def _attack_skipped(config) -> str | None:
   return None
 
 
+def _host_beside_accelerator(choice: bool | None, device_kind: str, name: str) -> bool:
+  """``choice``, or where it is ``None``, whether the device of ``device_kind`` (named by
+  ``name`` in a refusal; :func:`pate_jax.experiment.accounting_device`) is not the default
+  device: the host beside an accelerator, where host work costs the accelerator nothing."""
+  if choice is not None:
+    return bool(choice)
+  device = experiment.accounting_device(device_kind, name)
+  return device is not None and device.platform != jax.devices()[0].platform
+
+
 def attack_beside_student(config) -> bool:
   """Whether the attack runs in a thread beside the student's training:
   ``config.attack.beside_student``, or where that is ``None``, whenever the attack's device
   (``config.attack.device``) is not the one the student trains on (the host beside an
   accelerator: the two then share no device, and the attack costs the job no wall time)."""
-  choice = config.attack.get("beside_student")
-  if choice is not None:
-    return bool(choice)
-  device = experiment.accounting_device(config.attack.get("device", "host"),
-                                        "config.attack.device")
-  return device is not None and device.platform != jax.devices()[0].platform
+  return _host_beside_accelerator(config.attack.get("beside_student"),
+                                  config.attack.get("device", "host"), "config.attack.device")
+
+
+def accounting_ahead(config) -> bool:
+  """Whether the labels' accounting is compiled ahead, in a thread beside the teachers'
+  training (:func:`pate_jax.stages.aggregate.compile_ahead`):
+  ``config.compile_accounting_ahead``, or where that is ``None``, whenever the accounting's
+  device (``config.aggregate.accounting_device``) is not the teachers' (the host beside an
+  accelerator)."""
+  return _host_beside_accelerator(config.get("compile_accounting_ahead"),
+                                  config.aggregate.get("accounting_device", "host"),
+                                  "config.aggregate.accounting_device")
+
+
+def compile_accounting(config) -> float:
+  """:func:`pate_jax.stages.aggregate.compile_ahead` with the shapes this run's votes will
+  have (its teachers, its dataset's classes and student split); returns its seconds."""
+  t = config.teachers
+  ds = data_lib.load_image_dataset(t.dataset, t.data_dir or None,
+                                   allow_fallback=t.allow_fallback)
+  split = data_lib.student_split(ds.name, len(ds.test_labels))
+  return aggregate_stage.compile_ahead(
+      config.aggregate, num_teachers=int(t.num_teachers), num_classes=ds.num_classes,
+      num_rows=len(split.pool_index) + len(split.eval_index),
+      num_pool=len(split.pool_index))
 
 
 def attack_computation(config, root: pathlib.Path) -> Callable[[], dict]:
@@ -158,14 +192,20 @@ def run(config, workdir: str) -> dict:
   experiment.accounting_device(config.attack.get("device", "host"), "config.attack.device")
   experiment.remove_stale(root, ("results.json", "report.md"))
   stage_seconds = {}  # where the end-to-end wall goes (the GPU acceptance's 60 s target)
-  t = time.time()
-  teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
-                                restart_flag="--config.teachers.restart")
-  stage_seconds["teachers"], t = time.time() - t, time.time()
-  # The student stage labels its queries in aggregate/ (or reuses the labels paid for);
-  # the attack, which needs those labels, may then run beside its training.
+  concurrent_seconds = {}  # host work beside a stage: not in the sum of stage_seconds
   beside = _attack_skipped(config) is None and attack_beside_student(config)
+  # One host thread, idle while the accelerator trains: the labels' accounting compiled
+  # ahead beside the teachers, then the attack beside the student.
   with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    ahead = pool.submit(compile_accounting, config) if accounting_ahead(config) else None
+    t = time.time()
+    teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
+                                  restart_flag="--config.teachers.restart")
+    if ahead is not None:  # finished before the labels, which then only compute
+      concurrent_seconds["accounting_compiled_beside_teachers"] = ahead.result()
+    stage_seconds["teachers"], t = time.time() - t, time.time()
+    # The student stage labels its queries in aggregate/ (or reuses the labels paid for);
+    # the attack, which needs those labels, may then run beside its training.
     computing = []
 
     def start_attack():
@@ -183,7 +223,6 @@ def run(config, workdir: str) -> dict:
     # Beside the student: the wait for what is left of it (then its files).
     attack = attack_stage(config, root, computing[0] if computing else None)
   stage_seconds["attack"] = time.time() - t
-  concurrent_seconds = {}  # work hidden behind a stage: not in the sum of stage_seconds
   if computing:
     concurrent_seconds["attack_beside_student"] = computing[0].result()["seconds"]
   summary = {
