@@ -227,6 +227,9 @@ def test_main_job_and_ablation_plans(data_dir, tmp_path, monkeypatch):
   assert p["student"]["votes"].startswith("MISSING") and p["student"]["pool_size"] == 9_000
   assert p["aggregate"] == {"mechanism": "gnmax", "num_queries": 100}
   assert p["attack"]["histograms"] == 5 and p["attack"]["repeats_each"] == 10_000
+  on_accelerator = jax.devices()[0].platform != "cpu"  # host work beside it, else none
+  assert p["host_work_beside_the_accelerator"] == {
+      "compile_accounting_ahead": on_accelerator, "attack_beside_student": on_accelerator}
   text = experiment.dry_run_text(config, p, {})
   assert "  teachers.train_plan.description: " in text and "  attack.histograms: 5" in text
 

@@ -263,10 +263,14 @@ def run(config, workdir: str) -> dict:
 def plan(config) -> dict:
   """``--dry_run``: the teachers' and the student's plans (data sizes, state bytes, the memory
   planner's chunks; the student sized from MNIST's student split, since the votes do not
-  exist yet) and the attack's size."""
+  exist yet), the attack's size, and which host work runs beside the accelerator."""
   a = config.attack
   wire(config, None)
-  return {"teachers": teachers_stage.plan(config.teachers),
+  return {"host_work_beside_the_accelerator": {
+              "compile_accounting_ahead": accounting_ahead(config),
+              "attack_beside_student": _attack_skipped(config) is None
+                                       and attack_beside_student(config)},
+          "teachers": teachers_stage.plan(config.teachers),
           "aggregate": {"mechanism": config.aggregate.mechanism,
                         "num_queries": config.aggregate.num_queries},
           "student": student_stage.plan(config.student),
