@@ -264,6 +264,8 @@ def test_host_work_runs_beside_the_accelerator_where_their_devices_differ():
   assert main_job.accounting_ahead(c) == on_accelerator
   c.compile_accounting_ahead = True
   assert main_job.accounting_ahead(c)
+  c.attack.device, c.attack.beside_student, c.attack.enabled = "host", True, False
+  assert not main_job.attack_beside_student(c)  # no attack: nothing beside the student
 
 
 @pytest.mark.slow

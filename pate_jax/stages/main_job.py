@@ -75,12 +75,14 @@ def _host_beside_accelerator(choice: bool | None, device_kind: str, name: str) -
 
 
 def attack_beside_student(config) -> bool:
-  """Whether the attack runs in a thread beside the student's training:
-  ``config.attack.beside_student``, or where that is ``None``, whenever the attack's device
-  (``config.attack.device``) is not the one the student trains on (the host beside an
-  accelerator: the two then share no device, and the attack costs the job no wall time)."""
-  return _host_beside_accelerator(config.attack.get("beside_student"),
-                                  config.attack.get("device", "host"), "config.attack.device")
+  """Whether the attack runs in a thread beside the student's training (never where the
+  job makes no attack): ``config.attack.beside_student``, or where that is ``None``,
+  whenever the attack's device (``config.attack.device``) is not the one the student trains
+  on (the host beside an accelerator: the two then share no device, and the attack costs
+  the job no wall time)."""
+  return _attack_skipped(config) is None and _host_beside_accelerator(
+      config.attack.get("beside_student"), config.attack.get("device", "host"),
+      "config.attack.device")
 
 
 def accounting_ahead(config) -> bool:
@@ -193,7 +195,7 @@ def run(config, workdir: str) -> dict:
   experiment.remove_stale(root, ("results.json", "report.md"))
   stage_seconds = {}  # where the end-to-end wall goes (the GPU acceptance's 60 s target)
   concurrent_seconds = {}  # host work beside a stage: not in the sum of stage_seconds
-  beside = _attack_skipped(config) is None and attack_beside_student(config)
+  beside = attack_beside_student(config)
   # One host thread, idle while the accelerator trains: the labels' accounting compiled
   # ahead beside the teachers, then the attack beside the student.
   with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -268,8 +270,7 @@ def plan(config) -> dict:
   wire(config, None)
   return {"host_work_beside_the_accelerator": {
               "compile_accounting_ahead": accounting_ahead(config),
-              "attack_beside_student": _attack_skipped(config) is None
-                                       and attack_beside_student(config)},
+              "attack_beside_student": attack_beside_student(config)},
           "teachers": teachers_stage.plan(config.teachers),
           "aggregate": {"mechanism": config.aggregate.mechanism,
                         "num_queries": config.aggregate.num_queries},
