@@ -45,9 +45,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.aggregate.epsilon_max = 2.0
   c.student = _sibling("student_pate_g").get_config(arg)
   # PATE-G for the authors' 300 epochs (27,000 steps of the 9,000-image pool; on the CPU
-  # too: 26 minutes in results/runs/pate_mnist_cpu), with one deviation: the real images
-  # shifted by up to 2 pixels (without it the student plateaus near 97.7 %; README,
-  # *Students*).
+  # too: 587 s of training in the README's main-job run, 1,551 s in RESULTS.md's), with one
+  # deviation: the real images shifted by up to 2 pixels (without it the student plateaus
+  # near 97.7 %; README, *Students*).
   # --config.student.student.kwargs.translate=0 is the authors' PATE-G.
   c.student.num_steps = 27_000
   c.student.segment_steps = 900
