@@ -47,6 +47,7 @@ from pate_jax import _checks, attacks, budget, experiment, labels as labels_lib,
 from pate_jax import reporting
 from pate_jax import rng, votes as votes_lib
 from pate_jax import data as data_lib
+from pate_jax import teachers as teachers_lib
 from pate_jax.stages import aggregate as aggregate_stage
 from pate_jax.stages import attack as attack_lib
 from pate_jax.stages import student as student_stage
@@ -102,11 +103,10 @@ def compile_accounting(config) -> float:
   t = config.teachers
   ds = data_lib.load_image_dataset(t.dataset, t.data_dir or None,
                                    allow_fallback=t.allow_fallback)
-  split = data_lib.student_split(ds.name, len(ds.test_labels))
+  rows, num_pool = teachers_lib.query_set(ds)  # the rows votes.npz will hold
   return aggregate_stage.compile_ahead(
       config.aggregate, num_teachers=int(t.num_teachers), num_classes=ds.num_classes,
-      num_rows=len(split.pool_index) + len(split.eval_index),
-      num_pool=len(split.pool_index))
+      num_rows=len(rows), num_pool=num_pool)
 
 
 def attack_computation(config, root: pathlib.Path) -> Callable[[], dict]:
