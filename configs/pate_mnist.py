@@ -58,6 +58,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # almost all compilation). None: when the accounting's device is not the teachers' (the
   # host beside an accelerator); on a CPU-only machine they would share the cores.
   c.compile_accounting_ahead = ml_collections.config_dict.placeholder(bool)
+  # Whether the student's training is compiled ahead in the same thread, after the
+  # accounting, on synthetic data of its shapes (pate_jax.stages.student.compile_ahead).
+  # None: when the student trains on an accelerator (compiling is host work).
+  c.compile_student_ahead = ml_collections.config_dict.placeholder(bool)
   c.seed = 0
   # None: secret noise (os.urandom, never written). An int: a research noise seed for exact
   # reproduction; the noise is then public and the run's ε a measurement, not a release.

@@ -229,7 +229,8 @@ def test_main_job_and_ablation_plans(data_dir, tmp_path, monkeypatch):
   assert p["attack"]["histograms"] == 5 and p["attack"]["repeats_each"] == 10_000
   on_accelerator = jax.devices()[0].platform != "cpu"  # host work beside it, else none
   assert p["host_work_beside_the_accelerator"] == {
-      "compile_accounting_ahead": on_accelerator, "attack_beside_student": on_accelerator}
+      "compile_accounting_ahead": on_accelerator, "compile_student_ahead": on_accelerator,
+      "attack_beside_student": on_accelerator}
   text = experiment.dry_run_text(config, p, {})
   assert "  teachers.train_plan.description: " in text and "  attack.histograms: 5" in text
 

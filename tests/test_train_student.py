@@ -266,6 +266,14 @@ def test_host_work_runs_beside_the_accelerator_where_their_devices_differ():
   assert main_job.accounting_ahead(c)
   c.attack.device, c.attack.beside_student, c.attack.enabled = "host", True, False
   assert not main_job.attack_beside_student(c)  # no attack: nothing beside the student
+  # The student's training, compiled ahead beside the teachers: wherever it trains on an
+  # accelerator; never for the active learner, whose rounds change its shapes.
+  assert c.compile_student_ahead is None
+  assert main_job.student_ahead(c) == on_accelerator
+  c.compile_student_ahead = True
+  assert main_job.student_ahead(c)
+  c.student.active = ml_collections.ConfigDict({"round_sizes": (50, 50)})
+  assert not main_job.student_ahead(c)
 
 
 @pytest.mark.slow
@@ -279,10 +287,11 @@ def test_main_job_with_host_work_beside_the_accelerator(tmp_path):
   c.student.student.kwargs.update(TINY_GAN)
   c.attack.num_histograms, c.attack.num_queries = 2, 200
   c.attack.variants = ml_collections.ConfigDict({"paper": {}})
-  c.attack.beside_student, c.compile_accounting_ahead = True, True
+  c.attack.beside_student, c.compile_accounting_ahead, c.compile_student_ahead = (True,) * 3
   s = run_pate.run(c, str(tmp_path))
   assert set(s["concurrent_seconds"]) == {"attack_beside_student",
-                                          "accounting_compiled_beside_teachers"}
+                                          "accounting_compiled_beside_teachers",
+                                          "student_compiled_beside_teachers"}
   beside = experiment.read_results(tmp_path / "attack")
   assert beside["beside_student"] is True and beside["platform"] == "cpu"
   # The same attack computed again, in this thread after the student: the same numbers.

@@ -18,8 +18,9 @@ says that its ε is a measurement, not a release). The attack needs the labels, 
 student: where its device is not the student's (the host beside an accelerator) it runs
 in a thread beside the student's training (``--config.attack.beside_student``). In the
 same way the labels' accounting, almost all compilation, is compiled ahead on synthetic
-votes beside the teachers' training (``--config.compile_accounting_ahead``). The seconds
-of such host work are recorded apart from the stages' (``concurrent_seconds``).
+votes beside the teachers' training (``--config.compile_accounting_ahead``), and so is the
+student's training, on synthetic data of its shapes (``--config.compile_student_ahead``).
+The seconds of such host work are recorded apart from the stages' (``concurrent_seconds``).
 A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
 written, unless ``--config.teachers.keep_checkpoints=True``; a finished one reuses
 votes.npz), the teachers' privacy budget kept beside their votes
@@ -97,16 +98,42 @@ def accounting_ahead(config) -> bool:
                                   "config.aggregate.accounting_device")
 
 
-def compile_accounting(config) -> float:
-  """:func:`pate_jax.stages.aggregate.compile_ahead` with the shapes this run's votes will
-  have (its teachers, its dataset's classes and student split); returns its seconds."""
+def student_ahead(config) -> bool:
+  """Whether the student's training is compiled ahead, in the thread beside the teachers'
+  training (:func:`pate_jax.stages.student.compile_ahead`): never for the active learner
+  (its rounds change the shapes); ``config.compile_student_ahead``, or where that is
+  ``None``, whenever the student trains on an accelerator (compiling is host work)."""
+  if config.student.get("active") and config.student.active.round_sizes:
+    return False
+  return _host_beside_accelerator(config.get("compile_student_ahead"), "host",
+                                  "config.compile_student_ahead")
+
+
+def _query_set(config):
+  """The dataset and the rows (public pool, then held-out) its votes.npz will hold."""
   t = config.teachers
   ds = data_lib.load_image_dataset(t.dataset, t.data_dir or None,
                                    allow_fallback=t.allow_fallback)
-  rows, num_pool = teachers_lib.query_set(ds)  # the rows votes.npz will hold
+  rows, num_pool = teachers_lib.query_set(ds)  # what the teachers stage votes on
+  return ds, len(rows), num_pool
+
+
+def compile_accounting(config) -> float:
+  """:func:`pate_jax.stages.aggregate.compile_ahead` with the shapes this run's votes will
+  have (its teachers, its dataset's classes and student split); returns its seconds."""
+  ds, num_rows, num_pool = _query_set(config)
   return aggregate_stage.compile_ahead(
-      config.aggregate, num_teachers=int(t.num_teachers), num_classes=ds.num_classes,
-      num_rows=len(rows), num_pool=num_pool)
+      config.aggregate, num_teachers=int(config.teachers.num_teachers),
+      num_classes=ds.num_classes, num_rows=num_rows, num_pool=num_pool)
+
+
+def compile_student(config) -> float:
+  """:func:`pate_jax.stages.student.compile_ahead` with the shapes of this run's student
+  split; returns its seconds."""
+  ds, num_rows, num_pool = _query_set(config)
+  return student_stage.compile_ahead(
+      config.student, num_classes=ds.num_classes, image_shape=ds.test_images.shape[1:],
+      pool_size=num_pool, num_eval=num_rows - num_pool)
 
 
 def attack_computation(config, root: pathlib.Path) -> Callable[[], dict]:
@@ -199,12 +226,14 @@ def run(config, workdir: str) -> dict:
   # One host thread, idle while the accelerator trains: the labels' accounting compiled
   # ahead beside the teachers, then the attack beside the student.
   with concurrent.futures.ThreadPoolExecutor(1) as pool:
-    ahead = pool.submit(compile_accounting, config) if accounting_ahead(config) else None
+    ahead = {name: pool.submit(compile_fn, config) for name, compile_fn, on in (
+        ("accounting_compiled_beside_teachers", compile_accounting, accounting_ahead(config)),
+        ("student_compiled_beside_teachers", compile_student, student_ahead(config))) if on}
     t = time.time()
     teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
                                   restart_flag="--config.teachers.restart")
-    if ahead is not None:  # finished before the labels, which then only compute
-      concurrent_seconds["accounting_compiled_beside_teachers"] = ahead.result()
+    for name, future in ahead.items():  # done before the labels and the student need them
+      concurrent_seconds[name] = future.result()
     stage_seconds["teachers"], t = time.time() - t, time.time()
     # The student stage labels its queries in aggregate/ (or reuses the labels paid for);
     # the attack, which needs those labels, may then run beside its training.
@@ -270,6 +299,7 @@ def plan(config) -> dict:
   wire(config, None)
   return {"host_work_beside_the_accelerator": {
               "compile_accounting_ahead": accounting_ahead(config),
+              "compile_student_ahead": student_ahead(config),
               "attack_beside_student": attack_beside_student(config)},
           "teachers": teachers_stage.plan(config.teachers),
           "aggregate": {"mechanism": config.aggregate.mechanism,

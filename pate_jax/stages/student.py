@@ -155,6 +155,34 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
   return results
 
 
+def compile_ahead(config, *, num_classes: int, image_shape: tuple[int, ...], pool_size: int,
+                  num_eval: int) -> float:
+  """Compiles the student's training for :func:`run` ahead, on synthetic data of the shapes
+  its real data will have (``pool_size`` pool and ``num_eval`` held-out images of
+  ``image_shape``, ``config.aggregate.num_queries`` labels: the real count where every
+  query is answered, as GNMax does; otherwise the real run compiles its own) with
+  :func:`pate_jax.students.compile_fit`: the main job does this while its teachers train
+  on an accelerator. Nothing is read or written; returns the seconds taken."""
+  t = time.time()
+  if config.get("active") and config.active.round_sizes:
+    raise ValueError("config.active: the active learner's rounds have no fixed shapes to "
+                     "compile ahead")
+  image_shape = tuple(int(n) for n in image_shape)
+  student = students.build_student(config.student.name, num_classes, image_shape,
+                                   **config.student.kwargs.to_dict())
+  n, r = int(config.aggregate.num_queries), np.random.default_rng(0)
+  labels = (np.full((n, num_classes), 1.0 / num_classes, np.float32)
+            if config.labels == "probabilities" else np.arange(n) % num_classes)
+  data = students.make_student_data(
+      r.random((pool_size, *image_shape), np.float32), np.arange(n), labels,
+      r.random((num_eval, *image_shape), np.float32), np.arange(num_eval) % num_classes,
+      num_classes)
+  students.compile_fit(student, data, rng.stream(rng.root_key(config.seed), "student_train"),
+                       num_steps=int(config.num_steps), batch_size=int(config.batch_size),
+                       segment_steps=int(config.segment_steps))
+  return time.time() - t
+
+
 def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
                  ) -> tuple[students.FitResult, list[dict]]:
   """``students.fit``, restarted with a fresh key when the game fails ``config.game_check``

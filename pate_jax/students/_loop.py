@@ -229,6 +229,31 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
       ckpt.close()
 
 
+def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
+                batch_size: int, segment_steps: int, init_examples: int = 500) -> None:
+  """Compiles the programs :func:`fit` will run on data of ``data``'s shapes, without
+  training: the initialisation (run, on ``init_examples`` pool rows), each length of
+  training segment a run from step 0 takes (compiled ahead of time, not run) and the
+  evaluation (run). ``data``'s values do not matter (synthetic data of the real shapes
+  will do), nor ``key``'s; ``student`` must be the object :func:`fit` will get (the compiled
+  programs are cached by it: :func:`pate_jax.students.build_student` returns one object per
+  arguments). A later :func:`fit` on real data of those shapes then compiles nothing, so
+  this may run while something else (the teachers' training) keeps the accelerator busy.
+  """
+  for name, value in (("num_steps", num_steps), ("batch_size", batch_size),
+                      ("segment_steps", segment_steps)):
+    if int(value) < 1:
+      raise ValueError(f"{name} must be >= 1, got {value}")
+  pool = jnp.asarray(data.pool)
+  state = init_state(student, pool, key, init_examples)
+  index = jnp.asarray(data.labelled_index, jnp.int32)
+  labels = jnp.asarray(data.labels)
+  for n in sorted({min(segment_steps, num_steps), num_steps % segment_steps} - {0}):
+    _segment.lower(student, batch_size, n, state, key, jnp.asarray(0), pool, index,
+                   labels).compile()
+  accuracy(student, state, data.eval_images, data.eval_labels)
+
+
 def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps, log,
            check=None) -> FitResult:
   """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``); ``pool`` is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from pate_jax.students._loop import Student
@@ -32,8 +33,26 @@ STUDENTS: dict[str, Callable[..., Student]] = {
 
 def build_student(name: str, num_classes: int, image_shape: tuple[int, ...],
                   **kwargs: Any) -> Student:
-  """The student ``name`` (see ``STUDENTS``) with its keyword arguments."""
+  """The student ``name`` (see ``STUDENTS``) with its keyword arguments.
+
+  Equal arguments (hashable ones: numbers, strings, tuples) give the same object, and so
+  share its compiled programs (:func:`pate_jax.students.fit` compiles per student): what
+  :func:`pate_jax.students.compile_fit` compiled ahead serves the stage that builds the
+  student again from the same config.
+  """
   if name not in STUDENTS:
     raise ValueError(f"student: unknown student {name!r}; known: {sorted(STUDENTS)}")
   kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
-  return STUDENTS[name](num_classes, tuple(image_shape), **kwargs)
+  args = (name, int(num_classes), tuple(int(n) for n in image_shape),
+          tuple(sorted(kwargs.items())))
+  try:
+    hash(args)
+  except TypeError:  # e.g. a dict of model arguments: a new object
+    return STUDENTS[name](*args[1:3], **kwargs)
+  return _build(*args)
+
+
+@functools.lru_cache(maxsize=16)
+def _build(name: str, num_classes: int, image_shape: tuple[int, ...],
+           kwargs: tuple[tuple[str, Any], ...]) -> Student:
+  return STUDENTS[name](num_classes, image_shape, **dict(kwargs))
