@@ -1,7 +1,8 @@
 """Stages compiled ahead (the main job, while its teachers train on an accelerator): the
 aggregate stage on synthetic votes, after which the stage on real votes compiles nothing,
 and the rehearsal neither spends the real budget nor leaves files; the student's training
-on synthetic data, after which training on real data of those shapes compiles nothing."""
+on synthetic data, after which training on real data of those shapes compiles nothing; the
+teachers' votes, planned and compiled beside their training."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ import pathlib
 import tempfile
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
 
-from pate_jax import experiment, students
+from pate_jax import experiment, memory, students, teachers
 from pate_jax import votes as votes_lib
 from pate_jax.stages import aggregate
 from pate_jax.stages import student as student_stage
+from pate_jax.stages import teachers as teachers_stage
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -111,3 +114,55 @@ def test_the_student_stage_compiled_ahead_trains_without_compiling(digits_votes_
   with pytest.raises(ValueError, match="config.active"):
     student_stage.compile_ahead(c, num_classes=num_classes, image_shape=pool.shape[1:],
                                 pool_size=len(pool), num_eval=len(eval_x))
+
+
+# The teachers' votes planned and compiled ahead (a thread beside their training).
+
+def _ensemble(strategy="vmap"):
+  return teachers.build_ensemble("mlp", 10, model_kwargs={"hidden": (16,)}, learning_rate=1e-3,
+                                 weight_decay=0.0, batch_size=8, max_shift=0,
+                                 strategy=strategy)
+
+
+def test_after_compile_predict_the_votes_compile_nothing(caplog):
+  ens = _ensemble()
+  images = np.random.default_rng(0).random((6, 20, 8, 8, 1), np.float32)
+  state = ens.init(jax.random.split(jax.random.key(0), 6), images[0])
+  queries = jnp.asarray(np.random.default_rng(1).random((50, 8, 8, 1), np.float32))
+  shapes = jax.eval_shape(lambda s: s, state)
+  resident = memory.tree_bytes(shapes["opt_state"])
+  plan = ens.compile_predict(shapes["params"], jax.ShapeDtypeStruct(queries.shape, jnp.float32),
+                             (1.0,), None, resident)
+  assert plan.teachers == 6 and plan.queries == 50
+  out, compiled = _compiled(caplog, lambda: teachers.compute_votes(
+      ens, state, queries, np.zeros(50, np.int32), num_classes=10, num_teachers=5,
+      temperatures=(1.0,)))
+  assert out[3] == plan
+  big = [m for m in compiled if "jit(run)" in m or "jit(<lambda>)" in m]
+  assert not big, big[:3]
+  # Votes on a number of queries not compiled ahead plan (a probe program) and compile.
+  _, compiled = _compiled(caplog, lambda: teachers.compute_votes(
+      ens, state, queries[:40], np.zeros(40, np.int32), num_classes=10, num_teachers=5,
+      temperatures=(1.0,)))
+  assert any("jit(run)" in m for m in compiled) and any("<lambda>" in m for m in compiled)
+  assert _ensemble("loop").compile_predict(shapes["params"], queries) is None
+
+
+def test_teachers_with_votes_compiled_beside_training_give_the_same_votes(tmp_path):
+  c = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
+  c.update({"dataset": "digits", "num_teachers": 4, "num_steps": 6, "checkpoint_every": 3,
+            "gap_plot": False, "strategy": "vmap"})
+  c.model.kwargs.hidden = (16,)
+  assert c.compile_votes_ahead is None
+  assert teachers_stage.votes_ahead(c, teachers_stage.build_ensemble(c, 10)) == (
+      jax.devices()[0].platform != "cpu")
+  runs = {}
+  for ahead in (False, True):
+    c.compile_votes_ahead = ahead
+    runs[ahead] = teachers_stage.run(c, str(tmp_path / str(ahead)))
+  assert runs[False]["votes_compiled_beside_training_seconds"] is None
+  assert runs[True]["votes_compiled_beside_training_seconds"] > 0
+  a, b = (votes_lib.load_votes(tmp_path / str(k)) for k in (False, True))
+  np.testing.assert_array_equal(a["votes"], b["votes"])
+  c.strategy = "loop"  # one small program per teacher: nothing compiled ahead
+  assert not teachers_stage.votes_ahead(c, teachers_stage.build_ensemble(c, 10))

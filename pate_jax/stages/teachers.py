@@ -26,6 +26,7 @@ must not see: the config (:data:`FINGERPRINT_FIELDS`, :func:`check_config`,
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -145,6 +146,31 @@ def _kill_after(ckpt: Checkpointer, crash_after_step: int):
       ckpt.close()
       os._exit(3)  # Simulates a killed job (no cleanup) for the resume tests.
   return after_save
+
+
+def votes_ahead(config: ml_collections.ConfigDict, ensemble: teachers.Ensemble) -> bool:
+  """Whether the votes' prediction pass is planned and compiled in a thread beside the
+  training (:meth:`pate_jax.teachers.Ensemble.compile_predict`: nothing runs on the
+  devices, so the training keeps them): ``config.compile_votes_ahead``, or where that is
+  ``None``, whenever the ensemble is vmapped (not the per-teacher ``loop``) on an
+  accelerator, whose compiling is host work; on a CPU-only machine the two would share
+  the cores."""
+  choice = config.get("compile_votes_ahead")
+  if ensemble.strategy == "loop":
+    return False
+  return bool(choice) if choice is not None else jax.devices()[0].platform != "cpu"
+
+
+def _compile_votes(config, ensemble: teachers.Ensemble, shapes, queries_shape: tuple) -> float:
+  """:meth:`pate_jax.teachers.Ensemble.compile_predict` for the votes
+  :func:`pate_jax.teachers.compute_votes` will make after training a state of ``shapes``
+  (the training keeps them); returns its seconds."""
+  t = time.time()
+  ensemble.compile_predict(
+      shapes["params"], jax.ShapeDtypeStruct(queries_shape, np.float32), _temperatures(config),
+      config.query_chunk or None,
+      resident_bytes=memory.tree_bytes(shapes["opt_state"]) // ensemble.num_shards)
+  return time.time() - t
 
 
 def plan(config: ml_collections.ConfigDict) -> dict:
@@ -335,16 +361,21 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   if ensemble.strategy != "loop":
     plan = ensemble.plan_train(state, train_keys, shard_x, shard_y)
     print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
+  index, num_pool = teachers.query_set(ds)
   t_train = time.time()
-  state, loss = teachers.train_with_checkpoints(
-      ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,
-      num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
-      plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)),
-      final_keys=final_keys)
-  train_seconds = time.time() - t_train
+  with concurrent.futures.ThreadPoolExecutor(1) as thread:
+    ahead = (thread.submit(_compile_votes, config, ensemble, jax.eval_shape(lambda s: s, state),
+                           (len(index), *ds.test_images.shape[1:]))
+             if votes_ahead(config, ensemble) else None)  # shapes now: the training donates
+    state, loss = teachers.train_with_checkpoints(
+        ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,
+        num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
+        plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)),
+        final_keys=final_keys)
+    train_seconds = time.time() - t_train
+    votes_compiled_seconds = None if ahead is None else ahead.result()
 
   t_votes = time.time()
-  index, num_pool = teachers.query_set(ds)
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
   labels = ds.test_labels[index]
   temps = _temperatures(config)
@@ -378,6 +409,9 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
       "train_examples_per_second": (steps_trained * t * (config.batch_size or shard_y.shape[1])
                                     / train_seconds if steps_trained else None),
       "votes_seconds": votes_seconds,
+      # Seconds of compiling the votes' pass in a thread beside the training (not in the
+      # wall's sum); None where it was compiled with the votes (votes_ahead).
+      "votes_compiled_beside_training_seconds": votes_compiled_seconds,
       "checkpoints": {"saves": ckpt.saves, "blocking_seconds": ckpt.blocking_seconds,
                       "final_wait_seconds": checkpoint_wait,
                       "share_of_training": ckpt.blocking_seconds / max(train_seconds, 1e-9),

@@ -407,6 +407,34 @@ class Ensemble:
       return preds, None
     return preds, sums[:, :q] / num_teachers
 
+  def compile_predict(self, params: PyTree, images: jax.Array | jax.ShapeDtypeStruct,
+                      temperatures: tuple[float, ...] = (),
+                      query_chunk: int | None = None, resident_bytes: int = 0
+                      ) -> memory.ChunkPlan | None:
+    """Plans (:meth:`plan_predict`) and compiles, without running, the prediction pass that
+    :meth:`predict_with_probabilities` will make on arrays of these shapes.
+
+    ``params``: the padded parameters, as arrays or ``jax.ShapeDtypeStruct``s (their
+    placement is :meth:`prepare`'s); ``images``: the queries ``[Q, ...]``, or their shape and
+    dtype. A later call on real arrays of those shapes, with the same ``temperatures``,
+    ``query_chunk`` and ``resident_bytes`` for its plan, finds both the plan and the program
+    cached: nothing runs on the devices here, so this may run in a thread while the teachers
+    train. Returns the plan; None for the ``loop`` strategy (one small program per teacher,
+    not compiled ahead).
+    """
+    if self.strategy == "loop":
+      return None
+    temperatures = _temperatures(temperatures)
+    plan = self.plan_predict(params, images, query_chunk, resident_bytes, temperatures)
+    padded, q = jax.tree.leaves(params)[0].shape[0], images.shape[0]
+    place = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self._sharding)
+    queries = jax.ShapeDtypeStruct((q + (-q) % plan.queries, *images.shape[1:]), images.dtype)
+    self._predict_fn(plan.teachers, plan.queries, self._local_count(padded), queries.shape[0],
+                     temperatures).lower(
+        jax.tree.map(place, params), place(jax.ShapeDtypeStruct((padded,), jnp.float32)),
+        queries).compile()
+    return plan
+
   def _loop_outputs(self, params, images, temperatures, num_teachers, query_chunk):
     """The ``"loop"`` strategy's predictions ``[T, Q]`` and softmax sums ``[K, Q, C]``:
     one jitted call per teacher and query chunk."""
