@@ -148,7 +148,8 @@ def test_after_compile_predict_the_votes_compile_nothing(caplog):
   assert _ensemble("loop").compile_predict(shapes["params"], queries) is None
 
 
-def test_teachers_with_votes_compiled_beside_training_give_the_same_votes(tmp_path):
+def test_teachers_with_votes_compiled_beside_training_give_the_same_votes(tmp_path, monkeypatch,
+                                                                         capsys):
   c = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
   c.update({"dataset": "digits", "num_teachers": 4, "num_steps": 6, "checkpoint_every": 3,
             "gap_plot": False, "strategy": "vmap"})
@@ -164,5 +165,13 @@ def test_teachers_with_votes_compiled_beside_training_give_the_same_votes(tmp_pa
   assert runs[True]["votes_compiled_beside_training_seconds"] > 0
   a, b = (votes_lib.load_votes(tmp_path / str(k)) for k in (False, True))
   np.testing.assert_array_equal(a["votes"], b["votes"])
+  # A failed head start (on a GPU, say, autotuning out of memory) loses nothing.
+  def fail(*args, **kwargs):
+    raise RuntimeError("no memory left for autotuning")
+  monkeypatch.setattr(teachers.Ensemble, "compile_predict", fail)
+  failed = teachers_stage.run(c, str(tmp_path / "failed"))
+  assert "compiling the votes beside the training failed" in capsys.readouterr().out
+  assert failed["votes_compiled_beside_training_seconds"] is None
+  np.testing.assert_array_equal(votes_lib.load_votes(tmp_path / "failed")["votes"], a["votes"])
   c.strategy = "loop"  # one small program per teacher: nothing compiled ahead
   assert not teachers_stage.votes_ahead(c, teachers_stage.build_ensemble(c, 10))

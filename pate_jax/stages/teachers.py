@@ -373,7 +373,13 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
         plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)),
         final_keys=final_keys)
     train_seconds = time.time() - t_train
-    votes_compiled_seconds = None if ahead is None else ahead.result()
+    votes_compiled_seconds = None
+    try:
+      votes_compiled_seconds = None if ahead is None else ahead.result()
+    except Exception as e:  # pylint: disable=broad-except  # e.g. autotuning out of memory
+      # Only a head start: the trained teachers are kept, and the votes compile below.
+      print(f"compiling the votes beside the training failed ({type(e).__name__}: {e}); "
+            "they are compiled now")
 
   t_votes = time.time()
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
