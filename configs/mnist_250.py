@@ -56,10 +56,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.chunk_size = 0             # teachers per vmapped chunk per device; 0 → from the budget.
   c.query_chunk = 0            # queries per prediction chunk; 0 → from the budget.
   c.memory_fraction = 0.6      # share of each device's memory the chunk planner may use.
-  # Whether the votes' prediction pass is planned and compiled in a thread while the teachers
-  # train (nothing runs on the devices meanwhile). None: for a vmapped ensemble on an
-  # accelerator; on a CPU-only machine the two would share the cores.
-  c.compile_votes_ahead = ml_collections.config_dict.placeholder(bool)
+  # Whether a thread plans and compiles ahead (nothing runs on the devices meanwhile) the
+  # training while the state is initialised, and the votes' pass while the teachers train.
+  # None: for a vmapped ensemble on an accelerator; on a CPU-only machine the two would
+  # share the cores.
+  c.compile_ahead = ml_collections.config_dict.placeholder(bool)
   c.checkpoint_every = 500     # steps; saves are asynchronous (results.json: their cost;
                                # one 250-teacher save blocked training ~7 s on one H100).
   c.unroll_segments = False    # True: compile each checkpoint segment unrolled (a CNN on a

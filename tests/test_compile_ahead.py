@@ -2,7 +2,8 @@
 aggregate stage on synthetic votes, after which the stage on real votes compiles nothing,
 and the rehearsal neither spends the real budget nor leaves files; the student's training
 on synthetic data, after which training on real data of those shapes compiles nothing; the
-teachers' votes, planned and compiled beside their training."""
+teachers' training, planned and compiled beside their initialisation, and their votes'
+pass beside their training."""
 
 from __future__ import annotations
 
@@ -148,30 +149,67 @@ def test_after_compile_predict_the_votes_compile_nothing(caplog):
   assert _ensemble("loop").compile_predict(shapes["params"], queries) is None
 
 
-def test_teachers_with_votes_compiled_beside_training_give_the_same_votes(tmp_path, monkeypatch,
-                                                                         capsys):
+def test_after_compile_train_the_training_compiles_nothing(caplog):
+  ens = _ensemble()
+  init_keys, keys = (jax.random.split(jax.random.key(i), 6) for i in (0, 1))
+  r = np.random.default_rng(0)
+  keys, x, y = ens.prepare((keys, r.random((6, 20, 8, 8, 1), np.float32),
+                            r.integers(0, 10, (6, 20))))
+  plan = ens.compile_train(ens.init_shapes(init_keys, x[0]), keys, x, y, num_steps=[3, 1])
+  assert plan == ens.plan_train(ens.init(init_keys, x[0]), keys, x, y)
+  state = ens.init(init_keys, x[0])
+
+  def train():
+    s, _ = ens.train(state, keys, x, y, 0, 3, plan=plan)
+    return ens.train(s, keys, x, y, 3, 1, plan=plan)
+  _, compiled = _compiled(caplog, train)
+  assert not [m for m in compiled if "jit(run)" in m], compiled[:3]
+  # A segment length not compiled ahead is compiled when it comes.
+  _, compiled = _compiled(caplog, lambda: ens.train(ens.init(init_keys, x[0]), keys, x, y, 0,
+                                                    2, plan=plan))
+  assert any("jit(run)" in m for m in compiled)
+  assert _ensemble("loop").compile_train(state, keys, x, y, [1]) is None
+
+
+def test_teachers_compiled_ahead_train_the_same_teachers_and_compile_in_the_thread(
+    tmp_path, monkeypatch, caplog, capsys):
   c = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
-  c.update({"dataset": "digits", "num_teachers": 4, "num_steps": 6, "checkpoint_every": 3,
+  c.update({"dataset": "digits", "num_teachers": 4, "num_steps": 7, "checkpoint_every": 3,
             "gap_plot": False, "strategy": "vmap"})
   c.model.kwargs.hidden = (16,)
-  assert c.compile_votes_ahead is None
-  assert teachers_stage.votes_ahead(c, teachers_stage.build_ensemble(c, 10)) == (
+  assert c.compile_ahead is None
+  assert teachers_stage.compile_ahead(c, teachers_stage.build_ensemble(c, 10)) == (
       jax.devices()[0].platform != "cpu")
   runs = {}
   for ahead in (False, True):
-    c.compile_votes_ahead = ahead
-    runs[ahead] = teachers_stage.run(c, str(tmp_path / str(ahead)))
-  assert runs[False]["votes_compiled_beside_training_seconds"] is None
-  assert runs[True]["votes_compiled_beside_training_seconds"] > 0
+    c.compile_ahead = ahead
+    caplog.clear()
+    with jax.log_compiles(True), caplog.at_level("DEBUG"):
+      runs[ahead] = teachers_stage.run(c, str(tmp_path / str(ahead)))
+    # The training's segments (3, 3, 1 steps), its planner's probe and the votes' pass:
+    # compiled by the thread, not where the work runs.
+    threads = {m.threadName for m in caplog.records
+               if "Compiling jit(run)" in m.getMessage() or
+               "Compiling jit(<lambda>)" in m.getMessage()}
+    assert threads and (("MainThread" in threads) != ahead), threads
+  assert runs[False]["compiled_ahead_seconds"] == {}
+  assert set(runs[True]["compiled_ahead_seconds"]) == {"training_beside_init",
+                                                       "votes_beside_training"}
   a, b = (votes_lib.load_votes(tmp_path / str(k)) for k in (False, True))
-  np.testing.assert_array_equal(a["votes"], b["votes"])
+  np.testing.assert_array_equal(a["predictions"], b["predictions"])
+  assert (runs[False]["private"]["final_train_loss"] ==
+          runs[True]["private"]["final_train_loss"])
   # A failed head start (on a GPU, say, autotuning out of memory) loses nothing.
   def fail(*args, **kwargs):
     raise RuntimeError("no memory left for autotuning")
+  monkeypatch.setattr(teachers.Ensemble, "compile_train", fail)
   monkeypatch.setattr(teachers.Ensemble, "compile_predict", fail)
   failed = teachers_stage.run(c, str(tmp_path / "failed"))
-  assert "compiling the votes beside the training failed" in capsys.readouterr().out
-  assert failed["votes_compiled_beside_training_seconds"] is None
-  np.testing.assert_array_equal(votes_lib.load_votes(tmp_path / "failed")["votes"], a["votes"])
+  out = capsys.readouterr().out
+  assert "compiling the training ahead failed" in out
+  assert "compiling the votes ahead failed" in out
+  assert failed["compiled_ahead_seconds"] == {}
+  np.testing.assert_array_equal(votes_lib.load_votes(tmp_path / "failed")["predictions"],
+                                a["predictions"])
   c.strategy = "loop"  # one small program per teacher: nothing compiled ahead
-  assert not teachers_stage.votes_ahead(c, teachers_stage.build_ensemble(c, 10))
+  assert not teachers_stage.compile_ahead(c, teachers_stage.build_ensemble(c, 10))

@@ -148,17 +148,33 @@ def _kill_after(ckpt: Checkpointer, crash_after_step: int):
   return after_save
 
 
-def votes_ahead(config: ml_collections.ConfigDict, ensemble: teachers.Ensemble) -> bool:
-  """Whether the votes' prediction pass is planned and compiled in a thread beside the
-  training (:meth:`pate_jax.teachers.Ensemble.compile_predict`: nothing runs on the
-  devices, so the training keeps them): ``config.compile_votes_ahead``, or where that is
-  ``None``, whenever the ensemble is vmapped (not the per-teacher ``loop``) on an
-  accelerator, whose compiling is host work; on a CPU-only machine the two would share
-  the cores."""
-  choice = config.get("compile_votes_ahead")
+def compile_ahead(config: ml_collections.ConfigDict, ensemble: teachers.Ensemble) -> bool:
+  """Whether a thread compiles ahead (nothing runs on the devices: the work beside it
+  keeps them) the training while the state is initialised, and the votes' pass while the
+  teachers train (:meth:`pate_jax.teachers.Ensemble.compile_train`, ``compile_predict``):
+  ``config.compile_ahead``, or where that is ``None``, whenever the ensemble is vmapped (not
+  the per-teacher ``loop``) on an accelerator, whose compiling is host work; on a CPU-only
+  machine the two would share the cores."""
   if ensemble.strategy == "loop":
     return False
+  choice = config.get("compile_ahead")
   return bool(choice) if choice is not None else jax.devices()[0].platform != "cpu"
+
+
+def _segment_lengths(config: ml_collections.ConfigDict) -> set[int]:
+  """The lengths of the training's checkpoint segments from step 0."""
+  every, total = int(config.checkpoint_every), int(config.num_steps)
+  return {min(every, total - s) for s in range(0, total, every)}
+
+
+def _compile_training(config, ensemble: teachers.Ensemble, shapes, inputs: tuple
+                      ) -> tuple[memory.ChunkPlan, float]:
+  """:meth:`pate_jax.teachers.Ensemble.compile_train` for a run from step 0 (a resumed run
+  compiles its other segment lengths itself); returns the plan and the seconds taken."""
+  t = time.time()
+  inputs = jax.eval_shape(lambda x: x, inputs)
+  plan = ensemble.compile_train(shapes, *inputs, num_steps=_segment_lengths(config))
+  return plan, time.time() - t
 
 
 def _compile_votes(config, ensemble: teachers.Ensemble, shapes, queries_shape: tuple) -> float:
@@ -171,6 +187,20 @@ def _compile_votes(config, ensemble: teachers.Ensemble, shapes, queries_shape: t
       config.query_chunk or None,
       resident_bytes=memory.tree_bytes(shapes["opt_state"]) // ensemble.num_shards)
   return time.time() - t
+
+
+def _head_start(future: concurrent.futures.Future | None, what: str):
+  """The result of compiling ``what`` ahead, or None where it was not (``future`` None) or
+  failed: a head start only (on a GPU, say, autotuning out of memory beside the work),
+  reported, after which ``what`` compiles when it is needed, as without it."""
+  if future is None:
+    return None
+  try:
+    return future.result()
+  except Exception as e:  # pylint: disable=broad-except
+    print(f"compiling {what} ahead failed ({type(e).__name__}: {e}); it is compiled when "
+          "needed")
+    return None
 
 
 def plan(config: ml_collections.ConfigDict) -> dict:
@@ -344,42 +374,48 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   # Padded to the device count and sharded once; the state stays so between segments.
   sample = shard_x[0]
   train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
-  state = ensemble.init(init_keys, sample)
-
-  # Unless the checkpoints are kept, the last step saves the trained parameters only: the
-  # votes need no optimizer state, and the checkpoints go once the votes are written.
-  final_keys = () if config.get("keep_checkpoints", False) else ("params",)
-  state, step = ckpt.restore_or(state, final_step=config.num_steps, final_keys=("params",))
-  if step > config.num_steps:
-    raise ValueError(f"config.num_steps={config.num_steps} is below the step of the "
-                     f"checkpoint restored ({step}); ask for at least {step} steps, or start "
-                     f"over with {ckpt.restart_flag}=True")
-  if step:
-    print(f"resumed from checkpoint at step {step}")
-  resumed_from = step
-  plan = None
-  if ensemble.strategy != "loop":
-    plan = ensemble.plan_train(state, train_keys, shard_x, shard_y)
-    print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
   index, num_pool = teachers.query_set(ds)
-  t_train = time.time()
+  ahead = compile_ahead(config, ensemble)
+  # A host thread compiles ahead (``compile_ahead``): the training while the state is
+  # initialised, then the votes' pass while the teachers train.
   with concurrent.futures.ThreadPoolExecutor(1) as thread:
-    ahead = (thread.submit(_compile_votes, config, ensemble, jax.eval_shape(lambda s: s, state),
-                           (len(index), *ds.test_images.shape[1:]))
-             if votes_ahead(config, ensemble) else None)  # shapes now: the training donates
+    # The state's shapes now: the training donates the state.
+    shapes = ensemble.init_shapes(init_keys, sample) if ahead else None
+    training_ahead = (thread.submit(_compile_training, config, ensemble, shapes,
+                                    (train_keys, shard_x, shard_y)) if ahead else None)
+    state = ensemble.init(init_keys, sample)
+
+    # Unless the checkpoints are kept, the last step saves the trained parameters only: the
+    # votes need no optimizer state, and the checkpoints go once the votes are written.
+    final_keys = () if config.get("keep_checkpoints", False) else ("params",)
+    state, step = ckpt.restore_or(state, final_step=config.num_steps, final_keys=("params",))
+    if step > config.num_steps:
+      raise ValueError(f"config.num_steps={config.num_steps} is below the step of the "
+                       f"checkpoint restored ({step}); ask for at least {step} steps, or "
+                       f"start over with {ckpt.restart_flag}=True")
+    if step:
+      print(f"resumed from checkpoint at step {step}")
+    resumed_from = step
+    plan, compiled_seconds = None, {}
+    if ensemble.strategy != "loop":
+      planned = _head_start(training_ahead, "the training")
+      if planned is not None:
+        plan, compiled_seconds["training_beside_init"] = planned
+      else:
+        plan = ensemble.plan_train(state, train_keys, shard_x, shard_y)
+      print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
+    t_train = time.time()
+    votes_ahead = (thread.submit(_compile_votes, config, ensemble, shapes,
+                                 (len(index), *ds.test_images.shape[1:])) if ahead else None)
     state, loss = teachers.train_with_checkpoints(
         ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,
         num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
         plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)),
         final_keys=final_keys)
     train_seconds = time.time() - t_train
-    votes_compiled_seconds = None
-    try:
-      votes_compiled_seconds = None if ahead is None else ahead.result()
-    except Exception as e:  # pylint: disable=broad-except  # e.g. autotuning out of memory
-      # Only a head start: the trained teachers are kept, and the votes compile below.
-      print(f"compiling the votes beside the training failed ({type(e).__name__}: {e}); "
-            "they are compiled now")
+    seconds = _head_start(votes_ahead, "the votes")
+    if seconds is not None:
+      compiled_seconds["votes_beside_training"] = seconds
 
   t_votes = time.time()
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
@@ -415,9 +451,9 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
       "train_examples_per_second": (steps_trained * t * (config.batch_size or shard_y.shape[1])
                                     / train_seconds if steps_trained else None),
       "votes_seconds": votes_seconds,
-      # Seconds of compiling the votes' pass in a thread beside the training (not in the
-      # wall's sum); None where it was compiled with the votes (votes_ahead).
-      "votes_compiled_beside_training_seconds": votes_compiled_seconds,
+      # Seconds of compiling in a thread beside the work (not in the wall's sum): the
+      # training beside the initialisation, the votes beside the training (compile_ahead).
+      "compiled_ahead_seconds": compiled_seconds,
       "checkpoints": {"saves": ckpt.saves, "blocking_seconds": ckpt.blocking_seconds,
                       "final_wait_seconds": checkpoint_wait,
                       "share_of_training": ckpt.blocking_seconds / max(train_seconds, 1e-9),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -179,6 +179,11 @@ class Ensemble:
     """Stacked initial state ``{"params", "opt_state"}`` (padded and sharded when sharded)."""
     return self._init_fn(self.prepare(keys), sample)
 
+  def init_shapes(self, keys: jax.Array, sample: jax.Array) -> PyTree:
+    """The shapes and dtypes of :meth:`init`'s state (``jax.ShapeDtypeStruct``s), computed
+    without initialising."""
+    return jax.eval_shape(self._init_fn, self.prepare(keys), sample)
+
   # --------------------------------------------------------------------------- training
 
   @functools.cached_property
@@ -232,6 +237,31 @@ class Ensemble:
     chunk = memory.plan_teacher_chunk(local, per_teacher, available)
     return memory.ChunkPlan(chunk, estimate_bytes=int(per_teacher * chunk),
                             budget_bytes=int(available))
+
+  def compile_train(self, state: PyTree, keys: jax.Array, images: jax.Array,
+                    labels: jax.Array, num_steps: Sequence[int], resident_bytes: int = 0
+                    ) -> memory.ChunkPlan | None:
+    """Plans (:meth:`plan_train`) and compiles, without running, the training segments of
+    each length in ``num_steps`` that :meth:`train` will run on arrays of these shapes.
+
+    ``state``: :meth:`init`'s state or its :meth:`init_shapes`; ``keys``, ``images``,
+    ``labels``: the padded training inputs, as arrays or ``jax.ShapeDtypeStruct``s (their
+    placement is :meth:`init`'s and :meth:`prepare`'s). A later :meth:`train` on arrays of
+    those shapes, with this plan and ``resident_bytes`` for it, finds the plan and the
+    programs cached: nothing runs on the devices here, so this may run in a thread while
+    the state is initialised. Returns the plan; None for the ``loop`` strategy (its
+    programs are per teacher, and not compiled ahead).
+    """
+    if self.strategy == "loop":
+      return None
+    place = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self._sharding)
+    args = jax.tree.map(place, (state, keys, images, labels))
+    plan = self.plan_train(*args, resident_bytes=resident_bytes)
+    local = self._local_count(keys.shape[0])
+    for n in sorted({_checks.positive_int(n, "num_steps") for n in num_steps}):
+      self._train_fn(plan.teachers, local, n).lower(
+          *args, jax.ShapeDtypeStruct((), jnp.int32)).compile()
+    return plan
 
   @functools.lru_cache(maxsize=16)
   def _train_fn(self, chunk: int, num_local: int, num_steps: int) -> Callable:
