@@ -231,6 +231,7 @@ def test_main_job_and_ablation_plans(data_dir, tmp_path, monkeypatch):
   assert p["host_work_beside_the_accelerator"] == {
       "compile_accounting_ahead": on_accelerator, "compile_student_ahead": on_accelerator,
       "attack_beside_student": on_accelerator}
+  assert p["teachers"]["compile_ahead"] == on_accelerator  # vmapped there, a loop here
   text = experiment.dry_run_text(config, p, {})
   assert "  teachers.train_plan.description: " in text and "  attack.histograms: 5" in text
 

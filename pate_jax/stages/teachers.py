@@ -222,6 +222,7 @@ def plan(config: ml_collections.ConfigDict) -> dict:
       "queries": len(index), "queries_pool": num_pool, "queries_eval": len(index) - num_pool,
       "batch_size": config.batch_size or f"full batch ({n})", "num_steps": config.num_steps,
       "checkpoint_every": config.checkpoint_every, "strategy": ensemble.strategy,
+      "compile_ahead": compile_ahead(config, ensemble),
   }
   out.update(teachers.memory_plan(ensemble, t, shard_x, shard_y, len(index), config.query_chunk,
                                   rng.stream(root, "teacher_init"), _temperatures(config)))
