@@ -489,3 +489,16 @@ def test_fit_stops_at_a_failed_check_and_a_resume_fails_it_again(tmp_path):
   passed = students.fit(st, data, jax.random.key(0), num_steps=20,
                         check=never._replace(max_value=1e9), **kw)
   assert passed.resumed_from == 10 and [e["step"] for e in passed.history] == [5, 10, 15, 20]
+
+
+def test_gather_batch_gathers_each_minibatch_from_its_rows():
+  rs = np.random.RandomState(0)
+  pool = jnp.asarray(rs.uniform(size=(30, *SHAPE)), jnp.float32)
+  labelled_index, labels = jnp.asarray([4, 9, 17, 22]), jnp.asarray([1, 0, 2, 1])
+  rows = {"lab": jnp.asarray([3, 0, 2]), "unl": jnp.asarray([5, 6, 29, 0, 1]),
+          "unl2": jnp.asarray([7, 7, 8, 28, 2])}
+  b = students._loop.gather_batch(rows, pool, labelled_index, labels)
+  np.testing.assert_array_equal(b["x_lab"], pool[jnp.asarray([22, 4, 17])])
+  np.testing.assert_array_equal(b["y_lab"], [1, 1, 2])
+  np.testing.assert_array_equal(b["x_unl"], pool[rows["unl"]])
+  np.testing.assert_array_equal(b["x_unl2"], pool[rows["unl2"]])

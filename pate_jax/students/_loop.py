@@ -109,9 +109,13 @@ def segment_batches(key: jax.Array, start: jax.Array, num_steps: int, pool_size:
 
 def gather_batch(rows: Mapping[str, jax.Array], pool: jax.Array, labelled_index: jax.Array,
                  labels: jax.Array) -> Batch:
-  """The minibatch of one step's ``rows`` (one slice of :func:`segment_batches`)."""
-  return {"x_lab": pool[labelled_index[rows["lab"]]], "y_lab": labels[rows["lab"]],
-          "x_unl": pool[rows["unl"]], "x_unl2": pool[rows["unl2"]]}
+  """The minibatch of one step's ``rows`` (one slice of :func:`segment_batches`): the pool's
+  three minibatches gathered as one."""
+  parts = (labelled_index[rows["lab"]], rows["unl"], rows["unl2"])
+  bounds = np.cumsum([0, *(p.shape[0] for p in parts)])
+  x = pool[jnp.concatenate(parts)]
+  return {"x_lab": x[:bounds[1]], "y_lab": labels[rows["lab"]],
+          "x_unl": x[bounds[1]:bounds[2]], "x_unl2": x[bounds[2]:]}
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)

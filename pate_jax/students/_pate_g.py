@@ -129,10 +129,11 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
                      train=True, mutable=["batch_stats"])
 
   def step(state, key, batch, step_index):
-    if translate:
-      k_aug = jax.random.split(jax.random.fold_in(key, 7), 3)
-      batch = {**batch, **{name: random_shift(k_aug[i], batch[name], translate)
-                           for i, name in enumerate(("x_lab", "x_unl", "x_unl2"))}}
+    if translate:  # the three real minibatches shifted as one (one offset per image)
+      real = ("x_lab", "x_unl", "x_unl2")
+      shifted = apply_parts(lambda x: random_shift(jax.random.fold_in(key, 7), x, translate),
+                            [batch[name] for name in real])
+      batch = {**batch, **dict(zip(real, shifted))}
     k_fake, k_d, k_fake2, k_g = jax.random.split(key, 4)
     b = batch["x_unl"].shape[0]
     fake, _ = generate(state, state["g_params"], k_fake, b)
