@@ -178,7 +178,7 @@ def test_teachers_compiled_ahead_train_the_same_teachers_and_compile_in_the_thre
             "gap_plot": False, "strategy": "vmap"})
   c.model.kwargs.hidden = (16,)
   assert c.compile_ahead is None
-  assert teachers_stage.compile_ahead(c, teachers_stage.build_ensemble(c, 10)) == (
+  assert teachers_stage.compiles_ahead(c, teachers_stage.build_ensemble(c, 10)) == (
       jax.devices()[0].platform != "cpu")
   runs = {}
   for ahead in (False, True):
@@ -212,4 +212,4 @@ def test_teachers_compiled_ahead_train_the_same_teachers_and_compile_in_the_thre
   np.testing.assert_array_equal(votes_lib.load_votes(tmp_path / "failed")["predictions"],
                                 a["predictions"])
   c.strategy = "loop"  # one small program per teacher: nothing compiled ahead
-  assert not teachers_stage.compile_ahead(c, teachers_stage.build_ensemble(c, 10))
+  assert not teachers_stage.compiles_ahead(c, teachers_stage.build_ensemble(c, 10))

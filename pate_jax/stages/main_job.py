@@ -20,7 +20,9 @@ in a thread beside the student's training (``--config.attack.beside_student``). 
 same way the labels' accounting, almost all compilation, is compiled ahead on synthetic
 votes beside the teachers' training (``--config.compile_accounting_ahead``), and so is the
 student's training, on synthetic data of its shapes (``--config.compile_student_ahead``).
-The seconds of such host work are recorded apart from the stages' (``concurrent_seconds``).
+The seconds of such host work are recorded apart from the stages' (``concurrent_seconds``);
+the teachers stage compiles its own training and votes ahead in a thread of its own
+(``--config.teachers.compile_ahead``; its results' ``compiled_ahead_seconds``).
 A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
 written, unless ``--config.teachers.keep_checkpoints=True``; a finished one reuses
 votes.npz), the teachers' privacy budget kept beside their votes

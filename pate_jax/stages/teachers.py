@@ -148,7 +148,7 @@ def _kill_after(ckpt: Checkpointer, crash_after_step: int):
   return after_save
 
 
-def compile_ahead(config: ml_collections.ConfigDict, ensemble: teachers.Ensemble) -> bool:
+def compiles_ahead(config: ml_collections.ConfigDict, ensemble: teachers.Ensemble) -> bool:
   """Whether a thread compiles ahead (nothing runs on the devices: the work beside it
   keeps them) the training while the state is initialised, and the votes' pass while the
   teachers train (:meth:`pate_jax.teachers.Ensemble.compile_train`, ``compile_predict``):
@@ -222,7 +222,7 @@ def plan(config: ml_collections.ConfigDict) -> dict:
       "queries": len(index), "queries_pool": num_pool, "queries_eval": len(index) - num_pool,
       "batch_size": config.batch_size or f"full batch ({n})", "num_steps": config.num_steps,
       "checkpoint_every": config.checkpoint_every, "strategy": ensemble.strategy,
-      "compile_ahead": compile_ahead(config, ensemble),
+      "compile_ahead": compiles_ahead(config, ensemble),
   }
   out.update(teachers.memory_plan(ensemble, t, shard_x, shard_y, len(index), config.query_chunk,
                                   rng.stream(root, "teacher_init"), _temperatures(config)))
@@ -376,7 +376,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   sample = shard_x[0]
   train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
   index, num_pool = teachers.query_set(ds)
-  ahead = compile_ahead(config, ensemble)
+  ahead = compiles_ahead(config, ensemble)
   # A host thread compiles ahead (``compile_ahead``): the training while the state is
   # initialised, then the votes' pass while the teachers train.
   with concurrent.futures.ThreadPoolExecutor(1) as thread:
