@@ -34,6 +34,7 @@ def _real_votes(path: pathlib.Path, rows=60, pool=50, teachers=250, classes=10):
   return path
 
 
+@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
 def test_after_compile_ahead_the_stage_compiles_nothing_and_spends_nothing(tmp_path, caplog,
                                                                           monkeypatch):
   teachers = _real_votes(tmp_path / "teachers")
@@ -77,6 +78,7 @@ def _student_data(seed, num_labelled, pool=120, num_eval=30):
       r.integers(0, 10, num_eval), 10)
 
 
+@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
 def test_after_compile_fit_training_of_those_shapes_compiles_nothing(tmp_path, caplog):
   student = students.build_student("pate_g", 10, (8, 8, 1), **TINY_GAN)
   schedule = {"num_steps": 5, "batch_size": 8, "segment_steps": 2}  # segments of 2, 2, 1
@@ -96,6 +98,7 @@ def test_after_compile_fit_training_of_those_shapes_compiles_nothing(tmp_path, c
   assert any("_segment" in m for m in compiled), compiled[:5]
 
 
+@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
 def test_the_student_stage_compiled_ahead_trains_without_compiling(digits_votes_dir, tmp_path,
                                                                    caplog):
   c = experiment.load_script(REPO / "configs" / "student_pate_g.py").get_config("cpu")
@@ -125,6 +128,7 @@ def _ensemble(strategy="vmap"):
                                  strategy=strategy)
 
 
+@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
 def test_after_compile_predict_the_votes_compile_nothing(caplog):
   ens = _ensemble()
   images = np.random.default_rng(0).random((6, 20, 8, 8, 1), np.float32)
@@ -149,6 +153,7 @@ def test_after_compile_predict_the_votes_compile_nothing(caplog):
   assert _ensemble("loop").compile_predict(shapes["params"], queries) is None
 
 
+@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
 def test_after_compile_train_the_training_compiles_nothing(caplog):
   ens = _ensemble()
   init_keys, keys = (jax.random.split(jax.random.key(i), 6) for i in (0, 1))
@@ -171,6 +176,7 @@ def test_after_compile_train_the_training_compiles_nothing(caplog):
   assert _ensemble("loop").compile_train(state, keys, x, y, [1]) is None
 
 
+@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
 def test_teachers_compiled_ahead_train_the_same_teachers_and_compile_in_the_thread(
     tmp_path, monkeypatch, caplog, capsys):
   c = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
