@@ -7,16 +7,16 @@ pass beside their training."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import pathlib
 import tempfile
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
 
-from pate_jax import experiment, memory, students, teachers
+from pate_jax import experiment, students
 from pate_jax import votes as votes_lib
 from pate_jax.stages import aggregate
 from pate_jax.stages import student as student_stage
@@ -70,34 +70,6 @@ def _compiled(caplog, fn):
   return out, [m.getMessage() for m in caplog.records if "Compiling" in m.getMessage()]
 
 
-def _student_data(seed, num_labelled, pool=120, num_eval=30):
-  r = np.random.default_rng(seed)
-  return students.make_student_data(
-      r.random((pool, 8, 8, 1), np.float32), r.permutation(pool)[:num_labelled],
-      r.integers(0, 10, num_labelled), r.random((num_eval, 8, 8, 1), np.float32),
-      r.integers(0, 10, num_eval), 10)
-
-
-@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
-def test_after_compile_fit_training_of_those_shapes_compiles_nothing(tmp_path, caplog):
-  student = students.build_student("pate_g", 10, (8, 8, 1), **TINY_GAN)
-  schedule = {"num_steps": 5, "batch_size": 8, "segment_steps": 2}  # segments of 2, 2, 1
-  students.compile_fit(student, _student_data(0, 20), jax.random.key(7), **schedule)
-  # The real run builds its student again from the same arguments: the same programs.
-  again = students.build_student("pate_g", 10, (8, 8, 1), **TINY_GAN)
-  assert again is student
-  fit, compiled = _compiled(caplog, lambda: students.fit(
-      again, _student_data(1, 20), jax.random.key(0), checkpoint_dir=str(tmp_path / "a"),
-      log=None, **schedule))
-  assert not compiled, compiled[:5]
-  assert len(fit.history) == 3
-  # Another number of labels is another program: the check sees compilations.
-  _, compiled = _compiled(caplog, lambda: students.fit(
-      again, _student_data(1, 21), jax.random.key(0), checkpoint_dir=str(tmp_path / "b"),
-      log=None, **{**schedule, "num_steps": 2}))
-  assert any("_segment" in m for m in compiled), compiled[:5]
-
-
 @pytest.mark.slow  # compiles: several seconds on the 2-core CPU
 def test_the_student_stage_compiled_ahead_trains_without_compiling(digits_votes_dir, tmp_path,
                                                                    caplog):
@@ -111,6 +83,11 @@ def test_the_student_stage_compiled_ahead_trains_without_compiling(digits_votes_
   seconds = student_stage.compile_ahead(c, num_classes=num_classes, image_shape=pool.shape[1:],
                                         pool_size=len(pool), num_eval=len(eval_x))
   assert seconds > 0
+  # The stage builds its student again from the same config: the same object, whose
+  # compiled programs (init, segments of 2 and 1 steps, evaluation) it finds.
+  kwargs = c.student.kwargs.to_dict()
+  assert (students.build_student("pate_g", num_classes, pool.shape[1:], **kwargs) is
+          students.build_student("pate_g", num_classes, tuple(pool.shape[1:]), **kwargs))
   r, compiled = _compiled(caplog, lambda: student_stage.run(c, str(tmp_path)))
   assert not compiled, compiled[:5]
   assert r["num_labels"] == 30 and r["steps"] == 5
@@ -120,65 +97,11 @@ def test_the_student_stage_compiled_ahead_trains_without_compiling(digits_votes_
                                 pool_size=len(pool), num_eval=len(eval_x))
 
 
-# The teachers' votes planned and compiled ahead (a thread beside their training).
-
-def _ensemble(strategy="vmap"):
-  return teachers.build_ensemble("mlp", 10, model_kwargs={"hidden": (16,)}, learning_rate=1e-3,
-                                 weight_decay=0.0, batch_size=8, max_shift=0,
-                                 strategy=strategy)
-
-
-@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
-def test_after_compile_predict_the_votes_compile_nothing(caplog):
-  ens = _ensemble()
-  images = np.random.default_rng(0).random((6, 20, 8, 8, 1), np.float32)
-  state = ens.init(jax.random.split(jax.random.key(0), 6), images[0])
-  queries = jnp.asarray(np.random.default_rng(1).random((50, 8, 8, 1), np.float32))
-  shapes = jax.eval_shape(lambda s: s, state)
-  resident = memory.tree_bytes(shapes["opt_state"])
-  plan = ens.compile_predict(shapes["params"], jax.ShapeDtypeStruct(queries.shape, jnp.float32),
-                             (1.0,), None, resident)
-  assert plan.teachers == 6 and plan.queries == 50
-  out, compiled = _compiled(caplog, lambda: teachers.compute_votes(
-      ens, state, queries, np.zeros(50, np.int32), num_classes=10, num_teachers=5,
-      temperatures=(1.0,)))
-  assert out[3] == plan
-  big = [m for m in compiled if "jit(run)" in m or "jit(<lambda>)" in m]
-  assert not big, big[:3]
-  # Votes on a number of queries not compiled ahead plan (a probe program) and compile.
-  _, compiled = _compiled(caplog, lambda: teachers.compute_votes(
-      ens, state, queries[:40], np.zeros(40, np.int32), num_classes=10, num_teachers=5,
-      temperatures=(1.0,)))
-  assert any("jit(run)" in m for m in compiled) and any("<lambda>" in m for m in compiled)
-  assert _ensemble("loop").compile_predict(shapes["params"], queries) is None
-
-
-@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
-def test_after_compile_train_the_training_compiles_nothing(caplog):
-  ens = _ensemble()
-  init_keys, keys = (jax.random.split(jax.random.key(i), 6) for i in (0, 1))
-  r = np.random.default_rng(0)
-  keys, x, y = ens.prepare((keys, r.random((6, 20, 8, 8, 1), np.float32),
-                            r.integers(0, 10, (6, 20))))
-  plan = ens.compile_train(ens.init_shapes(init_keys, x[0]), keys, x, y, num_steps=[3, 1])
-  assert plan == ens.plan_train(ens.init(init_keys, x[0]), keys, x, y)
-  state = ens.init(init_keys, x[0])
-
-  def train():
-    s, _ = ens.train(state, keys, x, y, 0, 3, plan=plan)
-    return ens.train(s, keys, x, y, 3, 1, plan=plan)
-  _, compiled = _compiled(caplog, train)
-  assert not [m for m in compiled if "jit(run)" in m], compiled[:3]
-  # A segment length not compiled ahead is compiled when it comes.
-  _, compiled = _compiled(caplog, lambda: ens.train(ens.init(init_keys, x[0]), keys, x, y, 0,
-                                                    2, plan=plan))
-  assert any("jit(run)" in m for m in compiled)
-  assert _ensemble("loop").compile_train(state, keys, x, y, [1]) is None
-
+# The teachers' training and votes planned and compiled ahead (a thread of the stage).
 
 @pytest.mark.slow  # compiles: several seconds on the 2-core CPU
 def test_teachers_compiled_ahead_train_the_same_teachers_and_compile_in_the_thread(
-    tmp_path, monkeypatch, caplog, capsys):
+    tmp_path, caplog):
   c = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
   c.update({"dataset": "digits", "num_teachers": 4, "num_steps": 7, "checkpoint_every": 3,
             "gap_plot": False, "strategy": "vmap"})
@@ -205,17 +128,22 @@ def test_teachers_compiled_ahead_train_the_same_teachers_and_compile_in_the_thre
   np.testing.assert_array_equal(a["predictions"], b["predictions"])
   assert (runs[False]["private"]["final_train_loss"] ==
           runs[True]["private"]["final_train_loss"])
-  # A failed head start (on a GPU, say, autotuning out of memory) loses nothing.
-  def fail(*args, **kwargs):
-    raise RuntimeError("no memory left for autotuning")
-  monkeypatch.setattr(teachers.Ensemble, "compile_train", fail)
-  monkeypatch.setattr(teachers.Ensemble, "compile_predict", fail)
-  failed = teachers_stage.run(c, str(tmp_path / "failed"))
-  out = capsys.readouterr().out
-  assert "compiling the training ahead failed" in out
-  assert "compiling the votes ahead failed" in out
-  assert failed["compiled_ahead_seconds"] == {}
-  np.testing.assert_array_equal(votes_lib.load_votes(tmp_path / "failed")["predictions"],
-                                a["predictions"])
   c.strategy = "loop"  # one small program per teacher: nothing compiled ahead
-  assert not teachers_stage.compiles_ahead(c, teachers_stage.build_ensemble(c, 10))
+  loop = teachers_stage.build_ensemble(c, 10)
+  assert not teachers_stage.compiles_ahead(c, loop)
+  assert loop.compile_train(None, None, None, None, [1]) is None
+  assert loop.compile_predict(None, None) is None
+
+
+def test_a_failed_head_start_is_reported_and_gives_nothing(capsys):
+  # On a GPU, say, autotuning out of memory beside the work: the stage then compiles
+  # when it needs the program, as without the head start.
+  failed = concurrent.futures.Future()
+  failed.set_exception(RuntimeError("no memory left for autotuning"))
+  assert teachers_stage._head_start(failed, "the votes") is None  # pylint: disable=protected-access
+  assert ("compiling the votes ahead failed (RuntimeError: no memory left for autotuning)"
+          in capsys.readouterr().out)
+  done = concurrent.futures.Future()
+  done.set_result(1.5)
+  assert teachers_stage._head_start(done, "the votes") == 1.5  # pylint: disable=protected-access
+  assert teachers_stage._head_start(None, "the votes") is None  # pylint: disable=protected-access
