@@ -172,7 +172,6 @@ def _compile_training(config, ensemble: teachers.Ensemble, shapes, inputs: tuple
   """:meth:`pate_jax.teachers.Ensemble.compile_train` for a run from step 0 (a resumed run
   compiles its other segment lengths itself); returns the plan and the seconds taken."""
   t = time.time()
-  inputs = jax.eval_shape(lambda x: x, inputs)
   plan = ensemble.compile_train(shapes, *inputs, num_steps=_segment_lengths(config))
   return plan, time.time() - t
 

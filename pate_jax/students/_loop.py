@@ -173,6 +173,13 @@ def init_state(student: Student, pool: jax.Array, key: jax.Array,
                                pool[rows[:min(init_examples, pool.shape[0])]])
 
 
+def _check_schedule(num_steps: int, batch_size: int, segment_steps: int) -> None:
+  for name, value in (("num_steps", num_steps), ("batch_size", batch_size),
+                      ("segment_steps", segment_steps)):
+    if int(value) < 1:
+      raise ValueError(f"{name} must be >= 1, got {value}")
+
+
 def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
         init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
@@ -209,10 +216,7 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
     The final state, held-out accuracy, per-segment history, the step resumed
     from and the training seconds of this call.
   """
-  for name, value in (("num_steps", num_steps), ("batch_size", batch_size),
-                      ("segment_steps", segment_steps)):
-    if int(value) < 1:
-      raise ValueError(f"{name} must be >= 1, got {value}")
+  _check_schedule(num_steps, batch_size, segment_steps)
   if data.num_labelled == 0:
     raise ValueError("data: the student has no labelled examples")
   pool = jnp.asarray(data.pool)  # one host-to-device copy, for the init and the training
@@ -244,10 +248,7 @@ def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_step
   arguments). A later :func:`fit` on real data of those shapes then compiles nothing, so
   this may run while something else (the teachers' training) keeps the accelerator busy.
   """
-  for name, value in (("num_steps", num_steps), ("batch_size", batch_size),
-                      ("segment_steps", segment_steps)):
-    if int(value) < 1:
-      raise ValueError(f"{name} must be >= 1, got {value}")
+  _check_schedule(num_steps, batch_size, segment_steps)
   pool = jnp.asarray(data.pool)
   state = init_state(student, pool, key, init_examples)
   index = jnp.asarray(data.labelled_index, jnp.int32)
