@@ -394,3 +394,23 @@ def test_fingerprint_is_flat_and_json_stable():
   assert fp == {"seed": 0, "model.name": "mlp", "model.kwargs.hidden": [16], "lr": 0.5}
   assert json.loads(json.dumps(fp)) == fp
   assert checkpoint.fingerprint_diff(fp, {**fp, "seed": 2}) == ["seed: 0 (checkpoint) -> 2 (now)"]
+
+
+@pytest.mark.parametrize("start,total,every", [(0, 5, 2), (0, 6, 3), (3, 10, 4), (0, 2, 9),
+                                               (5, 5, 2)])
+def test_segment_lengths_are_the_lengths_run_segments_runs(start, total, every):
+  """What a caller compiles ahead (``segment_lengths``) is every length the loop asks of
+  its segment, and nothing else."""
+  ran = set()
+
+  def segment(state, step, n):
+    ran.add(n)
+    return state, None
+
+  checkpoint.run_segments(segment, {"w": 0}, start=start, total=total, segment_steps=every)
+  assert checkpoint.segment_lengths(total, every, start) == ran
+
+
+def test_segment_lengths_names_a_bad_argument():
+  with pytest.raises(ValueError, match="segment_steps"):
+    checkpoint.segment_lengths(5, 0)

@@ -28,7 +28,8 @@ resume safe: it continues the *same* run, past a corrupted step, in one process 
   :attr:`Checkpointer.blocking_seconds`), so it does not break the progress bar.
 * **The loop.** :func:`run_segments` is the one training loop of the teachers, the students
   and the KD-GAN: compiled segments, a checkpoint and a record after each; the records
-  (:meth:`Checkpointer.save_history`) are restored with the state.
+  (:meth:`Checkpointer.save_history`) are restored with the state. :func:`segment_lengths`
+  gives the lengths it will run (the programs to compile ahead).
 * **Paths.** orbax globs inside the directory without escaping it, so under a path with
   ``[`` (``runs/run[1]``, a character class to glob) the glob matched nothing and no step
   restored: orbax is given a directory whose path holds ``[``, ``*`` or ``?`` through a
@@ -48,4 +49,4 @@ from pate_jax.checkpoint._fingerprint import (
     restart_hint,
 )
 from pate_jax.checkpoint._lock import LOCK_FILE, DirectoryLock, LockedError, check_directory
-from pate_jax.checkpoint._segments import Segments, run_segments
+from pate_jax.checkpoint._segments import Segments, run_segments, segment_lengths

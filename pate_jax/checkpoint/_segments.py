@@ -32,6 +32,15 @@ class Segments(NamedTuple):
   metrics: Any           # the last segment's metrics (None if no step was left)
 
 
+def segment_lengths(total: int, segment_steps: int, start: int = 0) -> set[int]:
+  """The lengths of the segments :func:`run_segments` runs from ``start`` to ``total``
+  (the programs a caller compiles ahead: at most two, the full length and the remainder)."""
+  start = _checks.positive_int(start, "start", minimum=0)
+  total = _checks.positive_int(total, "total", minimum=0)
+  segment_steps = _checks.positive_int(segment_steps, "segment_steps")
+  return {min(segment_steps, total - s) for s in range(start, total, segment_steps)}
+
+
 def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], state: PyTree, *,
                  start: int, total: int, segment_steps: int, ckpt: Checkpointer | None = None,
                  record: Callable[[PyTree, int, Any], dict] | None = None,

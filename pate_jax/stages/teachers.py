@@ -161,18 +161,13 @@ def compiles_ahead(config: ml_collections.ConfigDict, ensemble: teachers.Ensembl
   return bool(choice) if choice is not None else jax.devices()[0].platform != "cpu"
 
 
-def _segment_lengths(config: ml_collections.ConfigDict) -> set[int]:
-  """The lengths of the training's checkpoint segments from step 0."""
-  every, total = int(config.checkpoint_every), int(config.num_steps)
-  return {min(every, total - s) for s in range(0, total, every)}
-
-
 def _compile_training(config, ensemble: teachers.Ensemble, shapes, inputs: tuple
                       ) -> tuple[memory.ChunkPlan, float]:
   """:meth:`pate_jax.teachers.Ensemble.compile_train` for a run from step 0 (a resumed run
   compiles its other segment lengths itself); returns the plan and the seconds taken."""
   t = time.time()
-  plan = ensemble.compile_train(shapes, *inputs, num_steps=_segment_lengths(config))
+  plan = ensemble.compile_train(shapes, *inputs, num_steps=checkpoint.segment_lengths(
+      int(config.num_steps), int(config.checkpoint_every)))
   return plan, time.time() - t
 
 

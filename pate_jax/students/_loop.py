@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax.checkpoint import Checkpointer, run_segments
+from pate_jax.checkpoint import Checkpointer, run_segments, segment_lengths
 from pate_jax.io import data_digest
 from pate_jax.students._data import StudentData, epoch_batches
 
@@ -253,7 +253,7 @@ def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_step
   state = init_state(student, pool, key, init_examples)
   index = jnp.asarray(data.labelled_index, jnp.int32)
   labels = jnp.asarray(data.labels)
-  for n in sorted({min(segment_steps, num_steps), num_steps % segment_steps} - {0}):
+  for n in sorted(segment_lengths(num_steps, segment_steps)):
     _segment.lower(student, batch_size, n, state, key, jnp.asarray(0), pool, index,
                    labels).compile()
   accuracy(student, state, data.eval_images, data.eval_labels)
