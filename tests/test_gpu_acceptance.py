@@ -93,6 +93,27 @@ def test_targets_are_computed_from_the_results(tmp_path):
   assert t["main_job_wall"]["met"] is None
 
 
+def test_private_targets_are_printed_and_reported_as_private(tmp_path, capsys):
+  """The teachers' accuracy and the data-dependent ε are private, and so is whether they met
+  their thresholds: their lines say so on screen, and RESULTS.md marks their rows."""
+  c = _config("gpu_acceptance")
+  _write(tmp_path, "pate_mnist", {"wall_seconds": 59.0, "private": {
+      "teachers": {"teacher_test_accuracy": {"mean": 0.95}}}})
+  _write(tmp_path, "pate_g_100", {"eval_accuracy": 0.981, "private": {
+      "epsilon": {"moments_data_dependent": {"epsilon": 1.5}}}})
+  t = ga.targets(c, tmp_path)
+  private = {k for k, v in t.items() if v["private"]}
+  assert private == {"teacher_accuracy", "pate_g_epsilon"} == set(rp.PRIVATE_TARGETS)
+  rows = {r.key.split(".")[1]: r for r in rp.GPU_ROWS if r.run == "acceptance_gpu"}
+  assert rows and {k for k, r in rows.items() if r.private} == private
+  ga.report({"status": {}, "targets": t, "results_json": "results.json"})
+  lines = [line for line in capsys.readouterr().out.splitlines() if "target " in line]
+  assert len(lines) == len(t)
+  for line in lines:
+    assert ("private (data owner only)" in line) == any(
+        t[k]["target"] in line for k in private), line
+
+
 def test_a_deadline_starts_only_the_runs_that_fit_and_each_run_is_handed_over(
     tmp_path, monkeypatch):
   """config.deadline_s: a run whose expected wall does not fit the time left is not started

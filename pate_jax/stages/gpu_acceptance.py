@@ -213,15 +213,20 @@ def _value(results: Mapping | None, *paths: str) -> Any:
   return None
 
 
-def _target(what: str, run: str, value: Any, op: str, threshold: float) -> dict:
+def _target(what: str, run: str, value: Any, op: str, threshold: float, *,
+            private: bool = False) -> dict:
+  """One target; ``private``: its value is a function of the teachers' private data (and so
+  is whether it was met), printed and reported as such."""
   met = None if value is None else (value <= threshold if op == "<=" else value >= threshold)
   return {"target": f"{what} {op} {threshold:g}", "run": run, "value": value,
-          "threshold": threshold, "met": met}
+          "threshold": threshold, "met": met, "private": private}
 
 
 def targets(config, root: pathlib.Path) -> dict[str, dict]:
   """The issue's targets, each with the measured value and whether it was met (``None``:
-  its run has not finished), computed from the runs' results in ``root``."""
+  its run has not finished), computed from the runs' results in ``root``. Two are private
+  (``private``: the teachers' accuracy and the data-dependent ε, and so whether they met
+  their thresholds): :func:`report` prints them as such and ``RESULTS.md`` marks them."""
   t, r = config.targets, {n: _read(root, n) for _, n in runs(config)}
   main, pate_g = r["pate_mnist"], f"pate_g_{int(t.pate_g_queries)}"
   shift = f"pate_g_shift_{int(t.pate_g_queries)}"
@@ -238,10 +243,12 @@ def targets(config, root: pathlib.Path) -> dict[str, dict]:
       "main_job_no_oom": {"target": "default paper config: no out-of-memory",
                           "run": "pate_mnist", "value": "out of memory" if oom else (
                               "completed" if main else None),
-                          "met": False if oom else (True if main else None)},
+                          "met": False if oom else (True if main else None),
+                          "private": False},
       "teacher_accuracy": _target(
           "mean teacher test accuracy", "pate_mnist",
-          _value(main, "private.teachers.teacher_test_accuracy.mean"), ">=", t.teacher_accuracy),
+          _value(main, "private.teachers.teacher_test_accuracy.mean"), ">=", t.teacher_accuracy,
+          private=True),
       "examples_per_second": _target(
           "teachers benchmark, vmap: examples/s", "bench_teachers",
           _value(r["bench_teachers"], "strategies.vmap.examples_per_second"), ">=",
@@ -252,7 +259,8 @@ def targets(config, root: pathlib.Path) -> dict[str, dict]:
       "pate_g_epsilon": _target(
           f"PATE-G 300 epochs, {pate_g}: data-dependent epsilon (moments to 8)", pate_g,
           _value(r.get(pate_g), "private.epsilon.moments_data_dependent.epsilon",
-                 "epsilon.moments_data_dependent.epsilon"), "<=", t.pate_g_epsilon),
+                 "epsilon.moments_data_dependent.epsilon"), "<=", t.pate_g_epsilon,
+          private=True),
       "pate_g_shift_accuracy": _target(
           f"PATE-G 300 epochs with shifted real images (not the authors'), {shift}: held-out "
           "accuracy", shift, _value(r.get(shift), "eval_accuracy"), ">=", t.pate_g_accuracy),
@@ -268,7 +276,8 @@ def targets(config, root: pathlib.Path) -> dict[str, dict]:
       "suite_passes": {"target": "test suite passes (no failure, no error)",
                        "run": ",".join(f"tests_{g}" for g in config.tests.groups.keys()),
                        "value": f"{bad} failed or errored" if any(tests) else None,
-                       "met": False if bad else (True if all(tests) else None)},
+                       "met": False if bad else (True if all(tests) else None),
+                       "private": False},
   }
   return out
 
@@ -587,7 +596,8 @@ def report(s: dict) -> None:
     met = {True: "met", False: "NOT MET", None: "not measured yet"}[t["met"]]
     value = t["value"]
     value = f"{value:.4g}" if isinstance(value, float) else value
-    print(f"  target {t['target']}: {met} (value: {value})")
+    mark = "private (data owner only): " if t.get("private") else ""
+    print(f"  {mark}target {t['target']}: {met} (value: {value})")
   slow = s.get("deterministic_slowdown") or {}
   if slow.get("by_strategy"):
     ratios = ", ".join(f"{k} {v:.2f}x" for k, v in slow["by_strategy"].items())
