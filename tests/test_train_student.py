@@ -222,6 +222,19 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert bool(s["concurrent_seconds"]) == beside and set(s["stage_seconds"]) == {
       "teachers", "labels_and_student", "attack"}
   assert experiment.read_results(tmp_path / "attack")["beside_student"] is beside
+  # The teachers' and the student's walls, phase by phase: the phases tile each wall.
+  for stage, names in (("teachers", ["data", "setup", "init", "plan", "train",
+                                     "wait_for_votes_compiled", "votes", "checkpoint_wait",
+                                     "write"]),
+                       ("student", ["data", "labels", "fit"])):
+    phases, r = s["phase_seconds"][stage], experiment.read_results(tmp_path / stage)
+    assert list(phases) == names and phases == r["phase_seconds"], (stage, phases)
+    assert min(phases.values()) >= 0 and -1e-6 <= r["wall_seconds"] - sum(
+        phases.values()) < 0.5, (stage, phases, r["wall_seconds"])
+  teachers_r = experiment.read_results(tmp_path / "teachers")
+  assert s["phase_seconds"]["teachers"]["train"] == teachers_r["train_seconds"]
+  assert s["phase_seconds"]["teachers"]["votes"] == teachers_r["votes_seconds"]
+  assert s["student"]["labels_seconds"] <= s["phase_seconds"]["student"]["labels"]
   assert fresh["num_charged"] == 300 and consistent["num_charged"] == 1
   report = (tmp_path / "report.md").read_text()
   public, private = report.split("## Private: for the data owner only")

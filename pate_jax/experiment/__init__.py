@@ -10,7 +10,8 @@ The package's modules: ``_results`` (provenance, ``results.json``, the work dire
 lock), ``_config`` (configs and scripts by path, their fields, ``--help``), ``_dry_run``
 (the devices and plan that ``--dry_run`` prints), ``_profile`` (one call under the
 profiler, summarised) and ``_main`` (``run_main``, its errors
-and outputs, deterministic kernels, the accounting's device, the benchmarks' timer).
+and outputs, deterministic kernels, the accounting's device, the benchmarks' timer, the
+stages' :class:`PhaseClock`).
 """
 
 from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, closest_fields,
@@ -18,7 +19,7 @@ from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, close
                                          load_script, unknown_overrides)
 from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
                                           format_bytes, mesh_info, votes_plan)
-from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG,
+from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, PhaseClock,
                                        accounting_device, backend_started,
                                        deterministic_ops_enabled, output_files,
                                        print_outputs, python_path, quiet_backend_probe,
@@ -58,6 +59,7 @@ __all__ = [
     "mesh_info",
     "output_files",
     "package_versions",
+    "PhaseClock",
     "print_outputs",
     "profile_call",
     "python_path",

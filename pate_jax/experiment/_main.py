@@ -270,3 +270,27 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]
     wall.append(time.perf_counter() - start)
     cpu.append(time.process_time() - cpu_start)
   return wall, cpu
+
+
+class PhaseClock:
+  """Where a stage's wall goes: ``clock.mark("votes")`` ends the phase begun at the previous
+  mark (or at the clock's start) and adds its seconds to ``seconds["votes"]`` (a name
+  marked again accumulates). The phases tile the time from the start to the last mark, so
+  they add up to the stage's wall up to that mark; host work in other threads is not
+  theirs. The stages record them as ``phase_seconds`` in ``results.json``."""
+
+  def __init__(self):
+    self.start = self._last = time.perf_counter()
+    self.seconds: dict[str, float] = {}
+
+  def mark(self, name: str) -> float:
+    """Ends phase ``name``; returns its seconds (this mark's)."""
+    now = time.perf_counter()
+    spent, self._last = now - self._last, now
+    self.seconds[name] = self.seconds.get(name, 0.0) + spent
+    return spent
+
+  def elapsed(self) -> float:
+    """Seconds since the clock started."""
+    return time.perf_counter() - self.start
+

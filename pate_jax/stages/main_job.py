@@ -20,7 +20,8 @@ in a thread beside the student's training (``--config.attack.beside_student``). 
 same way the labels' accounting, almost all compilation, is compiled ahead on synthetic
 votes beside the teachers' training (``--config.compile_accounting_ahead``), and so is the
 student's training, on synthetic data of its shapes (``--config.compile_student_ahead``).
-The seconds of such host work are recorded apart from the stages' (``concurrent_seconds``);
+The seconds of such host work are recorded apart from the stages' (``concurrent_seconds``),
+and the teachers' and the student's stages break their own down (``phase_seconds``);
 the teachers stage compiles its own training and votes ahead in a thread of its own
 (``--config.teachers.compile_ahead``; its results' ``compiled_ahead_seconds``).
 A rerun resumes: a killed teachers stage from its checkpoint (deleted once votes.npz is
@@ -274,6 +275,10 @@ def run(config, workdir: str) -> dict:
       "wall_seconds": time.time() - t0,
       "stage_seconds": stage_seconds,  # sequential: they add up to (nearly) the wall
       "concurrent_seconds": concurrent_seconds,
+      # Inside the teachers' and the student's stages (None: teachers reused, not timed).
+      "phase_seconds": {
+          "teachers": None if teachers.get("reused_votes") else teachers.get("phase_seconds"),
+          "student": student.get("phase_seconds")},
       "private": reporting.private_part(
           teachers={**{k: teachers[k] for k in (
               "dataset", "num_teachers", "examples_per_teacher", "wall_seconds")},

@@ -59,7 +59,7 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
   job starts its attack there, beside the training); not called by the active learner,
   whose labels come during its training.
   """
-  t0 = time.time()
+  clock = experiment.PhaseClock()
   workdir = pathlib.Path(workdir)
   if not config.votes_dir:
     raise ValueError("config.votes_dir: give the teachers' workdir (with votes.npz)")
@@ -81,6 +81,7 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
   if config.labels not in LABELS:
     raise ValueError(f"config.labels must be one of {', '.join(map(repr, LABELS))}, got "
                      f"{config.labels!r}")
+  clock.mark("data")
   if config.get("active") and config.active.round_sizes:
     with config.aggregate.unlocked():
       config.aggregate.seed = config.seed
@@ -104,10 +105,10 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
                     "private": reporting.private_part(epsilon=private)})
   else:
     if config.labels in ("noisy", "true_answered"):
-      t_labels = time.time()
       label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
       index, labels = students.answered_labels(label_file)
-      results["labels_seconds"] = time.time() - t_labels  # answering, accounting, release
+      # answering, accounting, release
+      results["labels_seconds"] = clock.mark("labels")
     if config.labels == "true_answered":  # the answered rows, their errors taken out
       labels = np.asarray(votes["labels"])[index]
       results.update({"num_queries": agg.get("num_queries"),
@@ -133,10 +134,12 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
                   f"{config.student.kwargs.get('temperature', 1.0):g}, without noise")
       results["epsilon"] = f"not private: {what}"
     data = students.make_student_data(pool, index, labels, eval_x, eval_y, num_classes)
+    clock.mark("labels")
     if on_labels is not None:
       on_labels()
     fit, results["game_restarts"] = _fit_checked(config, student, data, key, root, workdir,
                                                  fit_kwargs)
+  clock.mark("fit")  # the initialisation, checkpoints and held-out records with the training
   true = np.asarray(votes["labels"])[index]
   hard = labels if labels.ndim == 1 else labels.argmax(1)
   results.update({
@@ -149,7 +152,10 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
       "resumed_from_step": fit.resumed_from,
       "train_seconds": fit.train_seconds,
       "history": fit.history,
-      "wall_seconds": time.time() - t0,
+      "wall_seconds": clock.elapsed(),
+      # Where the wall went, phase by phase (they add up to it, but for this file's write);
+      # the fit's training segments alone are ``train_seconds``.
+      "phase_seconds": dict(clock.seconds),
   })
   experiment.write_results(workdir, results, config=config, seed=config.seed)
   return results

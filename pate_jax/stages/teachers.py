@@ -324,12 +324,13 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
 
 
 def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> dict:
-  t_start = time.time()
+  clock = experiment.PhaseClock()
   ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
   fingerprint = {**experiment.config_fields(config, FINGERPRINT_FIELDS),
                  "data_sha256": experiment.data_digest(train_x, train_y)}
+  clock.mark("data")
   restart = config.get("restart", False)
   # Refuses a changed configuration before anything is compiled: one that would replace
   # votes.npz, then one that would resume other checkpoints. The checkpointer is closed
@@ -342,8 +343,9 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
     done = reused_results(workdir, ckpt, config.num_steps, _outputs(config))
     if done is not None:
       return done
+    clock.mark("setup")
     return _train_and_vote(config, workdir, ds, (shard_x, shard_y, dropped), root, ckpt,
-                           t_start)
+                           clock)
 
 
 def _temperatures(config: ml_collections.ConfigDict) -> tuple[float, ...]:
@@ -357,8 +359,9 @@ def _outputs(config: ml_collections.ConfigDict) -> dict:
           "distill_temperatures": list(config.get("distill_temperatures", ()) or ())}
 
 
-def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
-  """Trains (resuming from ``ckpt``), computes the votes and writes the results."""
+def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
+  """Trains (resuming from ``ckpt``), computes the votes and writes the results; ``clock``
+  (an :class:`pate_jax.experiment.PhaseClock`) times its phases."""
   shard_x, shard_y, dropped = shards
   shard_x = data.to_float(shard_x)  # host arrays: each device receives only its teachers
 
@@ -391,6 +394,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
     if step:
       print(f"resumed from checkpoint at step {step}")
     resumed_from = step
+    clock.mark("init")
     plan, compiled_seconds = None, {}
     if ensemble.strategy != "loop":
       planned = _head_start(training_ahead, "the training")
@@ -399,7 +403,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
       else:
         plan = ensemble.plan_train(state, train_keys, shard_x, shard_y)
       print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
-    t_train = time.time()
+    clock.mark("plan")
     votes_ahead = (thread.submit(_compile_votes, config, ensemble, shapes,
                                  (len(index), *ds.test_images.shape[1:])) if ahead else None)
     state, loss = teachers.train_with_checkpoints(
@@ -407,25 +411,30 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
         num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
         plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)),
         final_keys=final_keys)
-    train_seconds = time.time() - t_train
+    train_seconds = clock.mark("train")
     seconds = _head_start(votes_ahead, "the votes")
     if seconds is not None:
       compiled_seconds["votes_beside_training"] = seconds
+  clock.mark("wait_for_votes_compiled")
 
-  t_votes = time.time()
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
   labels = ds.test_labels[index]
   temps = _temperatures(config)
   votes, teacher_acc, probs, predict_plan, predictions = teachers.compute_votes(
       ensemble, state, queries, labels, num_classes=ds.num_classes, num_teachers=t,
       query_chunk=config.query_chunk or None, temperatures=temps, return_predictions=True)
-  votes_seconds = time.time() - t_votes
+  votes_seconds = clock.mark("votes")
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
+  clock.mark("checkpoint_wait")
   if distributed.is_main_process():
     write_votes_record(workdir, ckpt.fingerprint, _outputs(config))
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
                          num_pool=num_pool, dataset=ds.name, probabilities=probs,
                          temperatures=temps or None, predictions=predictions)
+    if config.gap_plot:
+      gap = np.asarray(votes_lib.normalized_gap(votes))
+      reporting.plot_gap(gap, t, f"{workdir}/gap.png")
+  clock.mark("write")
 
   steps_trained = config.num_steps - resumed_from
   results = {
@@ -453,7 +462,9 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
                       "final_wait_seconds": checkpoint_wait,
                       "share_of_training": ckpt.blocking_seconds / max(train_seconds, 1e-9),
                       "bytes": memory.tree_bytes(state)},
-      "wall_seconds": time.time() - t_start,
+      "wall_seconds": clock.elapsed(),
+      # Where the wall went, phase by phase (they add up to it, but for the results' write).
+      "phase_seconds": dict(clock.seconds),
       # The teachers' accuracy, their votes' gap and loss are functions of the private data.
       "private": reporting.private_part(
           **reporting.vote_summary(votes, labels, num_pool, teacher_acc),
@@ -463,9 +474,6 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, t_start) -> dict:
   results["checkpoints"]["kept"] = keep
   results["checkpoints"]["bytes_deleted_at_completion"] = 0
   if distributed.is_main_process():
-    if config.gap_plot:
-      gap = np.asarray(votes_lib.normalized_gap(votes))
-      reporting.plot_gap(gap, t, f"{workdir}/gap.png")
     experiment.write_results(workdir, results, config=config, seed=config.seed)
   # The outputs are on disk: a rerun reuses them; the checkpoints go unless kept.
   freed = ckpt.complete(config.num_steps, keep=keep, outputs=_outputs(config))
