@@ -375,6 +375,10 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
   assert set(stages) == {"teachers", "labels_and_student", "attack"}
   assert 0 < sum(stages.values()) <= main["wall_seconds"]
   assert 0 < main["student"]["labels_seconds"] < stages["labels_and_student"]
+  # Its teachers' and student's own results (the seconds of each phase) are published too.
+  for stage in ("teachers", "student"):
+    published = json.loads((runs_dir / f"pate_mnist_{stage}_gpu" / "results.json").read_text())
+    assert published["results"]["phase_seconds"] == main["phase_seconds"][stage]
   bench = json.loads((tmp_path / "w2" / "bench_teachers" / "results.json").read_text())
   assert bench["results"]["flops_source"] == "jaxpr" and bench["results"]["flops_per_step"]
   assert len(s["runs_done"]) == 10 and set(s["targets"]) == {

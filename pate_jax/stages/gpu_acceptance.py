@@ -342,18 +342,29 @@ def _archive(root: pathlib.Path, path: pathlib.Path, max_bytes: int = 8 * 2**20)
   return {"path": str(path), "bytes": path.stat().st_size, "skipped_over_limit": skipped}
 
 
+# A main job's stages whose own results.json (the training's and the votes' seconds, the
+# memory plans, ``phase_seconds``) are published beside its summary, as ``<run>_<stage>_gpu``.
+_PUBLISHED_STAGES = ("teachers", "student")
+
+
 def _publish(root: pathlib.Path, names: list[str], out: pathlib.Path) -> list[str]:
-  """Copies each finished run's results.json and top-level PNGs to ``out/<run>_gpu/``."""
+  """Copies each finished run's results.json and top-level PNGs to ``out/<run>_gpu/``, and
+  the results.json of its teachers' and student's stages, where it has them, to
+  ``out/<run>_<stage>_gpu/``."""
   done = []
   for name in names:
     src = root / name
     if _read(root, name) is None and name != "acceptance":
       continue
-    dst = out / f"{name}_gpu"
-    dst.mkdir(parents=True, exist_ok=True)
-    for f in [src / "results.json", *sorted(src.glob("*.png"))]:
-      shutil.copyfile(f, dst / f.name)
-    done.append(str(dst))
+    copies = {f"{name}_gpu": [src / "results.json", *sorted(src.glob("*.png"))]}
+    copies.update({f"{name}_{stage}_gpu": [src / stage / "results.json"]
+                   for stage in _PUBLISHED_STAGES if (src / stage / "results.json").is_file()})
+    for run, files in copies.items():
+      dst = out / run
+      dst.mkdir(parents=True, exist_ok=True)
+      for f in files:
+        shutil.copyfile(f, dst / f.name)
+      done.append(str(dst))
   return done
 
 
