@@ -102,19 +102,32 @@ class Row:
   key: str | None = None
   fmt: str = "pct"
   note: str = ""
-  marked_private: bool = False  # private whatever its key (a target met by a private value)
+  # None: private by its key, or by its run's file (:meth:`private_in`); True / False: as
+  # given (the GPU acceptance's targets, some met by a private value, in a private file).
+  marked_private: bool | None = None
 
   @property
   def private(self) -> bool:
     """A function of the teachers' private data beyond the released labels and ε: the
     teachers' accuracy, plurality votes and gaps, the data-dependent ε and the un-noised
     release, or whether one of them met a threshold (marked *private* in the report)."""
-    return self.run is not None and self.key is not None and (self.marked_private or any(
-        p in self.key for p in _PRIVATE_KEYS))
+    if self.run is None or self.key is None:
+      return False
+    if self.marked_private is not None:
+      return self.marked_private
+    return any(p in self.key for p in _PRIVATE_KEYS)
+
+  def private_in(self, record: dict | list[dict]) -> bool:
+    """:attr:`private`, or (unless marked either way) its run's ``record`` is private as a
+    whole (:func:`disclosed_private`)."""
+    return self.private or (self.marked_private is None and disclosed_private(record)
+                            and not any(p in self.key for p in _PUBLIC_KEYS))
 
 
-# Key paths of private values (see Row.private).
-_PRIVATE_KEYS = ("data_dependent", "teacher_test_accuracy", "plurality_accuracy",
+# Key paths of private values (see Row.private); a row of a run whose file is private as a
+# whole is marked whatever its key (:func:`disclosed_private`).
+_PRIVATE_KEYS = ("data_dependent", "teacher_test_accuracy", "teacher_accuracy",
+                 "plurality_accuracy",
                  "mean_normalized_gap", "private", "ledger_epsilon", "epsilon_before")
 
 DISCLOSURE = (
@@ -123,8 +136,12 @@ DISCLOSURE = (
     "`--config.noise_seed`), so its noise is public and every ε below is a *measurement* of "
     "the method on our data, not a release. Values that are functions of the teachers' "
     "private data beyond the released labels and the released ε -- the teachers' accuracy, "
-    "plurality votes and vote gaps, the data-dependent ε (the papers print it un-noised) -- "
-    "are marked *(private)*: they are here to compare with the papers, for the data owner.")
+    "plurality votes and vote gaps, the data-dependent ε (the papers print it un-noised), "
+    "students trained on un-noised teacher labels -- are marked *(private)*, as is every "
+    "value and figure of a run whose `results.json` says it is private as a whole (a "
+    "research measurement: many noisy answers and no privacy budget, or the teachers "
+    "themselves), but for its data-independent ε; the privacy curves and vote-gap figures "
+    "are private too. They are here to compare with the papers, for the data owner.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +153,28 @@ class Figure:
   file: str  # path inside the run's workdir
   name: str  # file name under the figures directory
   caption: str
+
+  @property
+  def private(self) -> bool:
+    """Drawn from the teachers' private data (the privacy curve's data-dependent ε, the
+    vote gaps): captioned *(private)*, as is every figure of a private-as-a-whole run."""
+    return pathlib.PurePosixPath(self.file).name in _PRIVATE_FIGURES
+
+
+# Key paths of values that are not functions of the private data even in a private file:
+# the data-independent ε (a bound from the settings and counts alone).
+_PUBLIC_KEYS = ("data_independent",)
+
+# Figures whose every version is private (README, *What you may publish*).
+_PRIVATE_FIGURES = ("privacy.png", "gap.png")
+
+
+def disclosed_private(record: dict | list[dict]) -> bool:
+  """Whether a run's results.json (or any seed's) says the whole file is private (a
+  research measurement: :data:`pate_jax.experiment.MEASUREMENT`), so that every value and
+  figure of it is marked *(private)*."""
+  return any(str(r.get("disclosure", "")).startswith("private")
+             for r in _records(record))
 
 
 def _cmd(script: str, config: str, name: str, *overrides: str, data: bool = True) -> str:
@@ -517,11 +556,15 @@ ROWS: tuple[Row, ...] = (
     Row("pate2017", "Figure 5 (Appendix B.1)", "plurality labels, no noise, 100 samples", "—",
         "plurality_100", "eval_accuracy", "pct",
         "MNIST analogue: the paper's figure is SVHN (" + _TFDS + "); curves only in "
-        "the paper"),
+        "the paper; labels without noise: no privacy guarantee", marked_private=True),
     Row("pate2017", "Figure 5 (Appendix B.1)", "distillation T = 1, 100 samples", "—",
-        "distill_t1_100", "eval_accuracy", "pct", "MNIST analogue; not private"),
+        "distill_t1_100", "eval_accuracy", "pct",
+        "MNIST analogue; the teachers' probabilities without noise: no privacy guarantee",
+        marked_private=True),
     Row("pate2017", "Figure 5 (Appendix B.1)", "distillation T = 5, 100 samples", "—",
-        "distill_t5_100", "eval_accuracy", "pct", "MNIST analogue; not private"),
+        "distill_t5_100", "eval_accuracy", "pct",
+        "MNIST analogue; the teachers' probabilities without noise: no privacy guarantee",
+        marked_private=True),
     Row("pate2017", "Appendix B.2 (text)", "active learning, 5 rounds × 100 queries", "—",
         "active_500", "eval_accuracy", "pct",
         "compare supervised_500; the paper's gain is stated only in words in our copies"),
@@ -1418,7 +1461,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
           run_cell = f"[{row.run}](#run-{row.run})"
         else:
           ours = value_of(row, _results(records[row.run]))
-          ours += " *(private)*" if row.private else ""
+          ours += " *(private)*" if row.private_in(records[row.run]) else ""
           run_cell = f"[{row.run}](#run-{row.run})"
         lines.append(f"| {_cell(row.setting)} | {_cell(row.published)} | {_cell(ours)} | "
                      f"{run_cell} | {_cell(row.note)} |")
@@ -1428,8 +1471,10 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
             pathlib.Path(runs_dir) / fig.run / fig.file]
         found = next((c for c in candidates if c.is_file()), None)
         if found is not None and fig.run in records:
+          mark = (" *(private)*" if fig.private or disclosed_private(records[fig.run])
+                  else "")
           lines += [f"![{fig.caption}]({_link(found, out_dir)})", "",
-                    f"*{fig.caption}* (run {fig.run})", ""]
+                    f"*{fig.caption}*{mark} (run {fig.run})", ""]
         else:
           lines += [f"*{fig.caption}*: figure not produced yet (run {fig.run}: "
                     f"`{fig.file}`)", ""]

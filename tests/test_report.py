@@ -199,3 +199,32 @@ def test_published_values_appear_in_the_papers():
       assert re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", texts[row.paper]), (
           f"{row.paper} / {row.item} / {row.setting!r}: published {number} is not in "
           f"{rp.PAPERS[row.paper][1]}")
+
+
+def test_a_run_private_as_a_whole_marks_its_rows_and_figures_private(tmp_path):
+  """A results.json whose disclosure says it is private as a whole (a research measurement)
+  has every row and figure marked *(private)*, but for its data-independent ε; a row marked
+  either way keeps its mark; privacy curves are private whatever their run."""
+  run = rp.Run("toy", "python experiments/ablate.py --workdir runs/toy", "configs/ablation_mnist.py")
+  experiment.write_results(tmp_path / "toy", {"accuracy": 0.9, "epsilon_data_independent": 2.0},
+                           config={}, seed=0, disclosure=experiment.MEASUREMENT)
+  (tmp_path / "toy" / "curve.png").write_bytes(b"png")
+  (tmp_path / "toy" / "privacy.png").write_bytes(b"png")
+  rows = (rp.Row("pate2017", "T", "accuracy", "—", "toy", "accuracy", "pct"),
+          rp.Row("pate2017", "T", "data-independent", "—", "toy", "epsilon_data_independent",
+                 "f2"),
+          rp.Row("pate2017", "T", "marked public", "—", "toy", "accuracy", "pct",
+                 marked_private=False))
+  figures = (rp.Figure("pate2017", "T", "toy", "curve.png", "curve.png", "a curve"),)
+  kwargs = dict(rows=rows, runs=(run,), figures=figures, optional_runs=(), optional_rows=())
+  text = rp.render(tmp_path, **kwargs)
+  assert "| accuracy | — | 90.0 % *(private)* |" in text
+  assert "| data-independent | — | 2.00 |" in text and "| marked public | — | 90.0 % |" in text
+  assert "*a curve* *(private)* (run toy)" in text
+  # The same run written publishable: only what its keys or figure say is private.
+  experiment.write_results(tmp_path / "toy", {"accuracy": 0.9, "epsilon_data_independent": 2.0},
+                           config={}, seed=0)
+  privacy = rp.Figure("pate2017", "T", "toy", "privacy.png", "privacy.png", "a privacy curve")
+  text = rp.render(tmp_path, **{**kwargs, "figures": (*figures, privacy)})
+  assert "| accuracy | — | 90.0 % |" in text and "*a curve* (run toy)" in text
+  assert "*a privacy curve* *(private)* (run toy)" in text
