@@ -466,3 +466,23 @@ def test_property_everything_released_fits_the_budget(tmp_path):
   from every answer and release let out is <= ε_max and <= the ledger's public ε."""
   totals = _sessions(500, tmp_path)
   assert min(totals.values()) > 30 and totals["answers"] > 2000, totals
+
+
+@pytest.mark.parametrize("disclosure", [None, "measurement"])
+def test_a_report_of_a_run_private_as_a_whole_marks_every_line(tmp_path, capsys, disclosure):
+  """A script whose results.json is private as a whole (a research measurement) prints no
+  line a reader could take as publishable: the harness marks every report line that does
+  not already say "private"; a publishable run's lines are printed as they are."""
+  def run(config, workdir):
+    kwargs = {"disclosure": experiment.MEASUREMENT} if disclosure else {}
+    experiment.write_results(workdir, {"accuracy": 0.9}, config={}, seed=0, **kwargs)
+    return {"accuracy": 0.9}
+
+  def report(results):
+    print(f"student accuracy {results['accuracy']:.1%}\n\nprivate (data owner only): x")
+
+  experiment.run_and_report(run, report, None, str(tmp_path))
+  lines = capsys.readouterr().out.splitlines()
+  assert lines[:3] == [
+      ("private (data owner only): " if disclosure else "") + "student accuracy 90.0%", "",
+      "private (data owner only): x"]

@@ -347,7 +347,10 @@ def test_release_epsilon_script(tmp_path):
   config.num_queries, config.orders, config.joint_orders, config.draws = 40, "default", False, 8
   config.noise_seed = 0  # a research seed: the draws below are reproducible
   out = script.run(config, tmp_path)
-  record = json.loads((tmp_path / "results.json").read_text())["results"]
+  written = json.loads((tmp_path / "results.json").read_text())
+  # It spends from no budget: a research measurement, private as a whole.
+  assert written["disclosure"] == experiment.MEASUREMENT
+  record = written["results"]
   # Issue 23: the published release's parameters are the config's (the order from the
   # data-independent rule), never chosen on the votes; the rest is in the private part.
   spec = record["release"]

@@ -19,12 +19,13 @@ from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, close
                                          load_script, unknown_overrides)
 from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
                                           format_bytes, mesh_info, votes_plan)
-from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, PhaseClock,
-                                       accounting_device, backend_started,
-                                       deterministic_ops_enabled, output_files,
-                                       print_outputs, python_path, quiet_backend_probe,
-                                       run_and_report, run_main, set_deterministic, timed,
-                                       user_errors, without_deterministic_flag)
+from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, PRIVATE_MARK,
+                                       PhaseClock, accounting_device, backend_started,
+                                       deterministic_ops_enabled, mark_private, output_files,
+                                       print_outputs, private_as_a_whole, python_path,
+                                       quiet_backend_probe, run_and_report, run_main,
+                                       set_deterministic, timed, user_errors,
+                                       without_deterministic_flag)
 from pate_jax.experiment._profile import profile_call, trace_summary
 from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
                                           device_info, git_hash, locked_workdir,
@@ -60,6 +61,9 @@ __all__ = [
     "output_files",
     "package_versions",
     "PhaseClock",
+    "PRIVATE_MARK",
+    "mark_private",
+    "private_as_a_whole",
     "print_outputs",
     "profile_call",
     "python_path",

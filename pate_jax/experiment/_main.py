@@ -9,6 +9,9 @@ a stage's privacy accounting runs; :func:`timed` is the benchmarks' timer.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import pathlib
 import time
@@ -156,14 +159,43 @@ def print_outputs(workdir: str | os.PathLike, since: float) -> None:
     print(f"figures: {', '.join(map(str, pngs))}")
 
 
+PRIVATE_MARK = "private (data owner only): "
+"""How a printed line carrying a private value begins (README, *What you may publish*: on
+screen every line without the word "private" is publishable)."""
+
+
+def mark_private(text: str) -> str:
+  """``text`` with :data:`PRIVATE_MARK` before every non-blank line that does not already
+  say "private"."""
+  return "\n".join(line if not line.strip() or "private" in line else PRIVATE_MARK + line
+                   for line in text.split("\n"))
+
+
+def private_as_a_whole(workdir: str | os.PathLike) -> bool:
+  """Whether ``<workdir>/results.json`` says the whole file is private (its ``disclosure``,
+  e.g. :data:`MEASUREMENT`)."""
+  try:
+    record = json.loads((pathlib.Path(workdir) / "results.json").read_text())
+  except (OSError, ValueError):
+    return False
+  return str(record.get("disclosure", "")).startswith("private")
+
+
 def run_and_report(run: Callable[[Any, str], Any], report: Callable[[Any], None] | None,
                    config: Any, workdir: str) -> Any:
   """``run(config, workdir)``, then ``report(results)`` and :func:`print_outputs`: what a
-  script does after parsing its flags (tests call it in-process)."""
+  script does after parsing its flags (tests call it in-process). Where the results.json
+  written is private as a whole (a research measurement), every line of the report says
+  so (:func:`mark_private`)."""
   t0 = time.time()
   results = run(config, workdir)
   if report is not None:
-    report(results)
+    if private_as_a_whole(workdir):
+      with contextlib.redirect_stdout(io.StringIO()) as out:
+        report(results)
+      print(mark_private(out.getvalue()), end="")
+    else:
+      report(results)
   print_outputs(workdir, t0)
   return results
 

@@ -9,9 +9,14 @@ Every release is at an order where conditions C5 and C6 of the smooth-sensitivit
 (2018, App. B.4.2) hold for σ and the votes' classes; a config's order where either fails
 is refused before anything is answered.
 
-results.json, publishable: the one released ε, δ, the fixed λ, β, σ_ss, the conversion,
-the number of queries answered (a released outcome), the data-independent ε, the noise
-source. ``private`` (for the data owner only): the un-noised data-dependent ε before and
+It spends from no privacy budget: run again on the same teachers, it answers and releases
+again, and the average of many runs' released ε and answered counts tends to their
+un-noised values. So the whole of results.json is private, a research measurement
+(:data:`pate_jax.experiment.MEASUREMENT`), and so is every line printed; a publishable
+release of Confident-GNMax labels and their ε is the aggregate stage's
+(:mod:`pate_jax.stages.aggregate`), charged to the teachers' ledger. results.json: the one
+released ε, δ, the fixed λ, β, σ_ss, the conversion, the number of queries answered, the
+data-independent ε, the noise source; in ``private`` the un-noised data-dependent ε before and
 with the release's cost, the smooth sensitivity, the noise's spread over ``config.draws``
 draws, and the paper's own analysis -- tf-privacy's expected cost with its order and β
 chosen on the votes (how 2018's Table 2 value was computed, itself a function of the
@@ -122,7 +127,9 @@ def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
         acc.release_epsilon(jax.random.fold_in(key, 3), joint))}
   results["private"] = private
   results["time_s"] = time.perf_counter() - t0
-  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  # No budget is spent (module docstring): private as a whole, a research measurement.
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.MEASUREMENT)
   return results
 
 
