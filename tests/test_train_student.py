@@ -85,6 +85,9 @@ def test_other_students_run(tmp_path, teachers_dir, name, overrides, expect):
     assert isinstance(r["epsilon"], dict)
   else:
     assert expect in r["epsilon"]
+  # A student on the teachers' un-noised labels is private as a whole.
+  record = json.loads((tmp_path / "results.json").read_text())
+  assert (record["disclosure"] == experiment.MEASUREMENT) == (expect is not dict)
 
 
 def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_dir):
@@ -341,7 +344,11 @@ def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys)
   assert tail[-2].startswith(f"results: {(tmp_path / 'plots').resolve()}")
   assert tail[-1] == f"figures: {(tmp_path / 'plots' / 'students.png').resolve()}"
   labels = sorted(p["label"] for p in out["points"])
-  assert labels == ["supervised", "supervised, plurality labels (not private)"]
+  assert labels == ["supervised", "supervised, plurality labels (no noise: private)"]
+  plot_students.report(out)  # its lines: the private point's says so
+  printed = capsys.readouterr().out.splitlines()
+  assert [line.startswith("private (data owner only)") for line in printed] == [
+      p["private"] for p in out["points"]] == [False, True]
   assert out["points"][0]["epsilon"] > 0 and out["points"][1]["epsilon"] is None
   assert (tmp_path / "plots" / "students.png").stat().st_size > 0
 

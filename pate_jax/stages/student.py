@@ -35,6 +35,11 @@ teachers' plurality, their averaged probabilities, or the pool's own labels (the
 without label noise: a diagnostic) on the selected rows (``true``) or on the rows the noisy
 aggregator answered (``true_answered``: its answers' rows with their errors taken out)."""
 
+UNNOISED_LABELS = ("plurality", "probabilities")
+"""The labels the teachers give without noise: a student on them has no privacy guarantee,
+and its results (private as a whole, :data:`pate_jax.experiment.MEASUREMENT`) and printed
+lines are the data owner's only."""
+
 
 def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   """labels.npz and the aggregate stage's results in ``out`` (pate_jax.stages.aggregate,
@@ -73,6 +78,11 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
                 "fingerprint": {"student": config.student.to_dict(), "labels": config.labels},
                 "restart": bool(config.get("restart", False)),
                 "max_to_keep": int(config.get("max_to_keep", 1)), "restart_flag": restart_flag}
+  # Labels the teachers gave without noise: the student, its accuracy and every line about
+  # it are functions of the private votes with no privacy guarantee (a research measurement).
+  unnoised = config.labels in UNNOISED_LABELS
+  if unnoised:
+    fit_kwargs["log"] = lambda line: print(experiment.PRIVATE_MARK + line)
   key = rng.stream(root, "student_train")
   results: dict = {"student": config.student.name, "labels": config.labels,
                    "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],
@@ -157,7 +167,8 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
       # the fit's training segments alone are ``train_seconds``.
       "phase_seconds": dict(clock.seconds),
   })
-  experiment.write_results(workdir, results, config=config, seed=config.seed)
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           **({"disclosure": experiment.MEASUREMENT} if unnoised else {}))
   return results
 
 

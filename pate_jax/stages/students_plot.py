@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import pathlib
 
+from pate_jax import experiment
 from pate_jax.students import plots
 
 __all__ = ["run", "plan", "report"]
@@ -51,4 +52,6 @@ def report(results: dict) -> None:
   """One line per point: its label, queries, accuracy and ε."""
   for p in results["points"]:
     eps = "n/a" if p["epsilon"] is None else f"{p['epsilon']:.2f}"
-    print(f"{p['label']:>28}: {p['queries']:>5} queries  accuracy {p['accuracy']:.2%}  ε {eps}")
+    mark = experiment.PRIVATE_MARK if p.get("private") else ""
+    print(f"{mark}{p['label']:>28}: {p['queries']:>5} queries  accuracy {p['accuracy']:.2%}  "
+          f"ε {eps}")

@@ -29,12 +29,14 @@ def point(results: dict[str, Any], run: str) -> dict[str, Any]:
   if results.get("active_rounds"):
     label = "active learning"
   elif results.get("labels") == "plurality":
-    label += ", plurality labels (not private)"
+    label += ", plurality labels (no noise: private)"
   elif results.get("labels") == "probabilities":
-    label += f", T = {results['temperature']:g} probabilities (not private)"
+    label += f", T = {results['temperature']:g} probabilities (no noise: private)"
+  # On the teachers' un-noised labels: no privacy guarantee, the data owner's only.
+  private = results.get("labels") in ("plurality", "probabilities")
   return {"label": label, "run": run, "queries": int(results["num_queries"]),
           "accuracy": float(results["eval_accuracy"]), "epsilon": value,
-          "epochs": results.get("epochs")}
+          "epochs": results.get("epochs"), "private": private}
 
 
 def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> None:
@@ -58,6 +60,9 @@ def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> Non
   ax_eps.set_xlabel("queries to the teachers")
   ax_eps.set_ylabel("publishable ε (released, else data-independent; δ = 1e-5)", fontsize=8)
   ax_eps.legend(fontsize=8)
+  if any(p.get("private") for p in points):
+    fig.suptitle("PRIVATE (data owner only): students on the teachers' un-noised labels",
+                 fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
