@@ -215,7 +215,8 @@ def run_adult(config, key, workdir) -> dict:
                        dataset="adult-test-noeducation")
   np.save(pathlib.Path(workdir) / "minority.npy", minority)
   draws = results["balanced_precision_over_draws"]
-  print(f"Section 2: precision {results['balanced']['precision']:.3f} on the balanced test set "
+  print(f"{experiment.PRIVATE_MARK}Section 2: precision {results['balanced']['precision']:.3f} "
+        "on the balanced test set "
         f"(paper ~0.75); over {draws['num_draws']} draws of the majority sample "
         f"{draws['mean']:.3f} ± {draws['std']:.3f}; rates {results['balanced']}")
   e2e = results["end_to_end"] = attacks.end_to_end(
@@ -226,15 +227,17 @@ def run_adult(config, key, workdir) -> dict:
       max_queries=config.max_queries,
       **next(iter(reconstruction_variants(config).values())))
   queries = [r["queries_allowed"] for r in e2e["individuals"]]
-  print(f"Appendix E: agreement {e2e['agreement_with_true_consensus_class']:.2f}, mean error "
+  print(f"{experiment.PRIVATE_MARK}Appendix E: agreement "
+        f"{e2e['agreement_with_true_consensus_class']:.2f}, mean error "
         f"{e2e['mean_error']:.4f}, queries {min(queries)}..{max(queries)}")
   results["figures"] = [attacks.plot_consensus_groups(
       pathlib.Path(workdir) / "fig1_fig8_adult_consensus.png", results["balanced"],
       e2e["rates_from_reconstructed"], np.asarray(attacks.consensus(votes[rows])),
       minority[rows], config.consensus_threshold, (
-          f"Fig. 1: true histograms, balanced test set (n={rows.size}),\nprecision "
+          f"PRIVATE: Fig. 1: true histograms, balanced test set (n={rows.size}),\nprecision "
           f"{results['balanced']['precision']:.2f}",
-          f"Fig. 8: reconstructed from GNMax answers (σ={config.sigma:g}, ε≤{config.budget}),"
+          f"PRIVATE: Fig. 8: reconstructed from GNMax answers (σ={config.sigma:g}, "
+          f"ε≤{config.budget}),"
           f"\n{e2e['num_individuals']} individuals"))]
   return results
 
@@ -295,7 +298,7 @@ def run_near_duplicates(config, key, workdir) -> dict:
   results["figures"] = [attacks.plot_near_duplicates(
       pathlib.Path(workdir) / "near_duplicates.png", results, "PRIVATE (data owner only): ")]
   for case, s in results["summary"].items():
-    print(case, s)
+    print(experiment.PRIVATE_MARK + case, s)
   return results
 
 

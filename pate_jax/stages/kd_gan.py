@@ -105,7 +105,8 @@ def setup(config, workdir: pathlib.Path, num_public: int) -> Setup:
       d["eval_y"], model=t.model, model_kwargs=t.model_kwargs.to_dict(),
       num_steps=t.num_steps, batch_size=t.batch_size, learning_rate=t.learning_rate,
       checkpoint_dir=str(pathlib.Path(workdir) / "teacher"))
-  print(f"teacher ({t.model}, all {len(d['train_y'])} private training images): "
+  print(f"{experiment.PRIVATE_MARK}teacher ({t.model}, all {len(d['train_y'])} private "
+        "training images): "
         f"{teacher_acc:.2%} held-out")
   return Setup(seeds, train_key, keys, public, d, teacher, t_state, teacher_acc)
 
@@ -150,6 +151,7 @@ def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path
     sound, all_published = results["sound"], results["sound_all_published"]
   png = kd_gan.plot_utility_vs_epsilon(
       workdir / "utility_vs_epsilon.png", curve, sound,
+      "PRIVATE (data owner only): "
       f"KD-GAN on MNIST, {config.curve.num_public} public inputs ({config.public}), "
       f"{len(seeds)} seeds",
       None if all_published is None else all_published["epsilon_if_all_published"])
@@ -185,7 +187,7 @@ def _table1(config, fit: Callable, public: Callable, teacher, t_state,
           # The last segment's mean discriminator loss and accuracy (0 when λ = 1: no D).
           **{k: last[k] for k in ("disc", "disc_accuracy") if k in last},
           "train_seconds": out.train_seconds})
-      print(f"Table 1 n={n} λ={lam:g}: {out.eval_accuracy.mean():.2%} "
+      print(f"{experiment.PRIVATE_MARK}Table 1 n={n} λ={lam:g}: {out.eval_accuracy.mean():.2%} "
             f"± {out.eval_accuracy.std():.2%} ({num_seeds} seeds), published ε {eps:.2f}")
   return rows
 

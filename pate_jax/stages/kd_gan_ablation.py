@@ -160,7 +160,8 @@ def _run(config, workdir: pathlib.Path, todo: list[dict]) -> dict:
                      unlabelled_x=unlabelled(vc.num_unlabelled if gan.lam < 1 else 0))
     distance = {"public": _distance(gan, out.state, d["public_x"], tl),
                 "held_out": _distance(gan, out.state, d["eval_x"], tl_eval)}
-    print(f"  {name}: {rounds} rounds, {out.eval_accuracy.mean():.2%} held-out "
+    print(f"  {experiment.PRIVATE_MARK}{name}: {rounds} rounds, "
+          f"{out.eval_accuracy.mean():.2%} held-out "
           f"(seeds {' '.join(f'{a:.2%}' for a in out.eval_accuracy)}); student vs teacher "
           f"TV public {distance['public']['tv_mean']:.4f} held-out "
           f"{distance['held_out']['tv_mean']:.4f} ({out.train_seconds:.0f} s)")
@@ -183,7 +184,8 @@ def _run(config, workdir: pathlib.Path, todo: list[dict]) -> dict:
     out, rounds, distance = fit(kd_gan_stage.make_gan(vc, vc.lam), f"joint_{v['name']}", vc)
     rows.append(_row(v, vc, kd, out, rounds, distance))
     r = rows[-1]
-    print(f"{v['name']}: KD-only {r['kd_only']['accuracy_mean']:.2%}, joint "
+    print(f"{experiment.PRIVATE_MARK}{v['name']}: KD-only {r['kd_only']['accuracy_mean']:.2%}, "
+          "joint "
           f"{r['joint']['accuracy_mean']:.2%}, gain {r['gain']['mean']:+.2%} ± "
           f"{r['gain']['se']:.2%}; D loss {r['disc_first']['loss']:.3f} → "
           f"{r['disc_last']['loss']:.3f}, accuracy {r['disc_first']['accuracy']:.1%} → "

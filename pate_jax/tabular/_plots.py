@@ -82,5 +82,7 @@ def plot_sweeps(path: str | os.PathLike, sweeps: Mapping[str, Any], non_private:
     lines = ax.get_legend_handles_labels()
     lines2 = twin.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="lower left")
+  # The data-dependent ε and the plurality student are functions of the teachers' votes.
+  fig.suptitle("PRIVATE (data owner only): data-dependent ε, plurality labels", fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
