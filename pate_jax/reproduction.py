@@ -120,7 +120,8 @@ class Row:
   def private_in(self, record: dict | list[dict]) -> bool:
     """:attr:`private`, or (unless marked either way) its run's ``record`` is private as a
     whole (:func:`disclosed_private`)."""
-    return self.private or (self.marked_private is None and disclosed_private(record)
+    return self.private or (self.marked_private is None and disclosed_private(record, self.run)
+                            and self.fmt not in _PUBLIC_FORMATS
                             and not any(p in self.key for p in _PUBLIC_KEYS))
 
 
@@ -162,18 +163,28 @@ class Figure:
 
 
 # Key paths of values that are not functions of the private data even in a private file:
-# the data-independent ε (a bound from the settings and counts alone).
-_PUBLIC_KEYS = ("data_independent",)
+# the data-independent ε (a bound from the settings and counts alone), a grid's size; and
+# the formats of such values (seconds of compute).
+_PUBLIC_KEYS = ("data_independent", "grid_cells")
+_PUBLIC_FORMATS = ("s",)
 
 # Figures whose every version is private (README, *What you may publish*).
 _PRIVATE_FIGURES = ("privacy.png", "gap.png")
 
 
-def disclosed_private(record: dict | list[dict]) -> bool:
+# Runs written before results.json carried a disclosure, by stages that now write theirs
+# as a research measurement of the private data (the teachers' votes or the teachers).
+MEASUREMENTS_BEFORE_DISCLOSURE = ("ablation", "attack_adult", "figure2", "figure3",
+                                  "kd_gan_sound", "kd_gan_sound_n1000")
+
+
+def disclosed_private(record: dict | list[dict], run: str | None = None) -> bool:
   """Whether a run's results.json (or any seed's) says the whole file is private (a
-  research measurement: :data:`pate_jax.experiment.MEASUREMENT`), so that every value and
-  figure of it is marked *(private)*."""
+  research measurement: :data:`pate_jax.experiment.MEASUREMENT`), or, written before files
+  said so, is such a measurement (``run`` in :data:`MEASUREMENTS_BEFORE_DISCLOSURE`): every
+  value and figure of it is then marked *(private)*."""
   return any(str(r.get("disclosure", "")).startswith("private")
+             or ("disclosure" not in r and run in MEASUREMENTS_BEFORE_DISCLOSURE)
              for r in _records(record))
 
 
@@ -1473,7 +1484,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
             pathlib.Path(runs_dir) / fig.run / fig.file]
         found = next((c for c in candidates if c.is_file()), None)
         if found is not None and fig.run in records:
-          mark = (" *(private)*" if fig.private or disclosed_private(records[fig.run])
+          mark = (" *(private)*" if fig.private or disclosed_private(records[fig.run], fig.run)
                   else "")
           lines += [f"![{fig.caption}]({_link(found, out_dir)})", "",
                     f"*{fig.caption}*{mark} (run {fig.run})", ""]

@@ -5,6 +5,7 @@ missing runs and bad keys; published values are the papers' own."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import re
@@ -228,3 +229,19 @@ def test_a_run_private_as_a_whole_marks_its_rows_and_figures_private(tmp_path):
   text = rp.render(tmp_path, **{**kwargs, "figures": (*figures, privacy)})
   assert "| accuracy | — | 90.0 % |" in text and "*a curve* (run toy)" in text
   assert "*a privacy curve* *(private)* (run toy)" in text
+
+
+def test_a_measurement_written_before_disclosures_and_its_timings(tmp_path):
+  """A run of :data:`MEASUREMENTS_BEFORE_DISCLOSURE` whose file predates the disclosure field
+  is private as a whole; seconds of compute are not private in any file."""
+  name = rp.MEASUREMENTS_BEFORE_DISCLOSURE[0]
+  run = rp.Run(name, f"python experiments/ablate.py --workdir runs/{name}", "c.py")
+  d = tmp_path / name
+  d.mkdir()
+  (d / "results.json").write_text(json.dumps({"results": {"accuracy": 0.9, "loop_s": 4.2}}))
+  rows = (rp.Row("pate2017", "T", "accuracy", "—", name, "accuracy", "pct"),
+          rp.Row("pate2017", "T", "loop", "—", name, "loop_s", "s"))
+  text = rp.render(tmp_path, rows=rows, runs=(run,), figures=(), optional_runs=(),
+                   optional_rows=())
+  assert "| accuracy | — | 90.0 % *(private)* |" in text and "*(private)*" not in (
+      text.split("| loop | — | ")[1].split("|")[0])
