@@ -325,4 +325,3 @@ class PhaseClock:
   def elapsed(self) -> float:
     """Seconds since the clock started."""
     return time.perf_counter() - self.start
-
