@@ -607,7 +607,7 @@ def report(s: dict) -> None:
     met = {True: "met", False: "NOT MET", None: "not measured yet"}[t["met"]]
     value = t["value"]
     value = f"{value:.4g}" if isinstance(value, float) else value
-    mark = "private (data owner only): " if t.get("private") else ""
+    mark = experiment.PRIVATE_MARK if t.get("private") else ""
     print(f"  {mark}target {t['target']}: {met} (value: {value})")
   slow = s.get("deterministic_slowdown") or {}
   if slow.get("by_strategy"):

@@ -326,7 +326,7 @@ def report(s: dict) -> None:
   if s["data"]["fallback_data"]:
     print("\n!!! FALLBACK DATA (sklearn 8x8 digits): NOT an MNIST result !!!")
   st, p = s["student"], s["private"]
-  mark = "private (data owner only): "
+  mark = experiment.PRIVATE_MARK
   print("\n" + "\n".join([
       *reporting.aggregate_headline(s["aggregate"]),
       f"{st['student']} student: held-out accuracy {st['eval_accuracy']:.2%} on "

@@ -166,7 +166,7 @@ def report(r: dict[str, Any]) -> None:
         f"{r['num_answered']} answered; released ε {r['epsilon_released']:.3f} (order "
         f"{s['order']:g}, β {s['beta']:.4g}, σ_ss {s['sigma_ss']:g}, fixed); data-independent "
         f"ε {r['epsilon_data_independent']:.3f}")
-  p, mark = r["private"], "private (data owner only): "
+  p, mark = r["private"], experiment.PRIVATE_MARK
   f = p["fixed"]
   print(f"{mark}data-dependent ε {f['epsilon_before']:.3f}, with the release's cost "
         f"{f['epsilon']:.3f} ± {f['noise_std']:.3f} (draws: mean {p['draws_mean']:.3f}, std "

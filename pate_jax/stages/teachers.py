@@ -487,4 +487,4 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
 def report(results: dict) -> None:
   if results["fallback_data"]:
     print(f"!!! FALLBACK DATA ({results['data_source']}): NOT a {results['dataset']} result !!!")
-  print("private (data owner only): " + reporting.teachers_headline(results))
+  print(experiment.PRIVATE_MARK + reporting.teachers_headline(results))
