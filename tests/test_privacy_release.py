@@ -479,10 +479,12 @@ def test_a_report_of_a_run_private_as_a_whole_marks_every_line(tmp_path, capsys,
     return {"accuracy": 0.9}
 
   def report(results):
-    print(f"student accuracy {results['accuracy']:.1%}\n\nprivate (data owner only): x")
+    print(f"student accuracy {results['accuracy']:.1%}\n\nprivate (data owner only): x\n"
+          "non-private forest 0.85, not private: y, PRIVATE figure")
 
   experiment.run_and_report(run, report, None, str(tmp_path))
   lines = capsys.readouterr().out.splitlines()
-  assert lines[:3] == [
-      ("private (data owner only): " if disclosure else "") + "student accuracy 90.0%", "",
-      "private (data owner only): x"]
+  mark = "private (data owner only): " if disclosure else ""
+  assert lines[:4] == [mark + "student accuracy 90.0%", "", "private (data owner only): x",
+                       "non-private forest 0.85, not private: y, PRIVATE figure"]
+  assert experiment.mark_private("non-private forest 0.85").startswith("private (data")

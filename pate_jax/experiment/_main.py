@@ -14,6 +14,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import time
 from typing import Any, Callable, Mapping
 
@@ -164,11 +165,15 @@ PRIVATE_MARK = "private (data owner only): "
 screen every line without the word "private" is publishable)."""
 
 
+# The word "private" as a mark: not inside "non-private" or "not private".
+_SAYS_PRIVATE = re.compile(r"(?<!non-)(?<!not )\bprivate\b", re.IGNORECASE)
+
+
 def mark_private(text: str) -> str:
   """``text`` with :data:`PRIVATE_MARK` before every non-blank line that does not already
-  say "private"."""
-  return "\n".join(line if not line.strip() or "private" in line else PRIVATE_MARK + line
-                   for line in text.split("\n"))
+  say "private" ("non-private" and "not private" do not count)."""
+  return "\n".join(line if not line.strip() or _SAYS_PRIVATE.search(line)
+                   else PRIVATE_MARK + line for line in text.split("\n"))
 
 
 def private_as_a_whole(workdir: str | os.PathLike) -> bool:
