@@ -35,11 +35,6 @@ teachers' plurality, their averaged probabilities, or the pool's own labels (the
 without label noise: a diagnostic) on the selected rows (``true``) or on the rows the noisy
 aggregator answered (``true_answered``: its answers' rows with their errors taken out)."""
 
-UNNOISED_LABELS = ("plurality", "probabilities")
-"""The labels the teachers give without noise: a student on them has no privacy guarantee,
-and its results (private as a whole, :data:`pate_jax.experiment.MEASUREMENT`) and printed
-lines are the data owner's only."""
-
 
 def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   """labels.npz and the aggregate stage's results in ``out`` (pate_jax.stages.aggregate,
@@ -80,7 +75,7 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
                 "max_to_keep": int(config.get("max_to_keep", 1)), "restart_flag": restart_flag}
   # Labels the teachers gave without noise: the student, its accuracy and every line about
   # it are functions of the private votes with no privacy guarantee (a research measurement).
-  unnoised = config.labels in UNNOISED_LABELS
+  unnoised = config.labels in students.UNNOISED_LABELS
   if unnoised:
     fit_kwargs["log"] = lambda line: print(experiment.PRIVATE_MARK + line)
   key = rng.stream(root, "student_train")

@@ -16,8 +16,9 @@ three functions, add the name to ``STUDENTS`` in ``_registry.py``.
 """
 
 from pate_jax.students._active import ActiveResult, active_learning, least_confident
-from pate_jax.students._data import (StudentData, answered_labels, epoch_batch, epoch_batches,
-                                     load_public_data, make_student_data, with_labels)
+from pate_jax.students._data import (UNNOISED_LABELS, StudentData, answered_labels, epoch_batch,
+                                     epoch_batches, load_public_data, make_student_data,
+                                     with_labels)
 from pate_jax.students._loop import (FitResult, GameCheck, GameFailed, Student, accuracy,
                                      compile_fit, fit, init_state, judge, predict, probabilities)
 from pate_jax.students._pate_g import discriminator_losses, feature_matching_loss, pate_g

@@ -43,6 +43,11 @@ class StudentData(NamedTuple):
     return int(self.labelled_index.shape[0])
 
 
+UNNOISED_LABELS = ("plurality", "probabilities")
+"""The labels the teachers give without noise (``config.labels`` of the student stage): a
+student on them has no privacy guarantee, and its results and printed lines are the data
+owner's only (private)."""
+
 def make_student_data(pool: Any, labelled_index: Any, labels: Any, eval_images: Any,
                       eval_labels: Any, num_classes: int) -> StudentData:
   """Checks and bundles a student's data; every error names the offending argument.

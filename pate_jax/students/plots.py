@@ -6,6 +6,8 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
+from pate_jax.students._data import UNNOISED_LABELS
+
 # The ε a point is plotted with: a publishable one -- the ε released with smooth
 # sensitivity (GNMax family), else the data-independent bound (the 2017 moments
 # accountant for LNMax, RDP with the improved conversion for the GNMax family). The
@@ -33,7 +35,7 @@ def point(results: dict[str, Any], run: str) -> dict[str, Any]:
   elif results.get("labels") == "probabilities":
     label += f", T = {results['temperature']:g} probabilities (no noise: private)"
   # On the teachers' un-noised labels: no privacy guarantee, the data owner's only.
-  private = results.get("labels") in ("plurality", "probabilities")
+  private = results.get("labels") in UNNOISED_LABELS
   return {"label": label, "run": run, "queries": int(results["num_queries"]),
           "accuracy": float(results["eval_accuracy"]), "epsilon": value,
           "epochs": results.get("epochs"), "private": private}
