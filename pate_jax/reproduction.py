@@ -154,12 +154,19 @@ class Figure:
   file: str  # path inside the run's workdir
   name: str  # file name under the figures directory
   caption: str
+  drawn_from_votes: bool = False  # this run's figure is of its own private votes
 
   @property
   def private(self) -> bool:
     """Drawn from the teachers' private data (the privacy curve's data-dependent ε, the
-    vote gaps): captioned *(private)*, as is every figure of a private-as-a-whole run."""
-    return pathlib.PurePosixPath(self.file).name in _PRIVATE_FIGURES
+    vote gaps, ``drawn_from_votes``): captioned *(private)*, as is every figure of a
+    private-as-a-whole run."""
+    return self.drawn_from_votes or pathlib.PurePosixPath(self.file).name in _PRIVATE_FIGURES
+
+  def private_in(self, record: dict | list[dict]) -> bool:
+    """Whether this figure, drawn by a run with this results.json ``record``, is private:
+    a private figure (:attr:`private`) or any figure of a run private as a whole."""
+    return self.private or disclosed_private(record, self.run)
 
 
 # Key paths of values that are not functions of the private data even in a private file:
@@ -423,14 +430,15 @@ _PATE_G_300 = ("the seeds vary the student, its batches and the label noise (one
                "CPU teachers' votes, a class-balanced labelled subset as the paper's Section "
                "4.2 (its script's own selection gives 13, 13, 13, 10, 15, 7, 8, 4, 8, 9 per "
                "class)")
-_PATE_G = _PATE_G_300 + ", 75 of its 300 epochs"
+_PATE_G = _PATE_G_300 + ", 75 of the 300 epochs of the authors' student script (the paper gives no epoch count)"
 _CGN = "PATE-G on Confident-GNMax labels (Papernot et al. 2018's MNIST row)"
 
 
 
 # Variants of configs/kd_gan_ablation.py (index, what, note), in the config's order.
 _KD_ABLATION = (
-    (0, "the paper's setting (λ 0.5, k_d 1, D lr 1e-3, D 256, Gumbel 0.5, D sees x)",
+    (0, "our Table 1 setting (λ 0.5, k_d 1, D lr 1e-3, D 256, Gumbel 0.5, D sees x; the paper gives "
+     "none of these: \"searched and pre-determined\")",
      "the paper: 96.46 − 93.57 at n = 1,000; 4 seeds paired (same keys)"),
     (1, "λ 0.9", ""), (2, "λ 0.1", ""),
     (3, "λ 0 (adversarial only)", "against KD-only: the adversarial term alone"),
@@ -532,7 +540,8 @@ ROWS: tuple[Row, ...] = (
         "held-out accuracy at step 13,500 of the 300-epoch runs"),
     Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 300 epochs", "98.00%",
         "pate_g_100_long", "eval_accuracy", "pct",
-        "the paper's epoch count (27,000 steps of our 9,000-image pool); " + _PATE_G_300),
+        "the epoch count of the authors' student script (improved-gan's MNIST script; the paper "
+        "gives none): 27,000 steps of our 9,000-image pool; " + _PATE_G_300),
     Row("pate2017", "Figure 4", "MNIST, 100 queries: PATE-G student, 300 epochs, real images "
         "shifted by ≤ 2 pixels", "98.00%", "pate_g_100_shift", "eval_accuracy", "pct",
         "not the authors' PATE-G: every real image shifted by up to 2 pixels per axis "
@@ -578,7 +587,8 @@ ROWS: tuple[Row, ...] = (
         marked_private=True),
     Row("pate2017", "Appendix B.2 (text)", "active learning, 5 rounds × 100 queries", "—",
         "active_500", "eval_accuracy", "pct",
-        "compare supervised_500; the paper's gain is stated only in words in our copies"),
+        "compare supervised_500; the paper's gain over the same number of arbitrary queries: "
+        "\"in the order of 4% - 10%\" (the ICLR text's appendix; its binary experts: 1.5–2.5 %)"),
     Row("pate2017", "Appendix B.2 (text)", "active learning: ε of its 500 queries", "—",
         "active_500", "ledger_epsilon", "f2",
         "the least confident inputs are the ones the teachers disagree on: each costs more"),
@@ -717,7 +727,8 @@ ROWS: tuple[Row, ...] = (
         "it tells the unlabelled inputs from the public ones, not the labels (a guess, "
         "unverified)"),
     Row("gao", "Table 1: the discriminator's ablation (ours)",
-        "n = 1,000, KD-only, 20 epochs (the paper's)", "93.57", "kd_gan_ablation",
+        "n = 1,000, KD-only, 20 epochs (ours: Table 1 gives no epoch count; its Figure 6 students "
+        "are at 0.89 % loss after 20)", "93.57", "kd_gan_ablation",
         "variants[0].kd_only.accuracy", "pct2"),
     Row("gao", "Table 1: the discriminator's ablation (ours)",
         "n = 1,000, KD-only, 100 epochs", "—", "kd_gan_ablation",
@@ -759,12 +770,13 @@ ROWS: tuple[Row, ...] = (
     Row("gao", "Table 2", "MNIST, Proposed, ε 1.93: student accuracy (n = 10,000)",
         "98.52%", "kd_gan_cpu", "table2[0].accuracy", "pct2",
         "with our MLP teacher (Section 5.1 row), not a LeNet"),
-    Row("gao", "Tables 1–2", "the paper's ε: q = 50/10,000, σ 1.1, δ 1e-5, 4,000 steps "
-        "(20 epochs), tf-privacy's orders, classic conversion", "1.93", "published_accounting",
+    Row("gao", "Table 2", "the paper's ε: q = 50/10,000, σ 1.1 (its Section 5.2), δ 1e-5 "
+        "(our copy drops the δ), 4,000 steps (20 epochs: inferred from Figure 6's 20, the "
+        "paper states no step count), tf-privacy's orders, classic conversion", "1.93", "published_accounting",
         "gao_dp_sgd.rows[0].epsilon_classic", "f2",
         "the paper's own sampled-Gaussian RDP; it certifies nothing for the private records "
         "(see the Eq. 5 audit)"),
-    Row("gao", "Tables 1–2", "the same steps, improved conversion (Balle et al. 2020)", "—",
+    Row("gao", "Table 2", "the same steps, improved conversion (Balle et al. 2020)", "—",
         "published_accounting", "gao_dp_sgd.rows[0].epsilon_improved", "f3"),
     Row("gao", "Table 2", "MNIST, Proposed: our ε at that row (the paper's accounting)", "1.93",
         "kd_gan_cpu", "table2[0].epsilon_published", "f2",
@@ -794,8 +806,9 @@ ROWS: tuple[Row, ...] = (
         "attack_adult", "balanced_precision_over_draws.mean", "pct"),
     Row("attack", "Figure 2", "attack workflow (diagram)", fmt="none", note="a diagram"),
     _not_run("attack", "Figure 3", "consensus groups of the 9,000 MNIST / 26,032 SVHN histograms",
-             "—", "needs the 2017 paper's released vote histograms (only Table 1's "
-             "30 are in the paper; our own CPU votes are a different collection)"),
+             "—", "needs the vote histograms released by Papernot et al. (its [1], whose reference our "
+             "copy truncates; σ = 40 and ε 1.97 are the 2018 paper's GNMax); only Table 1's "
+             "30 are in the paper; our own CPU votes are a different collection"),
     Row("attack", "Table 1", "the 30 MNIST and SVHN histograms",
         fmt="none", note="inputs, not results: the attack configs use them verbatim"),
     Row("attack", "Figure 4", "budget-limited, MNIST: mean L1 error (text's stopping rules: "
@@ -852,7 +865,8 @@ ROWS: tuple[Row, ...] = (
     Row("attack", "Section 4.1 (text)", "time for one histogram (10⁴ queries + reconstruction)",
         "2.5 hours", "attack_bench", "single.median_wall_seconds", "s",
         "after compilation, median of repeats; the paper's optimisation ran on an Intel Xeon "
-        "E5-2630 v4"),
+        "E5-2630 v4 (its Limitations give another figure: \"13 hours to convergence on a "
+        "histogram\")"),
     Row("attack", "Defence (ours): consistent answers", "consistent answers: mean error (projected solver)",
         "—", "attack_defense", "summary.consistent/projected.mean_error", "f3",
         "answers cached per input: one draw's information however often asked; exact repeats "
@@ -1028,7 +1042,7 @@ ROWS: tuple[Row, ...] = (
         "its table is not in ../shared/papers"),
     Row("beyond", "Smooth-sensitivity release", "noise std of the released ε", "—",
         "release_mnist", "private.expected_tf_privacy.release.noise_std", "f3",
-        "PATE 2017 §3.3 bounds this noise scale in words only in our copies"),
+        "PATE 2017 §3.3: the noise scale needed is \"smaller than 0.5\" on MNIST (1.0 on SVHN)"),
     Row("beyond", "Smooth-sensitivity release", "speed: release of 10,000 queries, after "
         "compilation", "—", "bench_smooth_sensitivity", "jax_seconds_median", "s",
         "measured beside other jobs (load in the README)"),
@@ -1211,9 +1225,9 @@ FIGURES: tuple[Figure, ...] = (
            "ε vs queries answered (main job, LNMax)"),
     Figure("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)", _MAIN,
            "attack/defense_consistent_answers.png", "main_job_attack.png",
-           "private (the run's own vote histograms): the attack on the main job's 5 "
-           "lowest-consensus labelled queries, fresh noise vs consistent answers (which cache "
-           "exact repeats only: configs/attack_near_duplicates.py)"),
+           "the attack on the main job's 5 lowest-consensus labelled queries (the run's own "
+           "vote histograms), fresh noise vs consistent answers (which cache exact repeats "
+           "only: configs/attack_near_duplicates.py)", drawn_from_votes=True),
     Figure("beyond", "Vectorised ablation", "ablation", "ablation.png", "ablation.png",
            "label accuracy, fraction answered and ε vs noise scale, per mechanism and teacher "
            "count (mean over 5 seeds)"),
@@ -1484,8 +1498,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
             pathlib.Path(runs_dir) / fig.run / fig.file]
         found = next((c for c in candidates if c.is_file()), None)
         if found is not None and fig.run in records:
-          mark = (" *(private)*" if fig.private or disclosed_private(records[fig.run], fig.run)
-                  else "")
+          mark = " *(private)*" if fig.private_in(records[fig.run]) else ""
           lines += [f"![{fig.caption}]({_link(found, out_dir)})", "",
                     f"*{fig.caption}*{mark} (run {fig.run})", ""]
         else:
