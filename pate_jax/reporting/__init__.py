@@ -11,7 +11,9 @@ private), ε vs queries answered (:func:`privacy_curve`, :func:`plot_privacy`, p
 and a readable summary (:func:`aggregate_headline`: private lines say so). The teachers
 stage writes a histogram of the normalized vote gap (:func:`plot_gap`) and one summary
 line (:func:`teachers_headline`), both private. The main job writes its ``report.md``
-with :func:`main_job_markdown` (the attack's record: :func:`attack_summary`).
+with :func:`main_job_markdown` (the attack's record: :func:`attack_summary`). The
+reproduction report copies a private figure under a banner that says so
+(:func:`stamp_private`).
 
 Plain NumPy and Python on results already computed; nothing here is jitted.
 """
@@ -28,5 +30,5 @@ from pate_jax.reporting._aggregate import (
     split_epsilon,
 )
 from pate_jax.reporting._main_job import attack_headline, attack_summary, main_job_markdown
-from pate_jax.reporting._plots import plot_gap, plot_history, plot_privacy
+from pate_jax.reporting._plots import plot_gap, plot_history, plot_privacy, stamp_private
 from pate_jax.reporting._teachers import teachers_headline, vote_summary

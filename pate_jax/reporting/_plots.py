@@ -1,8 +1,9 @@
 """The stages' figures, small PNGs drawn with matplotlib's Agg backend.
 
 Owns :func:`plot_privacy` (ε vs queries answered: aggregate stage), :func:`plot_gap`
-(the vote gap: teachers stage, private) and :func:`plot_history` (the student's accuracy:
-main job).
+(the vote gap: teachers stage, private), :func:`plot_history` (the student's accuracy:
+main job) and :func:`stamp_private` (a copy of a PNG under a banner that says it is private:
+the reproduction report's copies of private figures).
 """
 
 from __future__ import annotations
@@ -57,6 +58,29 @@ def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
+
+
+def stamp_private(src: str | pathlib.Path, dst: str | pathlib.Path,
+                  text: str = "PRIVATE (data owner only)") -> pathlib.Path:
+  """Writes ``src`` (a PNG) to ``dst`` under a red banner reading ``text``: the image
+  itself then says it is private, whatever its own title (a figure drawn before its title
+  said so, or one shown away from its caption). The figure's pixels are kept as they are;
+  the banner adds a strip of the same width on top.
+  """
+  from matplotlib import font_manager  # pylint: disable=g-import-not-at-top
+  from PIL import Image, ImageDraw, ImageFont  # pylint: disable=g-import-not-at-top
+  with Image.open(src) as opened:
+    palette, image = opened.mode == "P", opened.convert("RGBA")
+  width, height = image.size
+  band = max(24, height // 18)
+  font = ImageFont.truetype(font_manager.findfont("DejaVu Sans:bold"), int(0.6 * band))
+  out = Image.new("RGBA", (width, height + band), (178, 34, 34, 255))  # firebrick
+  out.paste(image, (0, band))
+  ImageDraw.Draw(out).text((width / 2, band / 2), text, fill="white", font=font, anchor="mm")
+  if palette:  # a palette PNG stays one (a quarter of the bytes)
+    out = out.convert("RGB").quantize(colors=256)
+  out.save(dst, optimize=True)
+  return pathlib.Path(dst)
 
 
 def _pyplot():

@@ -13,19 +13,27 @@ from __future__ import annotations
 import pathlib
 import shutil
 
-from pate_jax import reproduction
+from pate_jax import reporting, reproduction
 
 __all__ = ["run", "plan", "report", "copy_figures"]
 
 
-def copy_figures(runs_dir: pathlib.Path, figures_dir: pathlib.Path) -> list[pathlib.Path]:
-  """Copies each catalogue figure that a run produced into ``figures_dir``."""
+def copy_figures(runs_dir: pathlib.Path, figures_dir: pathlib.Path, *,
+                 figures: tuple[reproduction.Figure, ...] = reproduction.FIGURES,
+                 runs: tuple[reproduction.Run, ...] = reproduction.RUNS) -> list[pathlib.Path]:
+  """Copies each catalogue figure that a run produced into ``figures_dir``: a private one
+  (:meth:`pate_jax.reproduction.Figure.private_in`) under a banner that says so, so that
+  the image itself is marked wherever it is shown; the others byte for byte."""
+  records = reproduction.load_runs(runs_dir, runs)
   copied = []
-  for fig in reproduction.FIGURES:
+  for fig in figures:
     src = runs_dir / fig.run / fig.file
     if src.is_file():
       figures_dir.mkdir(parents=True, exist_ok=True)
-      shutil.copyfile(src, figures_dir / fig.name)
+      if fig.private_in(records.get(fig.run, {})):
+        reporting.stamp_private(src, figures_dir / fig.name)
+      else:
+        shutil.copyfile(src, figures_dir / fig.name)
       copied.append(figures_dir / fig.name)
   return copied
 
