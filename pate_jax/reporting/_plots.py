@@ -65,22 +65,43 @@ def stamp_private(src: str | pathlib.Path, dst: str | pathlib.Path,
   """Writes ``src`` (a PNG) to ``dst`` under a red banner reading ``text``: the image
   itself then says it is private, whatever its own title (a figure drawn before its title
   said so, or one shown away from its caption). The figure's pixels are kept as they are;
-  the banner adds a strip of the same width on top.
+  the banner adds a strip of the same width on top (its text not anti-aliased, so that a
+  palette PNG stays one, exactly, where its colours allow).
   """
   from matplotlib import font_manager  # pylint: disable=g-import-not-at-top
   from PIL import Image, ImageDraw, ImageFont  # pylint: disable=g-import-not-at-top
   with Image.open(src) as opened:
-    palette, image = opened.mode == "P", opened.convert("RGBA")
+    image = opened.convert("RGBA")
   width, height = image.size
   band = max(24, height // 18)
-  font = ImageFont.truetype(font_manager.findfont("DejaVu Sans:bold"), int(0.6 * band))
+  path = font_manager.findfont("DejaVu Sans:bold")
+  size = int(0.6 * band)
+  size = max(6, min(size, int(size * 0.95 * width / ImageFont.truetype(path, size).getlength(text))))
   out = Image.new("RGBA", (width, height + band), (178, 34, 34, 255))  # firebrick
   out.paste(image, (0, band))
-  ImageDraw.Draw(out).text((width / 2, band / 2), text, fill="white", font=font, anchor="mm")
-  if palette:  # a palette PNG stays one (a quarter of the bytes)
-    out = out.convert("RGB").quantize(colors=256)
-  out.save(dst, optimize=True)
+  draw = ImageDraw.Draw(out)
+  draw.fontmode = "1"
+  draw.text((width / 2, band / 2), text, fill="white", font=ImageFont.truetype(path, size),
+            anchor="mm")
+  _palette_if_exact(out).save(dst, optimize=True)
   return pathlib.Path(dst)
+
+
+def _palette_if_exact(image):
+  """``image`` (RGBA) as a palette image when that loses nothing (opaque, at most 256
+  colours: a quarter of the bytes), else itself."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  rgba = np.asarray(image)
+  if (rgba[..., 3] != 255).any():
+    return image
+  packed = rgba[..., :3].astype(np.uint32) @ np.array([1 << 16, 1 << 8, 1], np.uint32)
+  colours, index = np.unique(packed, return_inverse=True)
+  if colours.size > 256:
+    return image
+  out = Image.fromarray(index.reshape(packed.shape).astype(np.uint8), "P")
+  out.putpalette(np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], -1)
+                 .astype(np.uint8).ravel().tolist())
+  return out
 
 
 def _pyplot():

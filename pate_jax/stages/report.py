@@ -22,15 +22,16 @@ def copy_figures(runs_dir: pathlib.Path, figures_dir: pathlib.Path, *,
                  figures: tuple[reproduction.Figure, ...] = reproduction.FIGURES,
                  runs: tuple[reproduction.Run, ...] = reproduction.RUNS) -> list[pathlib.Path]:
   """Copies each catalogue figure that a run produced into ``figures_dir``: a private one
-  (:meth:`pate_jax.reproduction.Figure.private_in`) under a banner that says so, so that
-  the image itself is marked wherever it is shown; the others byte for byte."""
+  (:meth:`pate_jax.reproduction.Figure.private_in`, or of a run without a ``results.json``
+  to say otherwise) under a banner that says so, so that the image itself is marked
+  wherever it is shown; the others byte for byte."""
   records = reproduction.load_runs(runs_dir, runs)
   copied = []
   for fig in figures:
     src = runs_dir / fig.run / fig.file
     if src.is_file():
       figures_dir.mkdir(parents=True, exist_ok=True)
-      if fig.private_in(records.get(fig.run, {})):
+      if fig.run not in records or fig.private_in(records[fig.run]):  # no record: unknown
         reporting.stamp_private(src, figures_dir / fig.name)
       else:
         shutil.copyfile(src, figures_dir / fig.name)
