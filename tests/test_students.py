@@ -189,6 +189,36 @@ def test_vat_power_iteration_runs_at_float32_precision():
   assert precisions == {(jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)}
 
 
+def _products(student, data):
+  """The precision of every matrix product of ``student``'s compiled programs: the
+  initialisation, one training segment (forward and backward) and the evaluation."""
+  from pate_jax.students import _loop  # pylint: disable=g-import-not-at-top
+  key, pool = jax.random.key(0), jnp.asarray(data.pool)
+  state = jax.eval_shape(lambda k, x: _loop._init(student, k, x), key, pool[:8])
+  texts = [_loop._init.lower(student, key, pool[:8]).as_text(),
+           _loop._segment.lower(student, 6, 2, state, key, jnp.asarray(0), pool,
+                                jnp.asarray(data.labelled_index, jnp.int32),
+                                jnp.asarray(data.labels)).as_text(),
+           _loop._probabilities.lower(student, state, pool).as_text()]
+  lines = [l for t in texts for l in t.splitlines() if "stablehlo.dot_general" in l]
+  assert len(lines) > 10
+  return {"HIGHEST" if "precision = [HIGHEST, HIGHEST]" in l else "other" for l in lines}
+
+
+def test_students_compute_float32_products_on_every_backend():
+  """A GPU's default rounds float32 operands to TF32: the loop runs a student's products
+  at float32 unless its ``matmul_precision`` says otherwise."""
+  data, _ = _toy_data()
+  gan = students.build_student("pate_g", C, SHAPE, noise_dim=5, generator_hidden=(8,),
+                               discriminator_hidden=(16, 8))
+  assert gan.matmul_precision == "float32" and _products(gan, data) == {"HIGHEST"}
+  backend = students.build_student("pate_g", C, SHAPE, noise_dim=5, generator_hidden=(8,),
+                                   discriminator_hidden=(16, 8), matmul_precision="default")
+  assert backend.matmul_precision is None and _products(backend, data) == {"other"}
+  with pytest.raises(ValueError, match="student.matmul_precision"):
+    students.build_student("pate_g", C, SHAPE, matmul_precision="fast")
+
+
 @pytest.mark.slow
 def test_vat_perturbation_increases_kl_more_than_random():
   net = students.classifier("gan_discriminator", C, hidden=(16, 8), input_noise=0.0,

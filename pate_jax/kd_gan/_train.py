@@ -433,7 +433,8 @@ def teacher_log_probs(student: students.Student, state: Any, images: Any,
 
 @functools.partial(jax.jit, static_argnums=0)
 def _log_probs(student: students.Student, state: Any, x: jax.Array) -> jax.Array:
-  return jax.nn.log_softmax(student.logits(state, x), axis=-1)
+  with students.matmul_precision(student):  # as the teacher was trained
+    return jax.nn.log_softmax(student.logits(state, x), axis=-1)
 
 
 def train_teacher(key: jax.Array, train_x: Any, train_y: Any, eval_x: Any, eval_y: Any, *,

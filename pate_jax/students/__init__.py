@@ -2,7 +2,8 @@
 
 Every student is a :class:`Student` (pure ``init`` / ``step`` / ``logits``
 functions over a pytree state) trained by the one loop :func:`fit` (``lax.scan``
-segments, ``fold_in(key, step)`` randomness, orbax checkpoints):
+segments, ``fold_in(key, step)`` randomness, orbax checkpoints; float32 matrix
+products on every backend unless :attr:`Student.matmul_precision` says otherwise):
 
   supervised    the noisily labelled subset only (the paper's baseline)
   distillation  ``supervised`` on the ensemble's averaged probabilities at a
@@ -20,7 +21,8 @@ from pate_jax.students._data import (UNNOISED_LABELS, StudentData, answered_labe
                                      epoch_batches, load_public_data, make_student_data,
                                      with_labels)
 from pate_jax.students._loop import (FitResult, GameCheck, GameFailed, Student, accuracy,
-                                     compile_fit, fit, init_state, judge, predict, probabilities)
+                                     compile_fit, fit, init_state, judge, matmul_precision,
+                                     predict, probabilities)
 from pate_jax.students._pate_g import discriminator_losses, feature_matching_loss, pate_g
 from pate_jax.students._registry import STUDENTS, build_student
 from pate_jax.students._supervised import (Classifier, class_loss, classifier, ema_update,

@@ -22,6 +22,7 @@ continues bit-identically (the batches are a function of ``(key, step)``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -41,10 +42,25 @@ _INIT, _STEP, _LABELLED, _POOL, _POOL2, _INIT_SAMPLE = range(6)
 
 
 class Student(NamedTuple):
-  """A student: pure functions over a pytree state (see the module docstring)."""
+  """A student: pure functions over a pytree state (see the module docstring).
+
+  ``matmul_precision``: the precision of its float32 matrix products and convolutions
+  wherever the loop runs it (``jax.default_matmul_precision``). "float32", the default,
+  computes a student at the same precision on every backend; ``None`` takes the backend's default, which
+  on NVIDIA GPUs since Ampere rounds float32 operands to TF32 (10-bit mantissas) and on
+  TPUs to bfloat16. The students are small, so float32 costs them little.
+  """
   init: Callable[[jax.Array, jax.Array], PyTree]
   step: Callable[[PyTree, jax.Array, Batch, jax.Array], tuple[PyTree, dict]]
   logits: Callable[[PyTree, jax.Array], jax.Array]
+  matmul_precision: str | None = "float32"
+
+
+def matmul_precision(student: Student):
+  """The context, entered while tracing, in which ``student``'s functions run."""
+  if student.matmul_precision is None:
+    return contextlib.nullcontext()
+  return jax.default_matmul_precision(student.matmul_precision)
 
 
 class GameCheck(NamedTuple):
@@ -132,13 +148,21 @@ def _segment(student: Student, batch_size: int, num_steps: int, state: PyTree,
     batch = gather_batch(step_rows, pool, labelled_index, labels)
     return student.step(s, jax.random.fold_in(step_key, step), batch, step)
 
-  state, metrics = jax.lax.scan(body, state, (jnp.arange(num_steps), rows))
+  with matmul_precision(student):
+    state, metrics = jax.lax.scan(body, state, (jnp.arange(num_steps), rows))
   return state, jax.tree.map(jnp.mean, metrics)
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _probabilities(student: Student, state: PyTree, images: jax.Array) -> jax.Array:
-  return jax.nn.softmax(student.logits(state, images), axis=-1)
+  with matmul_precision(student):
+    return jax.nn.softmax(student.logits(state, images), axis=-1)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _init(student: Student, key: jax.Array, sample: jax.Array) -> PyTree:
+  with matmul_precision(student):
+    return student.init(key, sample)
 
 
 def probabilities(student: Student, state: PyTree, images: Any, batch_size: int = 1000
@@ -169,8 +193,8 @@ def init_state(student: Student, pool: jax.Array, key: jax.Array,
   The rows and the initialisation draw from distinct sub-streams of ``key``.
   """
   rows = jax.random.permutation(jax.random.fold_in(key, _INIT_SAMPLE), pool.shape[0])
-  return jax.jit(student.init)(jax.random.fold_in(key, _INIT),
-                               pool[rows[:min(init_examples, pool.shape[0])]])
+  return _init(student, jax.random.fold_in(key, _INIT),
+               pool[rows[:min(init_examples, pool.shape[0])]])
 
 
 def _check_schedule(num_steps: int, batch_size: int, segment_steps: int) -> None:

@@ -31,6 +31,10 @@ STUDENTS: dict[str, Callable[..., Student]] = {
 }
 
 
+# Values of ``matmul_precision`` (``jax.default_matmul_precision``'s names; "default": None).
+_PRECISIONS = ("float32", "tensorfloat32", "bfloat16", "highest", "high")
+
+
 def build_student(name: str, num_classes: int, image_shape: tuple[int, ...],
                   **kwargs: Any) -> Student:
   """The student ``name`` (see ``STUDENTS``) with its keyword arguments.
@@ -38,7 +42,9 @@ def build_student(name: str, num_classes: int, image_shape: tuple[int, ...],
   Equal arguments (hashable ones: numbers, strings, tuples) give the same object, and so
   share its compiled programs (:func:`pate_jax.students.fit` compiles per student): what
   :func:`pate_jax.students.compile_fit` compiled ahead serves the stage that builds the
-  student again from the same config.
+  student again from the same config. ``matmul_precision`` (any student) sets
+  :attr:`Student.matmul_precision` ("float32" unless given; "default" or None: the
+  backend's own).
   """
   if name not in STUDENTS:
     raise ValueError(f"student: unknown student {name!r}; known: {sorted(STUDENTS)}")
@@ -48,11 +54,23 @@ def build_student(name: str, num_classes: int, image_shape: tuple[int, ...],
   try:
     hash(args)
   except TypeError:  # e.g. a dict of model arguments: a new object
-    return STUDENTS[name](*args[1:3], **kwargs)
+    return _make(name, *args[1:3], **kwargs)
   return _build(*args)
 
 
 @functools.lru_cache(maxsize=16)
 def _build(name: str, num_classes: int, image_shape: tuple[int, ...],
            kwargs: tuple[tuple[str, Any], ...]) -> Student:
-  return STUDENTS[name](num_classes, image_shape, **dict(kwargs))
+  return _make(name, num_classes, image_shape, **dict(kwargs))
+
+
+def _make(name: str, num_classes: int, image_shape: tuple[int, ...], *,
+          matmul_precision: str | None = "float32", **kwargs: Any) -> Student:
+  if matmul_precision == "default":
+    matmul_precision = None
+  if matmul_precision not in (None, *_PRECISIONS):
+    raise ValueError(f"student.matmul_precision: {matmul_precision!r} is not one of "
+                     f"{['default', *_PRECISIONS]}")
+  return STUDENTS[name](num_classes, image_shape, **kwargs)._replace(
+      matmul_precision=matmul_precision)
+
