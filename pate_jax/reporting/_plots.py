@@ -75,8 +75,9 @@ def stamp_private(src: str | pathlib.Path, dst: str | pathlib.Path,
   width, height = image.size
   band = max(24, height // 18)
   path = font_manager.findfont("DejaVu Sans:bold")
-  size = int(0.6 * band)
-  size = max(6, min(size, int(size * 0.95 * width / ImageFont.truetype(path, size).getlength(text))))
+  size = int(0.6 * band)  # then shrunk to fit the width
+  fit = int(size * 0.95 * width / ImageFont.truetype(path, size).getlength(text))
+  size = max(6, min(size, fit))
   out = Image.new("RGBA", (width, height + band), (178, 34, 34, 255))  # firebrick
   out.paste(image, (0, band))
   draw = ImageDraw.Draw(out)

@@ -46,9 +46,10 @@ class Student(NamedTuple):
 
   ``matmul_precision``: the precision of its float32 matrix products and convolutions
   wherever the loop runs it (``jax.default_matmul_precision``). "float32", the default,
-  computes a student at the same precision on every backend; ``None`` takes the backend's default, which
-  on NVIDIA GPUs since Ampere rounds float32 operands to TF32 (10-bit mantissas) and on
-  TPUs to bfloat16. The students are small, so float32 costs them little.
+  computes a student at the same precision on every backend; ``None`` takes the
+  backend's default, which on NVIDIA GPUs since Ampere rounds float32 operands to TF32
+  (10-bit mantissas) and on TPUs to bfloat16. The students are small MLPs, so float32
+  should cost them little (not measured on a GPU).
   """
   init: Callable[[jax.Array, jax.Array], PyTree]
   step: Callable[[PyTree, jax.Array, Batch, jax.Array], tuple[PyTree, dict]]
