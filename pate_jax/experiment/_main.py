@@ -164,6 +164,10 @@ PRIVATE_MARK = "private (data owner only): "
 """How a printed line carrying a private value begins (README, *What you may publish*: on
 screen every line without the word "private" is publishable)."""
 
+PRIVATE_TITLE = "PRIVATE (data owner only): "
+"""How the title of a figure drawn from private values begins (and the report's banner on
+a private figure: "PRIVATE (data owner only)")."""
+
 
 # The word "private" as a mark: not inside "non-private" or "not private".
 _SAYS_PRIVATE = re.compile(r"(?<!non-)(?<!not )\bprivate\b", re.IGNORECASE)

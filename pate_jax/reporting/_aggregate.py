@@ -256,8 +256,8 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "
                f"kept in {led['kept_in']})")
   p = r["private"]
-  lines.append(f"private (data owner only): plurality accuracy {p['plurality_accuracy']:.1%}")
-  lines += _epsilon_lines(p["epsilon"], p.get("epsilon_tight"), "private (data owner only): ")
+  lines.append(f"{experiment.PRIVATE_MARK}plurality accuracy {p['plurality_accuracy']:.1%}")
+  lines += _epsilon_lines(p["epsilon"], p.get("epsilon_tight"), experiment.PRIVATE_MARK)
   return lines
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from pate_jax import experiment
+
 
 def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) -> pathlib.Path:
   """ε vs queries answered, one line per accounting (a small PNG); ``curve`` from
@@ -39,7 +41,7 @@ def plot_gap(gap: np.ndarray, num_teachers: int, path: str | pathlib.Path) -> No
   ax.hist(gap * 100, bins=50, color="tab:blue")
   ax.set_xlabel("normalized gap between top two vote counts (%)")
   ax.set_ylabel("test queries")
-  ax.set_title(f"PRIVATE (data owner only): {num_teachers} teachers, mean gap {gap.mean():.1%}",
+  ax.set_title(f"{experiment.PRIVATE_TITLE}{num_teachers} teachers, mean gap {gap.mean():.1%}",
                fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
@@ -61,7 +63,7 @@ def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.
 
 
 def stamp_private(src: str | pathlib.Path, dst: str | pathlib.Path,
-                  text: str = "PRIVATE (data owner only)") -> pathlib.Path:
+                  text: str = experiment.PRIVATE_TITLE.rstrip(": ")) -> pathlib.Path:
   """Writes ``src`` (a PNG) to ``dst`` under a red banner reading ``text``: the image
   itself then says it is private, whatever its own title (a figure drawn before its title
   said so, or one shown away from its caption). The figure's pixels are kept as they are;

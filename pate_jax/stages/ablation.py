@@ -189,7 +189,7 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
   ablation.plot_grid(grid, mechanisms, counts, scales, out / "ablation.png",
-                     f"PRIVATE (data owner only): {data['dataset']}: first {q} queries, "
+                     experiment.PRIVATE_TITLE + f"{data['dataset']}: first {q} queries, "
                      f"{len(keys)} seeds, "
                      f"δ={config.delta:g}")
   experiment.write_results(workdir, results, config=config, seed=config.seed,

@@ -186,7 +186,7 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   results["accounting_platform"] = _checks.default_platform()  # where the accounting ran
   curve = results["private"].get("privacy_curve")
   if config.get("privacy_plot", True) and curve:
-    reporting.plot_privacy(curve, f"PRIVATE (data owner only): {budget.mechanism.name} "
+    reporting.plot_privacy(curve, experiment.PRIVATE_TITLE + f"{budget.mechanism.name} "
                            f"{budget.params}, {data['num_teachers']} teachers",
                            workdir / "privacy.png")
   experiment.write_results(workdir, results,

@@ -296,7 +296,7 @@ def run_near_duplicates(config, key, workdir) -> dict:
                  perturbations=list(config.perturbations), num_candidates=config.num_candidates,
                  test_rows=rows[pick], note=NEAR_DUPLICATE_NOTE)
   results["figures"] = [attacks.plot_near_duplicates(
-      pathlib.Path(workdir) / "near_duplicates.png", results, "PRIVATE (data owner only): ")]
+      pathlib.Path(workdir) / "near_duplicates.png", results, experiment.PRIVATE_TITLE)]
   for case, s in results["summary"].items():
     print(experiment.PRIVATE_MARK + case, s)
   return results

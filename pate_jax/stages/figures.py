@@ -106,7 +106,7 @@ def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path,
   ax.set_xscale("log")
   ax.set_xlabel("per-query ε" + (" (= 2γ)" if epsilon_convention == "dp" else " (= γ, as 2017)"))
   ax.set_ylabel("noisy aggregation accuracy (%)")
-  ax.set_title("PRIVATE (data owner only): LNMax label accuracy (Papernot et al. 2017, "
+  ax.set_title(experiment.PRIVATE_TITLE + "LNMax label accuracy (Papernot et al. 2017, "
                "Fig. 2)", fontsize=9)
   ax.grid(True, which="both", alpha=0.3)
   ax.legend()
@@ -188,7 +188,7 @@ def plot_gaps(rows: list[dict], path: str | pathlib.Path) -> None:
   ax.set_xlabel("number of teachers")
   ax.set_ylabel("gap / number of teachers (%)")
   ax.set_ylim(0, 100)
-  ax.set_title(f"PRIVATE (data owner only): {rows[0]['dataset']}: top-two vote gap")
+  ax.set_title(experiment.PRIVATE_TITLE + f"{rows[0]['dataset']}: top-two vote gap")
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)

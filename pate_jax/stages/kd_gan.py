@@ -151,7 +151,7 @@ def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path
     sound, all_published = results["sound"], results["sound_all_published"]
   png = kd_gan.plot_utility_vs_epsilon(
       workdir / "utility_vs_epsilon.png", curve, sound,
-      "PRIVATE (data owner only): "
+      experiment.PRIVATE_TITLE +
       f"KD-GAN on MNIST, {config.curve.num_public} public inputs ({config.public}), "
       f"{len(seeds)} seeds",
       None if all_published is None else all_published["epsilon_if_all_published"])

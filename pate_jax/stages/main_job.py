@@ -185,7 +185,7 @@ def attack_stage(config, root: pathlib.Path,
   workdir = root / "attack"
   workdir.mkdir(parents=True, exist_ok=True)
   results["figures"] = [attacks.plot_defense(workdir / "defense_consistent_answers.png",
-                                             results, "PRIVATE (data owner only): ")]
+                                             results, experiment.PRIVATE_TITLE)]
   experiment.write_results(workdir, results, config=config.attack, seed=config.seed,
                            disclosure=experiment.MEASUREMENT)
   return reporting.attack_summary(results)

@@ -313,4 +313,4 @@ def report(r: dict) -> None:
         f"{r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")
   private = (r.get("private") or {}).get("epsilon")
   if private:
-    print(f"private (data owner only): data-dependent ε: {fmt(private)}")
+    print(f"{experiment.PRIVATE_MARK}data-dependent ε: {fmt(private)}")

@@ -153,7 +153,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
   plurality_pool = plurality_all[:config.num_pool]
   ensemble_res = tabular.ensemble_summary(ensemble, preds, queries.labels, plurality_all,
                                           pool_votes)
-  logging.info("private (data owner only): ensemble: %s", ensemble_res)
+  logging.info(experiment.PRIVATE_MARK + "ensemble: %s", ensemble_res)
 
   # 4. Per mechanism: noisy labels of the pool (configured scale and sweep grid, one
   # vmapped call), their accuracy and eps, students on all labels and on prefixes.
@@ -178,7 +178,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
         counts=counts, num_seeds=config.num_seeds, task=task, random_states=student_seeds,
         accountant=accountant)
     mech[m]["epsilon_at_grid_edge"] = grid_edges(mech[m], accountant)
-    logging.info("private (data owner only): %s: %s", m, mech[m])
+    logging.info(experiment.PRIVATE_MARK + "%s: %s", m, mech[m])
 
   plurality_sets = [y_pool, plurality_pool] + [plurality_pool[:n] for n in counts]
   acc = tabular.student_accuracies(task, [student_seeds[0]] * len(plurality_sets),
@@ -210,7 +210,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
         baseline, queries.features[asked:], queries.labels[asked:])
     confident_res = {**public, "private": reporting.private_part(**private)}
     timings["confident_gnmax_s"] = time.perf_counter() - t0
-    logging.info("private (data owner only): confident_gnmax: %s", confident_res)
+    logging.info(experiment.PRIVATE_MARK + "confident_gnmax: %s", confident_res)
   tabular.plot_sweeps(workdir / "student_accuracy.png", sweeps, non_private["accuracy_eval"],
                       lnmax_gamma=config.lnmax_gamma, gnmax_sigma=config.gnmax_sigma,
                       delta=config.delta, num_seeds=config.num_seeds, num_pool=config.num_pool)

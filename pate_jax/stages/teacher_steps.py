@@ -98,6 +98,6 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
 
 def report(r: dict[str, Any]) -> None:
   means = r["private"]["mean_accuracy"]
-  print(f"private (data owner only): mean test accuracy of the first {r['num_checked']} of "
+  print(f"{experiment.PRIVATE_MARK}mean test accuracy of the first {r['num_checked']} of "
         f"{r['of_teachers']} teachers ({r['num_test']} test images) by step: "
         + ", ".join(f"{s}: {100 * a:.2f}%" for s, a in means.items()))
