@@ -462,6 +462,47 @@ def test_judge_reads_the_first_record_at_or_after_the_step():
     students.judge(check, [{"step": 20, "loss": 1.0}])
 
 
+def test_judge_holds_every_later_record_to_the_late_bound():
+  check = students.GameCheck(step=20, metric="loss_gen", max_value=10.0, late_max_value=50.0)
+  history = [{"step": 10, "loss_gen": 99.0}, {"step": 20, "loss_gen": 9.0},
+             {"step": 30, "loss_gen": 49.0}, {"step": 40, "loss_gen": 5.0}]
+  students.judge(check, history)      # 9 ≤ 10 first, then 49 and 5 ≤ 50
+  with pytest.raises(students.GameFailed, match="loss_gen = 51 at step 40 exceeds 50") as e:
+    students.judge(check, [*history[:3], {"step": 40, "loss_gen": 51.0}])
+  assert (e.value.step, e.value.max_value) == (40, 50.0)
+  with pytest.raises(students.GameFailed, match="at step 20 exceeds 10"):  # first: 10
+    students.judge(check, [{"step": 20, "loss_gen": 11.0}, {"step": 30, "loss_gen": 1.0}])
+  with pytest.raises(students.GameFailed, match="at step 40"):  # NaN fails later too
+    students.judge(check, [*history[:3], {"step": 40, "loss_gen": float("nan")}])
+  students.judge(check._replace(late_max_value=None),  # no later bound
+                 [*history[:3], {"step": 40, "loss_gen": 1e9}])
+
+
+def _counter_student():
+  """A student whose only metric, ``loss_gen``, is its step index (mean over a segment)."""
+  return students.Student(
+      lambda key, sample: {"w": jnp.zeros(())},
+      lambda state, key, batch, step: (state, {"loss_gen": step.astype(jnp.float32)}),
+      lambda state, images: jnp.zeros((images.shape[0], 3)), None)
+
+
+def test_fit_judges_each_segment_against_its_bound():
+  """The first record at or after the check's step against ``max_value``, every later one
+  against ``late_max_value``, as each segment ends (records: steps 5, 10, 15, 20; mean
+  ``loss_gen`` 2, 7, 12, 17)."""
+  data, _ = _toy_data()
+  kw = {"num_steps": 20, "batch_size": 4, "segment_steps": 5, "log": None}
+  st = _counter_student()
+  check = students.GameCheck(step=8, metric="loss_gen", max_value=7.0, late_max_value=17.0)
+  assert [e["step"] for e in students.fit(st, data, jax.random.key(0), check=check,
+                                          **kw).history] == [5, 10, 15, 20]
+  with pytest.raises(students.GameFailed, match="loss_gen = 17 at step 20 exceeds 16.5"):
+    students.fit(st, data, jax.random.key(0), check=check._replace(late_max_value=16.5), **kw)
+  with pytest.raises(students.GameFailed, match="loss_gen = 7 at step 10 exceeds 6.5"):
+    students.fit(st, data, jax.random.key(0), check=check._replace(max_value=6.5), **kw)
+  students.fit(st, data, jax.random.key(0), check=check._replace(late_max_value=None), **kw)
+
+
 def _gan_histories(node, where=""):
   """Every student training history (records with ``loss_gen``) inside a results tree."""
   if isinstance(node, dict):
@@ -477,11 +518,14 @@ def _gan_histories(node, where=""):
 
 def test_the_configured_game_check_separates_the_committed_games():
   """configs/student_pate_g.py's check passes every committed PATE-G game but the one that
-  failed (pate_g_cgn seed 1), and fails the GPU main job's failed game."""
+  failed (pate_g_cgn seed 1), including a spike that recovered (pate_g_true seed 1: 44.2 at
+  step 7,200, 13.3 at 8,000), and fails the GPU main job's failed game and a game that
+  failed late."""
   from conftest import REPO
   from pate_jax.experiment import load_script
   gc = load_script(REPO / "configs" / "student_pate_g.py").get_config().game_check
-  check = students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value))
+  check = students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value),
+                             float(gc.late_max_value))
   judged = {}
   for path in sorted((REPO / "results" / "runs").glob("**/results.json")):
     for where, history in _gan_histories(json.loads(path.read_text())):
@@ -501,6 +545,13 @@ def test_the_configured_game_check_separates_the_committed_games():
                   for i, v in enumerate((13.07, 19.41, 32.49, 28.86))]
   with pytest.raises(students.GameFailed):
     students.judge(check, gpu_main_job)
+  # The authors' PATE-G on true labels, float32, seed 0 (README, Students): the game held at
+  # step 3,600 and failed later (held-out 90.6 % at step 8,100, 82.7 % at 10,800).
+  late = [{"step": s, "loss_gen": v} for s, v in ((3_600, 2.7), (6_300, 15.6), (7_200, 105.0),
+                                                    (10_800, 186.0))]
+  with pytest.raises(students.GameFailed, match="at step 7200"):
+    students.judge(check, late)
+  students.judge(check._replace(late_max_value=None), late)  # the step-3,600 check alone
 
 
 @pytest.mark.slow

@@ -203,7 +203,9 @@ def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
   Returns the fit and the failed tries."""
   gc = config.get("game_check")
   restarts = int(gc.max_restarts) if gc is not None and gc.max_restarts else 0
-  check = (students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value))
+  late = gc.get("late_max_value") if gc is not None else None
+  check = (students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value),
+                              None if late is None else float(late))
            if restarts else None)
   failed: list[dict] = []
   for attempt in range(restarts + 1):

@@ -57,25 +57,45 @@ class Student(NamedTuple):
   matmul_precision: str | None = "float32"
 
 
-def matmul_precision(student: Student):
-  """The context, entered while tracing, in which ``student``'s functions run."""
+# Values of a ``matmul_precision`` (``jax.default_matmul_precision``'s names), besides
+# "default" (or None): the backend's own.
+MATMUL_PRECISIONS = ("float32", "tensorfloat32", "bfloat16", "highest", "high")
+
+
+def checked_matmul_precision(value: str | None, name: str) -> str | None:
+  """``value`` as a ``matmul_precision`` field holds it ("default" becomes None); anything
+  else than :data:`MATMUL_PRECISIONS`, "default" or None is refused naming ``name``."""
+  if value == "default":
+    return None
+  if value not in (None, *MATMUL_PRECISIONS):
+    raise ValueError(f"{name}: {value!r} is not one of {['default', *MATMUL_PRECISIONS]}")
+  return value
+
+
+def matmul_precision(student: Any):
+  """The context, entered while tracing, in which ``student``'s functions run (``student``:
+  a :class:`Student`, or anything else with a ``matmul_precision`` field)."""
   if student.matmul_precision is None:
     return contextlib.nullcontext()
   return jax.default_matmul_precision(student.matmul_precision)
 
 
 class GameCheck(NamedTuple):
-  """A check of a run's own training metrics (never the held-out set), made once: on the
-  first history entry at or after ``step``, ``metric`` must not exceed ``max_value``.
+  """A check of a run's own training metrics (never the held-out set): on the first history
+  entry at or after ``step``, ``metric`` must not exceed ``max_value``; on every entry after
+  that one, it must not exceed ``late_max_value`` (None: no later bound).
 
-  It detects an adversarial game that failed early (PATE-G's discriminator wins: the
-  generator's feature-matching loss climbs without bound), which otherwise trains on
-  as a plain classifier. Deciding on training losses, not held-out accuracy, keeps the
-  held-out set out of the run's choices.
+  It detects an adversarial game that failed (PATE-G's discriminator wins: the generator's
+  feature-matching loss climbs without bound), which otherwise trains on as a plain
+  classifier: early, against ``max_value``, or later in the run, against the looser
+  ``late_max_value`` (a working game's loss may spike for a segment or two and recover).
+  Deciding on training losses, not held-out accuracy, keeps the held-out set out of the
+  run's choices.
   """
   step: int
   metric: str
   max_value: float
+  late_max_value: float | None = None
 
 
 class GameFailed(RuntimeError):
@@ -88,19 +108,25 @@ class GameFailed(RuntimeError):
 
 
 def judge(check: GameCheck | None, history: list[dict]) -> None:
-  """Raises :class:`GameFailed` if ``history``'s first entry at or after ``check.step``
-  has ``check.metric`` above ``check.max_value``; nothing before that step, or no check."""
+  """Raises :class:`GameFailed` if ``history``'s first entry at or after ``check.step`` has
+  ``check.metric`` above ``check.max_value``, or a later entry above
+  ``check.late_max_value``; nothing before that step, or no check."""
   if check is None:
     return
-  entry = next((e for e in history if e["step"] >= check.step), None)
-  if entry is None:
-    return
+  judged = [e for e in history if e["step"] >= check.step]
+  for i, entry in enumerate(judged if check.late_max_value is not None else judged[:1]):
+    _judge_entry(check, entry, late=i > 0)
+
+
+def _judge_entry(check: GameCheck, entry: dict, late: bool) -> None:
+  """One history entry against ``check``'s first bound, or its later one if ``late``."""
   if check.metric not in entry:
     raise ValueError(f"check.metric: {check.metric!r} is not a training metric of this "
                      f"student ({', '.join(sorted(entry))})")
+  bound = check.late_max_value if late else check.max_value
   value = float(entry[check.metric])
-  if not value <= check.max_value:  # NaN fails too
-    raise GameFailed(int(entry["step"]), check.metric, value, check.max_value)
+  if not value <= bound:  # NaN fails too
+    raise GameFailed(int(entry["step"]), check.metric, value, bound)
 
 
 class FitResult(NamedTuple):
@@ -313,8 +339,10 @@ def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment
     if log:
       log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in entry.items()))
-    if check is not None and step - n < check.step <= step:
-      judge(check, [entry])
+    if check is not None and check.step <= step:
+      first = step - n < check.step  # the first record at or after check.step
+      if first or check.late_max_value is not None:
+        _judge_entry(check, entry, late=not first)
 
   out = run_segments(segment, state, start=step, total=num_steps, segment_steps=segment_steps,
                      ckpt=ckpt, record=record, after_segment=after)
