@@ -43,6 +43,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.student_kwargs = ml_collections.ConfigDict({"hidden": (512, 256)})
   c.disc_hidden = (256,)
   c.conditional = True          # D(x, y): conditioned on the input (see pate_jax/kd_gan)
+  c.matmul_precision = "float32"  # the networks' matrix products on every backend
+                                  # ("default": the backend's own, TF32 on recent GPUs)
   c.tau = 2.0                   # distillation temperature
   c.clip = 50.0                 # C, norm bound of the batch's KD-loss vector (Eq. 4); see below
   c.noise_multiplier = 1.1      # σ (Eq. 5; the published accounting)

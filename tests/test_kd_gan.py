@@ -48,6 +48,35 @@ def _toy(n=128, seed=0):
   return x, tl, logits.argmax(1)
 
 
+def _products(gan, x, tl):
+  """The precision of every matrix product of ``gan``'s compiled programs: the
+  initialisation, one training segment (both players' steps, forward and backward), the
+  evaluation and the student's log-probabilities."""
+  from pate_jax.kd_gan import _train  # pylint: disable=g-import-not-at-top
+  keys, x, tl = jax.random.split(jax.random.key(0), 2), jnp.asarray(x), jnp.asarray(tl)
+  state = jax.eval_shape(lambda k: K.init_runs(gan, k, x), keys)
+  texts = [K.init_runs.lower(gan, keys, x).as_text(),
+           _train._segment.lower(gan, 1, False, state, keys, jnp.asarray(0), x, tl,
+                                 jnp.float32(1.0)).as_text(),
+           _train._accuracy.lower(gan, state, x, jnp.zeros(x.shape[0], int)).as_text(),
+           _train._student_log_probs.lower(gan, state, x).as_text()]
+  lines = [l for t in texts for l in t.splitlines() if "stablehlo.dot_general" in l]
+  assert len(lines) > 10
+  return {"HIGHEST" if "precision = [HIGHEST, HIGHEST]" in l else "other" for l in lines}
+
+
+def test_kd_gan_computes_float32_products_on_every_backend():
+  """As the students (a GPU's default rounds float32 operands to TF32): float32 products
+  unless ``matmul_precision`` says otherwise."""
+  x, tl, _ = _toy(32)
+  gan = _gan()
+  assert gan.matmul_precision == "float32" and _products(gan, x, tl) == {"HIGHEST"}
+  backend = _gan(matmul_precision="default")
+  assert backend.matmul_precision is None and _products(backend, x, tl) == {"other"}
+  with pytest.raises(ValueError, match="matmul_precision: 'fast'"):
+    _gan(matmul_precision="fast")
+
+
 # ----------------------------------------------------------------------------- losses
 
 

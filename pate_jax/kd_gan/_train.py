@@ -70,6 +70,9 @@ class KDGAN(NamedTuple):
   disc_learning_rate: float  # Adam, discriminator
   b1: float                  # Adam β₁ of both
   per_example_clip: bool = False  # clip each |ℓ_i| ≤ C instead of ||ℓ||₂ ≤ C
+  # The precision of its float32 matrix products (students.MATMUL_PRECISIONS; None: the
+  # backend's own, TF32 on NVIDIA GPUs since Ampere): float32 on every backend by default.
+  matmul_precision: str | None = "float32"
 
 
 def make_kd_gan(num_classes: int, *, lam: float, tau: float, clip: float,
@@ -78,13 +81,17 @@ def make_kd_gan(num_classes: int, *, lam: float, tau: float, clip: float,
                 disc_learning_rate: float = 1e-3, b1: float = 0.5,
                 student_model: str = "mlp", student_kwargs: Mapping[str, Any] | None = None,
                 disc_hidden: Sequence[int] = (256,), conditional: bool = True,
-                per_example_clip: bool = False) -> KDGAN:
+                per_example_clip: bool = False, matmul_precision: str | None = "float32"
+                ) -> KDGAN:
   """A validated :class:`KDGAN`; the student is the registered model ``student_model``.
+  ``matmul_precision``: its networks' matrix products, "float32" on every backend unless
+  given ("default": the backend's own).
 
   Raises:
     ValueError: naming the argument: ``lam`` outside [0, 1], ``tau``, ``clip``,
       ``gumbel_temperature`` or a learning rate ``≤ 0``, ``noise_multiplier < 0``,
-      ``batch_size``, ``k_d`` (≥ 0) or ``k_s`` (≥ 1) not integers in range.
+      ``batch_size``, ``k_d`` (≥ 0) or ``k_s`` (≥ 1) not integers in range, or
+      ``matmul_precision`` not a precision's name.
   """
   lam_value = float(v.scalar(lam, "lam"))
   if not 0.0 <= lam_value <= 1.0:
@@ -105,14 +112,27 @@ def make_kd_gan(num_classes: int, *, lam: float, tau: float, clip: float,
                k_d=v.positive_int(k_d, "k_d", minimum=0), k_s=v.positive_int(k_s, "k_s"),
                learning_rate=float(v.positive(learning_rate, "learning_rate")),
                disc_learning_rate=float(v.positive(disc_learning_rate, "disc_learning_rate")),
-               b1=float(v.scalar(b1, "b1")), per_example_clip=bool(per_example_clip))
+               b1=float(v.scalar(b1, "b1")), per_example_clip=bool(per_example_clip),
+               matmul_precision=students.checked_matmul_precision(matmul_precision,
+                                                                  "matmul_precision"))
 
 
 def _tx(gan: KDGAN, lr: float) -> optax.GradientTransformation:
   return optax.adam(lr, b1=gan.b1)
 
 
+def _at_precision(fn: Callable) -> Callable:
+  """``fn(gan, ...)``, its products traced at ``gan.matmul_precision``
+  (:func:`pate_jax.students.matmul_precision`): every function that applies the networks."""
+  @functools.wraps(fn)
+  def wrapped(gan, *args, **kwargs):
+    with students.matmul_precision(gan):
+      return fn(gan, *args, **kwargs)
+  return wrapped
+
+
 @functools.partial(jax.jit, static_argnums=0)
+@_at_precision
 def init(gan: KDGAN, key: jax.Array, sample_x: jax.Array) -> dict:
   """Train state (a dict): student and discriminator parameters and Adam states."""
   x = sample_x[:2]
@@ -162,6 +182,7 @@ def _unlabelled_batch(gan, key, u_all):
   return u_all[rows], mask
 
 
+@_at_precision
 def discriminator_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array,
                        tl_all: jax.Array, u_all: jax.Array | None = None
                        ) -> tuple[dict, jax.Array]:
@@ -197,6 +218,7 @@ def discriminator_step(gan: KDGAN, state: dict, key: jax.Array, x_all: jax.Array
           (loss, accuracy))
 
 
+@_at_precision
 def student_loss(gan: KDGAN, params: Any, disc_params: Any, key: jax.Array, x: jax.Array,
                  tl: jax.Array, mask: jax.Array, noise_multiplier: Any = None,
                  x_unlabelled: jax.Array | None = None, mask_unlabelled: jax.Array | None = None
@@ -288,6 +310,7 @@ def _segment(gan, num_rounds, per_run_targets, state, keys, start, x_all, tl_all
 
 
 @functools.partial(jax.jit, static_argnums=0)
+@_at_precision
 def _accuracy(gan, state, x, y):
   def one(params):
     return jnp.mean(jnp.argmax(gan.student.apply({"params": params}, x), -1) == y)
@@ -304,6 +327,7 @@ def accuracy(gan: KDGAN, state: dict, images: Any, labels: Any, chunk: int = 200
 
 
 @functools.partial(jax.jit, static_argnums=0)
+@_at_precision
 def _student_log_probs(gan, state, x):
   return jax.vmap(lambda p: jax.nn.log_softmax(gan.student.apply({"params": p}, x)))(
       state["student"])

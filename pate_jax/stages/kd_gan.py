@@ -48,7 +48,7 @@ def make_gan(config, lam: float, noise_multiplier: float | None = None) -> kd_ga
       k_d=config.k_d, k_s=config.k_s, learning_rate=config.learning_rate,
       disc_learning_rate=config.disc_learning_rate, student_model=config.student_model,
       student_kwargs=config.student_kwargs.to_dict(), disc_hidden=config.disc_hidden,
-      conditional=config.conditional)
+      conditional=config.conditional, matmul_precision=config.matmul_precision)
 
 
 def _run_keys(train_key: jax.Array, seeds: Any) -> jax.Array:

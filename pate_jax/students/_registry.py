@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from pate_jax.students._loop import Student
+from pate_jax.students._loop import Student, checked_matmul_precision
 from pate_jax.students._pate_g import pate_g
 from pate_jax.students._supervised import classifier, supervised
 from pate_jax.students._vat import vat
@@ -29,10 +29,6 @@ STUDENTS: dict[str, Callable[..., Student]] = {
     "pate_g": _pate_g,
     "vat": _classifier_student(vat),
 }
-
-
-# Values of ``matmul_precision`` (``jax.default_matmul_precision``'s names; "default": None).
-_PRECISIONS = ("float32", "tensorfloat32", "bfloat16", "highest", "high")
 
 
 def build_student(name: str, num_classes: int, image_shape: tuple[int, ...],
@@ -66,11 +62,7 @@ def _build(name: str, num_classes: int, image_shape: tuple[int, ...],
 
 def _make(name: str, num_classes: int, image_shape: tuple[int, ...], *,
           matmul_precision: str | None = "float32", **kwargs: Any) -> Student:
-  if matmul_precision == "default":
-    matmul_precision = None
-  if matmul_precision not in (None, *_PRECISIONS):
-    raise ValueError(f"student.matmul_precision: {matmul_precision!r} is not one of "
-                     f"{['default', *_PRECISIONS]}")
+  precision = checked_matmul_precision(matmul_precision, "student.matmul_precision")
   return STUDENTS[name](num_classes, image_shape, **kwargs)._replace(
-      matmul_precision=matmul_precision)
+      matmul_precision=precision)
 
