@@ -45,6 +45,13 @@ def _batch(data, b=6):
           "x_unl": jnp.asarray(data.pool[b:2 * b]), "x_unl2": jnp.asarray(data.pool[2 * b:3 * b])}
 
 
+def _jit(fn):
+  """``fn`` compiled as one program, traced anew on its first call (a fresh wrapper: what
+  the test patched before that call is what it traces). Run op by op, a GAN step's many
+  small operations cost more than its one compilation."""
+  return jax.jit(lambda *args: fn(*args))
+
+
 def _changed(a, b):
   return any(not np.allclose(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
@@ -146,10 +153,17 @@ def test_a_step_on_stacked_minibatches_equals_one_pass_per_minibatch(monkeypatch
   # Without D's noise, one GAN step must not depend on how D's passes are grouped.
   data, _ = _toy_data()
   st = _tiny_gan(input_noise=0.0, hidden_noise=0.0)
-  state = st.init(jax.random.key(0), jnp.asarray(data.pool[:20]))
-  stacked, _ = st.step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
-  monkeypatch.setattr(_pate_g, "apply_parts", lambda apply, parts: [apply(p) for p in parts])
-  separate, _ = st.step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+  state = _jit(st.init)(jax.random.key(0), jnp.asarray(data.pool[:20]))
+  stacked, _ = _jit(st.step)(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+  calls = []
+
+  def separately(apply, parts):
+    calls.append(len(parts))
+    return [apply(p) for p in parts]
+
+  monkeypatch.setattr(_pate_g, "apply_parts", separately)
+  separate, _ = _jit(st.step)(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+  assert calls == [3, 2]  # traced anew: D's and G's losses, each part applied alone
   for got, want in zip(jax.tree.leaves(stacked), jax.tree.leaves(separate)):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
   assert _changed(state["d_params"], stacked["d_params"])
