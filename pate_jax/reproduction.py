@@ -132,10 +132,12 @@ _PRIVATE_KEYS = ("data_dependent", "teacher_test_accuracy", "teacher_accuracy",
                  "mean_normalized_gap", "private", "ledger_epsilon", "epsilon_before")
 
 DISCLOSURE = (
-    "What may be published (README, *What you may publish*): every run here used a "
-    "research noise seed (the code's default seed before noise became secret, or "
-    "`--config.noise_seed`), so its noise is public and every ε below is a *measurement* of "
-    "the method on our data, not a release. Values that are functions of the teachers' "
+    "What may be published (README, *What you may publish*): every run here but "
+    "`pate_mnist_gpu` and `pate_g_cgn_cnn_secret` (secret noise) used a research noise seed "
+    "(the code's default seed before noise became secret, or `--config.noise_seed`), so its "
+    "noise is public and every ε below is a *measurement* of the method on our data, not a "
+    "release (runs written since say so in their files: a research-seed run's results.json "
+    "is private as a whole). Values that are functions of the teachers' "
     "private data beyond the released labels and the released ε -- the teachers' accuracy, "
     "plurality votes and vote gaps, the data-dependent ε (the papers print it un-noised), "
     "students trained on un-noised teacher labels -- are marked *(private)*, as is every "

@@ -81,6 +81,10 @@ def test_1_labels_cannot_be_recomputed_from_what_a_run_wrote(tmp_path):
   assert "key" not in json.dumps(record).lower().replace("kept_in", "")
 
 
+def _disclosure(workdir: pathlib.Path) -> str:
+  return json.loads((workdir / "results.json").read_text())["disclosure"]
+
+
 def test_1_a_research_seed_reproduces_and_says_so(tmp_path):
   teachers = _teachers(tmp_path / "t", _votes(1, 40, concentration=50.0))
   a = aggregate.run(_config(teachers, noise_seed=7), tmp_path / "a")
@@ -92,6 +96,13 @@ def test_1_a_research_seed_reproduces_and_says_so(tmp_path):
   assert "NOTE: " + rng.PUBLIC_NOISE_NOTE in reporting.aggregate_headline(a)
   assert (tmp_path / "a" / budget_lib.RESEARCH_LEDGER_FILE).exists()
   assert not (teachers / budget_lib.LEDGER_FILE).exists()  # The teachers' budget untouched.
+  # With the recorded seed anyone recomputes the noise, and the labels then bound the
+  # votes beyond any ε: the run's files are private as a whole, and so is what it prints.
+  assert _disclosure(tmp_path / "a") == experiment.MEASUREMENT
+  assert experiment.private_as_a_whole(tmp_path / "a")
+  secret = aggregate.run(_config(teachers), tmp_path / "s")
+  assert not secret["noise_source"]["public"]
+  assert _disclosure(tmp_path / "s") == experiment.PUBLISHABLE
 
 
 def test_1_b_the_accounting_runs_on_the_configured_device(tmp_path):
@@ -270,9 +281,11 @@ def _perturbed(votes, labels, status, seed):
 
 
 def test_7_publishable_parts_do_not_depend_on_the_votes(tmp_path, capsys):
-  """The same released labels from other votes (the same research noise): every
-  publishable value, printed line and the publishable half of report.md are the same but
-  for the released ε; the private parts differ."""
+  """The same released labels from other votes (the same research noise, standing in for
+  secret noise that drew the same): every publishable value, line the stage's report prints
+  and the publishable half of report.md are the same but for the released ε; the private
+  parts differ. (A research-seed run is private as a whole, so run_and_report would mark
+  every line it prints: the stage's report is called directly.)"""
   votes = _votes(10, 40, concentration=0.5)  # Gaps wide enough for a data-dependent ε.
   outs = []
   for name, v in (("a", votes), ("b", None)):
@@ -282,8 +295,9 @@ def test_7_publishable_parts_do_not_depend_on_the_votes(tmp_path, capsys):
       v = _perturbed(votes, first["labels"][by_row], first["status"][by_row], 0)
     teachers = _teachers(tmp_path / f"t{name}", v, labels=votes.argmax(1))
     config = _config(teachers, num_queries=40, epsilon_max=2.0, noise_seed=3)
-    r = experiment.run_and_report(aggregate.run, aggregate.report, config,
-                                  str(tmp_path / name))
+    capsys.readouterr()
+    r = aggregate.run(config, str(tmp_path / name))
+    aggregate.report(r)
     printed = capsys.readouterr().out.splitlines()
     summary = {"noise_source": r["noise_source"], "data": {
         "data_source": "x", "fallback_data": False}, "aggregate": r, "student": {
@@ -311,6 +325,10 @@ def test_7_publishable_parts_do_not_depend_on_the_votes(tmp_path, capsys):
   pub_b, priv_b = mb.split("## Private: for the data owner only")
   cut = lambda s: "\n".join(ln for ln in s.splitlines() if "released with smooth" not in ln)
   assert cut(pub_a) == cut(pub_b) and priv_a != priv_b
+  # The research noise is public: report.md says that nothing in it may be published.
+  assert "## Publishable with secret noise" in pub_a and "**Nothing in this report" in pub_a
+  secret = {**summary, "noise_source": rng.noise_record(None)}
+  assert "Everything in this part may be published" in reporting.main_job_markdown(secret, {})
 
 
 # --- Property: ε of everything released <= ε_max, over random usage -----------------------

@@ -107,6 +107,14 @@ NO_PRIVATE_DATA = "publishable: synthetic or public data only"
 """The disclosure of a benchmark on synthetic data."""
 
 
+def noise_disclosure(noise_source: Mapping[str, Any]) -> str:
+  """The disclosure of a run that answered queries with the noise ``noise_source``
+  (:func:`pate_jax.rng.noise_record`): :data:`PUBLISHABLE` with secret noise,
+  :data:`MEASUREMENT` with a research seed, whose recorded noise lets anyone holding the
+  labels recompute exact inequalities on the votes: no ε bounds what they reveal."""
+  return MEASUREMENT if noise_source.get("public") else PUBLISHABLE
+
+
 def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, config: Any,
                   seed: int | None, name: str = "results.json",
                   disclosure: str = PUBLISHABLE) -> pathlib.Path:

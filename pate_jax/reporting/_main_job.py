@@ -98,9 +98,15 @@ def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
   led = s["ledger"]
   out += [f"Data: {s['data']['data_source']}. Wall time {s['wall_seconds']:.0f} s. Numbers from "
           "`results.json` here and in each stage's directory. " + noise, "",
-          "## Publishable", "",
-          "Everything in this part may be published: it depends on the private data only "
-          "through the released labels and the released ε.", "",
+          *(["## Publishable with secret noise", "",
+              "**Nothing in this report may be published**: this run's noise came from a "
+              "research seed, so its labels and everything drawn from them reveal the votes "
+              "beyond any ε. With secret noise (no `noise_seed`), this part could be: it "
+              "would depend on the private data only through the released labels and the "
+              "released ε.", ""] if source["public"] else
+            ["## Publishable", "",
+             "Everything in this part may be published: it depends on the private data "
+             "only through the released labels and the released ε.", ""]),
           "### Noisy labels and their privacy cost", "",
           f"{lab['mechanism']} {lab['noise']}: {lab['num_answered']} of {lab['num_queries']} "
           f"queries answered, label accuracy {_pct(lab['label_accuracy_answered'])}. ε at "

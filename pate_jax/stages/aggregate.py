@@ -191,7 +191,8 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
                            workdir / "privacy.png")
   experiment.write_results(workdir, results,
                            config=reporting.config_record(config, budget.mechanism),
-                           seed=config.seed)
+                           seed=config.seed,
+                           disclosure=experiment.noise_disclosure(results["noise_source"]))
   return results
 
 

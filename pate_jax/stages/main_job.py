@@ -293,7 +293,8 @@ def run(config, workdir: str) -> dict:
   mechanism = mechanisms.get(config.aggregate.mechanism, "config.aggregate.mechanism")
   record["aggregate"] = record["student"]["aggregate"] = reporting.config_record(
       config.aggregate, mechanism)
-  experiment.write_results(root, summary, config=record, seed=config.seed)
+  experiment.write_results(root, summary, config=record, seed=config.seed,
+                           disclosure=experiment.noise_disclosure(summary["noise_source"]))
   summary["report"] = str(write_report(summary, root).resolve())
   return summary
 

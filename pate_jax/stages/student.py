@@ -163,7 +163,8 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
       "phase_seconds": dict(clock.seconds),
   })
   experiment.write_results(workdir, results, config=config, seed=config.seed,
-                           **({"disclosure": experiment.MEASUREMENT} if unnoised else {}))
+                           disclosure=experiment.MEASUREMENT if unnoised else
+                           experiment.noise_disclosure(results.get("noise_source") or {}))
   return results
 
 
