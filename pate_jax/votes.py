@@ -16,7 +16,8 @@ forests) reduce their predictions to this array and save it with
   num_teachers int64 []      T
   dataset      str   []      dataset name
   probabilities float32 [K, Q, C]  optional: the teachers' averaged class probabilities
-                             at each temperature (distillation, not private)
+                             at each temperature (distillation's un-noised targets: private,
+                             as the votes)
   temperatures float32 [K]   optional: those temperatures
   predictions  uint8 [T, Q]  optional: each teacher's predicted class per query (padding
                              excluded); its histogram equals ``votes``. Written by

@@ -199,14 +199,21 @@ def run_and_report(run: Callable[[Any, str], Any], report: Callable[[Any], None]
   t0 = time.time()
   results = run(config, workdir)
   if report is not None:
-    if private_as_a_whole(workdir):
-      with contextlib.redirect_stdout(io.StringIO()) as out:
-        report(results)
-      print(mark_private(out.getvalue()), end="")
-    else:
-      report(results)
+    report_marked(report, results, workdir)
   print_outputs(workdir, t0)
   return results
+
+
+def report_marked(report: Callable[[Any], None], results: Any,
+                  workdir: str | os.PathLike) -> None:
+  """``report(results)``, every printed line marked private (:func:`mark_private`) where
+  ``<workdir>/results.json`` is private as a whole."""
+  if not private_as_a_whole(workdir):
+    report(results)
+    return
+  with contextlib.redirect_stdout(io.StringIO()) as out:
+    report(results)
+  print(mark_private(out.getvalue()), end="")
 
 
 def _usage_error(message: str) -> None:

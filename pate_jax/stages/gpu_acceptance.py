@@ -450,8 +450,8 @@ def run(config, workdir: str) -> dict:
         results, show = _run_one(run_config, name, root)
         (root / name / "error.txt").unlink(missing_ok=True)
         status[name] = {"stage": stage, "status": "ran", "wall_seconds": time.time() - t0}
-        if show is not None:
-          show(results)
+        if show is not None:  # marked private where the run's results.json is private
+          experiment.report_marked(show, results, root / name)
       except Exception as e:  # pylint: disable=broad-except  # record it, go on to the next
         (root / name).mkdir(parents=True, exist_ok=True)
         experiment.write_text(root / name / "error.txt", traceback.format_exc())

@@ -132,7 +132,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
       "accuracy_eval": tabular.accuracy(baseline, x_eval, y_eval),
       "accuracy_all_queries": tabular.accuracy(baseline, queries.features, queries.labels)}
   timings["baseline_s"] = time.perf_counter() - t0
-  logging.info("non-private forest: %s", non_private)
+  logging.info("%snon-private forest: %s", experiment.PRIVATE_MARK, non_private)
 
   # 3. Teachers and votes.
   t0 = time.perf_counter()

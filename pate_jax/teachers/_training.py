@@ -76,7 +76,8 @@ def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
 
   def progress(step, n, loss, entry):
     bar.update(n)
-    bar.set_postfix(loss=f"{float(loss[:num_teachers].mean()):.3f}")
+    # The teachers' loss on their private data: a private value, said so on the bar.
+    bar.set_postfix_str(f"private: mean loss {float(loss[:num_teachers].mean()):.3f}")
     if after_save is not None:
       after_save(step)
 
