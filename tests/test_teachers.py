@@ -27,10 +27,12 @@ def _fns(batch_size=None, max_shift=1):
                              batch_size, max_shift)
 
 
-def _train(ensemble, shards, segments):
+def _train(ensemble, shards, segments, state=None):
+  """``segments`` of steps from ``state`` (default: ``ensemble``'s initial state)."""
   x, y, _ = shards
   keys = jax.random.split(jax.random.key(1), T)
-  state = ensemble.init(jax.random.split(jax.random.key(2), T), x[0])
+  if state is None:
+    state = ensemble.init(jax.random.split(jax.random.key(2), T), x[0])
   start = 0
   for n in segments:
     state, loss = ensemble.train(state, keys, x, y, start, n)
@@ -82,11 +84,14 @@ def test_unrolled_segments_take_the_same_steps(shards):
   model = models.get_model("mnist_cnn", 10, features=(4, 8), hidden=(16,))
   looped, unrolled = (teachers.TeacherFns(model, optax.adam(1e-2), 8, 1, unroll_segments=u)
                       for u in (False, True))
-  a, loss_a = _train(teachers.Ensemble(looped, "loop"), shards, [3, 2])
-  b, loss_b = _train(teachers.Ensemble(unrolled, "loop"), shards, [3, 2])
+  ens_looped, ens_unrolled = (teachers.Ensemble(f, "loop") for f in (looped, unrolled))
+  # One initial state for both (init does not depend on unrolling): one init program.
+  init = ens_looped.init(jax.random.split(jax.random.key(2), T), shards[0][0])
+  a, loss_a = _train(ens_looped, shards, [3, 2], init)
+  b, loss_b = _train(ens_unrolled, shards, [3, 2], init)
   assert _max_diff(a, b) < 1e-5 and jnp.allclose(loss_a, loss_b, atol=1e-6)
-  c, _ = _train(teachers.Ensemble(unrolled, "loop"), shards, [1])
-  assert _max_diff(a, c) > 1e-3  # the comparison can tell 5 steps from 1
+  c, _ = _train(ens_unrolled, shards, [3], init)  # the 3-step program already compiled
+  assert _max_diff(a, c) > 1e-3  # the comparison can tell 5 steps from 3
   one = jax.tree.map(lambda v: v[0], a)
   args = (one, jax.random.key(0), shards[0][0], shards[1][0], jnp.int32(0), 3)
   jaxprs = [str(jax.make_jaxpr(f.train_segment, static_argnums=5)(*args))
@@ -214,14 +219,24 @@ def test_stride_downsampling_keeps_the_map_sizes_without_pooling():
     bad.init(jax.random.key(0), x)
 
 
-def _small_cnn_pair(**variant):
-  """4 images and labels, a small default MnistCNN, the same CNN with ``variant``, and 3
-  teachers' parameters of the default one."""
+_SMALL_CNN = {"features": (4, 8), "hidden": (16,)}
+
+
+@pytest.fixture(scope="module")
+def small_cnn():
+  """4 images, a small default MnistCNN and 3 teachers' parameters of it."""
   x = jax.random.uniform(jax.random.key(0), (4, 28, 28, 1))
-  kw = {"features": (4, 8), "hidden": (16,)}
-  base = models.get_model("mnist_cnn", 10, **kw)
-  other = models.get_model("mnist_cnn", 10, **variant, **kw)
-  params = jax.vmap(base.init, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), x)
+  base = models.get_model("mnist_cnn", 10, **_SMALL_CNN)
+  params = jax.jit(jax.vmap(base.init, in_axes=(0, None)))(
+      jax.random.split(jax.random.key(1), 3), x)
+  return x, base, params
+
+
+def _small_cnn_pair(small_cnn, **variant):
+  """4 images and labels, a small default MnistCNN, the same CNN with ``variant``, and 3
+  teachers' parameters of the default one (``small_cnn``)."""
+  x, base, params = small_cnn
+  other = models.get_model("mnist_cnn", 10, **variant, **_SMALL_CNN)
   return x, jnp.arange(4) % 10, base, other, params
 
 
@@ -253,13 +268,14 @@ def test_patch_conv_is_nn_conv_same_padding(shape, kernel, stride, float32_matmu
                          g_ours, g_ref)
 
 
-def test_patch_conv_cnn_is_the_same_network_as_a_batched_matmul(float32_matmuls):
+def test_patch_conv_cnn_is_the_same_network_as_a_batched_matmul(small_cnn, float32_matmuls):
   """MnistCNN(conv="patches"): the same parameter tree and logits as the lax CNN; vmapped
   over teachers, its training step has no convolution, and its FLOP count is the lax
   step's counted densely (padding included, which the patches multiply by zero)."""
   from pate_jax import flops
-  x, y, lax_cnn, patch_cnn, params = _small_cnn_pair(conv="patches")
-  logits = {m: jax.vmap(m.apply, in_axes=(0, None))(params, x) for m in (lax_cnn, patch_cnn)}
+  x, y, lax_cnn, patch_cnn, params = _small_cnn_pair(small_cnn, conv="patches")
+  logits = {m: jax.jit(jax.vmap(m.apply, in_axes=(0, None)))(params, x)
+            for m in (lax_cnn, patch_cnn)}
   np.testing.assert_allclose(logits[patch_cnn], logits[lax_cnn], atol=1e-5)
 
   step = lambda model: _vmapped_grad(model, x, y, with_value=False)
@@ -274,7 +290,8 @@ def test_patch_conv_cnn_is_the_same_network_as_a_batched_matmul(float32_matmuls)
       pathlib.Path(__file__).parents[1] / "configs" / "bench_teachers.py").get_config("cnn")
   assert bench.model.kwargs.to_dict() == {"conv": "lax", "downsample": "max_pool",
                                           "pool": "views"}
-  models.get_model(bench.model.name, 10, **bench.model.kwargs).init(jax.random.key(0), x)
+  jax.eval_shape(models.get_model(bench.model.name, 10, **bench.model.kwargs).init,
+                 jax.random.key(0), x)  # traced (where the kwargs are checked), not run
 
 
 @pytest.mark.parametrize("shape", [(28, 28), (14, 14), (7, 10)])
@@ -292,13 +309,13 @@ def test_max_pool_views_is_nn_max_pool(shape):
   np.testing.assert_allclose(*grads, rtol=1e-6, atol=1e-6)
 
 
-def test_views_pool_cnn_has_the_window_cnns_logits_and_gradients():
+def test_views_pool_cnn_has_the_window_cnns_logits_and_gradients(small_cnn):
   """MnistCNN(pool="views"): the same logits and parameter gradients as the reduce_window
   CNN (ties after the ReLU are zeros, whose gradient the ReLU drops), with no
   select_and_scatter in its vmapped gradient."""
-  x, y, window, views, params = _small_cnn_pair(pool="views")
+  x, y, window, views, params = _small_cnn_pair(small_cnn, pool="views")
   grad = lambda model: _vmapped_grad(model, x, y)
-  (l_win, g_win), (l_views, g_views) = grad(window)(params), grad(views)(params)
+  (l_win, g_win), (l_views, g_views) = (jax.jit(grad(m))(params) for m in (window, views))
   np.testing.assert_allclose(l_views, l_win, rtol=1e-6)
   jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
                          g_views, g_win)
@@ -333,13 +350,13 @@ def test_teacher_loss_is_optax_cross_entropy_and_the_paper_step_has_no_scatter()
   x = jax.random.uniform(jax.random.key(0), (3, 20, 28, 28, 1))
   y = jax.random.randint(jax.random.key(1), (3, 20), 0, 10)
   keys = jax.random.split(jax.random.key(2), 3)
-  state = jax.vmap(ens.fns.init, in_axes=(0, None))(keys, x[0])
+  state = jax.jit(jax.vmap(ens.fns.init, in_axes=(0, None)))(keys, x[0])
 
   def reference(params, images, labels):
     logits = ens.fns.model.apply(params, images)
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-  ours = jax.vmap(jax.value_and_grad(ens.fns.loss))(state["params"], x, y)
-  ref = jax.vmap(jax.value_and_grad(reference))(state["params"], x, y)
+  ours, ref = (jax.jit(jax.vmap(jax.value_and_grad(f)))(state["params"], x, y)
+               for f in (ens.fns.loss, reference))
   jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                          ours, ref)
   step = jax.vmap(ens.fns.train_step, in_axes=(0, 0, 0, 0, None))

@@ -23,6 +23,10 @@ import run_pate  # pylint: disable=g-import-not-at-top,wrong-import-position
 import train_student  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 TINY_GAN = {"generator_hidden": (16,), "discriminator_hidden": (16, 8), "noise_dim": 4}
+# The classifier students' network, one hidden layer: as (name, value) pairs, not a dict, so
+# that the student's arguments are hashable and runs of one config share its programs
+# (students.build_student).
+TINY_CLASSIFIER = {"student.kwargs.model_kwargs": (("hidden", (16,)),)}
 
 
 def _config(name: str, **overrides):
@@ -95,7 +99,8 @@ def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_d
   from pate_jax.stages import student as stage  # pylint: disable=g-import-not-at-top
   votes = votes_lib.load_votes(teachers_dir)
   truth = np.asarray(votes["labels"])
-  c = _config("student_supervised", votes_dir=str(teachers_dir), labels="true")
+  c = _config("student_supervised", votes_dir=str(teachers_dir), labels="true",
+              **TINY_CLASSIFIER)
   rows, labels = stage._clean_labels(c, votes)  # pylint: disable=protected-access
   np.testing.assert_array_equal(labels, truth[rows])
   assert np.bincount(labels, minlength=10).tolist() == [3] * 10  # class-balanced (default)
@@ -116,7 +121,7 @@ def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_d
 
 
 def test_true_answered_labels_are_the_pools_own_on_the_answered_rows(tmp_path, teachers_dir):
-  c = _config("student_supervised", votes_dir=str(teachers_dir))
+  c = _config("student_supervised", votes_dir=str(teachers_dir), **TINY_CLASSIFIER)
   c.aggregate.mechanism, c.aggregate.noise_seed, c.num_steps = "confident_gnmax", 0, 2
   noisy = train_student.run(c, str(tmp_path / "noisy"))
   answered = np.load(tmp_path / "noisy" / "labels" / "labels.npz")
@@ -330,7 +335,7 @@ def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys)
   runs = []
   for name, overrides in (("student_supervised", {}),
                           ("student_supervised", {"labels": "plurality"})):
-    c = _config(name, votes_dir=str(teachers_dir), **overrides)
+    c = _config(name, votes_dir=str(teachers_dir), **overrides, **TINY_CLASSIFIER)
     run_dir = tmp_path / f"run{len(runs)}"
     train_student.run(c, str(run_dir))
     runs.append(str(run_dir))
