@@ -58,7 +58,9 @@ def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
   c.student.kwargs.update(TINY_GAN)
   r = experiment.run_and_report(train_student.run, train_student.report, c, str(tmp_path))
   tail = capsys.readouterr().out.strip().splitlines()[-4:]  # issue 15: headline, then paths
-  assert tail[0].startswith("pate_g student: held-out accuracy") and "ε: " in tail[0]
+  # The research noise seed makes the run private as a whole: every line says so.
+  assert tail[0].startswith(experiment.PRIVATE_MARK + "pate_g student: held-out accuracy")
+  assert "ε: " in tail[0]
   assert tail[1].startswith("private (data owner only): data-dependent ε: ")  # issue 23
   assert tail[2] == f"results: {(tmp_path / 'results.json').resolve()}"
   assert tail[3] == f"figures: {(tmp_path / 'labels' / 'privacy.png').resolve()}"
@@ -89,9 +91,11 @@ def test_other_students_run(tmp_path, teachers_dir, name, overrides, expect):
     assert isinstance(r["epsilon"], dict)
   else:
     assert expect in r["epsilon"]
-  # A student on the teachers' un-noised labels is private as a whole.
+  # A student on the teachers' un-noised labels is private as a whole, and so is one on
+  # noisy labels whose noise came from a research seed (here: VAT's).
   record = json.loads((tmp_path / "results.json").read_text())
-  assert (record["disclosure"] == experiment.MEASUREMENT) == (expect is not dict)
+  assert record["disclosure"] == experiment.MEASUREMENT
+  assert (expect is dict) == bool(record["results"].get("noise_source", {}).get("public"))
 
 
 def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_dir):
