@@ -6,7 +6,8 @@ which keeps the ledger and every answer beside the votes) and writes ``labels.np
 :func:`save_labels`: a copy of the answers to the rows it asked, for the student, which
 reads it with :func:`load_labels`. The file holds nothing private: the released labels
 and outcomes, the public pool's true labels (for evaluation), the digest of the votes
-they were answered on, and the publishable part of the ledger; it cannot spend a budget
+they were answered on (salted with votes.npz's secret random bytes: not a function of the
+votes alone), and the publishable part of the ledger; it cannot spend a budget
 (the budget lives with the votes). :func:`check_against` refuses a labels.npz whose rows
 are not the budget's record (a file spliced from two runs, or restored from elsewhere).
 

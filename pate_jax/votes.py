@@ -23,6 +23,11 @@ forests) reduce their predictions to this array and save it with
                              excluded); its histogram equals ``votes``. Written by
                              ``train_teachers.py`` since the ablation (``pate_jax.ablation``)
                              needs teacher subsets; older files without it still load.
+  salt         uint8 [16]    random bytes (``os.urandom``) drawn when the file is written,
+                             mixed into the votes' digest (:func:`pate_jax.budget.
+                             votes_digest`), which ``labels.npz`` carries: without the salt,
+                             the digest is not a function of the votes an attacker can test
+                             guesses against. Older files without it digest unsalted.
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
     arrays["temperatures"] = np.asarray(temperatures, np.float32).reshape(-1)
   if predictions is not None:
     arrays["predictions"] = np.asarray(predictions)
+  arrays["salt"] = np.frombuffer(os.urandom(SALT_BYTES), np.uint8)
   path = pathlib.Path(path)
   arrays = check_votes(arrays, str(path))
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +110,7 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
 
 
 KEYS = ("votes", "labels", "index", "num_pool", "num_teachers", "dataset")
+SALT_BYTES = 16
 
 
 def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
@@ -144,6 +151,12 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
     out.update(probabilities=probabilities, temperatures=temperatures)
   if "predictions" in arrays:
     out["predictions"] = _check_predictions(arrays["predictions"], votes, where)
+  if "salt" in arrays:
+    salt = np.asarray(arrays["salt"])
+    if salt.shape != (SALT_BYTES,) or salt.dtype != np.uint8:
+      raise ValueError(f"{where}: salt must be {SALT_BYTES} bytes (uint8); got {salt.dtype} "
+                       f"{salt.shape}")
+    out["salt"] = salt
   return out
 
 

@@ -234,6 +234,23 @@ def test_5_a_spliced_labels_file_and_a_forged_ledger_are_refused(tmp_path):
     aggregate.run(_config(teachers), tmp_path / "b")  # Self-consistent, yet refused.
 
 
+def test_5_b_the_labels_digest_of_the_votes_is_salted_with_a_secret(tmp_path):
+  """labels.npz binds its labels to the votes by their digest; an attacker holding it and
+  guessing the votes (all the data but one record, the teachers' seed) must not be able to
+  test the guess against it: the digest mixes in votes.npz's random salt."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  votes = _votes(7, 40, concentration=50.0)
+  a, b = (votes_lib.load_votes(_teachers(tmp_path / name, votes)) for name in ("a", "b"))
+  np.testing.assert_array_equal(a["votes"], b["votes"])
+  assert a["salt"].shape == (votes_lib.SALT_BYTES,) and not np.array_equal(a["salt"], b["salt"])
+  aggregate.run(_config(tmp_path / "a"), tmp_path / "w")
+  digest = str(labels_lib.load_labels(tmp_path / "w")["votes_digest"])
+  assert digest == budget_lib.votes_digest(a) != budget_lib.votes_digest(b)
+  assert digest != io.data_digest(a["votes"], a["index"])  # the guess's digest, unsalted
+  unsalted = {k: v for k, v in a.items() if k != "salt"}  # a file written before the salt
+  assert budget_lib.votes_digest(unsalted) == io.data_digest(a["votes"], a["index"])
+
+
 # --- 6. Refusals do not depend on the votes -----------------------------------------------
 
 

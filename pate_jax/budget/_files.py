@@ -39,8 +39,11 @@ class BudgetError(ValueError):
 
 
 def votes_digest(votes: dict[str, Any]) -> str:
-  """SHA-256 of what a budget is spent on: the votes and the dataset rows they are of."""
-  return io.data_digest(votes["votes"], votes["index"])
+  """SHA-256 of what a budget is spent on: the votes and the dataset rows they are of,
+  with ``votes.npz``'s secret random ``salt`` (files written before it: without), so that
+  the digest, which ``labels.npz`` carries, cannot be recomputed from guessed votes."""
+  salt = [votes["salt"]] if "salt" in votes else []
+  return io.data_digest(votes["votes"], votes["index"], *salt)
 
 
 def _file_sha256(path: pathlib.Path) -> str:
