@@ -234,6 +234,33 @@ def test_5_a_spliced_labels_file_and_a_forged_ledger_are_refused(tmp_path):
     aggregate.run(_config(teachers), tmp_path / "b")  # Self-consistent, yet refused.
 
 
+def test_5_a_a_forged_private_cost_is_refused_without_showing_it(tmp_path):
+  """The data-dependent cost and ε are private: a refusal names the field, not its values
+  (an error message reaches stderr and the acceptance's error files unmarked)."""
+  teachers = _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
+  aggregate.run(_config(teachers), tmp_path / "a")
+  ledger = teachers / budget_lib.LEDGER_FILE
+  journal = ledger.with_name(ledger.name + budget_lib.JOURNAL_SUFFIX)
+  with np.load(ledger) as f:
+    arrays = dict(f)
+  shown = [f"{float(arrays['ledger_private_epsilon']):.4g}",
+           *(f"{x:.4g}" for x in arrays["ledger_private_cost"] if x > 1e-3)]
+  zero = np.zeros_like(arrays["ledger_private_cost"])
+  import hashlib  # pylint: disable=g-import-not-at-top
+  for forged, match in (
+      ({"ledger_private_cost": zero}, "ledger_private_epsilon is not the ε of its cost"),
+      ({"ledger_private_cost": zero,  # its ε consistent: the recomputed cost refuses it
+        "ledger_private_epsilon": np.float64(acc.rdp_accountant(ORDERS).epsilon(1e-5)[0])},
+       "ledger_private_cost is not the cost of the recorded answers")):
+    np.savez(ledger, **{**arrays, **forged})
+    journal.write_text(journal.read_text() + f"{int(arrays['generation'])} "
+                       f"{hashlib.sha256(ledger.read_bytes()).hexdigest()}\n")
+    with pytest.raises(budget_lib.BudgetError, match=match) as e:
+      aggregate.run(_config(teachers), tmp_path / "b")
+    message = str(e.value).replace(str(tmp_path), "")
+    assert "recomputed" not in message and not any(v in message for v in shown), message
+
+
 def test_5_b_the_labels_digest_of_the_votes_is_salted_with_a_secret(tmp_path):
   """labels.npz binds its labels to the votes by their digest; an attacker holding it and
   guessing the votes (all the data but one record, the teachers' seed) must not be able to

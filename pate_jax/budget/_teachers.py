@@ -216,10 +216,11 @@ class TeachersBudget:
     for key, want in checks.items():
       got = np.asarray(record[key], np.float64)
       same = np.isclose(got, want, rtol=1e-9, atol=1e-12) | ((got == want) & np.isinf(want))
-      if not np.all(same):
+      if not np.all(same):  # the data-dependent cost is private: its values are not shown
+        values = ("" if key in ledger_lib.PRIVATE_RECORD_KEYS else
+                  f" (recorded {got.tolist()}, recomputed {want.tolist()})")
         raise BudgetError(f"{where}: {key} is not the cost of the recorded answers on "
-                          f"votes.npz (recorded {got.tolist()}, recomputed {want.tolist()}): "
-                          "the ledger was altered")
+                          f"votes.npz{values}: the ledger was altered")
     if (int(record["ledger_num_charged"]) != rows.size
         or int(record["ledger_num_answered"]) != int(answered.sum())):
       raise BudgetError(f"{where}: its counters are not those of its recorded answers")

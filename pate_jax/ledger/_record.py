@@ -139,6 +139,8 @@ def restore_ledger(record: Any, capacity: int = 0) -> LedgerState:
     recorded = _record_scalar(record, key, "f")
     if not (np.isclose(float(value), recorded, rtol=1e-9, atol=0.0)
             or float(value) == recorded == float("inf")):
+      if key in PRIVATE_RECORD_KEYS:  # a data-dependent ε: its values are not shown
+        raise ValueError(f"{key} is not the ε of its cost: the record is corrupted")
       raise ValueError(f"{key} {recorded} is not the ε of its cost ({float(value)}): the "
                        "record is corrupted")
   if _record_scalar(record, "ledger_generation", "iu") < 0:
