@@ -55,7 +55,7 @@ def _products(gan, x, tl):
   from pate_jax.kd_gan import _train  # pylint: disable=g-import-not-at-top
   keys, x, tl = jax.random.split(jax.random.key(0), 2), jnp.asarray(x), jnp.asarray(tl)
   state = jax.eval_shape(lambda k: K.init_runs(gan, k, x), keys)
-  texts = [K.init_runs.lower(gan, keys, x).as_text(),
+  texts = [_train._init_runs.lower(_train._networks(gan), keys, x).as_text(),
            _train._segment.lower(gan, 1, False, state, keys, jnp.asarray(0), x, tl,
                                  jnp.float32(1.0)).as_text(),
            _train._accuracy.lower(gan, state, x, jnp.zeros(x.shape[0], int)).as_text(),

@@ -131,10 +131,27 @@ def _at_precision(fn: Callable) -> Callable:
   return wrapped
 
 
-@functools.partial(jax.jit, static_argnums=0)
-@_at_precision
 def init(gan: KDGAN, key: jax.Array, sample_x: jax.Array) -> dict:
   """Train state (a dict): student and discriminator parameters and Adam states."""
+  return _init(_networks(gan), key, sample_x)
+
+
+def init_runs(gan: KDGAN, keys: jax.Array, sample_x: jax.Array) -> dict:
+  """:func:`init` for every key of ``keys [S]``: the state stacked over runs."""
+  return _init_runs(_networks(gan), keys, sample_x)
+
+
+def _networks(gan: KDGAN) -> KDGAN:
+  """``gan`` with what the initialisation does not read set to fixed values (Adam's initial
+  state does not depend on its rates): KD-GANs of the same networks share its program."""
+  return gan._replace(lam=1.0, tau=1.0, clip=1.0, noise_multiplier=0.0, batch_size=1,
+                      gumbel_temperature=1.0, k_d=0, k_s=1, learning_rate=1.0,
+                      disc_learning_rate=1.0, b1=0.9, per_example_clip=False)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+@_at_precision
+def _init(gan: KDGAN, key: jax.Array, sample_x: jax.Array) -> dict:
   x = sample_x[:2]
   sp = gan.student.init(jax.random.fold_in(key, 0), x)["params"]
   y = jnp.zeros((x.shape[0], gan.num_classes), jnp.float32)
@@ -144,9 +161,8 @@ def init(gan: KDGAN, key: jax.Array, sample_x: jax.Array) -> dict:
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def init_runs(gan: KDGAN, keys: jax.Array, sample_x: jax.Array) -> dict:
-  """:func:`init` for every key of ``keys [S]``: the state stacked over runs."""
-  return jax.vmap(lambda k: init(gan, k, sample_x))(keys)
+def _init_runs(gan: KDGAN, keys: jax.Array, sample_x: jax.Array) -> dict:
+  return jax.vmap(lambda k: _init(gan, k, sample_x))(keys)
 
 
 def batch_capacity(num_public: int, batch_size: int) -> int:
