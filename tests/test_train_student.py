@@ -57,7 +57,13 @@ def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
   c = _config("student_pate_g", votes_dir=str(teachers_dir))
   c.student.kwargs.update(TINY_GAN)
   r = experiment.run_and_report(train_student.run, train_student.report, c, str(tmp_path))
-  tail = capsys.readouterr().out.strip().splitlines()[-4:]  # issue 15: headline, then paths
+  lines = capsys.readouterr().out.strip().splitlines()
+  tail = lines[-4:]  # issue 15: headline, then paths
+  # A research noise seed: every line but the paths says private (the training log too).
+  said = [l for l in lines if l.strip() and not l.startswith(("results: ", "figures: "))]
+  assert any("eval_accuracy=" in l for l in said)
+  assert all(experiment.PRIVATE_MARK in l for l in said), [l for l in said
+                                                           if experiment.PRIVATE_MARK not in l]
   # The research noise seed makes the run private as a whole: every line says so.
   assert tail[0].startswith(experiment.PRIVATE_MARK + "pate_g student: held-out accuracy")
   assert "ε: " in tail[0]
@@ -138,6 +144,10 @@ def test_true_answered_labels_are_the_pools_own_on_the_answered_rows(tmp_path, t
   assert r["num_labels"] == rows.size == noisy["num_labels"] and r["label_accuracy"] == 1.0
   assert r["num_answered"] == rows.size and "not private" in r["epsilon"]
   assert "epsilon_release" not in r
+  # Which rows were answered came from research noise: private as a whole, as the run's own.
+  assert r["noise_source"]["public"]
+  assert json.loads((tmp_path / "clean" / "results.json").read_text())["disclosure"] == (
+      experiment.MEASUREMENT)
 
 
 def test_distillation_needs_a_saved_temperature(tmp_path, teachers_dir):

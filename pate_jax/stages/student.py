@@ -11,7 +11,9 @@ come back as recorded, never paid for twice), trains the student with orbax chec
 the evaluation rows (never queried), queries, the data-independent and released ε, δ,
 label accuracy, epochs and wall time; ``private`` (for the data owner only) -- the
 data-dependent ε. The active learner (configs/student_active.py) asks the teachers'
-budget itself, round by round.
+budget itself, round by round. Labels with research noise (``aggregate.noise_seed``) or
+without noise make the whole file, and every line printed, private (a research
+measurement).
 """
 
 from __future__ import annotations
@@ -73,11 +75,12 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
                 "fingerprint": {"student": config.student.to_dict(), "labels": config.labels},
                 "restart": bool(config.get("restart", False)),
                 "max_to_keep": int(config.get("max_to_keep", 1)), "restart_flag": restart_flag}
-  # Labels the teachers gave without noise: the student, its accuracy and every line about
-  # it are functions of the private votes with no privacy guarantee (a research measurement).
+  # Labels the teachers gave without noise, or with noise from a research seed (public: the
+  # labels then bound the votes beyond any ε): the student, its accuracy and every line
+  # about it are private (a research measurement).
   unnoised = config.labels in students.UNNOISED_LABELS
-  if unnoised:
-    fit_kwargs["log"] = lambda line: print(experiment.PRIVATE_MARK + line)
+  if unnoised or rng.noise_record(config.aggregate.get("noise_seed"))["public"]:
+    fit_kwargs["log"] = _private_log
   key = rng.stream(root, "student_train")
   results: dict = {"student": config.student.name, "labels": config.labels,
                    "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],
@@ -94,8 +97,9 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
     empty = np.zeros((0,), np.int64)
     out = students.active_learning(
         student, students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes),
-        budget, key, round_sizes=config.active.round_sizes, fit_kwargs=fit_kwargs,
-        checkpoint_dir=str(workdir / "checkpoints"))
+        budget, key, round_sizes=config.active.round_sizes,
+        fit_kwargs={k: v for k, v in fit_kwargs.items() if k != "log"},  # its rounds log
+        checkpoint_dir=str(workdir / "checkpoints"), log=fit_kwargs.get("log", print))
     fit, index, labels = out.fit, out.labelled_index, out.labels
     every = np.ones(index.size, bool)
     eps = reporting.epsilon_reports(
@@ -114,8 +118,11 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
       index, labels = students.answered_labels(label_file)
       # answering, accounting, release
       results["labels_seconds"] = clock.mark("labels")
+      if (agg.get("noise_source") or {}).get("public"):  # labels of another run's research seed
+        fit_kwargs["log"] = _private_log
     if config.labels == "true_answered":  # the answered rows, their errors taken out
       labels = np.asarray(votes["labels"])[index]
+      results["noise_source"] = agg["noise_source"]  # which rows: the aggregator's noise
       results.update({"num_queries": agg.get("num_queries"),
                       "num_answered": agg.get("num_answered"),
                       "epsilon": "not private: the pool's own labels on the rows the noisy "
@@ -196,6 +203,10 @@ def compile_ahead(config, *, num_classes: int, image_shape: tuple[int, ...], poo
   return time.time() - t
 
 
+def _private_log(line: str) -> None:
+  print(experiment.PRIVATE_MARK + line)
+
+
 def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
                  ) -> tuple[students.FitResult, list[dict]]:
   """``students.fit``, restarted with a fresh key when the game fails ``config.game_check``
@@ -216,9 +227,9 @@ def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
     try:
       return students.fit(student, data, try_key, checkpoint_dir=str(directory),
                           check=check if attempt < restarts else None, **fit_kwargs), failed
-    except students.GameFailed as e:
-      print(f"{e}: restarting the student with a fresh key (try {attempt + 2} of "
-            f"{restarts + 1})")
+    except students.GameFailed as e:  # a training metric: printed as the training log
+      (fit_kwargs.get("log") or print)(f"{e}: restarting the student with a fresh key (try "
+                                       f"{attempt + 2} of {restarts + 1})")
       failed.append({"try": attempt + 1, "step": e.step, "metric": e.metric,
                      "value": e.value, "max_value": e.max_value})
   raise AssertionError("the last try runs unchecked and cannot fail its check")
