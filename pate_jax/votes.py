@@ -23,7 +23,8 @@ forests) reduce their predictions to this array and save it with
                              excluded); its histogram equals ``votes``. Written by
                              ``train_teachers.py`` since the ablation (``pate_jax.ablation``)
                              needs teacher subsets; older files without it still load.
-  salt         uint8 [16]    random bytes (``os.urandom``) drawn when the file is written,
+  salt         uint8 [16]    random bytes (``os.urandom``) drawn when the file is written
+                             (kept when the same votes are written again),
                              mixed into the votes' digest (:func:`pate_jax.budget.
                              votes_digest`), which ``labels.npz`` carries: without the salt,
                              the digest is not a function of the votes an attacker can test
@@ -99,8 +100,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
     arrays["temperatures"] = np.asarray(temperatures, np.float32).reshape(-1)
   if predictions is not None:
     arrays["predictions"] = np.asarray(predictions)
-  arrays["salt"] = np.frombuffer(os.urandom(SALT_BYTES), np.uint8)
   path = pathlib.Path(path)
+  arrays["salt"] = _salt(path, arrays)
   arrays = check_votes(arrays, str(path))
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp.npz")
@@ -111,6 +112,20 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
 
 KEYS = ("votes", "labels", "index", "num_pool", "num_teachers", "dataset")
 SALT_BYTES = 16
+
+
+def _salt(path: pathlib.Path, arrays: dict[str, Any]) -> np.ndarray:
+  """The salt of ``path``'s votes.npz where it holds the same votes of the same rows (a
+  rerun that writes them again: their digest, and the budget and labels keyed by it, stay
+  valid), else 16 fresh bytes of ``os.urandom``."""
+  try:
+    with np.load(path, allow_pickle=False) as f:
+      if ("salt" in f.files and np.array_equal(f["votes"], arrays["votes"])
+          and np.array_equal(f["index"], arrays["index"])):
+        return check_votes(dict(f), str(path))["salt"]
+  except (OSError, ValueError, KeyError, EOFError):  # none, or unreadable: a fresh salt
+    pass
+  return np.frombuffer(os.urandom(SALT_BYTES), np.uint8)
 
 
 def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ function of the private votes other than the released labels and the released ε
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import shutil
@@ -100,6 +101,8 @@ def test_1_a_research_seed_reproduces_and_says_so(tmp_path):
   # votes beyond any ε: the run's files are private as a whole, and so is what it prints.
   assert _disclosure(tmp_path / "a") == experiment.MEASUREMENT
   assert experiment.private_as_a_whole(tmp_path / "a")
+  assert experiment.noise_disclosure(rng.noise_record(7)) == experiment.MEASUREMENT
+  assert experiment.noise_disclosure(rng.noise_record(None)) == experiment.PUBLISHABLE
   secret = aggregate.run(_config(teachers), tmp_path / "s")
   assert not secret["noise_source"]["public"]
   assert _disclosure(tmp_path / "s") == experiment.PUBLISHABLE
@@ -243,10 +246,9 @@ def test_5_a_a_forged_private_cost_is_refused_without_showing_it(tmp_path):
   journal = ledger.with_name(ledger.name + budget_lib.JOURNAL_SUFFIX)
   with np.load(ledger) as f:
     arrays = dict(f)
-  shown = [f"{float(arrays['ledger_private_epsilon']):.4g}",
-           *(f"{x:.4g}" for x in arrays["ledger_private_cost"] if x > 1e-3)]
+  shown = [repr(float(x))[:7] for x in (arrays["ledger_private_epsilon"],
+                                         *arrays["ledger_private_cost"]) if x > 1e-3]
   zero = np.zeros_like(arrays["ledger_private_cost"])
-  import hashlib  # pylint: disable=g-import-not-at-top
   for forged, match in (
       ({"ledger_private_cost": zero}, "ledger_private_epsilon is not the ε of its cost"),
       ({"ledger_private_cost": zero,  # its ε consistent: the recomputed cost refuses it
@@ -276,6 +278,15 @@ def test_5_b_the_labels_digest_of_the_votes_is_salted_with_a_secret(tmp_path):
   assert digest != io.data_digest(a["votes"], a["index"])  # the guess's digest, unsalted
   unsalted = {k: v for k, v in a.items() if k != "salt"}  # a file written before the salt
   assert budget_lib.votes_digest(unsalted) == io.data_digest(a["votes"], a["index"])
+  # The same votes written again keep their salt (the budget and labels keyed by the digest
+  # stay valid: a rerun goes on); other votes get a new one.
+  again = votes_lib.load_votes(_teachers(tmp_path / "a", votes))
+  assert budget_lib.votes_digest(again) == digest
+  aggregate.run(_config(tmp_path / "a"), tmp_path / "w")  # the budget resumes
+  other = votes.copy()
+  other[0, [0, 1]] += [1, -1] if other[0, 1] else [-1, 1]
+  changed = votes_lib.load_votes(_teachers(tmp_path / "a", other))
+  assert not np.array_equal(changed["salt"], a["salt"])
 
 
 # --- 6. Refusals do not depend on the votes -----------------------------------------------

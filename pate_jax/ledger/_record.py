@@ -113,8 +113,9 @@ def restore_ledger(record: Any, capacity: int = 0) -> LedgerState:
     if cost.shape != np.shape(record["ledger_orders"]) or cost.ndim != 1:
       raise ValueError(f"{key} must have one value per order of ledger_orders "
                        f"{np.shape(record['ledger_orders'])}; got shape {cost.shape}")
-    if np.any(np.isnan(cost) | (cost < 0)):
-      raise ValueError(f"{key} must be non-negative (+inf allowed); got {cost}")
+    if np.any(np.isnan(cost) | (cost < 0)):  # a data-dependent cost's values are not shown
+      got = "" if key in PRIVATE_RECORD_KEYS else f"; got {cost}"
+      raise ValueError(f"{key} must be non-negative (+inf allowed){got}")
     costs[key] = cost
   if np.any(costs["ledger_extra_cost"] > costs["ledger_cost"]):
     raise ValueError("ledger_extra_cost must be part of ledger_cost; got "
