@@ -4,12 +4,14 @@ The aggregation stage answers the student's queries (rows of ``votes.npz``, see
 :mod:`pate_jax.votes`) from the teachers' budget (:class:`pate_jax.budget.TeachersBudget`,
 which keeps the ledger and every answer beside the votes) and writes ``labels.npz`` with
 :func:`save_labels`: a copy of the answers to the rows it asked, for the student, which
-reads it with :func:`load_labels`. The file holds nothing private: the released labels
-and outcomes, the public pool's true labels (for evaluation), the digest of the votes
-they were answered on (salted with votes.npz's secret random bytes: not a function of the
-votes alone), and the publishable part of the ledger; it cannot spend a budget
-(the budget lives with the votes). :func:`check_against` refuses a labels.npz whose rows
-are not the budget's record (a file spliced from two runs, or restored from elsewhere).
+reads it with :func:`load_labels`. With secret noise the file holds nothing private (with a
+research noise seed, recorded in ``noise``, the labels bound the votes beyond any ε): the
+released labels and outcomes, the public pool's true labels (for evaluation), the digest of
+the votes they were answered on (salted with votes.npz's secret random bytes: not a
+function of the votes alone), and the publishable part of the ledger; it cannot spend a
+budget (the budget lives with the votes). :func:`check_against` refuses a labels.npz whose
+rows are not the budget's record (a file spliced from two runs, or restored from
+elsewhere).
 
 ``labels.npz`` layout (``N`` queries asked):
   query_index    int64   [N]  row of each query in votes.npz

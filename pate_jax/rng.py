@@ -29,7 +29,8 @@ anywhere, so that no file a run writes lets anyone recompute the noise. A config
 *research noise seed* instead (``config.noise_seed``) for exact reproduction: the noise is
 then ``stream(root_key(noise_seed), name)``, public to anyone who reads the seed, and every
 output of the run says that its ε is a measurement, not a release
-(:func:`noise_record`).
+(:func:`noise_record`), and its files are private as a whole
+(:func:`pate_jax.experiment.noise_disclosure`).
 
 Example::
 

@@ -25,15 +25,13 @@ from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, P
                                        deterministic_ops_enabled, mark_private, output_files,
                                        print_outputs, private_as_a_whole, python_path,
                                        quiet_backend_probe, report_marked, run_and_report,
-                                       run_main,
-                                       set_deterministic, timed, user_errors,
+                                       run_main, set_deterministic, timed, user_errors,
                                        without_deterministic_flag)
 from pate_jax.experiment._profile import profile_call, trace_summary
 from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
                                           device_info, git_hash, locked_workdir,
                                           noise_disclosure, package_versions, read_results,
-                                          remove_stale,
-                                          to_jsonable, write_results)
+                                          remove_stale, to_jsonable, write_results)
 from pate_jax.io import data_digest, progress, write_text  # re-exported: the harness's too
 
 __all__ = [
@@ -44,7 +42,6 @@ __all__ = [
     "HELP_FLAGS",
     "MEASUREMENT",
     "NO_PRIVATE_DATA",
-    "noise_disclosure",
     "PUBLISHABLE",
     "closest_fields",
     "compiled_temp_bytes",
@@ -62,6 +59,7 @@ __all__ = [
     "load_script",
     "locked_workdir",
     "mesh_info",
+    "noise_disclosure",
     "output_files",
     "package_versions",
     "PhaseClock",

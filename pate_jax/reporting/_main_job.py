@@ -72,9 +72,10 @@ def _epsilon_rows(report: dict[str, Any]) -> list[list[str]]:
 
 def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
   """The main job's ``report.md`` in two parts: *Publishable* (the labels, the student, the
-  data-independent and released ε) and *Private: for the data owner only* (the teachers,
-  the data-dependent ε, the attack on the run's own vote histograms, and the figures drawn
-  from them). ``figures[name]``: paths relative to the workdir (a missing name leaves its
+  data-independent and released ε; with research noise it is *Publishable with secret
+  noise* and says that nothing in the report may be published) and *Private: for the data
+  owner only* (the teachers, the data-dependent ε, the attack on the run's own vote
+  histograms, and the figures drawn from them). ``figures[name]``: paths relative to the workdir (a missing name leaves its
   figure out)."""
   p = s["private"]
   t, lab, st = p["teachers"], s["aggregate"], s["student"]

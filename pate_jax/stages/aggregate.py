@@ -8,7 +8,8 @@ budget (:class:`pate_jax.budget.TeachersBudget`: one ledger beside votes.npz, sh
 every work directory and rerun; rows answered before come back as recorded, free), draws
 the smooth-sensitivity release of the private ε once per ledger state (GNMax,
 Confident-GNMax), and writes ``labels.npz``, ``results.json`` (publishable part and a
-``private`` part) and the private ``privacy.png`` into the workdir. Stale outputs of an
+``private`` part; with a research noise seed, private as a whole) and the private
+``privacy.png`` into the workdir. Stale outputs of an
 earlier run are removed before anything is spent, so a failure never leaves a
 results.json that reports less than was spent.
 

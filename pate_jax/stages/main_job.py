@@ -14,12 +14,13 @@ sensitivity, the student's accuracy) and *private: for the data owner only* (the
 accuracy and vote gap, the data-dependent ε, the attack on the run's own vote
 histograms). It ends by printing the headlines (private lines say so) and the files' paths.
 Noise is secret unless ``--config.noise_seed`` names a research seed (then every output
-says that its ε is a measurement, not a release). The attack needs the labels, not the
-student: where its device is not the student's (the host beside an accelerator) it runs
-in a thread beside the student's training (``--config.attack.beside_student``). In the
-same way the labels' accounting, almost all compilation, is compiled ahead on synthetic
-votes beside the teachers' training (``--config.compile_accounting_ahead``), and so is the
-student's training, on synthetic data of its shapes (``--config.compile_student_ahead``).
+says that its ε is a measurement, not a release, and the run is private as a whole). The
+attack needs the labels, not the student: where its device is not the student's (the host
+beside an accelerator) it runs in a thread beside the student's training
+(``--config.attack.beside_student``). In the same way the labels' accounting, almost all
+compilation, is compiled ahead on synthetic votes beside the teachers' training
+(``--config.compile_accounting_ahead``), and so is the student's training, on synthetic
+data of its shapes (``--config.compile_student_ahead``).
 The seconds of such host work are recorded apart from the stages' (``concurrent_seconds``),
 and the teachers' and the student's stages break their own down (``phase_seconds``);
 the teachers stage compiles its own training and votes ahead in a thread of its own

@@ -340,7 +340,7 @@ def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment
       log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in entry.items()))
     if check is not None and check.step <= step:
-      first = step - n < check.step  # the first record at or after check.step
+      first = step - n < max(check.step, 1)  # the first record at or after check.step
       if first or check.late_max_value is not None:
         _judge_entry(check, entry, late=not first)
 
