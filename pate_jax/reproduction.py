@@ -136,8 +136,9 @@ DISCLOSURE = (
     "`pate_mnist_gpu` and `pate_g_cgn_cnn_secret` (secret noise) used a research noise seed "
     "(the code's default seed before noise became secret, or `--config.noise_seed`), so its "
     "noise is public and every ε below is a *measurement* of the method on our data, not a "
-    "release (runs written since say so in their files: a research-seed run's results.json "
-    "is private as a whole). Values that are functions of the teachers' "
+    "release; with the seed, its labels bound the votes beyond any ε, so such a run is "
+    "private as a whole (its file says so where written since; older ones are marked by "
+    "their recorded noise). Values that are functions of the teachers' "
     "private data beyond the released labels and the released ε -- the teachers' accuracy, "
     "plurality votes and vote gaps, the data-dependent ε (the papers print it un-noised), "
     "students trained on un-noised teacher labels -- are marked *(private)*, as is every "
@@ -174,7 +175,7 @@ class Figure:
 # Key paths of values that are not functions of the private data even in a private file:
 # the data-independent ε (a bound from the settings and counts alone), a grid's size; and
 # the formats of such values (seconds of compute).
-_PUBLIC_KEYS = ("data_independent", "grid_cells")
+_PUBLIC_KEYS = ("data_independent", "strong_composition", "grid_cells")
 _PUBLIC_FORMATS = ("s",)
 
 # Figures whose every version is private (README, *What you may publish*).
@@ -194,7 +195,20 @@ def disclosed_private(record: dict | list[dict], run: str | None = None) -> bool
   value and figure of it is then marked *(private)*."""
   return any(str(r.get("disclosure", "")).startswith("private")
              or ("disclosure" not in r and run in MEASUREMENTS_BEFORE_DISCLOSURE)
+             or _research_noise(r.get("results"))
              for r in _records(record))
+
+
+def _research_noise(node: Any) -> bool:
+  """Whether a results tree answered queries with research noise (any ``noise_source`` in
+  it public): files written before such runs said so are private as a whole too."""
+  if isinstance(node, dict):
+    source = node.get("noise_source")
+    return ((isinstance(source, dict) and bool(source.get("public")))
+            or any(_research_noise(v) for v in node.values()))
+  if isinstance(node, list):
+    return any(_research_noise(v) for v in node)
+  return False
 
 
 def _cmd(script: str, config: str, name: str, *overrides: str, data: bool = True) -> str:
