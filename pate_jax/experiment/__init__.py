@@ -20,10 +20,10 @@ from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, close
 from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
                                           format_bytes, mesh_info, votes_plan)
 from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, PRIVATE_MARK,
-                                       PRIVATE_TITLE,
-                                       PhaseClock, accounting_device, backend_started,
-                                       deterministic_ops_enabled, mark_private, output_files,
-                                       print_outputs, private_as_a_whole, python_path,
+                                       PRIVATE_TITLE, PhaseClock, accounting_device,
+                                       backend_started, deterministic_ops_enabled,
+                                       mark_private, output_files, print_outputs,
+                                       print_private, private_as_a_whole, python_path,
                                        quiet_backend_probe, report_marked, run_and_report,
                                        run_main, set_deterministic, timed, user_errors,
                                        without_deterministic_flag)
@@ -68,6 +68,7 @@ __all__ = [
     "mark_private",
     "private_as_a_whole",
     "print_outputs",
+    "print_private",
     "profile_call",
     "python_path",
     "progress",

@@ -180,6 +180,12 @@ def mark_private(text: str) -> str:
                    else PRIVATE_MARK + line for line in text.split("\n"))
 
 
+def print_private(line: str) -> None:
+  """Prints ``line`` after :data:`PRIVATE_MARK` (a private run's training log, as its
+  ``log``)."""
+  print(PRIVATE_MARK + line, flush=True)
+
+
 def private_as_a_whole(workdir: str | os.PathLike) -> bool:
   """Whether ``<workdir>/results.json`` says the whole file is private (its ``disclosure``,
   e.g. :data:`MEASUREMENT`)."""

@@ -104,17 +104,11 @@ def setup(config, workdir: pathlib.Path, num_public: int) -> Setup:
       rng.stream(root, "kd_gan_teacher"), d["train_x"], d["train_y"], d["eval_x"],
       d["eval_y"], model=t.model, model_kwargs=t.model_kwargs.to_dict(),
       num_steps=t.num_steps, batch_size=t.batch_size, learning_rate=t.learning_rate,
-      checkpoint_dir=str(pathlib.Path(workdir) / "teacher"), log=_private_log)
+      checkpoint_dir=str(pathlib.Path(workdir) / "teacher"), log=experiment.print_private)
   print(f"{experiment.PRIVATE_MARK}teacher ({t.model}, all {len(d['train_y'])} private "
         "training images): "
         f"{teacher_acc:.2%} held-out")
   return Setup(seeds, train_key, keys, public, d, teacher, t_state, teacher_acc)
-
-
-def _private_log(line: str) -> None:
-  """A training log line: the teacher's (trained on the private images) and the students'
-  distilled from it (the published setting: no finite ε) are private measurements."""
-  print(experiment.PRIVATE_MARK + line, flush=True)
 
 
 def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path]:
@@ -127,7 +121,7 @@ def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path
     return kd_gan.fit(gan, run_keys, data["public_x"], tl, data["eval_x"], data["eval_y"],
                       num_rounds=rounds, segment_rounds=min(config.segment_rounds, rounds),
                       checkpoint_dir=str(workdir / "checkpoints" / name),
-                      restart=bool(config.restart), log=_private_log)
+                      restart=bool(config.restart), log=experiment.print_private)
 
   sigma, b, delta = config.noise_multiplier, config.batch_size, config.delta
   results = {"teacher_accuracy": teacher_acc, "delta": delta, "tau": config.tau,

@@ -80,7 +80,7 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
   # about it are private (a research measurement).
   unnoised = config.labels in students.UNNOISED_LABELS
   if unnoised or rng.noise_record(config.aggregate.get("noise_seed"))["public"]:
-    fit_kwargs["log"] = _private_log
+    fit_kwargs["log"] = experiment.print_private
   key = rng.stream(root, "student_train")
   results: dict = {"student": config.student.name, "labels": config.labels,
                    "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],
@@ -119,7 +119,7 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
       # answering, accounting, release
       results["labels_seconds"] = clock.mark("labels")
       if (agg.get("noise_source") or {}).get("public"):  # labels of another run's research seed
-        fit_kwargs["log"] = _private_log
+        fit_kwargs["log"] = experiment.print_private
     if config.labels == "true_answered":  # the answered rows, their errors taken out
       labels = np.asarray(votes["labels"])[index]
       results["noise_source"] = agg["noise_source"]  # which rows: the aggregator's noise
@@ -201,10 +201,6 @@ def compile_ahead(config, *, num_classes: int, image_shape: tuple[int, ...], poo
                        num_steps=int(config.num_steps), batch_size=int(config.batch_size),
                        segment_steps=int(config.segment_steps))
   return time.time() - t
-
-
-def _private_log(line: str) -> None:
-  print(experiment.PRIVATE_MARK + line)
 
 
 def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
