@@ -122,7 +122,9 @@ def _salt(path: pathlib.Path, arrays: dict[str, Any]) -> np.ndarray:
     with np.load(path, allow_pickle=False) as f:
       if ("salt" in f.files and np.array_equal(f["votes"], arrays["votes"])
           and np.array_equal(f["index"], arrays["index"])):
-        return check_votes(dict(f), str(path))["salt"]
+        salt = f["salt"]  # checked with the rest by save_votes's check_votes
+        if salt.shape == (SALT_BYTES,):
+          return salt
   except (OSError, ValueError, KeyError, EOFError):  # none, or unreadable: a fresh salt
     pass
   return np.frombuffer(os.urandom(SALT_BYTES), np.uint8)

@@ -118,8 +118,6 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
       index, labels = students.answered_labels(label_file)
       # answering, accounting, release
       results["labels_seconds"] = clock.mark("labels")
-      if (agg.get("noise_source") or {}).get("public"):  # labels of another run's research seed
-        fit_kwargs["log"] = experiment.print_private
     if config.labels == "true_answered":  # the answered rows, their errors taken out
       labels = np.asarray(votes["labels"])[index]
       results["noise_source"] = agg["noise_source"]  # which rows: the aggregator's noise
