@@ -207,7 +207,8 @@ def test_command_line_dry_run_prints_mesh_and_chunks_and_creates_nothing(data_di
       cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
       env=dict(os.environ, PYTHONPATH=_scripts.python_path(), PATE_JAX_NO_PROGRESS="1",
                PATE_JAX_DATA_DIR=str(data_dir),
-               XLA_FLAGS="--xla_force_host_platform_device_count=8"))
+               XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               JAX_PLATFORMS="cpu"))  # the 8 host devices, where an accelerator is present too
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = proc.stdout
   assert "  num_teachers: 250" in out and "  model.name: 'mlp'" in out  # the config

@@ -85,6 +85,10 @@ def test_targets_are_computed_from_the_results(tmp_path):
       "api_over_kernel": False, "suite_passes": None,  # the slow tier was interrupted
       "cgn_accuracy": False, "cgn_epsilon": True}
   assert t["api_over_kernel"]["value"] == 12.0 and t["pate_g_epsilon"]["value"] == 2.05
+  # A failure before the interruption already fails the target.
+  _write(tmp_path, "tests_slow", {"failures": 0, "errors": 2, "interrupted": True})
+  t = ga.targets(c, tmp_path)
+  assert t["suite_passes"]["met"] is False and t["suite_passes"]["value"] == "2 failed or errored"
   _write(tmp_path, "tests_slow", {"failures": 1, "errors": 0})
   (tmp_path / "pate_mnist" / "results.json").unlink()
   (tmp_path / "pate_mnist" / "error.txt").write_text("XlaRuntimeError: RESOURCE_EXHAUSTED: ...")
