@@ -2,12 +2,14 @@
 
 The ensemble's activation memory grows with (teachers in a vmapped chunk) ×
 (examples per teacher): 250 CNN teachers × 2,000 query images need ~93 GiB for
-the first convolution alone. Instead of a fixed chunk, the ensemble compiles a
-small *probe* of the computation, reads XLA's own account of its temporary
-buffers (``jit(f).lower(...).compile().memory_analysis()``), scales it
-linearly to the chunk size, and takes the largest chunk whose estimate fits a
-budget: a fraction of the device's memory (on a CPU, of the machine's RAM) less
-what stays resident (the stacked train state, the data).
+the first convolution alone. Instead of a fixed chunk, the ensemble reads XLA's
+own account of a program's temporary buffers
+(``jit(f).lower(...).compile().memory_analysis()``) of one program: the training
+itself with every teacher in one chunk (which it then runs if that fits, with
+no other compilation), or a small *probe* of the computation. It scales that
+account linearly to the chunk size and takes the largest chunk whose estimate
+fits a budget: a fraction of the device's memory (on a CPU, of the machine's
+RAM) less what stays resident (the stacked train state, the data).
 
 The plan depends only on the device, the shapes and the budget — never on what
 happens to be allocated at the moment — so a resumed run plans the same chunks
@@ -57,7 +59,12 @@ def temp_bytes(fn: Callable, *args) -> int | None:
 
   ``None`` where the backend gives no memory analysis.
   """
-  compiled = jax.jit(fn).lower(*args).compile()
+  return compiled_temp_bytes(jax.jit(fn).lower(*args).compile())
+
+
+def compiled_temp_bytes(compiled: Any) -> int | None:
+  """XLA's temporary-buffer bytes of a compiled program (``jit(f).lower(...).compile()``);
+  ``None`` where the backend gives no memory analysis."""
   stats = compiled.memory_analysis()
   if stats is None:
     return None

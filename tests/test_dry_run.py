@@ -73,14 +73,21 @@ def test_train_teachers_plan_sizes_and_chunks(data_dir, monkeypatch):
   tt = _script("train_teachers")
   config = _config("mnist_250", "cpu", num_teachers=10, train_subset=2_405,
                    data_dir=str(data_dir))
-  # XLA's probes are compiled for real by the command-line test below; here a fixed account
-  # (8 MB per probe) keeps the test fast and the chunks predictable.
-  probes = []
+  # XLA's accounts are read for real by the command-line test below; here fixed ones (8 MB
+  # per probe, 1 MB per teacher of the whole training program) keep the chunks predictable.
+  probes, programs = [], []
   monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: probes.append(
       jax.tree.leaves(args)[-1].shape) or 8 * 10**6)
+  monkeypatch.setattr(memory, "compiled_temp_bytes", lambda compiled: programs.append(
+      compiled.in_avals[0][2].shape) or 10**6 * compiled.in_avals[0][2].shape[0])
   p = tt.plan(config)
   local = p["teachers_per_device"]
-  assert probes == [(min(local, 8), 240), (min(p["queries"], 128), 28, 28, 1)]  # labels, queries
+  # The run's training program (all local teachers, its first segment) fits: no probe for
+  # it, only the queries' probe.
+  assert programs == [(p["padded_teachers"], 240, 28, 28, 1)]
+  assert probes == [(min(p["queries"], 128), 28, 28, 1)]
+  assert p["train_plan"]["teachers_per_chunk"] == local
+  assert p["train_plan"]["estimate_bytes_per_chunk"] == 10**6 * p["padded_teachers"]
   assert p["fallback_data"] is False and p["train_examples"] == 2_405
   assert (p["examples_per_teacher"], p["dropped_examples"]) == (240, 5)
   assert p["examples_per_teacher"] * p["num_teachers"] <= p["train_examples"]
@@ -94,13 +101,15 @@ def test_train_teachers_plan_sizes_and_chunks(data_dir, monkeypatch):
   assert p["state_bytes"] > 10 * p["params_bytes_per_teacher"]  # + Adam's two moments
   assert p["budget_bytes_per_device"] == memory.memory_budget(0.6)
 
-  # A budget of ~2.5 teachers' activations beside the resident state: several chunks.
-  per_teacher = train["estimate_bytes_per_chunk"] / train["teachers_per_chunk"]
+  # A budget of ~2.5 teachers' activations beside the resident state: the whole program
+  # does not fit, and its account per teacher makes several chunks (still no probe).
+  per_teacher = 10**6 * p["padded_teachers"] / local
   resident = p["budget_bytes_per_device"] - train["budget_bytes_left_for_chunks"]
   fraction = (resident + 2.5 * per_teacher) / memory.device_memory_bytes()
   with config.unlocked():
     config.memory_fraction = fraction
   small = tt.plan(config)["train_plan"]
+  assert len(programs) == 2 and (min(local, 8), 240) not in probes
   assert small["teachers_per_chunk"] == 2 and small["teacher_chunks"] == local // 2
   assert small["estimate_bytes_per_chunk"] <= small["budget_bytes_left_for_chunks"]
 

@@ -411,6 +411,43 @@ def test_memory_budget_forcing_chunks_gives_identical_votes(shards):
   np.testing.assert_array_equal(free.predict(a["params"], x_test), votes_chunked)
 
 
+def test_the_plan_is_the_training_program_itself_where_it_fits(shards, caplog):
+  """With ``num_steps`` the planner compiles the program the training runs (every teacher
+  in one vmap) and reads its memory analysis: where it fits, nothing else is compiled,
+  not the probe, nor the training afterwards; where it does not, its bytes per teacher
+  plan the chunks."""
+  fns = _fns(batch_size=16)
+  x, y, _ = shards
+  keys = jax.random.split(jax.random.key(1), T)
+  init_keys = jax.random.split(jax.random.key(2), T)
+
+  def compiles(fn):
+    caplog.clear()
+    with jax.log_compiles(True), caplog.at_level("DEBUG"):
+      out = fn()
+    return out, [m.getMessage().split(" with ")[0] for m in caplog.records
+                 if m.getMessage().startswith("Compiling")]
+
+  free = teachers.Ensemble(fns, "vmap", memory_bytes=2**40)
+  state = free.init(init_keys, x[0])
+  plan, compiled = compiles(lambda: free.plan_train(state, keys, x, y, num_steps=3))
+  assert [c for c in compiled if "jit(run)" in c or "<lambda>" in c] == ["Compiling jit(run)"]
+  assert plan.teachers == T and plan.estimate_bytes > 0
+  (_, loss), compiled = compiles(lambda: free.train(state, keys, x, y, 0, 3, plan=plan))
+  assert "Compiling jit(run)" not in compiled and np.isfinite(np.asarray(loss)).all()
+  # The probe's plan (no num_steps) chunks alike where both fit.
+  assert free.plan_train(state, keys, x, y).teachers == T
+  # A budget the whole program exceeds: its bytes per teacher plan chunks of fewer
+  # teachers, with no probe compiled.
+  resident = memory.tree_bytes((state, x, y))
+  tight = teachers.Ensemble(fns, "vmap", memory_bytes=resident + plan.estimate_bytes // 2)
+  state = tight.init(init_keys, x[0])
+  small, compiled = compiles(lambda: tight.plan_train(state, keys, x, y, num_steps=3))
+  assert [c for c in compiled if "jit(run)" in c or "<lambda>" in c] == ["Compiling jit(run)"]
+  assert small.teachers < T and T % small.teachers == 0
+  assert small.estimate_bytes <= small.budget_bytes
+
+
 def test_planner_arithmetic():
   assert memory.largest_divisor_within(250, 30) == 25
   assert memory.plan_teacher_chunk(250, 1e9, 26e9) == 25

@@ -161,6 +161,13 @@ def compiles_ahead(config: ml_collections.ConfigDict, ensemble: teachers.Ensembl
   return bool(choice) if choice is not None else jax.devices()[0].platform != "cpu"
 
 
+def plan_steps(config: ml_collections.ConfigDict) -> int:
+  """The training segment's length the memory plan is made for (its real program, all
+  teachers in one vmap, where that fits): the first segment's, whatever step a run
+  resumes from, so that a resumed run plans the same chunks."""
+  return min(int(config.num_steps), int(config.checkpoint_every))
+
+
 def _compile_training(config, ensemble: teachers.Ensemble, shapes, inputs: tuple
                       ) -> tuple[memory.ChunkPlan, float]:
   """:meth:`pate_jax.teachers.Ensemble.compile_train` for a run from step 0 (a resumed run
@@ -219,7 +226,8 @@ def plan(config: ml_collections.ConfigDict) -> dict:
       "compile_ahead": compiles_ahead(config, ensemble),
   }
   out.update(teachers.memory_plan(ensemble, t, shard_x, shard_y, len(index), config.query_chunk,
-                                  rng.stream(root, "teacher_init"), _temperatures(config)))
+                                  rng.stream(root, "teacher_init"), _temperatures(config),
+                                  num_steps=plan_steps(config)))
   return out
 
 
@@ -401,7 +409,8 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
       if planned is not None:
         plan, compiled_seconds["training_beside_init"] = planned
       else:
-        plan = ensemble.plan_train(state, train_keys, shard_x, shard_y)
+        plan = ensemble.plan_train(state, train_keys, shard_x, shard_y,
+                                   num_steps=plan_steps(config))
       print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
     clock.mark("plan")
     votes_ahead = (thread.submit(_compile_votes, config, ensemble, shapes,

@@ -120,6 +120,13 @@ class Ensemble:
       return None
     return NamedSharding(self.mesh, P(TEACHER_AXIS))
 
+  def _placed(self, tree: PyTree) -> PyTree:
+    """Abstract ``tree`` (arrays or shapes of the padded teacher axis) placed as
+    :meth:`prepare` places it: what a program is lowered for ahead of its call."""
+    sharding = self._sharding
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
+                        tree)
+
   def prepare(self, tree: PyTree) -> PyTree:
     """Pads the teacher axis to :meth:`padded_size` and shards it over the mesh.
 
@@ -197,18 +204,26 @@ class Ensemble:
           state, keys, images, labels)
     return seg
 
-  def plan_train(self, state: PyTree, keys, images, labels, resident_bytes: int = 0
-                 ) -> memory.ChunkPlan:
+  def plan_train(self, state: PyTree, keys, images, labels, resident_bytes: int = 0,
+                 num_steps: int | None = None) -> memory.ChunkPlan:
     """Teachers per vmapped training chunk on each device, from the memory budget.
 
-    One probe chunk (up to 8 teachers, one step) is compiled for XLA's memory
-    analysis; its temporary bytes, scaled per teacher, must fit the budget left
-    after the resident per-device state and data (``resident_bytes`` adds more).
-    Plans are cached by shapes.
+    The chunk's temporary bytes, from XLA's memory analysis of a compiled program scaled
+    per teacher, must fit the budget left after the resident per-device state and data
+    (``resident_bytes`` adds more). With ``num_steps`` (the segment length the training
+    runs) that program is the training itself with all local teachers in one vmap:
+    where it fits, the training finds it compiled (the same jit) and nothing else is
+    compiled for it; otherwise its bytes per teacher plan the chunks. Without
+    ``num_steps``, one probe chunk (up to 8 teachers, one step) is compiled instead
+    (it undercounts: a segment's loop holds more than one step's buffers). Plans are
+    cached by shapes.
     """
-    return self._cached_plan(("train", resident_bytes), (state, keys, images, labels),
+    if num_steps is not None:
+      num_steps = _checks.positive_int(num_steps, "num_steps")
+    return self._cached_plan(("train", resident_bytes, num_steps),
+                             (state, keys, images, labels),
                              lambda: self._plan_train(state, keys, images, labels,
-                                                      resident_bytes))
+                                                      resident_bytes, num_steps))
 
   def _cached_plan(self, kind: tuple, tree: PyTree, compute: Callable) -> memory.ChunkPlan:
     shapes = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves(tree))
@@ -217,7 +232,7 @@ class Ensemble:
       _PLANS[key] = _agreed(compute())
     return _PLANS[key]
 
-  def _plan_train(self, state, keys, images, labels, resident_bytes):
+  def _plan_train(self, state, keys, images, labels, resident_bytes, num_steps=None):
     local = self._local_count(jax.tree.leaves(state)[0].shape[0])
     if self.strategy == "chunked":
       return memory.ChunkPlan(min(self.chunk_size or DEFAULT_CHUNK, local))
@@ -226,14 +241,24 @@ class Ensemble:
     budget = self._budget()
     resident = (memory.tree_bytes((state, images, labels)) // self.num_shards
                 + resident_bytes)
-    probe = min(local, 8)
-    seg = self._local_segment(1)
-    temp = memory.temp_bytes(lambda s, k, x, y: seg(s, k, x, y, jnp.int32(0)),
-                             *_probe((state, keys, images, labels), probe))
-    if temp is None:
-      return memory.ChunkPlan(local)
-    per_teacher = temp / probe
     available = budget - resident
+    if num_steps is not None:  # the program itself: no probe to compile
+      whole = memory.compiled_temp_bytes(self._train_fn(local, local, num_steps).lower(
+          *self._placed((state, keys, images, labels)),
+          jax.ShapeDtypeStruct((), jnp.int32)).compile())
+      if whole is None:
+        return memory.ChunkPlan(local)
+      if whole <= available:
+        return memory.ChunkPlan(local, estimate_bytes=whole, budget_bytes=int(available))
+      per_teacher = whole / local
+    else:
+      probe = min(local, 8)
+      seg = self._local_segment(1)
+      temp = memory.temp_bytes(lambda s, k, x, y: seg(s, k, x, y, jnp.int32(0)),
+                               *_probe((state, keys, images, labels), probe))
+      if temp is None:
+        return memory.ChunkPlan(local)
+      per_teacher = temp / probe
     chunk = memory.plan_teacher_chunk(local, per_teacher, available)
     return memory.ChunkPlan(chunk, estimate_bytes=int(per_teacher * chunk),
                             budget_bytes=int(available))
@@ -254,11 +279,11 @@ class Ensemble:
     """
     if self.strategy == "loop":
       return None
-    place = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self._sharding)
-    args = jax.tree.map(place, (state, keys, images, labels))
-    plan = self.plan_train(*args, resident_bytes=resident_bytes)
+    args = self._placed((state, keys, images, labels))
+    lengths = {_checks.positive_int(n, "num_steps") for n in num_steps}
+    plan = self.plan_train(*args, resident_bytes=resident_bytes, num_steps=max(lengths))
     local = self._local_count(keys.shape[0])
-    for n in sorted({_checks.positive_int(n, "num_steps") for n in num_steps}):
+    for n in sorted(lengths):
       self._train_fn(plan.teachers, local, n).lower(
           *args, jax.ShapeDtypeStruct((), jnp.int32)).compile()
     return plan
@@ -457,11 +482,10 @@ class Ensemble:
     temperatures = _temperatures(temperatures)
     plan = self.plan_predict(params, images, query_chunk, resident_bytes, temperatures)
     padded, q = jax.tree.leaves(params)[0].shape[0], images.shape[0]
-    place = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self._sharding)
     queries = jax.ShapeDtypeStruct((q + (-q) % plan.queries, *images.shape[1:]), images.dtype)
     self._predict_fn(plan.teachers, plan.queries, self._local_count(padded), queries.shape[0],
                      temperatures).lower(
-        jax.tree.map(place, params), place(jax.ShapeDtypeStruct((padded,), jnp.float32)),
+        *self._placed((params, jax.ShapeDtypeStruct((padded,), jnp.float32))),
         queries).compile()
     return plan
 

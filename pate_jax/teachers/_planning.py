@@ -20,7 +20,8 @@ from pate_jax.teachers._sharding import teacher_mesh
 
 def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: Any,
                 num_queries: int, query_chunk: int | None, init_key: jax.Array,
-                temperatures: tuple[float, ...] = ()) -> dict[str, Any]:
+                temperatures: tuple[float, ...] = (), num_steps: int | None = None
+                ) -> dict[str, Any]:
   """What a dry run reports of an ensemble's memory: the stacked state's bytes and the
   planner's training and prediction chunks (:meth:`Ensemble.plan_train` /
   :meth:`Ensemble.plan_predict` on abstract inputs of the run's padded shapes, so the plans
@@ -38,6 +39,8 @@ def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: 
     init_key: the key the run splits into the teachers' init keys.
     temperatures: the distillation temperatures whose averaged probabilities the
       prediction also computes (:meth:`Ensemble.predict_with_probabilities`).
+    num_steps: the training segment's length the run plans for (``plan_train``'s
+      ``num_steps``: its real program, where that fits); ``None``: the probe only.
   """
   out: dict[str, Any] = {}
   planner = ensemble
@@ -65,7 +68,8 @@ def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: 
       "budget_bytes_per_device": planner._budget(),  # pylint: disable=protected-access
   })
   for name, make in (
-      ("train_plan", lambda: planner.plan_train(state, keys, images, labels)),
+      ("train_plan", lambda: planner.plan_train(state, keys, images, labels,
+                                                num_steps=num_steps)),
       ("predict_plan", lambda: planner.plan_predict(
           state["params"], queries, query_chunk or None,
           resident_bytes=memory.tree_bytes(state["opt_state"]) // shards,
