@@ -110,9 +110,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "api_over_kernel": 10.0, "cgn_accuracy": 0.985, "cgn_epsilon": 1.97})
   # Expected wall per run on one H100, seconds (for --dry_run), from one H200 at 41e3f06
   # (README), with room for the H100's slower memory: pate_mnist 91 s (teachers 67 s,
-  # labels and student 23 s); bench_teachers ~50 s for vmap and chunked with 2 repeats
-  # (the loop, the profiled call and 3 repeats: ~120 s), bench_accounting 17 s (0b5a9f2);
-  # pate_g_100 38 s, pate_g_shift_100 22 s, pate_g_1000 39 s, pate_g_cgn 35 s,
+  # labels and student 23 s); bench_teachers 43 s for vmap and chunked with 2 repeats (the
+  # loop, the profiled call and 3 repeats: ~120 s) and bench_accounting 17 s at 0b5a9f2;
+  # pate_g_100 38 s, pate_g_shift_100 21 s, pate_g_1000 39 s, pate_g_cgn 35 s,
   # mnist_baseline 18 s; tests_fast 118 s with 12 workers, tests_slow 108 of its 112 tests
   # in 312 s; the nondeterministic bench as the bench; kd_gan estimated (not run there).
   # kd_gan resumes from its checkpoints if a call runs out; the test groups are

@@ -1133,7 +1133,7 @@ GPU_RUNS: tuple[Run, ...] = (
     _gpu("mnist_baseline", "3", "configs/mnist_250.py (gpu_acceptance.py: one teacher)"),
     _gpu("kd_gan", "4", "configs/kd_gan.py"),
     _gpu("tests_fast", "tests_fast", "configs/gpu_acceptance.py",
-         "--config.tests.timeout_s=240; 12 pytest-xdist workers (tests.workers)"),
+         "cut to the call's --config.deadline_s; 12 pytest-xdist workers (tests.workers)"),
     _gpu("tests_slow", "tests_slow", "configs/gpu_acceptance.py"),
     _gpu("acceptance", "<each stage>", "configs/gpu_acceptance.py"),
     Run("mnist_250_gpu", _DATA + "python experiments/train_teachers.py --config "
@@ -1226,6 +1226,8 @@ GPU_ROWS: tuple[Row, ...] = (
               ("examples_per_second", "teachers >= 300,000 examples/s"),
               ("pate_g_accuracy", "PATE-G 300 epochs >= 98.0 %"),
               ("pate_g_epsilon", "... at ε <= 2.04"),
+              ("pate_g_shift_accuracy", "... with real images shifted by ≤ 2 pixels (the main "
+               "job's student) >= 98.0 %"),
               ("cgn_accuracy", "PATE-G on Confident-GNMax labels >= 98.5 %"),
               ("cgn_epsilon", "... at a released ε <= 1.97"),
               ("suite_passes", "the test suite passes on the GPU"),
@@ -1294,7 +1296,7 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "f3": lambda x: f"{float(x):.3f}",
     "f4": lambda x: f"{float(x):.4f}",
     "g": lambda x: f"{float(x):g}",
-    "int": lambda x: f"{int(x):,}",
+    "int": lambda x: f"{round(float(x)):,}",
     "s": lambda x: f"{float(x):.3g} s",
     "x": lambda x: f"{float(x):.1f}×" if float(x) < 10 else f"{float(x):.0f}×",
     "met": lambda x: {True: "met", False: "not met"}.get(x, "not measured yet"),
