@@ -59,10 +59,10 @@ def temp_bytes(fn: Callable, *args) -> int | None:
 
   ``None`` where the backend gives no memory analysis.
   """
-  return compiled_temp_bytes(jax.jit(fn).lower(*args).compile())
+  return executable_temp_bytes(jax.jit(fn).lower(*args).compile())
 
 
-def compiled_temp_bytes(compiled: Any) -> int | None:
+def executable_temp_bytes(compiled: Any) -> int | None:
   """XLA's temporary-buffer bytes of a compiled program (``jit(f).lower(...).compile()``);
   ``None`` where the backend gives no memory analysis."""
   stats = compiled.memory_analysis()

@@ -78,7 +78,7 @@ def test_train_teachers_plan_sizes_and_chunks(data_dir, monkeypatch):
   probes, programs = [], []
   monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: probes.append(
       jax.tree.leaves(args)[-1].shape) or 8 * 10**6)
-  monkeypatch.setattr(memory, "compiled_temp_bytes", lambda compiled: programs.append(
+  monkeypatch.setattr(memory, "executable_temp_bytes", lambda compiled: programs.append(
       compiled.in_avals[0][2].shape) or 10**6 * compiled.in_avals[0][2].shape[0])
   p = tt.plan(config)
   local = p["teachers_per_device"]

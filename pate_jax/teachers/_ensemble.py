@@ -243,7 +243,7 @@ class Ensemble:
                 + resident_bytes)
     available = budget - resident
     if num_steps is not None:  # the program itself: no probe to compile
-      whole = memory.compiled_temp_bytes(self._train_fn(local, local, num_steps).lower(
+      whole = memory.executable_temp_bytes(self._train_fn(local, local, num_steps).lower(
           *self._placed((state, keys, images, labels)),
           jax.ShapeDtypeStruct((), jnp.int32)).compile())
       if whole is None:
