@@ -139,6 +139,27 @@ PUBLIC_NOISE_NOTE = (
     "seed can recompute the noise, so its epsilon is a measurement, not a release")
 """What every output of a research-seed run says (:func:`noise_record`)."""
 
+def host_permutation(key: jax.Array | int, n: int) -> np.ndarray:
+  """``jax.random.permutation(key, n)`` as a host array, computed on the host's CPU device
+  (``key``: a key, or an int seed for ``jax.random.key``).
+
+  The same permutation as on any backend (threefry's bits and a stable sort), without
+  compiling and running its small programs on an accelerator at a run's start, where
+  each would be compiled for the device while the run waits. Where JAX runs without its
+  CPU backend (``JAX_PLATFORMS`` naming only an accelerator), on the default device.
+  """
+  try:
+    host = jax.local_devices(backend="cpu")[0]
+  except RuntimeError:  # no CPU backend in this process
+    host = None
+  with jax.default_device(host):
+    if isinstance(key, (int, np.integer)):
+      key = jax.random.key(key)
+    elif host is not None:
+      key = jax.device_put(key, host)
+    return np.asarray(jax.random.permutation(key, n))
+
+
 def secret_key() -> jax.Array:
   """A fresh threefry key from 64 bits of ``os.urandom``: never derived from a seed, never
   stored; two calls give independent keys."""

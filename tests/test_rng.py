@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -128,3 +132,47 @@ def test_kd_gan_draws_from_its_own_streams():
   assert used == {"kd_gan_train", "kd_gan_data", "kd_gan_teacher"}
   assert set(re.findall(r'rng\.noise_key\(\s*"(\w+)"', text)) == {"aggregation"}
   assert "rng.stream(" not in (REPO / "experiments" / "train_kd_gan.py").read_text()
+
+
+_HOST_SCRIPT = r"""
+import json, jax, numpy as np
+from pate_jax import data, rng
+jax.config.update("jax_default_device", jax.devices()[1])  # not where the host computes
+seen, permutation = [], jax.random.permutation
+def spy(key, n, *args, **kwargs):
+  seen.append(sorted(str(d) for d in key.devices()))
+  return permutation(key, n, *args, **kwargs)
+jax.random.permutation = spy
+key = rng.stream(rng.root_key(3), "partition")
+part = data.partition_indices(key, 1_000, 7)
+split = data.student_split("mnist", 10_000)
+print("RESULT" + json.dumps({"seen": seen, "host": str(jax.local_devices(backend="cpu")[0]),
+                             "default": str(jax.devices()[1]),
+                             "index": part.index.ravel().tolist(),
+                             "pool": split.pool_index[:50].tolist()}))
+"""
+
+
+def test_the_partition_and_student_split_are_drawn_on_the_host():
+  # Another default device (two host devices): both permutations ran on the host's CPU
+  # device all the same, and drew what the default device draws.
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+             JAX_PLATFORMS="cpu")
+  proc = subprocess.run([sys.executable, "-c", _HOST_SCRIPT], env=env, capture_output=True,
+                        text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))[6:])
+  assert out["seen"] == [[out["host"]], [out["host"]]] and out["host"] != out["default"]
+  key = rng.stream(rng.root_key(3), "partition")
+  want = np.asarray(jax.random.permutation(key, 1_000))[:994]
+  np.testing.assert_array_equal(out["index"], want)
+  np.testing.assert_array_equal(
+      out["pool"], np.asarray(jax.random.permutation(jax.random.key(0), 10_000))[:50])
+
+
+@pytest.mark.parametrize("key", [7, jax.random.key(7)])
+def test_host_permutation_is_the_permutation_of_its_key(key):
+  want = np.asarray(jax.random.permutation(jax.random.key(7), 500))
+  got = rng.host_permutation(key, 500)
+  assert isinstance(got, np.ndarray)
+  np.testing.assert_array_equal(got, want)

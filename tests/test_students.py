@@ -88,9 +88,10 @@ def test_gan_steps_scale_with_the_scheduled_rate():
   moves = []
   for decay_end in (None, 2, 1):
     st = _tiny_gan(decay_start=None if decay_end is None else 0, decay_end=decay_end)
-    state = st.init(jax.random.key(0), jnp.asarray(data.pool[:20]))
-    state, _ = st.step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
-    new, _ = st.step(state, jax.random.key(2), _batch(data), jnp.asarray(1))
+    step = _jit(st.step)
+    state = _jit(st.init)(jax.random.key(0), jnp.asarray(data.pool[:20]))
+    state, _ = step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+    new, _ = step(state, jax.random.key(2), _batch(data), jnp.asarray(1))
     state, new = jax.device_get((state, new))
     moves.append([max(np.abs(a - b).max() for a, b in zip(jax.tree.leaves(new[k]),
                                                           jax.tree.leaves(state[k])))

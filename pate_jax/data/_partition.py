@@ -7,6 +7,8 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from pate_jax import rng
+
 # The 2017 paper shuffles the MNIST test set once so that the student's small
 # labelled subset is class-balanced; a fixed key makes that shuffle part of the
 # benchmark definition rather than of a run's randomness.
@@ -45,7 +47,7 @@ def partition_indices(key: jax.Array, num_examples: int, num_teachers: int) -> P
     raise ValueError(f"num_teachers={num_teachers} is larger than the training set "
                      f"({num_examples} examples): every teacher needs at least one example")
   per_teacher = num_examples // num_teachers
-  perm = np.asarray(jax.random.permutation(key, num_examples))
+  perm = rng.host_permutation(key, num_examples)
   used = per_teacher * num_teachers
   return Partition(perm[:used].reshape(num_teachers, per_teacher).astype(np.int64),
                    num_examples - used)
@@ -84,7 +86,7 @@ def student_split(dataset: str, num_test: int) -> StudentSplit:
   if dataset == "svhn":
     order = np.arange(num_test)
   else:
-    order = np.asarray(jax.random.permutation(jax.random.key(STUDENT_SPLIT_SEED), num_test))
+    order = rng.host_permutation(STUDENT_SPLIT_SEED, num_test)
   if held is None and pool is not None and pool < num_test:
     held = num_test - pool
   if pool is None or held is None or pool + held > num_test:

@@ -104,10 +104,12 @@ def run(config: ml_collections.ConfigDict, workdir: str, *,
     return _run(config, workdir, restart_flag)
 
 
-def prepare_data(config: ml_collections.ConfigDict) -> tuple:
+def prepare_data(config: ml_collections.ConfigDict,
+                 clock: experiment.PhaseClock | None = None) -> tuple:
   """The run's data, root key and teachers' shards: ``(ds, train_x, train_y, (shard_x
   [T, n, H, W, C], shard_y [T, n], dropped), root)`` (what :func:`run` trains on and
-  :func:`plan` sizes)."""
+  :func:`plan` sizes). ``clock``: marks the phases "load" (the files read and checked)
+  and "partition" (the shards drawn)."""
   ds = load_data(config)
   train_x, train_y = ds.train_images, ds.train_labels
   if config.get("use_extra") and ds.extra_images is not None:  # SVHN: train + extra.
@@ -116,8 +118,12 @@ def prepare_data(config: ml_collections.ConfigDict) -> tuple:
   check_data(config, train_x)
   if config.train_subset:
     train_x, train_y = train_x[:config.train_subset], train_y[:config.train_subset]
+  if clock is not None:
+    clock.mark("load")
   root = rng.root_key(config.seed)  # the run's root seed; stages draw named streams
   shards = data.partition(rng.stream(root, "partition"), train_x, train_y, config.num_teachers)
+  if clock is not None:
+    clock.mark("partition")
   return ds, train_x, train_y, shards, root
 
 
@@ -333,12 +339,12 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
 
 def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> dict:
   clock = experiment.PhaseClock()
-  ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config)
+  ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config, clock)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
   fingerprint = {**experiment.config_fields(config, FINGERPRINT_FIELDS),
                  "data_sha256": experiment.data_digest(train_x, train_y)}
-  clock.mark("data")
+  clock.mark("digest")
   restart = config.get("restart", False)
   # Refuses a changed configuration before anything is compiled: one that would replace
   # votes.npz, then one that would resume other checkpoints. The checkpointer is closed
