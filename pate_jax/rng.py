@@ -155,8 +155,12 @@ def host_permutation(key: jax.Array | int, n: int) -> np.ndarray:
   with jax.default_device(host):
     if isinstance(key, (int, np.integer)):
       key = jax.random.key(key)
-    elif host is not None:
-      key = jax.device_put(key, host)
+    elif jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+      # The key's words through host memory, rewrapped where the context places it.
+      key = jax.random.wrap_key_data(np.asarray(jax.random.key_data(key)),
+                                     impl=jax.random.key_impl(key))
+    else:  # a raw uint32 key
+      key = np.asarray(key)
     return np.asarray(jax.random.permutation(key, n))
 
 

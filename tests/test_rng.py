@@ -170,9 +170,9 @@ def test_the_partition_and_student_split_are_drawn_on_the_host():
       out["pool"], np.asarray(jax.random.permutation(jax.random.key(0), 10_000))[:50])
 
 
-@pytest.mark.parametrize("key", [7, jax.random.key(7)])
+@pytest.mark.parametrize("key", [7, jax.random.key(7), jax.random.PRNGKey(7)])
 def test_host_permutation_is_the_permutation_of_its_key(key):
   want = np.asarray(jax.random.permutation(jax.random.key(7), 500))
-  got = rng.host_permutation(key, 500)
+  got = rng.host_permutation(key, 500)  # an int seed, a typed key, a raw uint32 key
   assert isinstance(got, np.ndarray)
   np.testing.assert_array_equal(got, want)
