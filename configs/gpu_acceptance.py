@@ -18,6 +18,9 @@ each is checked against (results.json's ``targets``, computed from the runs' res
                     ratio of the two (examples/s without / with; no target).
     bench_accounting configs/bench_accounting.py. Target: the public accounting API end to
                     end <= 10x its compiled kernel.
+    bench_student   configs/bench_student.py: the main job's student (PATE-G, 2-pixel
+                    shifts), ms per step at float32 and the default precision, one call
+                    profiled (device events per step; no target).
   3 pate_g_100, pate_g_1000  stage 1's CNN teachers -> LNMax labels (PATE 2017, gamma 0.05,
                     research noise seed) -> PATE-G for the paper's 300 epochs. Target
                     (100 queries): accuracy >= 98.0 % at data-dependent epsilon <= 2.04.
@@ -73,6 +76,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Stage 2.
   c.bench_teachers = _sibling("bench_teachers", "cnn")
   c.bench_accounting = _sibling("bench_accounting")
+  c.bench_student = _sibling("bench_student")
   # Stage 3: one student config for every entry of pate_g_queries (run pate_g_<n>).
   c.pate_g_queries = (100, 1_000)
   # The same students with every real image shifted by up to 2 pixels per axis (run
@@ -114,12 +118,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # loop, the profiled call and 3 repeats: ~120 s) and bench_accounting 17 s at 0b5a9f2;
   # pate_g_100 38 s, pate_g_shift_100 21 s, pate_g_1000 39 s, pate_g_cgn 35 s,
   # mnist_baseline 18 s; tests_fast 118 s with 12 workers, tests_slow 108 of its 112 tests
-  # in 312 s; the nondeterministic bench as the bench; kd_gan estimated (not run there).
+  # in 312 s; the nondeterministic bench as the bench; kd_gan and bench_student estimated
+  # (not run there; bench_student: two compilations of the student's segment, ~22 s each
+  # in the main job, and 9 calls of 900 steps at ~0.8 ms a step).
   # kd_gan resumes from its checkpoints if a call runs out; the test groups are
   # interrupted at tests.timeout_s.
   c.expected_wall_s = ml_collections.ConfigDict({
       "pate_mnist": 110, "bench_teachers_nondeterministic": 120, "bench_teachers": 120,
-      "bench_accounting": 30, "pate_g": 50, "mnist_baseline": 25, "kd_gan": 420,
+      "bench_accounting": 30, "bench_student": 90, "pate_g": 50, "mnist_baseline": 25,
+      "kd_gan": 420,
       "tests_fast": 150, "tests_slow": 480})
 
   if arg == "cpu_rehearsal":
@@ -145,6 +152,10 @@ def _rehearsal(c: ml_collections.ConfigDict) -> None:
   c.bench_accounting = _sibling("bench_accounting", "small")
   c.bench_accounting.num_queries, c.bench_accounting.loop_queries = 1_000, 100
   c.bench_accounting.repeats = 1
+  c.bench_student = _sibling("bench_student", "cpu")
+  c.bench_student.student_kwargs.update({"generator_hidden": (16,), "noise_dim": 4,
+                                         "discriminator_hidden": (16, 8)})
+  c.bench_student.pool_size, c.bench_student.steps_per_call = 200, 5
   c.pate_g_queries = (100,)  # pate_g_1000 runs the same code
   c.pate_g = _sibling("student_pate_g", "cpu")
   c.pate_g.aggregate.noise_seed, c.pate_g.aggregate.epsilon_max = 0, 25.0
@@ -163,5 +174,5 @@ def _rehearsal(c: ml_collections.ConfigDict) -> None:
   c.tests.workers = 0
   c.expected_wall_s = ml_collections.ConfigDict({
       "pate_mnist": 40, "bench_teachers_nondeterministic": 15, "bench_teachers": 10,
-      "bench_accounting": 10, "pate_g": 15, "mnist_baseline": 5, "kd_gan": 20,
+      "bench_accounting": 10, "bench_student": 10, "pate_g": 15, "mnist_baseline": 5, "kd_gan": 20,
       "tests_fast": 15})

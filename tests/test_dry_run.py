@@ -27,9 +27,9 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
 # Every script in experiments/ (run_pate.plan composes the teachers' and the student's).
 SCRIPTS = ("ablate", "ablate_kd_gan", "aggregate", "attack", "bench_accounting", "bench_attack",
-           "bench_smooth_sensitivity", "bench_teachers", "plot_aggregation", "plot_gap",
-           "plot_students", "published_accounting", "release_epsilon", "report", "run_pate",
-           "tabular", "teacher_steps", "train_kd_gan", "train_student", "train_teachers",
+           "bench_smooth_sensitivity", "bench_student", "bench_teachers", "plot_aggregation",
+           "plot_gap", "plot_students", "published_accounting", "release_epsilon", "report",
+           "run_pate", "tabular", "teacher_steps", "train_kd_gan", "train_student", "train_teachers",
            "gpu_acceptance", "compare_runs")
 
 

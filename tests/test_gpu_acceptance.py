@@ -41,7 +41,7 @@ def test_select_by_stage_number_and_run_name():
   c = _config("gpu_acceptance")
   every = [n for _, n in ga.runs(c)]
   assert every == ["pate_mnist", "bench_teachers_nondeterministic", "bench_teachers",
-                   "bench_accounting", "pate_g_100", "pate_g_1000", "pate_g_shift_100",
+                   "bench_accounting", "bench_student", "pate_g_100", "pate_g_1000", "pate_g_shift_100",
                    "pate_g_cgn", "mnist_baseline", "kd_gan", "tests_fast", "tests_slow"]
   assert ga.select(c) == every
   c.stages = "3, 1"
@@ -49,7 +49,7 @@ def test_select_by_stage_number_and_run_name():
                           "pate_g_cgn", "mnist_baseline"]
   c.stages = "tests_slow,2"
   assert ga.select(c) == ["bench_teachers_nondeterministic", "bench_teachers",
-                          "bench_accounting", "tests_slow"]
+                          "bench_accounting", "bench_student", "tests_slow"]
   c.stages = "6"
   with pytest.raises(ValueError, match="config.stages: '6'"):
     ga.select(c)
@@ -264,11 +264,12 @@ def test_plan_prints_every_run_with_its_memory_at_80_gib(data_dir, monkeypatch):
   assert p["tests_fast"]["plan"]["command"].startswith("python -m pytest -q")
   assert set(p["expected_wall_s_per_stage"]) == {"1", "2", "3", "4", "5"}
   assert p["pate_g_cgn"]["plan"]["labelled"] == 640 and p["pate_g_cgn"]["at_80gib"]["fits"]
-  # Stages 1-5 expect 40, 35, 50, 20, 15 s: all of them fit one period, or only the first two.
-  assert p["expected_wall_s_total"] == "160 s: all stages fit one 25-minute period"
+  assert p["bench_student"]["at_80gib"]["fits"] and p["bench_student"]["plan"]["state_bytes"]
+  # Stages 1-5 expect 40, 45, 50, 20, 15 s: all of them fit one period, or only the first two.
+  assert p["expected_wall_s_total"] == "170 s: all stages fit one 25-minute period"
   c.period_limit_s = 90
   assert ga.plan(c)["expected_wall_s_total"] == (
-      "160 s > one 1.5-minute period: stages 1, 2 (75 s) fit it; the rest needs another period")
+      "170 s > one 1.5-minute period: stages 1, 2 (85 s) fit it; the rest needs another period")
   text = experiment.dry_run_text(c, p, {})
   assert "  pate_mnist.at_80gib.teachers.train_plan.description: " in text
 
@@ -366,7 +367,7 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
   assert {n: st["status"] for n, st in s["status"].items() if st["stage"] <= 2} == {
       n: "done earlier (results.json found)" for n in (
           "pate_mnist", "bench_teachers_nondeterministic", "bench_teachers",
-          "bench_accounting")}
+          "bench_accounting", "bench_student")}
   assert all(st["status"] == "ran" for st in s["status"].values() if st["stage"] > 2)
   # The rehearsal asks for deterministic kernels (mnist_250's nested config; XLA:CPU ignores
   # the flag): the subprocess's XLA_FLAGS lack it, this process's hold it.
@@ -385,7 +386,9 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
     assert published["results"]["phase_seconds"] == main["phase_seconds"][stage]
   bench = json.loads((tmp_path / "w2" / "bench_teachers" / "results.json").read_text())
   assert bench["results"]["flops_source"] == "jaxpr" and bench["results"]["flops_per_step"]
-  assert len(s["runs_done"]) == 10 and set(s["targets"]) == {
+  student_bench = json.loads((tmp_path / "w2" / "bench_student" / "results.json").read_text())
+  assert student_bench["results"]["precisions"]["float32"]["ms_per_step"] > 0
+  assert len(s["runs_done"]) == 11 and set(s["targets"]) == {
       "main_job_wall", "main_job_no_oom", "teacher_accuracy", "examples_per_second",
       "pate_g_accuracy", "pate_g_epsilon", "pate_g_shift_accuracy", "api_over_kernel",
       "suite_passes", "cgn_accuracy",

@@ -11,6 +11,8 @@ Stages and their runs (``config.stages`` picks some: numbers or run names):
      ``bench_teachers``    :mod:`bench_teachers` in this process, with deterministic kernels
                            where any nested config asks for them (the paper config does)
      ``bench_accounting``  :mod:`bench_accounting`
+     ``bench_student``     :mod:`bench_student` (the main job's student: ms per step, device
+                           events per step)
   3  ``pate_g_<n>``        :mod:`student` on stage 1's teachers' votes, ``n`` noisy labels
      ``pate_g_shift_<n>``  the same with the real images shifted (the main job's student)
      ``pate_g_cgn``        :mod:`student` on those votes with ``config.pate_g_cgn`` (2018's row)
@@ -55,7 +57,8 @@ import ml_collections
 
 from pate_jax import checkpoint, experiment, memory
 from pate_jax.reproduction import resolve
-from pate_jax.stages import bench_accounting, bench_teachers, kd_gan, main_job, student
+from pate_jax.stages import bench_accounting, bench_student, bench_teachers, kd_gan, main_job
+from pate_jax.stages import student
 from pate_jax.stages import teachers as teachers_stage
 from pate_jax.stages import suite
 
@@ -72,7 +75,7 @@ NONDETERMINISTIC_BENCH = "bench_teachers_nondeterministic"
 def runs(config) -> list[tuple[int, str]]:
   """``(stage, run name)`` in order."""
   return ([(1, "pate_mnist"), (2, NONDETERMINISTIC_BENCH), (2, "bench_teachers"),
-           (2, "bench_accounting")]
+           (2, "bench_accounting"), (2, "bench_student")]
           + [(3, f"pate_g_{int(n)}") for n in config.pate_g_queries]
           + [(3, f"pate_g_shift_{int(n)}") for n in config.get("pate_g_shift_queries", ())]
           + [(3, "pate_g_cgn"), (3, "mnist_baseline"), (4, "kd_gan")]
@@ -179,6 +182,8 @@ def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | Non
                               _nondeterministic_env(), float(config.call_limit_s)), None
   if name == "bench_accounting":
     return bench_accounting.run(config.bench_accounting, out), bench_accounting.report
+  if name == "bench_student":
+    return bench_student.run(config.bench_student, out), None
   if name.startswith("pate_g_"):
     c = _pate_g_config(config, name, root)
     if not (pathlib.Path(c.votes_dir) / "votes.npz").exists():
@@ -532,6 +537,10 @@ def _plan_one(config, name: str, device: int) -> tuple[dict, Any]:
   if name == "bench_accounting":
     p = bench_accounting.plan(config.bench_accounting)
     need = sum(v for k, v in p.items() if k.endswith("bytes") and isinstance(v, int))
+    return p, {"bytes": need, "fits": need <= frac * device}
+  if name == "bench_student":
+    p = bench_student.plan(config.bench_student)
+    need = p["pool_bytes"] + p["state_bytes"]
     return p, {"bytes": need, "fits": need <= frac * device}
   if name.startswith("pate_g_"):
     p = student.plan(_pate_g_config(config, name, pathlib.Path("<workdir>")))

@@ -23,7 +23,7 @@ from pate_jax.students._data import (UNNOISED_LABELS, StudentData, answered_labe
 from pate_jax.students._loop import (MATMUL_PRECISIONS, FitResult, GameCheck, GameFailed,
                                      Student, accuracy, checked_matmul_precision, compile_fit,
                                      fit, init_state, judge, matmul_precision, predict,
-                                     probabilities)
+                                     probabilities, training_segment)
 from pate_jax.students._pate_g import discriminator_losses, feature_matching_loss, pate_g
 from pate_jax.students._registry import STUDENTS, build_student
 from pate_jax.students._supervised import (Classifier, class_loss, classifier, ema_update,

@@ -310,6 +310,26 @@ def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_step
   accuracy(student, state, data.eval_images, data.eval_labels)
 
 
+def training_segment(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
+                     batch_size: int, init_examples: int = 500
+                     ) -> tuple[PyTree, Callable[[PyTree, int], tuple[PyTree, dict]]]:
+  """The compiled training segment :func:`fit` runs, for benchmarks: ``(state, run)``, the
+  initial state :func:`fit` starts from and ``run(state, start) -> (state, metrics)``,
+  steps ``start .. start + num_steps - 1`` (the same program, batches and randomness as
+  :func:`fit` with ``segment_steps=num_steps``; ``state`` is donated; nothing waits for
+  the result)."""
+  _check_schedule(num_steps, batch_size, num_steps)
+  pool = jnp.asarray(data.pool)
+  state = init_state(student, pool, key, init_examples)
+  index = jnp.asarray(data.labelled_index, jnp.int32)
+  labels = jnp.asarray(data.labels)
+
+  def run(state: PyTree, start: int) -> tuple[PyTree, dict]:
+    return _segment(student, batch_size, num_steps, state, key, jnp.asarray(start), pool,
+                    index, labels)
+  return state, run
+
+
 def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps, log,
            check=None) -> FitResult:
   """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``); ``pool`` is

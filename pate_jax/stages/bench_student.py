@@ -1,0 +1,139 @@
+"""The student benchmark (``experiments/bench_student.py``): milliseconds per training step of
+a student -- by default the main job's, PATE-G with its real images shifted by up to 2 pixels
+(``configs/pate_mnist.py``) -- at each matrix-product precision of ``config.precisions``, on
+random data of MNIST's shapes (a 9,000-image pool, 100 labelled rows, minibatches of 100).
+
+For each precision: one warm-up call of ``steps_per_call`` steps (it compiles), then
+``repeats`` timed calls of the compiled segment :func:`pate_jax.students.fit` runs
+(:func:`pate_jax.students.training_segment`: the same program, batches and randomness),
+and, for the precisions of ``profile_precisions``, one more call under the profiler:
+``results.json`` keeps each timeline's busiest operations and, where the trace has device
+timelines (a GPU), the device events per step. A small student's step on an accelerator
+is a few hundred kernels, so their count per step, not the step's FLOPs, sets its speed.
+``seconds_for_num_steps`` is the training of ``num_steps`` steps (the main job's 27,000)
+at the best call's speed, without the evaluations between segments. Random data only:
+publishable. ``plan(config)`` is ``--dry_run``.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import jax
+import numpy as np
+
+from pate_jax import experiment, memory, rng, students
+
+__all__ = ["run", "plan", "check_config"]
+
+
+def check_config(config) -> None:
+  """Refuses, naming the field, what the benchmark cannot run."""
+  for name in ("pool_size", "num_labelled", "num_eval", "batch_size", "steps_per_call",
+               "repeats", "num_steps", "num_classes"):
+    value = config[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      raise ValueError(f"config.{name} must be a positive int, got {value!r}")
+  if config.num_labelled > config.pool_size:
+    raise ValueError(f"config.num_labelled ({config.num_labelled}) exceeds config.pool_size "
+                     f"({config.pool_size})")
+  if not config.precisions:
+    raise ValueError("config.precisions: give at least one matmul precision")
+  for p in config.precisions:
+    students.checked_matmul_precision(p, "config.precisions")
+  unknown = set(config.profile_precisions) - set(config.precisions)
+  if unknown:
+    raise ValueError(f"config.profile_precisions: {sorted(unknown)} not in config.precisions "
+                     f"{list(config.precisions)}")
+
+
+def _data(config) -> students.StudentData:
+  """Random images and labels of the configured shapes (the ``bench_data`` stream)."""
+  key = rng.stream(rng.root_key(config.seed), "bench_data")
+  shape = tuple(config.image_shape)
+  pool = jax.random.uniform(jax.random.fold_in(key, 0), (config.pool_size, *shape))
+  eval_x = jax.random.uniform(jax.random.fold_in(key, 1), (config.num_eval, *shape))
+  labels = jax.random.randint(jax.random.fold_in(key, 2), (config.num_labelled,), 0,
+                              config.num_classes)
+  eval_y = jax.random.randint(jax.random.fold_in(key, 3), (config.num_eval,), 0,
+                              config.num_classes)
+  return students.make_student_data(np.asarray(pool), np.arange(config.num_labelled),
+                                    np.asarray(labels), np.asarray(eval_x),
+                                    np.asarray(eval_y), config.num_classes)
+
+
+def _student(config, precision: str) -> students.Student:
+  return students.build_student(config.student, config.num_classes, tuple(config.image_shape),
+                                **config.student_kwargs.to_dict(), matmul_precision=precision)
+
+
+def _device_events_per_step(profile: dict, steps: int) -> float | None:
+  """Device events (kernels, copies) per step of a profiled call; None for a host trace."""
+  if profile.get("source") != "device":
+    return None
+  return sum(t["events"] for t in profile["timelines"].values()) / steps
+
+
+def run(config, workdir: str) -> dict:
+  """Times every precision of ``config.precisions``; writes results.json."""
+  check_config(config)
+  data = _data(config)
+  key = rng.stream(rng.root_key(config.seed), "student_train")
+  n = int(config.steps_per_call)
+  device = jax.devices()[0]
+  results = {"student": config.student, "student_kwargs": config.student_kwargs.to_dict(),
+             "pool_size": config.pool_size, "num_labelled": config.num_labelled,
+             "batch_size": config.batch_size, "steps_per_call": n,
+             "num_steps": config.num_steps, "device_kind": device.device_kind,
+             "platform": device.platform, "precisions": {}}
+  for precision in config.precisions:
+    state, segment = students.training_segment(_student(config, precision), data, key,
+                                               num_steps=n, batch_size=config.batch_size)
+    t0 = time.perf_counter()
+    state, _ = segment(state, 0)
+    jax.block_until_ready(state)
+    first = time.perf_counter() - t0
+    times = []
+    for r in range(config.repeats):
+      t0 = time.perf_counter()
+      state, _ = segment(state, (r + 1) * n)
+      jax.block_until_ready(state)
+      times.append(time.perf_counter() - t0)
+    best = min(times)
+    out = {"ms_per_step": 1e3 * best / n, "steps_per_second": n / best,
+           "seconds_per_call": times, "first_call_seconds": first,
+           "seconds_for_num_steps": best / n * config.num_steps}
+    if precision in tuple(config.profile_precisions):
+      start = (config.repeats + 1) * n
+      profile = experiment.profile_call(lambda: segment(state, start)[0],
+                                        pathlib.Path(workdir) / f"profile_{precision}")
+      out["profile"] = profile
+      out["device_events_per_step"] = _device_events_per_step(profile, n)
+    del state
+    results["precisions"][precision] = out
+    events = out.get("device_events_per_step")
+    print(f"{precision:9s} {out['ms_per_step']:8.3f} ms/step  {out['steps_per_second']:9.0f} "
+          f"steps/s  {config.num_steps:,} steps: {out['seconds_for_num_steps']:.1f} s"
+          + ("" if events is None else f"  {events:.0f} device events/step")
+          + f"  (first call {first:.1f} s)")
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.NO_PRIVATE_DATA)
+  return results
+
+
+def plan(config) -> dict:
+  """``--dry_run``: the data's and the student state's sizes and the calls to be timed
+  (abstract shapes: nothing is compiled or trained)."""
+  check_config(config)
+  shape = tuple(config.image_shape)
+  sample = jax.ShapeDtypeStruct((min(500, config.pool_size), *shape), np.float32)
+  st = _student(config, config.precisions[0])
+  state = jax.eval_shape(st.init, jax.random.key(0), sample)
+  return {"student": config.student, "image_shape": shape, "pool_size": config.pool_size,
+          "pool_bytes": config.pool_size * int(np.prod(shape)) * 4,
+          "state_bytes": memory.tree_bytes(state), "batch_size": config.batch_size,
+          "steps_per_call": config.steps_per_call,
+          "calls_per_precision": config.repeats + 1 + (1 if config.profile_precisions else 0),
+          "precisions": tuple(config.precisions),
+          "profile_precisions": tuple(config.profile_precisions)}

@@ -1,0 +1,92 @@
+"""The student benchmark (pate_jax/stages/bench_student.py): it times the very program the
+student's fit runs, writes what it measured, and refuses bad settings naming them."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from pate_jax import experiment, students
+from pate_jax.stages import bench_student
+
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
+TINY_GAN = {"generator_hidden": (8,), "discriminator_hidden": (16, 8), "noise_dim": 4,
+            "translate": 1}
+
+
+def _config(**overrides):
+  c = _scripts.config("bench_student", "cpu")
+  c.student_kwargs.update(TINY_GAN)
+  c.update({"image_shape": (6, 6, 1), "pool_size": 40, "num_labelled": 10, "num_eval": 10,
+            "batch_size": 5, "steps_per_call": 3, "repeats": 2, "num_steps": 30})
+  c.update(overrides)
+  return c
+
+
+def test_the_timed_segment_is_the_fits_program():
+  # The benchmark's segment, run from its initial state, gives the state fit trains: the
+  # same program, batches and randomness (bit for bit on one backend).
+  c = _config()
+  data = bench_student._data(c)  # pylint: disable=protected-access
+  st = bench_student._student(c, "float32")  # pylint: disable=protected-access
+  key = jax.random.key(4)
+  state, segment = students.training_segment(st, data, key, num_steps=3, batch_size=5)
+  state, _ = segment(state, 0)
+  state, _ = segment(state, 3)
+  fitted = students.fit(st, data, key, num_steps=6, batch_size=5, segment_steps=3, log=None)
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(fitted.state)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_benchmark_records_each_precision_and_profiles_the_asked_one(tmp_path, capsys):
+  c = _config(precisions=("float32", "default"), profile_precisions=("default",))
+  r = bench_student.run(c, str(tmp_path))
+  record = json.loads((tmp_path / "results.json").read_text())
+  assert record["disclosure"] == experiment.NO_PRIVATE_DATA
+  assert record["results"]["precisions"].keys() == {"float32", "default"}
+  for name, p in r["precisions"].items():
+    assert len(p["seconds_per_call"]) == 2 and p["first_call_seconds"] > 0
+    assert p["ms_per_step"] == pytest.approx(1e3 * min(p["seconds_per_call"]) / 3)
+    assert p["seconds_for_num_steps"] == pytest.approx(p["ms_per_step"] * 30 / 1e3)
+    assert ("profile" in p) == (name == "default")
+  profile = r["precisions"]["default"]["profile"]
+  assert profile["timelines"] and profile["wall_ms"] > 0
+  events = r["precisions"]["default"]["device_events_per_step"]
+  if profile["source"] == "device":
+    assert events > 0
+  else:  # a CPU trace has no device timelines: no device events per step to count
+    assert events is None
+  out = capsys.readouterr().out
+  assert "ms/step" in out and "30 steps:" in out
+  assert not list(tmp_path.glob("profile_*"))  # the trace is summarised, then deleted
+
+
+def test_device_events_are_counted_per_step_from_a_device_trace():
+  count = bench_student._device_events_per_step  # pylint: disable=protected-access
+  profile = {"source": "device", "timelines": {"/device:GPU:0 Stream #1": {"events": 900},
+                                                "/device:GPU:0 Stream #2": {"events": 300}}}
+  assert count(profile, 3) == 400
+  assert count({"source": "host", "timelines": {"python3": {"events": 5}}}, 3) is None
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"steps_per_call": 0}, "config.steps_per_call"),
+    ({"repeats": -1}, "config.repeats"),
+    ({"num_labelled": 50}, "config.num_labelled"),
+    ({"precisions": ()}, "config.precisions"),
+    ({"precisions": ("float64",)}, "config.precisions"),
+    ({"profile_precisions": ("default",)}, "config.profile_precisions"),
+])
+def test_bad_settings_are_refused_naming_the_field(overrides, match):
+  with pytest.raises(ValueError, match=match):
+    bench_student.check_config(_config(**overrides))
+
+
+def test_dry_run_plans_without_compiling():
+  p = _scripts.script("bench_student").plan(_config())
+  assert p["pool_bytes"] == 40 * 36 * 4 and p["state_bytes"] > 0
+  assert p["calls_per_precision"] == 3 and p["precisions"] == ("float32",)
