@@ -51,6 +51,8 @@ def test_the_benchmark_records_each_precision_and_profiles_the_asked_one(tmp_pat
   for name, p in r["precisions"].items():
     assert len(p["seconds_per_call"]) == 2 and p["first_call_seconds"] > 0
     assert p["ms_per_step"] == pytest.approx(1e3 * min(p["seconds_per_call"]) / 3)
+    assert p["achieved_tflops"] == pytest.approx(
+        r["flops_per_step"] * 3 / min(p["seconds_per_call"]) / 1e12)
     assert p["seconds_for_num_steps"] == pytest.approx(p["ms_per_step"] * 30 / 1e3)
     assert ("profile" in p) == (name == "default")
   profile = r["precisions"]["default"]["profile"]
@@ -90,3 +92,15 @@ def test_dry_run_plans_without_compiling():
   p = _scripts.script("bench_student").plan(_config())
   assert p["pool_bytes"] == 40 * 36 * 4 and p["state_bytes"] > 0
   assert p["calls_per_precision"] == 3 and p["precisions"] == ("float32",)
+
+
+def test_the_step_flops_are_the_hand_count_of_the_tiny_gan():
+  # Multiply-accumulates per row: D 36·16 + 16·8 + 8·10 = 784 (its features: after 16·8),
+  # G 4·8 + 8·36 = 320. D's step (5 fakes from G, D on 15 rows, its weights' gradients on
+  # 15 rows and the deltas through its 2nd and 3rd layers): 5·320 + 15·784 + 15·(784 + 208).
+  # G's step (G on 5 rows, D up to its features on 10, the deltas back through them to the
+  # stacked input, G's weights' gradients and the delta through its 2nd layer):
+  # 5·320 + 10·(576 + 128) + 10·(128 + 576) + 5·320 + 5·288. FLOPs = 2 × MACs.
+  macs = (5 * 320 + 15 * 784 + 15 * (784 + 208)
+          + 5 * 320 + 10 * 704 + 10 * 704 + 5 * 320 + 5 * 288)
+  assert bench_student.step_flops(_config()) == 2 * macs

@@ -11,7 +11,8 @@ and, for the precisions of ``profile_precisions``, one more call under the profi
 timelines (a GPU), the device events per step. A small student's step on an accelerator
 is a few hundred kernels, so their count per step, not the step's FLOPs, sets its speed.
 ``seconds_for_num_steps`` is the training of ``num_steps`` steps (the main job's 27,000)
-at the best call's speed, without the evaluations between segments. Random data only:
+at the best call's speed, without the evaluations between segments; ``achieved_tflops``
+reads it against the step's FLOPs counted from its jaxpr (:func:`step_flops`). Random data only:
 publishable. ``plan(config)`` is ``--dry_run``.
 """
 
@@ -23,9 +24,9 @@ import time
 import jax
 import numpy as np
 
-from pate_jax import experiment, memory, rng, students
+from pate_jax import experiment, flops, memory, rng, students
 
-__all__ = ["run", "plan", "check_config"]
+__all__ = ["run", "plan", "check_config", "step_flops"]
 
 
 def check_config(config) -> None:
@@ -68,6 +69,21 @@ def _student(config, precision: str) -> students.Student:
                                 **config.student_kwargs.to_dict(), matmul_precision=precision)
 
 
+def step_flops(config) -> float:
+  """FLOPs of one training step of the configured student, counted from its jaxpr
+  (:func:`pate_jax.flops.jaxpr_flops`: 2 × the multiply-accumulates of its matrix products;
+  abstract inputs: nothing runs)."""
+  st = _student(config, config.precisions[0])
+  shape, b = tuple(config.image_shape), config.batch_size
+  images = jax.ShapeDtypeStruct((b, *shape), np.float32)
+  state = jax.eval_shape(st.init, jax.random.key(0),
+                         jax.ShapeDtypeStruct((min(500, config.pool_size), *shape), np.float32))
+  batch = {"x_lab": images, "y_lab": jax.ShapeDtypeStruct((b,), np.int32), "x_unl": images,
+           "x_unl2": images}
+  return flops.jaxpr_flops(st.step, state, jax.random.key(0), batch,
+                           jax.ShapeDtypeStruct((), np.int32))
+
+
 def _device_events_per_step(profile: dict, steps: int) -> float | None:
   """Device events (kernels, copies) per step of a profiled call; None for a host trace."""
   if profile.get("source") != "device":
@@ -85,7 +101,8 @@ def run(config, workdir: str) -> dict:
   results = {"student": config.student, "student_kwargs": config.student_kwargs.to_dict(),
              "pool_size": config.pool_size, "num_labelled": config.num_labelled,
              "batch_size": config.batch_size, "steps_per_call": n,
-             "num_steps": config.num_steps, "device_kind": device.device_kind,
+             "num_steps": config.num_steps, "flops_per_step": step_flops(config),
+             "flops_source": "jaxpr", "device_kind": device.device_kind,
              "platform": device.platform, "precisions": {}}
   for precision in config.precisions:
     state, segment = students.training_segment(_student(config, precision), data, key,
@@ -102,6 +119,7 @@ def run(config, workdir: str) -> dict:
       times.append(time.perf_counter() - t0)
     best = min(times)
     out = {"ms_per_step": 1e3 * best / n, "steps_per_second": n / best,
+           "achieved_tflops": results["flops_per_step"] * n / best / 1e12,
            "seconds_per_call": times, "first_call_seconds": first,
            "seconds_for_num_steps": best / n * config.num_steps}
     if precision in tuple(config.profile_precisions):
@@ -114,7 +132,8 @@ def run(config, workdir: str) -> dict:
     results["precisions"][precision] = out
     events = out.get("device_events_per_step")
     print(f"{precision:9s} {out['ms_per_step']:8.3f} ms/step  {out['steps_per_second']:9.0f} "
-          f"steps/s  {config.num_steps:,} steps: {out['seconds_for_num_steps']:.1f} s"
+          f"steps/s  {out['achieved_tflops']:.3f} TFLOP/s  {config.num_steps:,} steps: "
+          f"{out['seconds_for_num_steps']:.1f} s"
           + ("" if events is None else f"  {events:.0f} device events/step")
           + f"  (first call {first:.1f} s)")
   experiment.write_results(workdir, results, config=config, seed=config.seed,
@@ -133,6 +152,7 @@ def plan(config) -> dict:
   return {"student": config.student, "image_shape": shape, "pool_size": config.pool_size,
           "pool_bytes": config.pool_size * int(np.prod(shape)) * 4,
           "state_bytes": memory.tree_bytes(state), "batch_size": config.batch_size,
+          "flops_per_step": step_flops(config),
           "steps_per_call": config.steps_per_call,
           "calls_per_precision": config.repeats + 1 + (1 if config.profile_precisions else 0),
           "precisions": tuple(config.precisions),
