@@ -1124,6 +1124,7 @@ GPU_RUNS: tuple[Run, ...] = (
     _gpu("bench_teachers_nondeterministic", "2",
          "configs/bench_teachers.py:cnn (a subprocess without deterministic GPU kernels)"),
     _gpu("bench_accounting", "2", "configs/bench_accounting.py"),
+    _gpu("bench_student", "bench_student", "configs/bench_student.py"),
     _gpu("pate_g_100", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0)"),
     _gpu("pate_g_1000", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0)"),
     _gpu("pate_g_shift_100", "3", "configs/student_pate_g.py (gpu_acceptance.py: noise_seed 0, "
@@ -1213,6 +1214,13 @@ GPU_ROWS: tuple[Row, ...] = (
       for v in BENCH_VARIANTS),
     Row("beyond", "GPU acceptance", "accounting of 10⁶ queries: API end to end / kernel", "—",
         "bench_accounting_gpu", "public_api_over_kernel_host_votes", "f2", "target <= 10"),
+    *(Row("beyond", "GPU acceptance", f"student benchmark (the main job's PATE-G, float32 "
+          f"products): {what}", "—", "bench_student_gpu", f"precisions.float32.{key}", fmt,
+          note)
+      for what, key, fmt, note in (
+          ("ms per step", "ms_per_step", "f3", "27,000 steps in the main job"),
+          ("device events per step", "device_events_per_step", "int",
+           "kernels and copies of one profiled call"))),
     *(Row("beyond", "GPU acceptance", f"test suite, {tier}: {what}", "—", f"tests_{tier}_gpu",
           key, "int") for tier in ("fast", "slow")
       for what, key in (("passed", "passed"), ("failed", "failures"), ("errors", "errors"))),

@@ -121,7 +121,8 @@ def run(config, workdir: str) -> dict:
     out = {"ms_per_step": 1e3 * best / n, "steps_per_second": n / best,
            "achieved_tflops": results["flops_per_step"] * n / best / 1e12,
            "seconds_per_call": times, "first_call_seconds": first,
-           "seconds_for_num_steps": best / n * config.num_steps}
+           "seconds_for_num_steps": best / n * config.num_steps,
+           "device_events_per_step": None}  # counted where a profile has device timelines
     if precision in tuple(config.profile_precisions):
       start = (config.repeats + 1) * n
       profile = experiment.profile_call(lambda: segment(state, start)[0],
