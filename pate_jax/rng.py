@@ -139,6 +139,7 @@ PUBLIC_NOISE_NOTE = (
     "seed can recompute the noise, so its epsilon is a measurement, not a release")
 """What every output of a research-seed run says (:func:`noise_record`)."""
 
+
 def host_permutation(key: jax.Array | int, n: int) -> np.ndarray:
   """``jax.random.permutation(key, n)`` as a host array, computed on the host's CPU device
   (``key``: a key, or an int seed for ``jax.random.key``).

@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblin
 SCRIPTS = ("ablate", "ablate_kd_gan", "aggregate", "attack", "bench_accounting", "bench_attack",
            "bench_smooth_sensitivity", "bench_student", "bench_teachers", "plot_aggregation",
            "plot_gap", "plot_students", "published_accounting", "release_epsilon", "report",
-           "run_pate", "tabular", "teacher_steps", "train_kd_gan", "train_student", "train_teachers",
-           "gpu_acceptance", "compare_runs")
+           "run_pate", "tabular", "teacher_steps", "train_kd_gan", "train_student",
+           "train_teachers", "gpu_acceptance", "compare_runs")
 
 
 def test_every_script_in_experiments_is_listed():

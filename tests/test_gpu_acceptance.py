@@ -41,8 +41,9 @@ def test_select_by_stage_number_and_run_name():
   c = _config("gpu_acceptance")
   every = [n for _, n in ga.runs(c)]
   assert every == ["pate_mnist", "bench_teachers_nondeterministic", "bench_teachers",
-                   "bench_accounting", "bench_student", "pate_g_100", "pate_g_1000", "pate_g_shift_100",
-                   "pate_g_cgn", "mnist_baseline", "kd_gan", "tests_fast", "tests_slow"]
+                   "bench_accounting", "bench_student", "pate_g_100", "pate_g_1000",
+                   "pate_g_shift_100", "pate_g_cgn", "mnist_baseline", "kd_gan", "tests_fast",
+                   "tests_slow"]
   assert ga.select(c) == every
   c.stages = "3, 1"
   assert ga.select(c) == ["pate_mnist", "pate_g_100", "pate_g_1000", "pate_g_shift_100",

@@ -245,9 +245,9 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
       "teachers", "labels_and_student", "attack"}
   assert experiment.read_results(tmp_path / "attack")["beside_student"] is beside
   # The teachers' and the student's walls, phase by phase: the phases tile each wall.
-  for stage, names in (("teachers", ["load", "partition", "digest", "setup", "init", "plan", "train",
-                                     "wait_for_votes_compiled", "votes", "checkpoint_wait",
-                                     "write"]),
+  for stage, names in (("teachers", ["load", "partition", "digest", "setup", "init", "plan",
+                                     "train", "wait_for_votes_compiled", "votes",
+                                     "checkpoint_wait", "write"]),
                        ("student", ["data", "labels", "fit"])):
     phases, r = s["phase_seconds"][stage], experiment.read_results(tmp_path / stage)
     assert list(phases) == names and phases == r["phase_seconds"], (stage, phases)
