@@ -16,7 +16,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from pate_jax import experiment, students
+from pate_jax import data, experiment, rng, students
 from pate_jax import votes as votes_lib
 from pate_jax.stages import aggregate
 from pate_jax.stages import student as student_stage
@@ -147,3 +147,21 @@ def test_a_failed_head_start_is_reported_and_gives_nothing(capsys):
   done.set_result(1.5)
   assert teachers_stage._head_start(done, "the votes") == 1.5  # pylint: disable=protected-access
   assert teachers_stage._head_start(None, "the votes") is None  # pylint: disable=protected-access
+
+
+def test_the_abstract_inputs_are_the_prepared_ones():
+  # The head start compiles from the host shards' shapes, before they are converted and
+  # placed: those shapes, dtypes and placements are the ones the training then gets.
+  c = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
+  c.update({"dataset": "digits", "num_teachers": 5, "strategy": "vmap"})
+  c.model.kwargs.hidden = (8,)
+  ds, _, _, (shard_x, shard_y, _), root = teachers_stage.prepare_data(c)
+  ensemble = teachers_stage.build_ensemble(c, ds.num_classes)
+  abstract = teachers_stage.abstract_inputs(ensemble, shard_x, shard_y)
+  keys = jax.random.split(rng.stream(root, "teacher_train"), 5)
+  keys, x, y = ensemble.prepare((keys, data.to_float(shard_x), shard_y))
+  state = ensemble.init(jax.random.split(rng.stream(root, "teacher_init"), 5),
+                        data.to_float(shard_x[0]))
+  for a, b in zip(jax.tree.leaves(abstract), jax.tree.leaves((state, keys, x, y))):
+    assert (a.shape, a.dtype) == (b.shape, b.dtype)
+    assert a.sharding is None or a.sharding.is_equivalent_to(b.sharding, b.ndim)

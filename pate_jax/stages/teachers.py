@@ -127,6 +127,21 @@ def prepare_data(config: ml_collections.ConfigDict,
   return ds, train_x, train_y, shards, root
 
 
+def abstract_inputs(ensemble: teachers.Ensemble, shard_x: np.ndarray,
+                    shard_y: np.ndarray) -> tuple:
+  """The training's inputs ``(state, keys, images, labels)`` as ``jax.ShapeDtypeStruct``s,
+  from the host shards' shapes alone (``shard_x [T, n, H, W, C]``, ``shard_y [T, n]``):
+  what the stage will convert, place and initialise (the teacher axis padded to the
+  ensemble's shards, float32 images), so that the training compiles meanwhile."""
+  padded = ensemble.padded_size(shard_y.shape[0])
+  n, image_shape = shard_y.shape[1], tuple(shard_x.shape[2:])
+  keys = jax.ShapeDtypeStruct((padded,), jax.eval_shape(lambda: rng.root_key(0)).dtype)
+  images = jax.ShapeDtypeStruct((padded, n, *image_shape), np.float32)
+  labels = jax.ShapeDtypeStruct((padded, n), jax.dtypes.canonicalize_dtype(shard_y.dtype))
+  state = ensemble.init_shapes(keys, jax.ShapeDtypeStruct((n, *image_shape), np.float32))
+  return state, keys, images, labels
+
+
 def build_ensemble(config: ml_collections.ConfigDict, num_classes: int) -> teachers.Ensemble:
   """The ensemble a teachers config describes (model by name, AdamW, strategy, mesh:
   :func:`pate_jax.teachers.build_ensemble`)."""
@@ -174,12 +189,13 @@ def plan_steps(config: ml_collections.ConfigDict) -> int:
   return min(int(config.num_steps), int(config.checkpoint_every))
 
 
-def _compile_training(config, ensemble: teachers.Ensemble, shapes, inputs: tuple
+def _compile_training(config, ensemble: teachers.Ensemble, inputs: tuple
                       ) -> tuple[memory.ChunkPlan, float]:
-  """:meth:`pate_jax.teachers.Ensemble.compile_train` for a run from step 0 (a resumed run
-  compiles its other segment lengths itself); returns the plan and the seconds taken."""
+  """:meth:`pate_jax.teachers.Ensemble.compile_train` on ``inputs`` (:func:`abstract_inputs`)
+  for a run from step 0 (a resumed run compiles its other segment lengths itself); returns
+  the plan and the seconds taken."""
   t = time.time()
-  plan = ensemble.compile_train(shapes, *inputs, num_steps=checkpoint.segment_lengths(
+  plan = ensemble.compile_train(*inputs, num_steps=checkpoint.segment_lengths(
       int(config.num_steps), int(config.checkpoint_every)))
   return plan, time.time() - t
 
@@ -377,24 +393,23 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
   """Trains (resuming from ``ckpt``), computes the votes and writes the results; ``clock``
   (an :class:`pate_jax.experiment.PhaseClock`) times its phases."""
   shard_x, shard_y, dropped = shards
-  shard_x = data.to_float(shard_x)  # host arrays: each device receives only its teachers
-
   ensemble = build_ensemble(config, ds.num_classes)
   t = config.num_teachers
-  init_keys = jax.random.split(rng.stream(root, "teacher_init"), t)
-  train_keys = jax.random.split(rng.stream(root, "teacher_train"), t)
-  # Padded to the device count and sharded once; the state stays so between segments.
-  sample = shard_x[0]
-  train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
-  index, num_pool = teachers.query_set(ds)
   ahead = compiles_ahead(config, ensemble)
-  # A host thread compiles ahead (``compile_ahead``): the training while the state is
-  # initialised, then the votes' pass while the teachers train.
+  # A host thread compiles ahead (``compile_ahead``): the training, from the shards' shapes,
+  # while they are converted and placed and the state is initialised; then the votes' pass
+  # while the teachers train.
   with concurrent.futures.ThreadPoolExecutor(1) as thread:
-    # The state's shapes now: the training donates the state.
-    shapes = ensemble.init_shapes(init_keys, sample) if ahead else None
-    training_ahead = (thread.submit(_compile_training, config, ensemble, shapes,
-                                    (train_keys, shard_x, shard_y)) if ahead else None)
+    abstract = abstract_inputs(ensemble, shard_x, shard_y) if ahead else None
+    training_ahead = (thread.submit(_compile_training, config, ensemble, abstract)
+                      if ahead else None)
+    shard_x = data.to_float(shard_x)  # host arrays: each device receives only its teachers
+    init_keys = jax.random.split(rng.stream(root, "teacher_init"), t)
+    train_keys = jax.random.split(rng.stream(root, "teacher_train"), t)
+    # Padded to the device count and sharded once; the state stays so between segments.
+    sample = shard_x[0]
+    train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
+    index, num_pool = teachers.query_set(ds)
     state = ensemble.init(init_keys, sample)
 
     # Unless the checkpoints are kept, the last step saves the trained parameters only: the
@@ -419,7 +434,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
                                    num_steps=plan_steps(config))
       print(f"training plan per device: {memory.fits_description(plan, ('teachers',))}")
     clock.mark("plan")
-    votes_ahead = (thread.submit(_compile_votes, config, ensemble, shapes,
+    votes_ahead = (thread.submit(_compile_votes, config, ensemble, abstract[0],
                                  (len(index), *ds.test_images.shape[1:])) if ahead else None)
     state, loss = teachers.train_with_checkpoints(
         ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,

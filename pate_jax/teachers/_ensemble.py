@@ -186,10 +186,13 @@ class Ensemble:
     """Stacked initial state ``{"params", "opt_state"}`` (padded and sharded when sharded)."""
     return self._init_fn(self.prepare(keys), sample)
 
-  def init_shapes(self, keys: jax.Array, sample: jax.Array) -> PyTree:
+  def init_shapes(self, keys: jax.Array | jax.ShapeDtypeStruct,
+                  sample: jax.Array | jax.ShapeDtypeStruct) -> PyTree:
     """The shapes and dtypes of :meth:`init`'s state (``jax.ShapeDtypeStruct``s), computed
-    without initialising."""
-    return jax.eval_shape(self._init_fn, self.prepare(keys), sample)
+    without initialising. ``keys``: the teachers' keys, or their shape already padded to
+    :meth:`padded_size` (placed as :meth:`prepare` would place them)."""
+    keys = self._placed(keys) if isinstance(keys, jax.ShapeDtypeStruct) else self.prepare(keys)
+    return jax.eval_shape(self._init_fn, keys, sample)
 
   # --------------------------------------------------------------------------- training
 
