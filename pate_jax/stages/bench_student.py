@@ -24,6 +24,7 @@ import time
 import jax
 import numpy as np
 
+from pate_jax import _checks as checks
 from pate_jax import experiment, flops, memory, rng, students
 
 __all__ = ["run", "plan", "check_config", "step_flops"]
@@ -33,9 +34,7 @@ def check_config(config) -> None:
   """Refuses, naming the field, what the benchmark cannot run."""
   for name in ("pool_size", "num_labelled", "num_eval", "batch_size", "steps_per_call",
                "repeats", "num_steps", "num_classes"):
-    value = config[name]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-      raise ValueError(f"config.{name} must be a positive int, got {value!r}")
+    checks.positive_int(config[name], f"config.{name}")
   if config.num_labelled > config.pool_size:
     raise ValueError(f"config.num_labelled ({config.num_labelled}) exceeds config.pool_size "
                      f"({config.pool_size})")
