@@ -107,6 +107,8 @@ CATALOGUE: tuple[Run, ...] = (
     Run("bench_teachers", "bench_teachers", "configs/bench_teachers.py",
         ("num_teachers=6", "examples_per_teacher=16", "model.kwargs.hidden=(16,)",
          "steps_per_call=2", "repeats=1", "chunk_size=3")),
+    Run("bench_student", "bench_student", "configs/bench_student.py:cpu",
+        ("pool_size=200", "num_labelled=20", "num_eval=10", "steps_per_call=2", "repeats=1")),
     Run("teacher_steps", "teacher_steps", "configs/teacher_steps.py:cpu",
         ("teachers.dataset=digits", "teachers.num_teachers=5", "eval_steps=(2,4)",
          "num_checked=2", "num_test=200")),
@@ -216,7 +218,7 @@ def run_catalogue(checkout_dir: str | os.PathLike, workdir: str | os.PathLike,
 VOLATILE_KEYS = re.compile(
     r"^(git|commit|code_version|versions|written_at|host|hostname|platform|timings|bytes.*)$"
     r"|seconds|([a-z]{2}_s|_per_second|all_runs)$|^wall|speedup|over_kernel|throughput"
-    r"|achieved_tflops|share_of_training|load_?av|^goal_")
+    r"|achieved_tflops|^ms_per_step$|share_of_training|load_?av|^goal_")
 # The directories of a path: absolute, or relative with segments that name something
 # (results files hold paths relative to the working directory, which differs between the
 # sides); "3/40" or "1/γ" are no paths.
