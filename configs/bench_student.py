@@ -7,7 +7,7 @@ Default: the main job's student (PATE-G, real images shifted by up to 2 pixels; 
 student of configs/pate_mnist.py) on random data of MNIST's shapes, in segments of the main
 job's 900 steps, at float32 products (the students' setting) and at the backend's default
 (TF32 on recent NVIDIA GPUs), the first profiled. ``:cpu``: 50-step calls, float32 only,
-no profile (a minute on 2 cores).
+no profile (about 20 s on 2 cores).
 """
 
 import ml_collections
