@@ -68,15 +68,20 @@ def _student(config, precision: str) -> students.Student:
                                 **config.student_kwargs.to_dict(), matmul_precision=precision)
 
 
-def step_flops(config) -> float:
+def _abstract_state(config, st: students.Student):
+  """The student's initial state as ``jax.ShapeDtypeStruct``s (nothing runs)."""
+  sample = (min(500, config.pool_size), *config.image_shape)
+  return jax.eval_shape(st.init, jax.random.key(0), jax.ShapeDtypeStruct(sample, np.float32))
+
+
+def step_flops(config, state=None) -> float:
   """FLOPs of one training step of the configured student, counted from its jaxpr
   (:func:`pate_jax.flops.jaxpr_flops`: 2 × the multiply-accumulates of its matrix products;
-  abstract inputs: nothing runs)."""
+  abstract inputs: nothing runs). ``state``: its abstract initial state, if at hand."""
   st = _student(config, config.precisions[0])
-  shape, b = tuple(config.image_shape), config.batch_size
-  images = jax.ShapeDtypeStruct((b, *shape), np.float32)
-  state = jax.eval_shape(st.init, jax.random.key(0),
-                         jax.ShapeDtypeStruct((min(500, config.pool_size), *shape), np.float32))
+  state = _abstract_state(config, st) if state is None else state
+  b = config.batch_size
+  images = jax.ShapeDtypeStruct((b, *config.image_shape), np.float32)
   batch = {"x_lab": images, "y_lab": jax.ShapeDtypeStruct((b,), np.int32), "x_unl": images,
            "x_unl2": images}
   return flops.jaxpr_flops(st.step, state, jax.random.key(0), batch,
@@ -146,13 +151,11 @@ def plan(config) -> dict:
   (abstract shapes: nothing is compiled or trained)."""
   check_config(config)
   shape = tuple(config.image_shape)
-  sample = jax.ShapeDtypeStruct((min(500, config.pool_size), *shape), np.float32)
-  st = _student(config, config.precisions[0])
-  state = jax.eval_shape(st.init, jax.random.key(0), sample)
+  state = _abstract_state(config, _student(config, config.precisions[0]))
   return {"student": config.student, "image_shape": shape, "pool_size": config.pool_size,
           "pool_bytes": config.pool_size * int(np.prod(shape)) * 4,
           "state_bytes": memory.tree_bytes(state), "batch_size": config.batch_size,
-          "flops_per_step": step_flops(config),
+          "flops_per_step": step_flops(config, state),
           "steps_per_call": config.steps_per_call,
           "calls_per_precision": config.repeats + 1 + (1 if config.profile_precisions else 0),
           "precisions": tuple(config.precisions),

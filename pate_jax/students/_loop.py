@@ -270,8 +270,7 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
   _check_schedule(num_steps, batch_size, segment_steps)
   if data.num_labelled == 0:
     raise ValueError("data: the student has no labelled examples")
-  pool = jnp.asarray(data.pool)  # one host-to-device copy, for the init and the training
-  state = init_state(student, pool, key, init_examples)
+  state, arrays = _start(student, data, key, init_examples)
   ckpt = None
   if checkpoint_dir:
     ckpt = Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
@@ -281,8 +280,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
         **(fingerprint or {})})
   try:
-    return _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps,
-                  log, check)
+    return _train(student, data, arrays, key, state, ckpt, num_steps, batch_size,
+                  segment_steps, log, check)
   finally:
     if ckpt is not None:
       ckpt.close()
@@ -300,13 +299,9 @@ def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_step
   this may run while something else (the teachers' training) keeps the accelerator busy.
   """
   _check_schedule(num_steps, batch_size, segment_steps)
-  pool = jnp.asarray(data.pool)
-  state = init_state(student, pool, key, init_examples)
-  index = jnp.asarray(data.labelled_index, jnp.int32)
-  labels = jnp.asarray(data.labels)
+  state, arrays = _start(student, data, key, init_examples)
   for n in sorted(segment_lengths(num_steps, segment_steps)):
-    _segment.lower(student, batch_size, n, state, key, jnp.asarray(0), pool, index,
-                   labels).compile()
+    _segment.lower(student, batch_size, n, state, key, jnp.asarray(0), *arrays).compile()
   accuracy(student, state, data.eval_images, data.eval_labels)
 
 
@@ -319,23 +314,26 @@ def training_segment(student: Student, data: StudentData, key: jax.Array, *, num
   :func:`fit` with ``segment_steps=num_steps``; ``state`` is donated; nothing waits for
   the result)."""
   _check_schedule(num_steps, batch_size, num_steps)
-  pool = jnp.asarray(data.pool)
-  state = init_state(student, pool, key, init_examples)
-  index = jnp.asarray(data.labelled_index, jnp.int32)
-  labels = jnp.asarray(data.labels)
+  state, arrays = _start(student, data, key, init_examples)
 
   def run(state: PyTree, start: int) -> tuple[PyTree, dict]:
-    return _segment(student, batch_size, num_steps, state, key, jnp.asarray(start), pool,
-                    index, labels)
+    return _segment(student, batch_size, num_steps, state, key, jnp.asarray(start), *arrays)
   return state, run
 
 
-def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment_steps, log,
+def _start(student: Student, data: StudentData, key: jax.Array, init_examples: int
+           ) -> tuple[PyTree, tuple[jax.Array, jax.Array, jax.Array]]:
+  """The initial state :func:`fit` starts from and ``data``'s arrays the training reads,
+  each copied to the device once: ``(state, (pool, labelled_index, labels))``."""
+  pool = jnp.asarray(data.pool)
+  arrays = (pool, jnp.asarray(data.labelled_index, jnp.int32), jnp.asarray(data.labels))
+  return init_state(student, pool, key, init_examples), arrays
+
+
+def _train(student, data, arrays, key, state, ckpt, num_steps, batch_size, segment_steps, log,
            check=None) -> FitResult:
-  """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``); ``pool`` is
-  ``data.pool`` on the device."""
-  index = jnp.asarray(data.labelled_index, jnp.int32)
-  labels = jnp.asarray(data.labels)
+  """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``); ``arrays``:
+  :func:`_start`'s."""
   step = 0
   if ckpt is not None:
     state, step = ckpt.restore_or(state)
@@ -348,8 +346,7 @@ def _train(student, data, pool, key, state, ckpt, num_steps, batch_size, segment
       judge(check, ckpt.restore_history(step))
 
   def segment(state, start, n):
-    return _segment(student, batch_size, n, state, key, jnp.asarray(start), pool, index,
-                    labels)
+    return _segment(student, batch_size, n, state, key, jnp.asarray(start), *arrays)
 
   def record(state, step, metrics):
     return {"eval_accuracy": accuracy(student, state, data.eval_images, data.eval_labels),
