@@ -241,6 +241,9 @@ def test_at_budget_rescales_the_planner_chunks():
   p = ga.at_budget(predict, host_budget=8 * gib, budget=10 * gib, local=250, num_queries=10_000)
   assert (p["teachers_per_chunk"], p["queries_per_chunk"]) == memory.plan_predict_chunks(
       250, 10_000, 2**20, 8 * gib)
+  # A CPU host's estimate carries its analysis factor; the GPU plan takes XLA's account alone.
+  cpu_host = dict(train, estimate_bytes_per_chunk=8 * 25 * gib // 10, analysis_factor=8.0)
+  assert ga.at_budget(cpu_host, host_budget=8 * gib, budget=12 * gib, local=250) == small
   assert ga.at_budget("DOES NOT FIT: x", host_budget=1, budget=1, local=1).startswith(
       "not measured")
 

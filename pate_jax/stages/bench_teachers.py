@@ -101,6 +101,7 @@ def plan(config) -> dict:
           "data_bytes": memory.tree_bytes((images, labels)),
           "vmap_train_plan": {"teachers_per_chunk": p.teachers,
                               "estimate_bytes_per_chunk": p.estimate_bytes,
+                              "analysis_factor": memory.analysis_factor(),
                               "budget_bytes_left_for_chunks": p.budget_bytes,
                               "description": memory.fits_description(p, ("teachers",))}}
 

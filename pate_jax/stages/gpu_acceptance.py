@@ -481,19 +481,22 @@ def at_budget(p: Any, *, host_budget: int, budget: int, local: int,
   """The memory planner's chunk for ``budget`` bytes per device, from a plan entry made with
   ``host_budget`` (its probe's bytes per teacher / per teacher-query pair, scaled as
   :func:`pate_jax.memory.plan_teacher_chunk` and :func:`~pate_jax.memory.plan_predict_chunks`
-  do; the resident bytes are what the host plan kept aside)."""
+  do; the resident bytes are what the host plan kept aside). The entry's estimate is XLA's
+  analysis times the host's ``analysis_factor`` (8 on a CPU); on the planned device, a GPU,
+  the analysis is taken as it is."""
   if not isinstance(p, Mapping) or p.get("estimate_bytes_per_chunk") is None:
     return f"not measured ({p})" if isinstance(p, str) else "not measured"
   resident = host_budget - int(p["budget_bytes_left_for_chunks"])
   available = budget - resident
   t, q = int(p["teachers_per_chunk"]), p.get("queries_per_chunk")
+  analysis = p["estimate_bytes_per_chunk"] / float(p.get("analysis_factor", 1.0))
   try:
     if q is None:
-      per = p["estimate_bytes_per_chunk"] / t
+      per = analysis / t
       tk, qk = memory.plan_teacher_chunk(local, per, available), None
       estimate = per * tk
     else:
-      per = p["estimate_bytes_per_chunk"] / (t * int(q))
+      per = analysis / (t * int(q))
       tk, qk = memory.plan_predict_chunks(local, int(num_queries), per, available)
       estimate = per * tk * qk
   except MemoryError as e:

@@ -212,7 +212,7 @@ class Ensemble:
     """Teachers per vmapped training chunk on each device, from the memory budget.
 
     The chunk's temporary bytes, from XLA's memory analysis of a compiled program scaled
-    per teacher, must fit the budget left after the resident per-device state and data
+    per teacher (and by :func:`pate_jax.memory.analysis_factor`, 8 on a CPU), must fit the budget left after the resident per-device state and data
     (``resident_bytes`` adds more). With ``num_steps`` (the segment length the training
     runs) that program is the training itself with all local teachers in one vmap:
     where it fits, the training finds it compiled (the same jit) and nothing else is
@@ -251,6 +251,7 @@ class Ensemble:
           jax.ShapeDtypeStruct((), jnp.int32)).compile())
       if whole is None:
         return memory.ChunkPlan(local)
+      whole = int(whole * memory.analysis_factor())
       if whole <= available:
         return memory.ChunkPlan(local, estimate_bytes=whole, budget_bytes=int(available))
       per_teacher = whole / local
@@ -261,7 +262,7 @@ class Ensemble:
                                *_probe((state, keys, images, labels), probe))
       if temp is None:
         return memory.ChunkPlan(local)
-      per_teacher = temp / probe
+      per_teacher = temp * memory.analysis_factor() / probe
     chunk = memory.plan_teacher_chunk(local, per_teacher, available)
     return memory.ChunkPlan(chunk, estimate_bytes=int(per_teacher * chunk),
                             budget_bytes=int(available))
@@ -368,7 +369,7 @@ class Ensemble:
                              _probe(params, probe_t), _probe(images, probe_q))
     if temp is None:
       return memory.ChunkPlan(local, min(q, 1024))
-    per_pair = temp / (probe_t * probe_q)
+    per_pair = temp * memory.analysis_factor() / (probe_t * probe_q)
     available = budget - resident
     t, qc = memory.plan_predict_chunks(local, q, per_pair, available)
     return memory.ChunkPlan(t, qc, estimate_bytes=int(per_pair * t * qc),

@@ -82,6 +82,7 @@ def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: 
     out[name] = {"teachers_per_chunk": plan.teachers,
                  "teacher_chunks": -(-local // plan.teachers),
                  "estimate_bytes_per_chunk": plan.estimate_bytes,
+                 "analysis_factor": memory.analysis_factor(),
                  "budget_bytes_left_for_chunks": plan.budget_bytes,
                  "description": memory.fits_description(
                      plan, ("teachers",) if plan.queries is None else ("teachers", "queries"))}
