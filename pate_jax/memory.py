@@ -8,8 +8,9 @@ own account of a program's temporary buffers
 itself with every teacher in one chunk (which it then runs if that fits, with
 no other compilation), or a small *probe* of the computation. It scales that
 account linearly to the chunk size and takes the largest chunk whose estimate
-fits a budget: a fraction of the device's memory (on a CPU, of the machine's
-RAM) less what stays resident (the stacked train state, the data).
+fits a budget: a fraction of the device's memory (on a CPU, its share of the
+machine's RAM or of its container's limit) less what stays resident (the stacked
+train state, the data).
 
 On a CPU, XLA's account leaves out what its library fusions (YNNPACK's convolutions and
 products) allocate inside them: :func:`analysis_factor` scales the account up there.
@@ -31,8 +32,29 @@ import numpy as np
 PyTree = Any
 
 
+_CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max",                   # cgroup v2
+                  "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # cgroup v1
+
+
+def host_memory_bytes() -> int:
+  """This process's RAM: the machine's physical memory, or its control group's limit where
+  that is lower (a container's)."""
+  total = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+  for path in _CGROUP_LIMITS:
+    try:
+      with open(path, encoding="ascii") as f:
+        limit = f.read().strip()
+    except OSError:
+      continue
+    if limit.isdigit():  # "max": no limit
+      total = min(total, int(limit))
+  return total
+
+
 def device_memory_bytes(device: jax.Device | None = None) -> int:
-  """Memory the device may use: the allocator's limit on GPU/TPU, physical RAM on CPU."""
+  """Memory the device may use: the allocator's limit on GPU/TPU; on a CPU, the host's RAM
+  (:func:`host_memory_bytes`) shared by the process's CPU devices (several with
+  ``--xla_force_host_platform_device_count``), so each counts on its share."""
   device = device or jax.local_devices()[0]
   stats = None
   try:
@@ -41,7 +63,9 @@ def device_memory_bytes(device: jax.Device | None = None) -> int:
     stats = None
   if stats and stats.get("bytes_limit"):
     return int(stats["bytes_limit"])
-  return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+  if device.platform == "cpu":
+    return host_memory_bytes() // len(jax.local_devices(backend="cpu"))
+  return host_memory_bytes()
 
 
 def memory_budget(fraction: float, device: jax.Device | None = None) -> int:

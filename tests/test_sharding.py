@@ -65,3 +65,23 @@ def test_eight_devices_same_votes_as_one():
   assert out["one"] == out["eight"] == out["eight_chunked"]
   assert all(sum(row) == 10 for row in out["eight"])
   assert max(out[n + "_probs_error"] for n in ("one", "eight", "eight_chunked")) < 1e-5
+
+
+_SHARE_SCRIPT = textwrap.dedent("""
+    import json
+    import jax
+    from pate_jax import memory
+    print("RESULT" + json.dumps({"host": memory.host_memory_bytes(),
+                                 "devices": [memory.device_memory_bytes(d) for d in jax.devices()]}))
+""")
+
+
+def test_cpu_devices_share_the_hosts_memory():
+  # Four forced host devices: each plans with a quarter of the RAM they all use.
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+             JAX_PLATFORMS="cpu")
+  proc = subprocess.run([sys.executable, "-c", _SHARE_SCRIPT], env=env, capture_output=True,
+                        text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))[6:])
+  assert out["devices"] == [out["host"] // 4] * 4

@@ -429,6 +429,18 @@ def test_the_plans_estimate_bounds_the_processs_peak(what, t, n):
   assert 0 < out["grown"] <= out["estimate"], out
 
 
+def test_host_memory_is_the_control_groups_limit_where_lower(tmp_path, monkeypatch):
+  unlimited, low = tmp_path / "v2", tmp_path / "v1"
+  unlimited.write_text("max\n")
+  low.write_text(f"{2**30}\n")
+  monkeypatch.setattr(memory, "_CGROUP_LIMITS", (str(unlimited), str(tmp_path / "absent")))
+  whole = memory.host_memory_bytes()
+  assert whole >= 2**30  # the machine's RAM: "max" and a missing file set no limit
+  monkeypatch.setattr(memory, "_CGROUP_LIMITS", (str(unlimited), str(low)))
+  assert memory.host_memory_bytes() == 2**30
+  assert memory.device_memory_bytes(jax.devices("cpu")[0]) == 2**30 // len(jax.devices("cpu"))
+
+
 @pytest.mark.slow
 def test_memory_budget_forcing_chunks_gives_identical_votes(shards):
   """A budget too small for all teachers at once is met by chunking over teachers
