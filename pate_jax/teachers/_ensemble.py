@@ -212,8 +212,9 @@ class Ensemble:
     """Teachers per vmapped training chunk on each device, from the memory budget.
 
     The chunk's temporary bytes, from XLA's memory analysis of a compiled program scaled
-    per teacher (and by :func:`pate_jax.memory.analysis_factor`, 8 on a CPU), must fit the budget left after the resident per-device state and data
-    (``resident_bytes`` adds more). With ``num_steps`` (the segment length the training
+    per teacher (and by :func:`pate_jax.memory.analysis_factor`, 8 on a CPU), must fit
+    the budget left after the resident per-device state and data (``resident_bytes``
+    adds more). With ``num_steps`` (the segment length the training
     runs) that program is the training itself with all local teachers in one vmap:
     where it fits, the training finds it compiled (the same jit) and nothing else is
     compiled for it; otherwise its bytes per teacher plan the chunks. Without
