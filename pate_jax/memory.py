@@ -94,6 +94,28 @@ def analysis_factor(device: jax.Device | None = None) -> float:
   return ANALYSIS_FACTORS.get(device.platform, 1.0)
 
 
+def peak_bytes(budget: int | None = None,
+               devices: Sequence[jax.Device] | None = None) -> dict[str, Any] | None:
+  """What the allocators of ``devices`` (default: the local ones) report: the largest
+  ``peak_bytes_in_use`` among them and their ``bytes_limit``, and, given the planner's
+  per-device ``budget``, whether the peak stayed within it. None where a backend keeps no
+  such statistics (a CPU's)."""
+  peaks, limits = [], []
+  for device in devices or jax.local_devices():
+    try:
+      stats = device.memory_stats()
+    except Exception:  # pylint: disable=broad-except  # some backends do not implement it
+      stats = None
+    if not stats or "peak_bytes_in_use" not in stats:
+      return None
+    peaks.append(int(stats["peak_bytes_in_use"]))
+    limits.append(int(stats.get("bytes_limit", 0)))
+  out: dict[str, Any] = {"peak_bytes_in_use": max(peaks), "bytes_limit": min(limits)}
+  if budget is not None:
+    out.update(budget_bytes=int(budget), peak_within_budget=max(peaks) <= budget)
+  return out
+
+
 def tree_bytes(tree: PyTree) -> int:
   """Bytes held by the arrays (or ShapeDtypeStructs) of ``tree``."""
   return int(sum(np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize

@@ -441,6 +441,28 @@ def test_host_memory_is_the_control_groups_limit_where_lower(tmp_path, monkeypat
   assert memory.device_memory_bytes(jax.devices("cpu")[0]) == 2**30 // len(jax.devices("cpu"))
 
 
+class _Device:
+  def __init__(self, stats):
+    self.stats = stats
+
+  def memory_stats(self):
+    return self.stats
+
+
+def test_peak_bytes_reads_the_allocators_against_the_budget():
+  gib = 2**30
+  gpus = [_Device({"peak_bytes_in_use": 3 * gib, "bytes_limit": 60 * gib}),
+          _Device({"peak_bytes_in_use": 5 * gib, "bytes_limit": 60 * gib})]
+  assert memory.peak_bytes(4 * gib, gpus) == {
+      "peak_bytes_in_use": 5 * gib, "bytes_limit": 60 * gib, "budget_bytes": 4 * gib,
+      "peak_within_budget": False}
+  assert memory.peak_bytes(6 * gib, gpus)["peak_within_budget"]
+  assert memory.peak_bytes(None, gpus[:1]) == {"peak_bytes_in_use": 3 * gib,
+                                               "bytes_limit": 60 * gib}
+  assert memory.peak_bytes(gib, [gpus[0], _Device(None)]) is None
+  assert memory.peak_bytes(gib, jax.devices("cpu")) is None  # no allocator statistics
+
+
 @pytest.mark.slow
 def test_memory_budget_forcing_chunks_gives_identical_votes(shards):
   """A budget too small for all teachers at once is met by chunking over teachers

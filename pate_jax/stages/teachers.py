@@ -492,6 +492,9 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
                       "final_wait_seconds": checkpoint_wait,
                       "share_of_training": ckpt.blocking_seconds / max(train_seconds, 1e-9),
                       "bytes": memory.tree_bytes(state)},
+      # The allocators' peak so far in this process (training, votes and all before them)
+      # against the planner's per-device budget; None on a CPU (no allocator statistics).
+      "device_memory": memory.peak_bytes(ensemble.budget_bytes()),
       "wall_seconds": clock.elapsed(),
       # Where the wall went, phase by phase (they add up to it, but for the results' write).
       "phase_seconds": dict(clock.seconds),

@@ -93,7 +93,9 @@ class Ensemble:
   memory_fraction: float = 0.6
   memory_bytes: int | None = None
 
-  def _budget(self) -> int:
+  def budget_bytes(self) -> int:
+    """The per-device bytes the planner counts on: ``memory_bytes``, or ``memory_fraction``
+    of the default device's memory (:func:`pate_jax.memory.memory_budget`)."""
     if self.memory_bytes is not None:
       return int(self.memory_bytes)
     return memory.memory_budget(self.memory_fraction)
@@ -242,7 +244,7 @@ class Ensemble:
       return memory.ChunkPlan(min(self.chunk_size or DEFAULT_CHUNK, local))
     if self.chunk_size is not None:
       return memory.ChunkPlan(min(self.chunk_size, local))
-    budget = self._budget()
+    budget = self.budget_bytes()
     resident = (memory.tree_bytes((state, images, labels)) // self.num_shards
                 + resident_bytes)
     available = budget - resident
@@ -361,7 +363,7 @@ class Ensemble:
     if query_chunk is not None or self.strategy == "chunked":
       chunk = self.chunk_size or (DEFAULT_CHUNK if self.strategy == "chunked" else local)
       return memory.ChunkPlan(min(chunk, local), min(query_chunk or 1024, q))
-    budget = self._budget()
+    budget = self.budget_bytes()
     resident = (memory.tree_bytes(params) // self.num_shards + memory.tree_bytes(images)
                 + resident_bytes)
     probe_t, probe_q = min(local, 8), min(q, 128)

@@ -65,7 +65,7 @@ def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: 
       "params_bytes_per_teacher": memory.tree_bytes(state["params"]) // padded,
       "data_bytes_per_device": memory.tree_bytes((images, labels)) // shards,
       "memory_fraction": planner.memory_fraction,
-      "budget_bytes_per_device": planner._budget(),  # pylint: disable=protected-access
+      "budget_bytes_per_device": planner.budget_bytes(),
   })
   for name, make in (
       ("train_plan", lambda: planner.plan_train(state, keys, images, labels,
