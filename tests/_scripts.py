@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
+import subprocess
+import sys
 
 from pate_jax import experiment
 
@@ -25,3 +29,15 @@ def config(name: str, arg: str | None = None, **overrides):
   c = experiment.load_config(str(REPO / "configs" / f"{name}.py") + (f":{arg}" if arg else ""))
   c.update(overrides)
   return c
+
+
+def run_result(source: str, *args: str, timeout: int = 300, **env: str) -> dict:
+  """``python -c source *args`` in a fresh process on the CPU, this process's environment
+  with ``env`` added (what XLA reads once at start-up, such as ``XLA_FLAGS``): asserts it
+  succeeded and returns the JSON it printed on its line starting ``RESULT``."""
+  proc = subprocess.run([sys.executable, "-c", source, *args],
+                        env=dict(os.environ, JAX_PLATFORMS="cpu", **env),
+                        capture_output=True, text=True, timeout=timeout, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))
+  return json.loads(line[len("RESULT"):])

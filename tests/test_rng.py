@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +12,7 @@ import numpy as np
 import pytest
 
 from pate_jax import rng
+from tests._scripts import run_result
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 NUM_CHILDREN = 10_000  # teachers (split(k, T)[t] == fold_in(k, t)) and query ids (MNIST test set)
@@ -156,12 +153,7 @@ print("RESULT" + json.dumps({"seen": seen, "host": str(jax.local_devices(backend
 def test_the_partition_and_student_split_are_drawn_on_the_host():
   # Another default device (two host devices): both permutations ran on the host's CPU
   # device all the same, and drew what the default device draws.
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-             JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-c", _HOST_SCRIPT], env=env, capture_output=True,
-                        text=True, timeout=300, check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  out = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))[6:])
+  out = run_result(_HOST_SCRIPT, XLA_FLAGS="--xla_force_host_platform_device_count=2")
   assert out["seen"] == [[out["host"]], [out["host"]]] and out["host"] != out["default"]
   key = rng.stream(rng.root_key(3), "partition")
   want = np.asarray(jax.random.permutation(key, 1_000))[:994]

@@ -6,13 +6,11 @@ XLA fixes the device count at start-up, so the check runs in a subprocess with
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests._scripts import run_result
 
 _SCRIPT = textwrap.dedent("""
     import json
@@ -54,13 +52,7 @@ _SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_eight_devices_same_votes_as_one():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
-                        text=True, timeout=600, check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))
-  out = json.loads(line[len("RESULT"):])
+  out = run_result(_SCRIPT, timeout=600, XLA_FLAGS="--xla_force_host_platform_device_count=8")
   assert out["one_devices_used"] == 1 and out["eight_devices_used"] == 8
   assert out["one"] == out["eight"] == out["eight_chunked"]
   assert all(sum(row) == 10 for row in out["eight"])
@@ -78,10 +70,5 @@ _SHARE_SCRIPT = textwrap.dedent("""
 
 def test_cpu_devices_share_the_hosts_memory():
   # Four forced host devices: each plans with a quarter of the RAM they all use.
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-             JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-c", _SHARE_SCRIPT], env=env, capture_output=True,
-                        text=True, timeout=300, check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  out = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))[6:])
+  out = run_result(_SHARE_SCRIPT, XLA_FLAGS="--xla_force_host_platform_device_count=4")
   assert out["devices"] == [out["host"] // 4] * 4

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +11,7 @@ import optax
 import pytest
 
 from pate_jax import data, experiment, memory, models, teachers
+from tests._scripts import run_result
 
 T, N = 6, 40
 
@@ -419,12 +416,7 @@ def test_the_plans_estimate_bounds_the_processs_peak(what, t, n):
   the process's peak memory grows by while it runs: on a CPU, where XLA's memory analysis
   leaves out the YNNPACK fusions' scratch (7x short for this prediction), through
   ``memory.analysis_factor``."""
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  env.pop("XLA_FLAGS", None)
-  proc = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, what, str(t), str(n)], env=env,
-                        capture_output=True, text=True, timeout=300, check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  out = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))[6:])
+  out = run_result(_PEAK_SCRIPT, what, str(t), str(n), XLA_FLAGS="")  # one device
   assert out["whole"][0] == t, out  # one chunk: the estimate is the whole program's
   assert 0 < out["grown"] <= out["estimate"], out
 
