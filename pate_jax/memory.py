@@ -51,16 +51,20 @@ def host_memory_bytes() -> int:
   return total
 
 
+def _memory_stats(device: jax.Device) -> dict | None:
+  """The device allocator's statistics; None where the backend keeps or gives none."""
+  try:
+    return device.memory_stats()
+  except Exception:  # pylint: disable=broad-except  # some backends do not implement it
+    return None
+
+
 def device_memory_bytes(device: jax.Device | None = None) -> int:
   """Memory the device may use: the allocator's limit on GPU/TPU; on a CPU, the host's RAM
   (:func:`host_memory_bytes`) shared by the process's CPU devices (several with
   ``--xla_force_host_platform_device_count``), so each counts on its share."""
   device = device or jax.local_devices()[0]
-  stats = None
-  try:
-    stats = device.memory_stats()
-  except Exception:  # pylint: disable=broad-except  # some backends do not implement it
-    stats = None
+  stats = _memory_stats(device)
   if stats and stats.get("bytes_limit"):
     return int(stats["bytes_limit"])
   if device.platform == "cpu":
@@ -102,10 +106,7 @@ def peak_bytes(budget: int | None = None,
   such statistics (a CPU's)."""
   peaks, limits = [], []
   for device in devices or jax.local_devices():
-    try:
-      stats = device.memory_stats()
-    except Exception:  # pylint: disable=broad-except  # some backends do not implement it
-      stats = None
+    stats = _memory_stats(device)
     if not stats or "peak_bytes_in_use" not in stats:
       return None
     peaks.append(int(stats["peak_bytes_in_use"]))
