@@ -47,6 +47,9 @@ from pate_jax.experiment import load_script
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0                  # the run's root seed (pate_jax.rng streams)
+  c.num_seeds = 1             # students trained side by side in one vmapped program on the
+                              # same labels: the students of --config.seed=seed, seed+1, ...;
+                              # results.json: their mean, each one's accuracy, the sd
   c.votes_dir = ""            # teachers' workdir with votes.npz (required)
   c.labels_dir = ""           # aggregate workdir with labels.npz; "" → <workdir>/labels
   c.data_dir = ""             # "" → $PATE_JAX_DATA_DIR

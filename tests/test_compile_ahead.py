@@ -71,10 +71,12 @@ def _compiled(caplog, fn):
 
 
 @pytest.mark.slow  # compiles: several seconds on the 2-core CPU
+@pytest.mark.parametrize("num_seeds", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_the_student_stage_compiled_ahead_trains_without_compiling(digits_votes_dir, tmp_path,
-                                                                   caplog):
+                                                                   caplog, num_seeds):
   c = experiment.load_script(REPO / "configs" / "student_pate_g.py").get_config("cpu")
   c.votes_dir, c.labels, c.seed = str(digits_votes_dir), "true", 0  # no labels to pay for
+  c.num_seeds = num_seeds  # 2: the students of seeds 0 and 1 in one vmapped program
   c.num_steps, c.segment_steps, c.batch_size = 5, 2, 8
   c.aggregate.num_queries = 30
   c.student.kwargs.update(TINY_GAN)

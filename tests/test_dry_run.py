@@ -131,8 +131,14 @@ def test_train_student_plan_with_and_without_votes(digits_votes_dir, data_dir, m
   assert p["parameter_bytes"] == 4 * p["parameters"] <= p["state_bytes"]
   assert isinstance(p["train_step_temp_bytes_per_batch"], int)
   assert p["epochs"] == pytest.approx(p["num_steps"] * p["batch_size"] / p["pool_size"])
+  with config.unlocked():
+    config.num_seeds = 3  # three students' states, stacked, in one program
+  seeds = ts.plan(config)
+  assert seeds["num_seeds"] == 3 and seeds["state_bytes"] == 3 * p["state_bytes"]
+  assert seeds["train_step_temp_bytes_per_batch"] >= p["train_step_temp_bytes_per_batch"]
 
   with config.unlocked():
+    config.num_seeds = 1
     config.votes_dir = ""
   seen = _abstract_shapes(monkeypatch)
   p = ts.plan(config)  # before the teachers ran: MNIST's student split

@@ -598,3 +598,75 @@ def test_gather_batch_gathers_each_minibatch_from_its_rows():
   np.testing.assert_array_equal(b["y_lab"], [1, 1, 2])
   np.testing.assert_array_equal(b["x_unl"], pool[rows["unl"]])
   np.testing.assert_array_equal(b["x_unl2"], pool[rows["unl2"]])
+
+
+@pytest.mark.slow
+def test_fit_seeds_trains_each_seed_as_fit_does(float32_matmuls):
+  """One vmapped program for three keys gives each key's :func:`students.fit`: the same
+  states and records, up to the rounding of batched products."""
+  data, _ = _toy_data()
+  st = _tiny_gan()
+  kw = {"num_steps": 10, "batch_size": 8, "segment_steps": 5, "log": None}
+  keys = jax.random.split(jax.random.key(3), 3)
+  together = students.fit_seeds(st, data, keys, **kw)
+  assert together.failed == [None] * 3 and len(together.history) == 3
+  for i in range(3):
+    alone = students.fit(st, data, keys[i], **kw)
+    for a, b in zip(jax.tree.leaves(alone.state), jax.tree.leaves(together.state)):
+      np.testing.assert_allclose(b[i], a, rtol=1e-4, atol=1e-5)
+    assert [e["step"] for e in together.history[i]] == [e["step"] for e in alone.history]
+    for mine, theirs in zip(together.history[i], alone.history):
+      assert mine.keys() == theirs.keys()
+      np.testing.assert_allclose([mine[k] for k in sorted(mine)],
+                                 [theirs[k] for k in sorted(theirs)], rtol=1e-4, atol=1e-5)
+    assert together.eval_accuracy[i] == together.history[i][-1]["eval_accuracy"]
+
+
+@pytest.mark.slow
+def test_fit_seeds_resumes_bit_identically_and_refuses_other_keys(tmp_path):
+  data, _ = _toy_data()
+  st = _tiny_gan()
+  kw = {"batch_size": 8, "segment_steps": 5, "log": None}
+  keys = jax.random.split(jax.random.key(0), 2)
+  full = students.fit_seeds(st, data, keys, num_steps=10, **kw)
+  ckpt = str(tmp_path / "ckpt")
+  students.fit_seeds(st, data, keys, num_steps=5, checkpoint_dir=ckpt, **kw)
+  resumed = students.fit_seeds(st, data, keys, num_steps=10, checkpoint_dir=ckpt, **kw)
+  assert resumed.resumed_from == 5 and [len(h) for h in resumed.history] == [2, 2]
+  for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state)):
+    np.testing.assert_array_equal(a, b)
+  with pytest.raises(ResumeMismatchError, match="keys"):
+    students.fit_seeds(st, data, keys[::-1], num_steps=10, checkpoint_dir=ckpt, **kw)
+
+
+def test_fit_seeds_judges_each_seed_on_its_own_records():
+  """A student whose ``loss_gen`` is a number drawn from its key: the seeds whose number
+  exceeds the bound fail, each as :func:`students.fit` with that key fails, and the others
+  pass; nobody stops training."""
+  data, _ = _toy_data()
+  st = students.Student(
+      lambda key, sample: {"w": jax.random.uniform(key)},
+      lambda state, key, batch, step: (state, {"loss_gen": state["w"] * 10}),
+      lambda state, images: jnp.zeros((images.shape[0], C)), None)
+  kw = {"num_steps": 10, "batch_size": 4, "segment_steps": 5, "log": None}
+  check = students.GameCheck(step=5, metric="loss_gen", max_value=5.0)
+  keys = jax.random.split(jax.random.key(1), 8)
+  out = students.fit_seeds(st, data, keys, check=check, **kw)
+  expected = []
+  for key in keys:
+    try:
+      students.fit(st, data, key, check=check, **kw)
+      expected.append(None)
+    except students.GameFailed as e:
+      expected.append((e.step, e.value))
+  assert 0 < sum(e is not None for e in expected) < len(keys)  # both kinds among the keys
+  assert [None if f is None else (f.step, f.value) for f in out.failed] == expected
+  assert all(h[-1]["step"] == 10 for h in out.history)
+
+
+@pytest.mark.parametrize("keys", [jax.random.key(0), jax.random.split(jax.random.key(0), 0)])
+def test_fit_seeds_refuses_a_key_array_that_is_not_a_list_of_keys(keys):
+  data, _ = _toy_data()
+  with pytest.raises(ValueError, match="keys: a one-dimensional array"):
+    students.fit_seeds(_tiny_gan(), data, keys, num_steps=2, batch_size=4, segment_steps=1,
+                       log=None)

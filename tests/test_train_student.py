@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import pathlib
 import shutil
@@ -391,3 +392,50 @@ def test_a_failed_game_restarts_the_student_with_a_fresh_key(tmp_path, teachers_
   c.game_check.max_restarts = 0  # no check: the first try's checkpoint runs on
   plain = train_student.run(c, str(tmp_path / "plain"))
   assert plain["game_restarts"] == [] and [e["step"] for e in plain["history"]] == [3, 6]
+
+
+@pytest.mark.slow
+def test_seeds_train_side_by_side_as_their_own_runs(tmp_path, teachers_dir, capsys):
+  """config.num_seeds = 2: one vmapped program trains the students of --config.seed=0 and
+  1 on the same labels, failed games included (every first try fails here, and each seed's
+  second try runs from that seed's restart key); the results give each seed's accuracy as
+  its own run's, their mean and the mean curve."""
+  c = _config("student_pate_g", votes_dir=str(teachers_dir), num_seeds=2)
+  c.student.kwargs.update(TINY_GAN)
+  c.game_check.update({"step": 3, "max_value": -1.0, "max_restarts": 1})
+  r = experiment.run_and_report(train_student.run, train_student.report, c,
+                                str(tmp_path / "both"))
+  assert "mean of 2 students, seeds 0-1" in capsys.readouterr().out
+  assert r["seeds"] == [0, 1] and r["num_seeds"] == 2
+  assert [(f["seed"], f["try"], f["step"]) for f in r["game_restarts"]] == [(0, 1, 3),
+                                                                          (1, 1, 3)]
+  assert (tmp_path / "both" / "checkpoints_try2").is_dir()
+  for seed in (0, 1):
+    one = copy.deepcopy(c)
+    one.seed, one.num_seeds = seed, 1
+    alone = train_student.run(one, str(tmp_path / f"seed{seed}"))
+    assert alone["num_labels"] == r["num_labels"]
+    assert r["eval_accuracy_seeds"][seed] == pytest.approx(alone["eval_accuracy"],
+                                                          abs=1.5 / r["num_eval"])
+    mine, theirs = r["seed_histories"][seed], alone["history"]
+    assert [e["step"] for e in mine] == [e["step"] for e in theirs] == [3, 6]
+    np.testing.assert_allclose([e["loss_gen"] for e in mine],
+                               [e["loss_gen"] for e in theirs], rtol=1e-3)
+  assert r["eval_accuracy"] == pytest.approx(np.mean(r["eval_accuracy_seeds"]))
+  assert [e["eval_accuracy"] for e in r["history"]] == pytest.approx(
+      [np.mean([h[n]["eval_accuracy"] for h in r["seed_histories"]]) for n in range(2)])
+  again = train_student.run(c, str(tmp_path / "both"))  # every try restored
+  assert again["eval_accuracy_seeds"] == r["eval_accuracy_seeds"]
+  assert again["resumed_from_step"] == 6
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"num_seeds": 0}, "config.num_seeds must be an integer >= 1"),
+    ({"num_seeds": 2, "active": {"round_sizes": (10,)}}, "active learner trains one student"),
+])
+def test_seeds_are_refused_where_they_cannot_be(tmp_path, teachers_dir, overrides, match):
+  c = _config("student_pate_g", votes_dir=str(teachers_dir))
+  with c.unlocked():
+    c.update(overrides)
+  with pytest.raises(ValueError, match=match):
+    train_student.run(c, str(tmp_path))

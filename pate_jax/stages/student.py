@@ -23,8 +23,10 @@ import time
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from pate_jax import _checks
 from pate_jax import data as data_lib
 from pate_jax import experiment, memory, reporting, rng, students
 from pate_jax import labels as labels_lib
@@ -68,6 +70,11 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
   votes = votes_lib.load_votes(config.votes_dir)
   pool, eval_x, eval_y, num_classes = students.load_public_data(votes, config.data_dir)
   root = rng.root_key(config.seed)
+  num_seeds = _checks.positive_int(config.get("num_seeds", 1), "config.num_seeds")
+  if num_seeds > 1 and config.get("active") and config.active.round_sizes:
+    raise ValueError("config.num_seeds: the active learner trains one student (its rounds "
+                     "ask for that student's least confident rows); use 1")
+  seed_roots = [root] + [rng.root_key(config.seed + i) for i in range(1, num_seeds)]
   student = students.build_student(config.student.name, num_classes, pool.shape[1:],
                                    **config.student.kwargs.to_dict())
   fit_kwargs = {"num_steps": int(config.num_steps), "batch_size": int(config.batch_size),
@@ -147,8 +154,12 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
     clock.mark("labels")
     if on_labels is not None:
       on_labels()
-    fit, results["game_restarts"] = _fit_checked(config, student, data, key, root, workdir,
-                                                 fit_kwargs)
+    if num_seeds == 1:
+      fit, results["game_restarts"] = _fit_checked(config, student, data, key, root, workdir,
+                                                   fit_kwargs)
+    else:
+      fit, seeds = _fit_seeds_checked(config, student, data, seed_roots, workdir, fit_kwargs)
+      results.update(seeds)
   clock.mark("fit")  # the initialisation, checkpoints and held-out records with the training
   true = np.asarray(votes["labels"])[index]
   hard = labels if labels.ndim == 1 else labels.argmax(1)
@@ -197,7 +208,9 @@ def compile_ahead(config, *, num_classes: int, image_shape: tuple[int, ...], poo
       num_classes)
   students.compile_fit(student, data, rng.stream(rng.root_key(config.seed), "student_train"),
                        num_steps=int(config.num_steps), batch_size=int(config.batch_size),
-                       segment_steps=int(config.segment_steps))
+                       segment_steps=int(config.segment_steps),
+                       num_seeds=_checks.positive_int(config.get("num_seeds", 1),
+                                                      "config.num_seeds"))
   return time.time() - t
 
 
@@ -207,16 +220,10 @@ def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
   (training metrics only), at most ``game_check.max_restarts`` times; the last try runs
   unchecked. Each try keeps its own checkpoints, so a killed run resumes in its try.
   Returns the fit and the failed tries."""
-  gc = config.get("game_check")
-  restarts = int(gc.max_restarts) if gc is not None and gc.max_restarts else 0
-  late = gc.get("late_max_value") if gc is not None else None
-  check = (students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value),
-                              None if late is None else float(late))
-           if restarts else None)
+  check, restarts = _game_check(config)
   failed: list[dict] = []
   for attempt in range(restarts + 1):
-    try_key = (key if attempt == 0 else
-               jax.random.fold_in(rng.stream(root, "student_restart"), attempt))
+    try_key = key if attempt == 0 else _restart_key(root, attempt)
     directory = workdir / ("checkpoints" if attempt == 0 else f"checkpoints_try{attempt + 1}")
     try:
       return students.fit(student, data, try_key, checkpoint_dir=str(directory),
@@ -224,9 +231,80 @@ def _fit_checked(config, student, data, key, root, workdir, fit_kwargs
     except students.GameFailed as e:  # a training metric: printed as the training log
       (fit_kwargs.get("log") or print)(f"{e}: restarting the student with a fresh key (try "
                                        f"{attempt + 2} of {restarts + 1})")
-      failed.append({"try": attempt + 1, "step": e.step, "metric": e.metric,
-                     "value": e.value, "max_value": e.max_value})
+      failed.append(_failure(attempt, e))
   raise AssertionError("the last try runs unchecked and cannot fail its check")
+
+
+def _game_check(config) -> tuple[students.GameCheck | None, int]:
+  """``config.game_check`` as a :class:`pate_jax.students.GameCheck` (None where off) and
+  the number of restarts it allows."""
+  gc = config.get("game_check")
+  restarts = int(gc.max_restarts) if gc is not None and gc.max_restarts else 0
+  late = gc.get("late_max_value") if gc is not None else None
+  check = (students.GameCheck(int(gc.step), str(gc.metric), float(gc.max_value),
+                              None if late is None else float(late))
+           if restarts else None)
+  return check, restarts
+
+
+def _restart_key(root: jax.Array, attempt: int) -> jax.Array:
+  """The key of a student's try ``attempt + 1`` after a failed game (fresh, from the
+  ``student_restart`` stream of the student's root)."""
+  return jax.random.fold_in(rng.stream(root, "student_restart"), attempt)
+
+
+def _failure(attempt: int, e: students.GameFailed) -> dict:
+  return {"try": attempt + 1, "step": e.step, "metric": e.metric, "value": e.value,
+          "max_value": e.max_value}
+
+
+def _fit_seeds_checked(config, student, data, roots: list, workdir, fit_kwargs
+                       ) -> tuple[students.FitResult, dict]:
+  """``config.num_seeds`` students trained side by side in one vmapped program
+  (:func:`pate_jax.students.fit_seeds`) on the same labels: seed ``i``'s student is the one
+  a run with ``--config.seed`` + ``i`` trains (its ``student_train`` key, and its restarts'
+  keys), so ``roots`` are those runs' root keys. A seed whose game fails the check is
+  trained again with its next restart key, beside the others that failed, at most
+  ``game_check.max_restarts`` times (the last try unchecked), each try in its own
+  checkpoints as :func:`_fit_checked`'s.
+
+  Returns a :class:`pate_jax.students.FitResult` whose accuracy is the seeds' mean and whose
+  history is their mean curve, and the results' per-seed fields."""
+  check, restarts = _game_check(config)
+  log = fit_kwargs.get("log") or print
+  seeds = [int(config.seed) + i for i in range(len(roots))]
+  accuracy: list = [None] * len(roots)
+  histories: list = [None] * len(roots)
+  failed: list[dict] = []
+  pending, seconds, resumed_from = list(range(len(roots))), 0.0, None
+  for attempt in range(restarts + 1):
+    keys = jnp.stack([rng.stream(roots[i], "student_train") if attempt == 0 else
+                      _restart_key(roots[i], attempt) for i in pending])
+    directory = workdir / ("checkpoints" if attempt == 0 else f"checkpoints_try{attempt + 1}")
+    out = students.fit_seeds(student, data, keys, checkpoint_dir=str(directory),
+                             check=check if attempt < restarts else None, **fit_kwargs)
+    seconds += out.train_seconds
+    resumed_from = out.resumed_from if resumed_from is None else resumed_from
+    again = []
+    for j, i in enumerate(pending):
+      if out.failed[j] is None:
+        accuracy[i], histories[i] = out.eval_accuracy[j], out.history[j]
+        continue
+      log(f"seed {seeds[i]}: {out.failed[j]}: training it again with a fresh key (try "
+          f"{attempt + 2} of {restarts + 1})")
+      failed.append({"seed": seeds[i], **_failure(attempt, out.failed[j])})
+      again.append(i)
+    pending = again
+    if not pending:
+      break
+  mean_history = [
+      {k: (v if k == "step" else float(np.mean([h[n][k] for h in histories])))
+       for k, v in entry.items()} for n, entry in enumerate(histories[0])]
+  fit = students.FitResult(None, float(np.mean(accuracy)), mean_history, resumed_from,
+                           seconds)
+  return fit, {"num_seeds": len(seeds), "seeds": seeds, "eval_accuracy_seeds": accuracy,
+               "eval_accuracy_std": float(np.std(accuracy, ddof=1)),
+               "game_restarts": failed, "seed_histories": histories}
 
 
 def plan(config) -> dict:
@@ -271,7 +349,14 @@ def plan(config) -> dict:
               "state_bytes": memory.tree_bytes(state)})
   labels = (jax.ShapeDtypeStruct((n, num_classes), np.float32) if config.labels ==
             "probabilities" else jax.ShapeDtypeStruct((n,), np.int32))
-  step = students._loop._segment  # pylint: disable=protected-access  # the compiled step
+  num_seeds = _checks.positive_int(config.get("num_seeds", 1), "config.num_seeds")
+  if num_seeds == 1:
+    step = students._loop._segment  # pylint: disable=protected-access  # the compiled step
+  else:  # the seeds' stacked states and keys, in one vmapped program
+    step = students._loop._seeds_segment  # pylint: disable=protected-access
+    state, key = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct((num_seeds, *a.shape), a.dtype), (state, key))
+    out.update({"num_seeds": num_seeds, "state_bytes": memory.tree_bytes(state)})
   out["train_step_temp_bytes_per_batch"] = experiment.compiled_temp_bytes(
       lambda s, k, x, i, y: step(student, batch, 1, s, k, np.int32(0), x, i, y),
       state, key, pool_abs, jax.ShapeDtypeStruct((n,), np.int32), labels)
@@ -310,12 +395,18 @@ def report(r: dict) -> None:
   if source.get("public"):
     print(f"\nNOTE: {source['note']}")
   for f in r.get("game_restarts") or ():
-    print(f"\nNOTE: try {f['try']}'s game failed ({f['metric']} {f['value']:.3g} > "
+    who = f"seed {f['seed']}'s " if "seed" in f else ""
+    print(f"\nNOTE: {who}try {f['try']}'s game failed ({f['metric']} {f['value']:.3g} > "
           f"{f['max_value']:g} at step {f['step']}); the student restarted with a fresh key")
   release = r.get("epsilon_release")
   released = (f"; released ε {release['epsilon_released']:.2f}"
               if isinstance(release, dict) else "")
-  print(f"\n{r['student']} student: held-out accuracy {r['eval_accuracy']:.2%} on "
+  seeds = ""
+  if r.get("num_seeds", 1) > 1:
+    seeds = (f" (mean of {r['num_seeds']} students, seeds {r['seeds'][0]}-{r['seeds'][-1]}: "
+             + " ".join(f"{a:.2%}" for a in r["eval_accuracy_seeds"])
+             + f"; sd {r['eval_accuracy_std']:.2%})")
+  print(f"\n{r['student']} student: held-out accuracy {r['eval_accuracy']:.2%}{seeds} on "
         f"{r['num_eval']} images; {r['num_labels']} labels (accuracy "
         f"{r['label_accuracy']:.2%}); ε: {fmt(r['epsilon'])}{released} (δ {r['delta']:g}); "
         f"{r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")

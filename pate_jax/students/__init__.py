@@ -21,6 +21,7 @@ from pate_jax.students._data import (UNNOISED_LABELS, StudentData, answered_labe
                                      epoch_batches, load_public_data, make_student_data,
                                      with_labels)
 from pate_jax.students._loop import (MATMUL_PRECISIONS, FitResult, GameCheck, GameFailed,
+                                     SeedsFitResult, fit_seeds, seeds_accuracy,
                                      Student, accuracy, checked_matmul_precision, compile_fit,
                                      fit, init_state, judge, matmul_precision, predict,
                                      probabilities, training_segment)

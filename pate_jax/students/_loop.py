@@ -161,10 +161,11 @@ def gather_batch(rows: Mapping[str, jax.Array], pool: jax.Array, labelled_index:
           "x_unl": x[bounds[1]:bounds[2]], "x_unl2": x[bounds[2]:]}
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
-def _segment(student: Student, batch_size: int, num_steps: int, state: PyTree,
-             key: jax.Array, start: jax.Array, pool: jax.Array, labelled_index: jax.Array,
-             labels: jax.Array) -> tuple[PyTree, dict]:
+def _segment_steps(student: Student, batch_size: int, num_steps: int, state: PyTree,
+                   key: jax.Array, start: jax.Array, pool: jax.Array,
+                   labelled_index: jax.Array, labels: jax.Array) -> tuple[PyTree, dict]:
+  """Steps ``start .. start + num_steps - 1`` of one student (``key``): the body of
+  :func:`_segment` and, vmapped over states and keys, of :func:`_seeds_segment`."""
   step_key = jax.random.fold_in(key, _STEP)
   rows = segment_batches(key, start, num_steps, pool.shape[0], labelled_index.shape[0],
                          batch_size)
@@ -180,6 +181,21 @@ def _segment(student: Student, batch_size: int, num_steps: int, state: PyTree,
   return state, jax.tree.map(jnp.mean, metrics)
 
 
+_segment = functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)(
+    _segment_steps)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=3)
+def _seeds_segment(student: Student, batch_size: int, num_steps: int, states: PyTree,
+                   keys: jax.Array, start: jax.Array, pool: jax.Array,
+                   labelled_index: jax.Array, labels: jax.Array) -> tuple[PyTree, dict]:
+  """:func:`_segment` for ``N`` students at once: ``states`` and ``keys`` stacked on a
+  leading seed axis, the data shared; metrics ``[N]``."""
+  return jax.vmap(functools.partial(_segment_steps, student, batch_size, num_steps),
+                  in_axes=(0, 0, None, None, None, None))(states, keys, start, pool,
+                                                          labelled_index, labels)
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def _probabilities(student: Student, state: PyTree, images: jax.Array) -> jax.Array:
   with matmul_precision(student):
@@ -187,9 +203,27 @@ def _probabilities(student: Student, state: PyTree, images: jax.Array) -> jax.Ar
 
 
 @functools.partial(jax.jit, static_argnums=0)
+def _seeds_predictions(student: Student, states: PyTree, images: jax.Array) -> jax.Array:
+  """Predicted classes ``[N, B]`` of ``images`` under each of the stacked ``states``."""
+  with matmul_precision(student):
+    return jax.vmap(lambda s: jnp.argmax(student.logits(s, images), axis=-1))(states)
+
+
+@functools.partial(jax.jit, static_argnums=0)
 def _init(student: Student, key: jax.Array, sample: jax.Array) -> PyTree:
   with matmul_precision(student):
     return student.init(key, sample)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _seeds_init(student: Student, keys: jax.Array, pool: jax.Array,
+                init_examples: int) -> PyTree:
+  """:func:`init_state` for each of ``keys [N]`` in one program (stacked states)."""
+  def one(key):
+    rows = jax.random.permutation(jax.random.fold_in(key, _INIT_SAMPLE), pool.shape[0])
+    with matmul_precision(student):
+      return student.init(jax.random.fold_in(key, _INIT), pool[rows[:init_examples]])
+  return jax.vmap(one)(keys)
 
 
 def probabilities(student: Student, state: PyTree, images: Any, batch_size: int = 1000
@@ -287,8 +321,107 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
       ckpt.close()
 
 
+class SeedsFitResult(NamedTuple):
+  """What :func:`fit_seeds` returns: per seed, in the order of its ``keys``."""
+  state: PyTree                    # the final states, stacked on a leading seed axis
+  eval_accuracy: list[float]
+  history: list[list[dict]]        # each seed's records, as :func:`fit`'s history
+  failed: list[GameFailed | None]  # each seed's first failed check (None: passed or none)
+  resumed_from: int
+  train_seconds: float
+
+
+def seeds_accuracy(student: Student, states: PyTree, images: Any, labels: Any,
+                   batch_size: int = 1000) -> list[float]:
+  """The accuracy on ``images`` (host array) of each of the stacked ``states``."""
+  images, labels = np.asarray(images, np.float32), np.asarray(labels)
+  predicted = np.concatenate(
+      [np.asarray(_seeds_predictions(student, states, jnp.asarray(images[i:i + batch_size])))
+       for i in range(0, images.shape[0], batch_size)], axis=1)
+  return [float(a) for a in np.mean(predicted == labels, axis=1)]
+
+
+def fit_seeds(student: Student, data: StudentData, keys: jax.Array, *, num_steps: int,
+              batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
+              init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
+              restart: bool = False, max_to_keep: int = 1,
+              restart_flag: str = "--config.restart",
+              log: Callable[[str], None] | None = print, check: GameCheck | None = None
+              ) -> SeedsFitResult:
+  """:func:`fit` for ``N`` students at once, one per key of ``keys [N]``, vmapped in one
+  compiled program on the same data: seed ``i`` is the student :func:`fit` trains with
+  ``keys[i]`` (the same initialisation, batches and randomness; equal up to the rounding of
+  batched products). The stacked state is checkpointed after every segment, as one.
+
+  ``check`` is judged per seed without stopping the others: a seed's first failed record
+  is its ``failed`` entry, and it trains on to the end with the rest (a caller retrains
+  it, as :func:`fit`'s callers restart a failed game). The other arguments are
+  :func:`fit`'s; a history record holds each metric as a list over the seeds, split into
+  one history per seed in the result.
+  """
+  _check_schedule(num_steps, batch_size, segment_steps)
+  if data.num_labelled == 0:
+    raise ValueError("data: the student has no labelled examples")
+  keys = jnp.asarray(keys)
+  if keys.ndim != 1 or keys.shape[0] < 1:
+    raise ValueError(f"keys: a one-dimensional array of at least one key, got shape "
+                     f"{tuple(keys.shape)}")
+  num_seeds = keys.shape[0]
+  state, arrays = _seeds_start(student, data, keys, init_examples)
+  ckpt = None
+  if checkpoint_dir:
+    ckpt = Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
+                        restart_flag=restart_flag, fingerprint={
+        "keys": np.asarray(jax.random.key_data(keys)).tolist(), "batch_size": batch_size,
+        "init_examples": init_examples,
+        "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
+        **(fingerprint or {})})
+  failed: list[GameFailed | None] = [None] * num_seeds
+  try:
+    step = 0
+    if ckpt is not None:
+      state, step = ckpt.restore_or(state)
+      if step > num_steps:
+        raise ValueError(f"num_steps: {num_steps} is below the checkpoint's step {step}; "
+                         "give at least that many, or restart")
+      if step and log:
+        log(f"resumed from checkpoint at step {step}")
+
+    def segment(state, start, n):
+      return _seeds_segment(student, batch_size, n, state, keys, jnp.asarray(start), *arrays)
+
+    def record(state, step, metrics):
+      return {"eval_accuracy": seeds_accuracy(student, state, data.eval_images,
+                                              data.eval_labels),
+              **{k: [float(x) for x in np.asarray(v)] for k, v in metrics.items()}}
+
+    def after(step, n, metrics, entry):
+      if log:
+        acc = entry["eval_accuracy"]
+        log(f"step={step} eval_accuracy mean={np.mean(acc):.4f} seeds="
+            + " ".join(f"{a:.4f}" for a in acc))
+
+    out = run_segments(segment, state, start=step, total=num_steps,
+                       segment_steps=segment_steps, ckpt=ckpt, record=record,
+                       after_segment=after)
+  finally:
+    if ckpt is not None:
+      ckpt.close()
+  histories = [[{k: (v[i] if isinstance(v, list) else v) for k, v in e.items()}
+                for e in out.history] for i in range(num_seeds)]
+  for i, history in enumerate(histories):
+    try:
+      judge(check, history)
+    except GameFailed as e:
+      failed[i] = e
+  acc = ([h[-1]["eval_accuracy"] for h in histories] if out.history else
+         seeds_accuracy(student, out.state, data.eval_images, data.eval_labels))
+  return SeedsFitResult(out.state, acc, histories, failed, out.resumed_from, out.seconds)
+
+
 def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
-                batch_size: int, segment_steps: int, init_examples: int = 500) -> None:
+                batch_size: int, segment_steps: int, init_examples: int = 500,
+                num_seeds: int = 1) -> None:
   """Compiles the programs :func:`fit` will run on data of ``data``'s shapes, without
   training: the initialisation (run, on ``init_examples`` pool rows), each length of
   training segment a run from step 0 takes (compiled ahead of time, not run) and the
@@ -297,8 +430,17 @@ def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_step
   programs are cached by it: :func:`pate_jax.students.build_student` returns one object per
   arguments). A later :func:`fit` on real data of those shapes then compiles nothing, so
   this may run while something else (the teachers' training) keeps the accelerator busy.
+  ``num_seeds`` > 1: :func:`fit_seeds`'s programs for that many keys instead.
   """
   _check_schedule(num_steps, batch_size, segment_steps)
+  if num_seeds > 1:
+    keys = jnp.stack([key] * num_seeds)  # as callers stack their seeds' keys
+    state, arrays = _seeds_start(student, data, keys, init_examples)
+    for n in sorted(segment_lengths(num_steps, segment_steps)):
+      _seeds_segment.lower(student, batch_size, n, state, keys, jnp.asarray(0),
+                           *arrays).compile()
+    seeds_accuracy(student, state, data.eval_images, data.eval_labels)
+    return
   state, arrays = _start(student, data, key, init_examples)
   for n in sorted(segment_lengths(num_steps, segment_steps)):
     _segment.lower(student, batch_size, n, state, key, jnp.asarray(0), *arrays).compile()
@@ -321,13 +463,25 @@ def training_segment(student: Student, data: StudentData, key: jax.Array, *, num
   return state, run
 
 
+def _arrays(data: StudentData) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """``data``'s arrays the training reads, each copied to the device once: ``(pool,
+  labelled_index, labels)``."""
+  return (jnp.asarray(data.pool), jnp.asarray(data.labelled_index, jnp.int32),
+          jnp.asarray(data.labels))
+
+
 def _start(student: Student, data: StudentData, key: jax.Array, init_examples: int
            ) -> tuple[PyTree, tuple[jax.Array, jax.Array, jax.Array]]:
-  """The initial state :func:`fit` starts from and ``data``'s arrays the training reads,
-  each copied to the device once: ``(state, (pool, labelled_index, labels))``."""
-  pool = jnp.asarray(data.pool)
-  arrays = (pool, jnp.asarray(data.labelled_index, jnp.int32), jnp.asarray(data.labels))
-  return init_state(student, pool, key, init_examples), arrays
+  """The initial state :func:`fit` starts from and :func:`_arrays`."""
+  arrays = _arrays(data)
+  return init_state(student, arrays[0], key, init_examples), arrays
+
+
+def _seeds_start(student: Student, data: StudentData, keys: jax.Array, init_examples: int
+                 ) -> tuple[PyTree, tuple[jax.Array, jax.Array, jax.Array]]:
+  """:func:`_start` for :func:`fit_seeds`: the stacked initial states of ``keys``."""
+  arrays = _arrays(data)
+  return _seeds_init(student, keys, arrays[0], min(init_examples, arrays[0].shape[0])), arrays
 
 
 def _train(student, data, arrays, key, state, ckpt, num_steps, batch_size, segment_steps, log,
