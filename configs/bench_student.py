@@ -6,8 +6,9 @@
 Default: the main job's student (PATE-G, real images shifted by up to 2 pixels; the
 student of configs/pate_mnist.py) on random data of MNIST's shapes, in segments of the main
 job's 900 steps, at float32 products (the students' setting) and at the backend's default
-(TF32 on recent NVIDIA GPUs), the first profiled. ``:cpu``: 50-step calls, float32 only,
-no profile (about 20 s on 2 cores).
+(TF32 on recent NVIDIA GPUs), the first profiled, then 3 students side by side (one
+vmapped program: the student configs' ``num_seeds``). ``:cpu``: 50-step calls, float32
+only, no profile, 2 students side by side.
 """
 
 import ml_collections
@@ -29,11 +30,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.num_steps = 27_000         # seconds_for_num_steps: the main job's 300 epochs
   c.precisions = ("float32", "default")  # students.MATMUL_PRECISIONS or "default"
   c.profile_precisions = ("float32",)    # one more call under jax.profiler each
+  # Students side by side (config.num_seeds of the student configs): that many in one
+  # vmapped program, at the first precision, against one at a time.
+  c.num_seeds = (3,)
   if arg == "cpu":
     c.steps_per_call = 50
     c.repeats = 2
     c.precisions = ("float32",)
     c.profile_precisions = ()
+    c.num_seeds = (2,)
   elif arg not in (None, ""):
     raise ValueError(f"configs/bench_student.py: unknown variant {arg!r}; use '' or 'cpu'")
   return c

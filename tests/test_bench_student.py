@@ -43,7 +43,8 @@ def test_the_timed_segment_is_the_fits_program():
 
 
 def test_the_benchmark_records_each_precision_and_profiles_the_asked_one(tmp_path, capsys):
-  c = _config(precisions=("float32", "default"), profile_precisions=("default",))
+  c = _config(precisions=("float32", "default"), profile_precisions=("default",),
+              num_seeds=())
   r = bench_student.run(c, str(tmp_path))
   record = json.loads((tmp_path / "results.json").read_text())
   assert record["disclosure"] == experiment.NO_PRIVATE_DATA
@@ -65,6 +66,31 @@ def test_the_benchmark_records_each_precision_and_profiles_the_asked_one(tmp_pat
   out = capsys.readouterr().out
   assert "ms/step" in out and "30 steps:" in out
   assert not list(tmp_path.glob("profile_*"))  # the trace is summarised, then deleted
+  assert r["seeds"] == {}  # none asked for here
+
+
+@pytest.mark.slow
+def test_the_benchmark_times_students_side_by_side_in_fit_seeds_program(tmp_path, capsys):
+  c = _config()  # the :cpu config's 2 students side by side
+  r = bench_student.run(c, str(tmp_path))
+  two = r["seeds"]["2"]
+  assert two["ms_per_step"] == pytest.approx(1e3 * min(two["seconds_per_call"]) / 3)
+  assert two["ms_per_student_step"] == pytest.approx(two["ms_per_step"] / 2)
+  assert two["speedup_over_one_at_a_time"] == pytest.approx(
+      2 * r["precisions"]["float32"]["ms_per_step"] / two["ms_per_step"])
+  assert "2 students side by side (float32)" in capsys.readouterr().out
+  # The timed program is fit_seeds': the same states, bit for bit.
+  data = bench_student._data(c)  # pylint: disable=protected-access
+  st = bench_student._student(c, "float32")  # pylint: disable=protected-access
+  key = jax.random.key(4)
+  state, segment = students.training_segment(st, data, key, num_steps=3, batch_size=5,
+                                             num_seeds=2)
+  state, _ = segment(state, 0)
+  keys = jax.numpy.stack([jax.random.fold_in(key, i) for i in range(2)])
+  fitted = students.fit_seeds(st, data, keys, num_steps=3, batch_size=5, segment_steps=3,
+                              log=None)
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(fitted.state)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_device_events_are_counted_per_step_from_a_device_trace():
@@ -82,6 +108,7 @@ def test_device_events_are_counted_per_step_from_a_device_trace():
     ({"precisions": ()}, "config.precisions"),
     ({"precisions": ("float64",)}, "config.precisions"),
     ({"profile_precisions": ("default",)}, "config.profile_precisions"),
+    ({"num_seeds": (0,)}, "config.num_seeds"),
 ])
 def test_bad_settings_are_refused_naming_the_field(overrides, match):
   with pytest.raises(ValueError, match=match):

@@ -71,7 +71,7 @@ def test_targets_are_computed_from_the_results(tmp_path):
   _write(tmp_path, "bench_teachers", {"strategies": {"vmap": {"examples_per_second": 3.1e5}}})
   _write(tmp_path, "bench_accounting", {"public_api_over_kernel_device_votes": 3.0,
                                         "public_api_over_kernel_host_votes": 12.0})
-  _write(tmp_path, "pate_g_100", {"eval_accuracy": 0.981, "private": {
+  _write(tmp_path, "pate_g_100", {"eval_accuracy": 0.981, "num_seeds": 3, "private": {
       "epsilon": {"moments_data_dependent": {"epsilon": 2.05}}}})
   _write(tmp_path, "pate_g_shift_100", {"eval_accuracy": 0.979})
   _write(tmp_path, "pate_g_cgn", {"eval_accuracy": 0.984,
@@ -86,6 +86,9 @@ def test_targets_are_computed_from_the_results(tmp_path):
       "api_over_kernel": False, "suite_passes": None,  # the slow tier was interrupted
       "cgn_accuracy": False, "cgn_epsilon": True}
   assert t["api_over_kernel"]["value"] == 12.0 and t["pate_g_epsilon"]["value"] == 2.05
+  # Students side by side: the target reads their mean, and says so.
+  assert "held-out accuracy, the mean of 3 students >= 0.98" in t["pate_g_accuracy"]["target"]
+  assert t["cgn_accuracy"]["target"].endswith("held-out accuracy >= 0.985")  # one student
   # A failure before the interruption already fails the target.
   _write(tmp_path, "tests_slow", {"failures": 0, "errors": 2, "interrupted": True})
   t = ga.targets(c, tmp_path)
@@ -392,6 +395,9 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
   assert bench["results"]["flops_source"] == "jaxpr" and bench["results"]["flops_per_step"]
   student_bench = json.loads((tmp_path / "w2" / "bench_student" / "results.json").read_text())
   assert student_bench["results"]["precisions"]["float32"]["ms_per_step"] > 0
+  assert student_bench["results"]["seeds"]["2"]["ms_per_step"] > 0  # side by side
+  pate_g = json.loads((tmp_path / "w2" / "pate_g_100" / "results.json").read_text())["results"]
+  assert pate_g["seeds"] == [0, 1] and len(pate_g["eval_accuracy_seeds"]) == 2
   assert len(s["runs_done"]) == 11 and set(s["targets"]) == {
       "main_job_wall", "main_job_no_oom", "teacher_accuracy", "examples_per_second",
       "pate_g_accuracy", "pate_g_epsilon", "pate_g_shift_accuracy", "api_over_kernel",

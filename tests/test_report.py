@@ -125,6 +125,16 @@ def test_resolve_paths():
     rp.resolve(results, "a.c")
 
 
+def test_a_key_with_alternatives_reads_the_first_the_run_holds():
+  row = rp.Row("pate2017", "T", "s", run="r", key="eval_accuracy_seeds | eval_accuracy")
+  one = {"eval_accuracy": 0.978}
+  side_by_side = {"eval_accuracy": 0.98, "eval_accuracy_seeds": [0.978, 0.98, 0.982]}
+  assert rp.value_of(row, one) == "97.8 %"
+  assert rp.value_of(row, side_by_side) == "98.0 ± 0.1 % (3 seeds)"
+  with pytest.raises(KeyError, match="eval_accuracy"):
+    rp.value_of(row, {"accuracy": 0.9})
+
+
 def test_mean_and_standard_error():
   mean, se = rp.mean_and_se([0.90, 0.92, 0.94])
   assert mean == pytest.approx(0.92)

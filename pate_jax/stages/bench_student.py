@@ -35,6 +35,8 @@ def check_config(config) -> None:
   for name in ("pool_size", "num_labelled", "num_eval", "batch_size", "steps_per_call",
                "repeats", "num_steps", "num_classes"):
     checks.positive_int(config[name], f"config.{name}")
+  for s in config.get("num_seeds", ()) or ():
+    checks.positive_int(s, "config.num_seeds")
   if config.num_labelled > config.pool_size:
     raise ValueError(f"config.num_labelled ({config.num_labelled}) exceeds config.pool_size "
                      f"({config.pool_size})")
@@ -111,16 +113,7 @@ def run(config, workdir: str) -> dict:
   for precision in config.precisions:
     state, segment = students.training_segment(_student(config, precision), data, key,
                                                num_steps=n, batch_size=config.batch_size)
-    t0 = time.perf_counter()
-    state, _ = segment(state, 0)
-    jax.block_until_ready(state)
-    first = time.perf_counter() - t0
-    times = []
-    for r in range(config.repeats):
-      t0 = time.perf_counter()
-      state, _ = segment(state, (r + 1) * n)
-      jax.block_until_ready(state)
-      times.append(time.perf_counter() - t0)
+    state, first, times = _timed_calls(config, state, segment)
     best = min(times)
     out = {"ms_per_step": 1e3 * best / n, "steps_per_second": n / best,
            "achieved_tflops": results["flops_per_step"] * n / best / 1e12,
@@ -141,9 +134,53 @@ def run(config, workdir: str) -> dict:
           f"{out['seconds_for_num_steps']:.1f} s"
           + ("" if events is None else f"  {events:.0f} device events/step")
           + f"  (first call {first:.1f} s)")
+  results["seeds"] = _seeds(config, data, key, results["precisions"][config.precisions[0]])
   experiment.write_results(workdir, results, config=config, seed=config.seed,
                            disclosure=experiment.NO_PRIVATE_DATA)
   return results
+
+
+def _timed_calls(config, state, segment) -> tuple:
+  """One warm-up call of ``segment`` (it compiles), then ``config.repeats`` timed calls:
+  ``(state, first call's seconds, timed calls' seconds)``."""
+  n = int(config.steps_per_call)
+  t0 = time.perf_counter()
+  state, _ = segment(state, 0)
+  jax.block_until_ready(state)
+  first = time.perf_counter() - t0
+  times = []
+  for r in range(config.repeats):
+    t0 = time.perf_counter()
+    state, _ = segment(state, (r + 1) * n)
+    jax.block_until_ready(state)
+    times.append(time.perf_counter() - t0)
+  return state, first, times
+
+
+def _seeds(config, data, key, one: dict) -> dict:
+  """Each count of ``config.num_seeds`` above 1: that many students in one vmapped program
+  (:func:`pate_jax.students.fit_seeds`'s), at ``config.precisions[0]``: ms per step of them
+  all, per student, and the speed-up over training them one after the other at ``one``'s
+  (that precision's single student) ms per step."""
+  out = {}
+  n = int(config.steps_per_call)
+  for s in (int(x) for x in config.get("num_seeds", ()) or ()):
+    if s <= 1:
+      continue
+    state, segment = students.training_segment(
+        _student(config, config.precisions[0]), data, key, num_steps=n,
+        batch_size=config.batch_size, num_seeds=s)
+    state, first, times = _timed_calls(config, state, segment)
+    del state
+    ms = 1e3 * min(times) / n
+    out[str(s)] = {"ms_per_step": ms, "ms_per_student_step": ms / s,
+                   "speedup_over_one_at_a_time": s * one["ms_per_step"] / ms,
+                   "seconds_per_call": times, "first_call_seconds": first,
+                   "seconds_for_num_steps": ms / 1e3 * config.num_steps}
+    print(f"{s} students side by side ({config.precisions[0]}): {ms:8.3f} ms/step, "
+          f"{ms / s:.3f} per student, {out[str(s)]['speedup_over_one_at_a_time']:.2f}x one "
+          f"at a time  (first call {first:.1f} s)")
+  return out
 
 
 def plan(config) -> dict:
@@ -159,4 +196,5 @@ def plan(config) -> dict:
           "steps_per_call": config.steps_per_call,
           "calls_per_precision": config.repeats + 1 + (1 if config.profile_precisions else 0),
           "precisions": tuple(config.precisions),
-          "profile_precisions": tuple(config.profile_precisions)}
+          "profile_precisions": tuple(config.profile_precisions),
+          "num_seeds": tuple(config.get("num_seeds", ()) or ())}

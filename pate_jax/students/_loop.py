@@ -448,14 +448,23 @@ def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_step
 
 
 def training_segment(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
-                     batch_size: int, init_examples: int = 500
+                     batch_size: int, init_examples: int = 500, num_seeds: int = 1
                      ) -> tuple[PyTree, Callable[[PyTree, int], tuple[PyTree, dict]]]:
   """The compiled training segment :func:`fit` runs, for benchmarks: ``(state, run)``, the
   initial state :func:`fit` starts from and ``run(state, start) -> (state, metrics)``,
   steps ``start .. start + num_steps - 1`` (the same program, batches and randomness as
   :func:`fit` with ``segment_steps=num_steps``; ``state`` is donated; nothing waits for
-  the result)."""
+  the result). ``num_seeds`` > 1: :func:`fit_seeds`'s program for that many students
+  (keys ``fold_in(key, i)``), stacked states."""
   _check_schedule(num_steps, batch_size, num_steps)
+  if num_seeds > 1:
+    keys = jnp.stack([jax.random.fold_in(key, i) for i in range(num_seeds)])
+    state, arrays = _seeds_start(student, data, keys, init_examples)
+
+    def run_seeds(state: PyTree, start: int) -> tuple[PyTree, dict]:
+      return _seeds_segment(student, batch_size, num_steps, state, keys, jnp.asarray(start),
+                            *arrays)
+    return state, run_seeds
   state, arrays = _start(student, data, key, init_examples)
 
   def run(state: PyTree, start: int) -> tuple[PyTree, dict]:
