@@ -13,7 +13,8 @@ label accuracy, epochs and wall time; ``private`` (for the data owner only) -- t
 data-dependent ε. The active learner (configs/student_active.py) asks the teachers'
 budget itself, round by round. Labels with research noise (``aggregate.noise_seed``) or
 without noise make the whole file, and every line printed, private (a research
-measurement).
+measurement). ``--config.num_seeds=N`` trains the students of N seeds side by side on the
+same labels (one vmapped program); the file then gives their mean and each one's accuracy.
 """
 
 from __future__ import annotations

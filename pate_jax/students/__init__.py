@@ -11,6 +11,7 @@ products on every backend unless :attr:`Student.matmul_precision` says otherwise
   pate_g        the semi-supervised GAN with feature matching (Section 3.1)
   vat           virtual adversarial training (Papernot et al. 2018's student)
 
+:func:`fit_seeds` trains several seeds' students side by side in one vmapped program,
 and :func:`active_learning` (Appendix B.2) retrains a student in rounds, querying
 the teachers for its least confident pool inputs first. New students: write the
 three functions, add the name to ``STUDENTS`` in ``_registry.py``.

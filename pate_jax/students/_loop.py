@@ -18,6 +18,8 @@ updates. ``batch`` is a dict: ``x_lab`` / ``y_lab`` (a labelled minibatch;
 compiled once, with per-step randomness ``fold_in(key, step)``, saving an orbax
 checkpoint after each segment; a killed run resumes from the newest one and
 continues bit-identically (the batches are a function of ``(key, step)``).
+:func:`fit_seeds` trains several students, one per key, side by side in one vmapped
+program (a seed's student is the one :func:`fit` trains with its key).
 """
 
 from __future__ import annotations
