@@ -20,7 +20,8 @@ each is checked against (results.json's ``targets``, computed from the runs' res
                     end <= 10x its compiled kernel.
     bench_student   configs/bench_student.py: the main job's student (PATE-G, 2-pixel
                     shifts), ms per step at float32 and the default precision, one call
-                    profiled (device events per step; no target).
+                    profiled (device events per step), and 3 students side by side against
+                    one at a time (no target).
   3 pate_g_100, pate_g_1000  stage 1's CNN teachers -> LNMax labels (PATE 2017, gamma 0.05,
                     research noise seed) -> PATE-G for the paper's 300 epochs, three students
                     side by side (seeds 0-2, one vmapped program; every stage-3 student run

@@ -22,10 +22,10 @@ from pate_jax.students._data import (UNNOISED_LABELS, StudentData, answered_labe
                                      epoch_batches, load_public_data, make_student_data,
                                      with_labels)
 from pate_jax.students._loop import (MATMUL_PRECISIONS, FitResult, GameCheck, GameFailed,
-                                     SeedsFitResult, fit_seeds, seeds_accuracy,
-                                     Student, accuracy, checked_matmul_precision, compile_fit,
-                                     fit, init_state, judge, matmul_precision, predict,
-                                     probabilities, training_segment)
+                                     SeedsFitResult, Student, accuracy,
+                                     checked_matmul_precision, compile_fit, fit, fit_seeds,
+                                     init_state, judge, matmul_precision, predict,
+                                     probabilities, seeds_accuracy, training_segment)
 from pate_jax.students._pate_g import discriminator_losses, feature_matching_loss, pate_g
 from pate_jax.students._registry import STUDENTS, build_student
 from pate_jax.students._supervised import (Classifier, class_loss, classifier, ema_update,
