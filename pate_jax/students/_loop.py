@@ -307,14 +307,9 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
   if data.num_labelled == 0:
     raise ValueError("data: the student has no labelled examples")
   state, arrays = _start(student, data, key, init_examples)
-  ckpt = None
-  if checkpoint_dir:
-    ckpt = Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
-                        restart_flag=restart_flag, fingerprint={
-        "key": np.asarray(jax.random.key_data(key)).tolist(), "batch_size": batch_size,
-        "init_examples": init_examples,
-        "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
-        **(fingerprint or {})})
+  ckpt = _checkpointer(checkpoint_dir, {"key": key}, data, batch_size=batch_size,
+                       init_examples=init_examples, fingerprint=fingerprint, restart=restart,
+                       max_to_keep=max_to_keep, restart_flag=restart_flag)
   try:
     return _train(student, data, arrays, key, state, ckpt, num_steps, batch_size,
                   segment_steps, log, check)
@@ -370,24 +365,12 @@ def fit_seeds(student: Student, data: StudentData, keys: jax.Array, *, num_steps
                      f"{tuple(keys.shape)}")
   num_seeds = keys.shape[0]
   state, arrays = _seeds_start(student, data, keys, init_examples)
-  ckpt = None
-  if checkpoint_dir:
-    ckpt = Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
-                        restart_flag=restart_flag, fingerprint={
-        "keys": np.asarray(jax.random.key_data(keys)).tolist(), "batch_size": batch_size,
-        "init_examples": init_examples,
-        "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
-        **(fingerprint or {})})
+  ckpt = _checkpointer(checkpoint_dir, {"keys": keys}, data, batch_size=batch_size,
+                       init_examples=init_examples, fingerprint=fingerprint, restart=restart,
+                       max_to_keep=max_to_keep, restart_flag=restart_flag)
   failed: list[GameFailed | None] = [None] * num_seeds
   try:
-    step = 0
-    if ckpt is not None:
-      state, step = ckpt.restore_or(state)
-      if step > num_steps:
-        raise ValueError(f"num_steps: {num_steps} is below the checkpoint's step {step}; "
-                         "give at least that many, or restart")
-      if step and log:
-        log(f"resumed from checkpoint at step {step}")
+    state, step = _restore(ckpt, state, num_steps, log)
 
     def segment(state, start, n):
       return _seeds_segment(student, batch_size, n, state, keys, jnp.asarray(start), *arrays)
@@ -495,20 +478,45 @@ def _seeds_start(student: Student, data: StudentData, keys: jax.Array, init_exam
   return _seeds_init(student, keys, arrays[0], min(init_examples, arrays[0].shape[0])), arrays
 
 
+def _checkpointer(checkpoint_dir: str | None, keys: Mapping[str, jax.Array], data: StudentData,
+                  *, batch_size: int, init_examples: int,
+                  fingerprint: Mapping[str, Any] | None, restart: bool, max_to_keep: int,
+                  restart_flag: str) -> Checkpointer | None:
+  """The checkpointer of :func:`fit` and :func:`fit_seeds` (None without a directory): its
+  fingerprint holds the run's key(s) (``keys``: ``{"key": key}`` or ``{"keys": keys}``),
+  the batch size, ``init_examples``, the data's digest and the caller's ``fingerprint``."""
+  if not checkpoint_dir:
+    return None
+  return Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
+                      restart_flag=restart_flag, fingerprint={
+      **{name: np.asarray(jax.random.key_data(k)).tolist() for name, k in keys.items()},
+      "batch_size": batch_size, "init_examples": init_examples,
+      "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
+      **(fingerprint or {})})
+
+
+def _restore(ckpt: Checkpointer | None, state: PyTree, num_steps: int,
+             log: Callable[[str], None] | None) -> tuple[PyTree, int]:
+  """``(state, step)``: the newest checkpoint of ``ckpt``, or ``state`` at step 0; a
+  checkpoint past ``num_steps`` is refused."""
+  if ckpt is None:
+    return state, 0
+  state, step = ckpt.restore_or(state)
+  if step > num_steps:
+    raise ValueError(f"num_steps: {num_steps} is below the checkpoint's step {step}; "
+                     "give at least that many, or restart")
+  if step and log:
+    log(f"resumed from checkpoint at step {step}")
+  return state, step
+
+
 def _train(student, data, arrays, key, state, ckpt, num_steps, batch_size, segment_steps, log,
            check=None) -> FitResult:
   """:func:`fit` from ``state`` (or the newest checkpoint of ``ckpt``); ``arrays``:
   :func:`_start`'s."""
-  step = 0
-  if ckpt is not None:
-    state, step = ckpt.restore_or(state)
-    if step > num_steps:
-      raise ValueError(f"num_steps: {num_steps} is below the checkpoint's step {step}; "
-                       "give at least that many, or restart")
-    if step and log:
-      log(f"resumed from checkpoint at step {step}")
-    if step:
-      judge(check, ckpt.restore_history(step))
+  state, step = _restore(ckpt, state, num_steps, log)
+  if step:
+    judge(check, ckpt.restore_history(step))
 
   def segment(state, start, n):
     return _segment(student, batch_size, n, state, key, jnp.asarray(start), *arrays)
