@@ -211,21 +211,24 @@ def _seeds_predictions(student: Student, states: PyTree, images: jax.Array) -> j
     return jax.vmap(lambda s: jnp.argmax(student.logits(s, images), axis=-1))(states)
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _init(student: Student, key: jax.Array, sample: jax.Array) -> PyTree:
+def _init_from_pool(student: Student, key: jax.Array, pool: jax.Array,
+                    init_examples: int) -> PyTree:
+  """``student.init`` on ``init_examples`` random rows of ``pool``: the rows and the
+  initialisation from distinct sub-streams of ``key`` (the body of :func:`_init` and,
+  vmapped over keys, of :func:`_seeds_init`)."""
+  rows = jax.random.permutation(jax.random.fold_in(key, _INIT_SAMPLE), pool.shape[0])
   with matmul_precision(student):
-    return student.init(key, sample)
+    return student.init(jax.random.fold_in(key, _INIT), pool[rows[:init_examples]])
+
+
+_init = functools.partial(jax.jit, static_argnums=(0, 3))(_init_from_pool)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3))
 def _seeds_init(student: Student, keys: jax.Array, pool: jax.Array,
                 init_examples: int) -> PyTree:
   """:func:`init_state` for each of ``keys [N]`` in one program (stacked states)."""
-  def one(key):
-    rows = jax.random.permutation(jax.random.fold_in(key, _INIT_SAMPLE), pool.shape[0])
-    with matmul_precision(student):
-      return student.init(jax.random.fold_in(key, _INIT), pool[rows[:init_examples]])
-  return jax.vmap(one)(keys)
+  return jax.vmap(lambda key: _init_from_pool(student, key, pool, init_examples))(keys)
 
 
 def probabilities(student: Student, state: PyTree, images: Any, batch_size: int = 1000
@@ -255,9 +258,7 @@ def init_state(student: Student, pool: jax.Array, key: jax.Array,
 
   The rows and the initialisation draw from distinct sub-streams of ``key``.
   """
-  rows = jax.random.permutation(jax.random.fold_in(key, _INIT_SAMPLE), pool.shape[0])
-  return _init(student, jax.random.fold_in(key, _INIT),
-               pool[rows[:min(init_examples, pool.shape[0])]])
+  return _init(student, key, pool, min(init_examples, pool.shape[0]))
 
 
 def _check_schedule(num_steps: int, batch_size: int, segment_steps: int) -> None:
