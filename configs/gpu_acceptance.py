@@ -170,7 +170,7 @@ def _rehearsal(c: ml_collections.ConfigDict) -> None:
   c.pate_g.num_steps, c.pate_g.segment_steps, c.pate_g.num_seeds = 10, 5, 2
   c.pate_g_cgn = _sibling("student_confident_gnmax", "cpu")
   c.pate_g_cgn.aggregate.noise_seed = 0
-  c.pate_g_cgn.num_steps, c.pate_g_cgn.segment_steps = 10, 5
+  c.pate_g_cgn.num_steps, c.pate_g_cgn.segment_steps, c.pate_g_cgn.num_seeds = 10, 5, 2
   c.baseline = _sibling("mnist_250", "cpu")
   c.baseline.update({"num_teachers": 1, "train_subset": 2_000, "num_steps": 10,
                      "checkpoint_every": 5, "distill_temperatures": (), "gap_plot": False})
