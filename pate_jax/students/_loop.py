@@ -213,7 +213,8 @@ def _seeds_predictions(student: Student, states: PyTree, images: jax.Array) -> j
 
 def _init_from_pool(student: Student, key: jax.Array, pool: jax.Array,
                     init_examples: int) -> PyTree:
-  """``student.init`` on ``init_examples`` random rows of ``pool``: the rows and the
+  """``student.init`` on ``init_examples`` random rows of ``pool`` (all of them where it has
+  fewer: the slice stops at the pool's end): the rows and the
   initialisation from distinct sub-streams of ``key`` (the body of :func:`_init` and,
   vmapped over keys, of :func:`_seeds_init`)."""
   rows = jax.random.permutation(jax.random.fold_in(key, _INIT_SAMPLE), pool.shape[0])
@@ -258,7 +259,7 @@ def init_state(student: Student, pool: jax.Array, key: jax.Array,
 
   The rows and the initialisation draw from distinct sub-streams of ``key``.
   """
-  return _init(student, key, pool, min(init_examples, pool.shape[0]))
+  return _init(student, key, pool, init_examples)
 
 
 def _check_schedule(num_steps: int, batch_size: int, segment_steps: int) -> None:
@@ -476,7 +477,7 @@ def _seeds_start(student: Student, data: StudentData, keys: jax.Array, init_exam
                  ) -> tuple[PyTree, tuple[jax.Array, jax.Array, jax.Array]]:
   """:func:`_start` for :func:`fit_seeds`: the stacked initial states of ``keys``."""
   arrays = _arrays(data)
-  return _seeds_init(student, keys, arrays[0], min(init_examples, arrays[0].shape[0])), arrays
+  return _seeds_init(student, keys, arrays[0], init_examples), arrays
 
 
 def _checkpointer(checkpoint_dir: str | None, keys: Mapping[str, jax.Array], data: StudentData,
