@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import pathlib
 
@@ -12,6 +13,23 @@ os.environ.setdefault("PATE_JAX_OFFLINE", "1")
 os.environ.setdefault("PATE_JAX_NO_PROGRESS", "1")
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _accelerator_plugin() -> bool:
+  """Whether a JAX accelerator plugin (CUDA, ROCm, TPU) is installed."""
+  names = {(d.metadata["Name"] or "").lower().replace("_", "-")
+           for d in importlib.metadata.distributions()}
+  return any(n.startswith(("jax-cuda", "jax-rocm", "libtpu")) for n in names)
+
+
+# On a CPU-only install the suite compiles without LLVM's optimisation: its programs are
+# small and brief, so compiling them is most of its time (the fast tier took 591 s with
+# the flag and 915 s without, on the 2-core CPU). Scripts started by tests inherit it;
+# _scripts.run_result keeps it beside the XLA_FLAGS a test gives. Accelerator installs
+# (the GPU acceptance's test stage) keep XLA's defaults.
+if not _accelerator_plugin():
+  from pate_jax.experiment import set_fast_compile  # pylint: disable=g-import-not-at-top
+  set_fast_compile(True)
 
 
 def shared_data(*required: str) -> pathlib.Path | None:

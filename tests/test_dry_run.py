@@ -224,7 +224,7 @@ def test_command_line_dry_run_prints_mesh_and_chunks_and_creates_nothing(data_di
       cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
       env=dict(os.environ, PYTHONPATH=_scripts.python_path(), PATE_JAX_NO_PROGRESS="1",
                PATE_JAX_DATA_DIR=str(data_dir),
-               XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8",
                JAX_PLATFORMS="cpu"))  # the 8 host devices, where an accelerator is present too
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = proc.stdout
@@ -297,3 +297,20 @@ def test_deterministic_kernels_are_asked_for_by_a_nested_stage_config():
   # The GPU acceptance's second teachers benchmark runs without the flag, others kept.
   flags = f"--xla_dump_to=d {_main.DETERMINISTIC_FLAG} --xla_gpu_deterministic_ops=false"
   assert _main.without_deterministic_flag(flags) == "--xla_dump_to=d"
+
+
+def test_fast_compile_is_asked_for_before_the_backend_and_refused_after(monkeypatch):
+  from pate_jax.experiment import _main  # pylint: disable=import-outside-toplevel
+  assert _config("gpu_acceptance", "cpu_rehearsal").fast_compile is True
+  assert _config("gpu_acceptance").fast_compile is False  # the GPU command: XLA's defaults
+  monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=d")
+  assert _main.set_fast_compile(False) is False and os.environ["XLA_FLAGS"] == "--xla_dump_to=d"
+  monkeypatch.setattr(_main, "backend_started", lambda: False)
+  assert _main.set_fast_compile(True) is True
+  assert os.environ["XLA_FLAGS"] == f"--xla_dump_to=d {_main.FAST_COMPILE_FLAG}"
+  assert _main.set_fast_compile(True) is True  # already there: added once
+  assert os.environ["XLA_FLAGS"].count(_main.FAST_COMPILE_FLAG) == 1
+  monkeypatch.setenv("XLA_FLAGS", "")
+  monkeypatch.setattr(_main, "backend_started", lambda: True)
+  with pytest.raises(RuntimeError, match="fast_compile=True must be set before JAX starts"):
+    _main.set_fast_compile(True)

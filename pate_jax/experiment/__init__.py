@@ -19,13 +19,15 @@ from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, close
                                          load_script, unknown_overrides)
 from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
                                           format_bytes, mesh_info, votes_plan)
-from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, PRIVATE_MARK,
+from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, FAST_COMPILE_FLAG,
+                                       PRIVATE_MARK,
                                        PRIVATE_TITLE, PhaseClock, accounting_device,
                                        backend_started, deterministic_ops_enabled,
                                        mark_private, output_files, print_outputs,
                                        print_private, private_as_a_whole, python_path,
                                        quiet_backend_probe, report_marked, run_and_report,
-                                       run_main, set_deterministic, timed, user_errors,
+                                       run_main, set_deterministic, set_fast_compile, timed,
+                                       user_errors,
                                        without_deterministic_flag)
 from pate_jax.experiment._profile import profile_call, trace_summary
 from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
@@ -39,6 +41,7 @@ __all__ = [
     "accounting_device",
     "backend_started",
     "DETERMINISTIC_FLAG",
+    "FAST_COMPILE_FLAG",
     "HELP_FLAGS",
     "MEASUREMENT",
     "NO_PRIVATE_DATA",
@@ -79,6 +82,7 @@ __all__ = [
     "run_and_report",
     "run_main",
     "set_deterministic",
+    "set_fast_compile",
     "timed",
     "to_jsonable",
     "trace_summary",
