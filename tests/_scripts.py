@@ -31,14 +31,19 @@ def config(name: str, arg: str | None = None, **overrides):
   return c
 
 
-def run_result(source: str, *args: str, timeout: int = 300, **env: str) -> dict:
+def run_result(source: str, *args: str, timeout: int = 300, fast_compile: bool = True,
+               **env: str) -> dict:
   """``python -c source *args`` in a fresh process on the CPU, this process's environment
   with ``env`` added (what XLA reads once at start-up, such as ``XLA_FLAGS``): asserts it
   succeeded and returns the JSON it printed on its line starting ``RESULT``. The suite's
-  ``FAST_COMPILE_FLAG`` (``tests/conftest.py``) stays beside a given ``XLA_FLAGS``."""
+  ``FAST_COMPILE_FLAG`` (``tests/conftest.py``), where this process has it, stays beside a
+  given ``XLA_FLAGS``; ``fast_compile=False`` drops it (a child that measures XLA's
+  default build)."""
   fast = experiment.FAST_COMPILE_FLAG
-  if "XLA_FLAGS" in env and fast in os.environ.get("XLA_FLAGS", "").split():
-    env["XLA_FLAGS"] = f"{env['XLA_FLAGS']} {fast}".strip()
+  flags = [f for f in env.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", "")).split() if f != fast]
+  if fast_compile and fast in os.environ.get("XLA_FLAGS", "").split():
+    flags.append(fast)
+  env["XLA_FLAGS"] = " ".join(flags)
   proc = subprocess.run([sys.executable, "-c", source, *args],
                         env=dict(os.environ, JAX_PLATFORMS="cpu", **env),
                         capture_output=True, text=True, timeout=timeout, check=False)

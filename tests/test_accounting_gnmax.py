@@ -211,6 +211,7 @@ def test_gradients_match_finite_differences():
               modes=("rev",), eps=1e-5)
 
 
+@pytest.mark.slow
 def test_extreme_gaps_noise_and_delta_stay_finite():
   """Gaps up to 1e5, σ = σ_T from 1e-3 to 1e5, δ down to 1e-12: finite values and
   finite gradients (same shapes as VOTES, so the compiled programs are reused)."""

@@ -174,6 +174,7 @@ def test_confident_gnmax_observes_answered_queries_only():
 # --- Reconstruction ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_paper_reconstruction_from_exact_q_and_from_samples():
   sigmas = np.array([40.0, 100.0])
   q_exact = np.asarray(A.output_distribution(MEDIUM, 100.0, "accurate"), np.float32)

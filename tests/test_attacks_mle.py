@@ -227,6 +227,7 @@ def test_log_output_distribution_is_the_trapezoid_q_in_log_space():
   assert float(A.output_distribution([250.0, 0.0], 5.0)[1]) == 0.0
 
 
+@pytest.mark.slow
 def test_mle_against_consistent_answers_puts_all_votes_on_the_answer():
   # The defense: M cached answers are one draw, q̄ is one-hot; maximising Q_k(H) over
   # the simplex gives H = N e_k, and the bound does not improve with M.

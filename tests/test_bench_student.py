@@ -27,6 +27,7 @@ def _config(**overrides):
   return c
 
 
+@pytest.mark.slow
 def test_the_timed_segment_is_the_fits_program():
   # The benchmark's segment, run from its initial state, gives the state fit trains: the
   # same program, batches and randomness (bit for bit on one backend).
@@ -42,6 +43,7 @@ def test_the_timed_segment_is_the_fits_program():
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_the_benchmark_records_each_precision_and_profiles_the_asked_one(tmp_path, capsys):
   c = _config(precisions=("float32", "default"), profile_precisions=("default",),
               num_seeds=())

@@ -69,6 +69,7 @@ def test_help_mentions_dry_run():
   assert "--dry_run" in experiment.help_text("doc", None, None)
 
 
+@pytest.mark.slow
 def test_train_teachers_plan_sizes_and_chunks(data_dir, monkeypatch):
   tt = _script("train_teachers")
   config = _config("mnist_250", "cpu", num_teachers=10, train_subset=2_405,
@@ -116,6 +117,7 @@ def test_train_teachers_plan_sizes_and_chunks(data_dir, monkeypatch):
   assert small["estimate_bytes_per_chunk"] <= small["budget_bytes_left_for_chunks"]
 
 
+@pytest.mark.slow
 def test_train_student_plan_with_and_without_votes(digits_votes_dir, data_dir, monkeypatch):
   ts = _script("train_student")
   config = _config("student_supervised", "cpu", votes_dir=str(digits_votes_dir),
@@ -235,6 +237,7 @@ def test_command_line_dry_run_prints_mesh_and_chunks_and_creates_nothing(data_di
   assert not workdir.exists()
 
 
+@pytest.mark.slow
 def test_main_job_and_ablation_plans(data_dir, tmp_path, monkeypatch):
   _abstract_shapes(monkeypatch)
   monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: 8 * 10**6)

@@ -194,6 +194,7 @@ def _tiny_bench(monkeypatch):
   return c
 
 
+@pytest.mark.slow
 def test_teachers_benchmark_counts_flops_from_the_jaxpr(tmp_path, monkeypatch):
   c = _tiny_bench(monkeypatch)
   r = bench_teachers.run(c.bench_teachers, str(tmp_path))
@@ -251,6 +252,7 @@ def test_at_budget_rescales_the_planner_chunks():
       "not measured")
 
 
+@pytest.mark.slow
 def test_plan_prints_every_run_with_its_memory_at_80_gib(data_dir, monkeypatch):
   monkeypatch.setattr(memory, "temp_bytes", lambda fn, *args: 8 * 10**6)
   monkeypatch.setattr(experiment, "compiled_temp_bytes", lambda fn, *args: 10**6)

@@ -147,6 +147,7 @@ def test_published_epsilon_matches_dp_accounting():
   assert K.published_sound_epsilon()["epsilon"] is None
 
 
+@pytest.mark.slow
 def test_published_epsilon_is_the_papers_accounting():
   # Gao et al., Tables 1-2: ε = 1.93 for q = 50/10,000, σ = 1.1, δ = 1e-5, 20 epochs
   # (4,000 steps) under tf-privacy's orders and the classic conversion; the improved

@@ -37,6 +37,7 @@ def smoke_run(tmp_path_factory, data_dir):
     mp.undo()
 
 
+@pytest.mark.slow
 def test_smoke_end_to_end_records_every_variant(smoke_run, capsys):
   r, work = smoke_run
   record = json.loads((work / "results.json").read_text())
@@ -62,6 +63,7 @@ def test_smoke_end_to_end_records_every_variant(smoke_run, capsys):
   assert "KD-GAN discriminator ablation" in out and "lam_0.9" in out
 
 
+@pytest.mark.slow
 def test_paired_gain_is_the_mean_of_per_seed_differences_with_its_se(smoke_run):
   r, _ = smoke_run
   for v in r["variants"]:
@@ -75,6 +77,7 @@ def test_paired_gain_is_the_mean_of_per_seed_differences_with_its_se(smoke_run):
     assert v["gain"]["se"] == pytest.approx(sd / math.sqrt(len(diff)), abs=1e-9)
 
 
+@pytest.mark.slow
 def test_kd_only_fit_is_shared_by_variants_that_differ_only_in_d(smoke_run):
   r, work = smoke_run
   by_name = {v["name"]: v for v in r["variants"]}
@@ -119,6 +122,7 @@ def test_unknown_override_key_names_the_key_and_the_variant(tmp_path):
     _config("kd_gan_ablation", "cpu")
 
 
+@pytest.mark.slow
 def test_unlabelled_inputs_change_only_the_student_samples():
   """With unlabelled inputs the KD-only student is unchanged, the joint one trains, and a
   wrong shape is refused."""

@@ -145,6 +145,7 @@ def test_budget_below_the_empty_ledger_answers_nothing():
 # --- Consistent answers -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_consistent_repeats_are_free_and_identical():
   rng = np.random.default_rng(5)
   inputs = rng.integers(0, 256, size=(12, 3, 3), dtype=np.uint8)

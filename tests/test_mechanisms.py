@@ -123,6 +123,7 @@ def test_data_independent_costs_are_the_closed_forms():
     assert np.all(dd <= di * (1 + 1e-12))
 
 
+@pytest.mark.slow
 def test_calibrated_noise_spends_the_target_under_the_mechanisms_own_cost():
   # The calibration reads the mechanism's cost and noise convention: at the noise scale it
   # returns (σ; LNMax's Laplace scale b = 1/γ), the mechanism's own accounting spends ε.

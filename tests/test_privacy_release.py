@@ -64,6 +64,7 @@ def _config(votes_dir, **overrides):
 # --- 1. The noise is secret ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_1_labels_cannot_be_recomputed_from_what_a_run_wrote(tmp_path):
   """An attacker holding results.json (its seed) and the votes recomputes the noise of a
   seeded stream; with secret noise the released labels are not those."""
@@ -86,6 +87,7 @@ def _disclosure(workdir: pathlib.Path) -> str:
   return json.loads((workdir / "results.json").read_text())["disclosure"]
 
 
+@pytest.mark.slow
 def test_1_a_research_seed_reproduces_and_says_so(tmp_path):
   teachers = _teachers(tmp_path / "t", _votes(1, 40, concentration=50.0))
   a = aggregate.run(_config(teachers, noise_seed=7), tmp_path / "a")
@@ -108,6 +110,7 @@ def test_1_a_research_seed_reproduces_and_says_so(tmp_path):
   assert _disclosure(tmp_path / "s") == experiment.PUBLISHABLE
 
 
+@pytest.mark.slow
 def test_1_b_the_accounting_runs_on_the_configured_device(tmp_path):
   """The host by default; JAX's default device on request, with the same labels for a
   research seed; an unknown device is refused by name."""
@@ -153,6 +156,7 @@ def test_2_the_release_parameters_are_the_same_for_any_votes(tmp_path):
 # --- 3. One release per ledger ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_3_reruns_re_report_the_release_and_new_answers_pay_for_a_new_one(tmp_path):
   teachers = _teachers(tmp_path / "t", _votes(4, 40))
   first = aggregate.run(_config(teachers, seed=0), tmp_path / "w")
@@ -191,6 +195,7 @@ def test_4_two_aggregators_from_one_record_cannot_both_spend():
                         orders=ORDERS, chunk_size=16, ledger=record)
 
 
+@pytest.mark.slow
 def test_4_two_workdirs_and_a_restored_labels_file_spend_one_budget(tmp_path):
   teachers = _teachers(tmp_path / "t", _votes(6, 60))
   config = _config(teachers, num_queries=40, epsilon_max=1.0)  # About 14 answers fit.

@@ -87,6 +87,7 @@ def test_profile_call_summarises_a_real_trace_and_removes_it(tmp_path):
   assert list((tmp_path / "kept").glob("**/perfetto_trace.json.gz"))
 
 
+@pytest.mark.slow
 def test_the_benchmark_profiles_the_strategies_it_is_asked_to(tmp_path):
   from conftest import REPO
   script = load_script(REPO / "configs" / "bench_teachers.py")

@@ -9,6 +9,7 @@ import pytest
 import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
 
 
+@pytest.mark.slow
 def test_the_papers_values_at_their_own_settings(tmp_path):
   script = _scripts.script("published_accounting")
   results = script.run(_scripts.config("published_accounting"), str(tmp_path))

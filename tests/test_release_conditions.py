@@ -64,6 +64,7 @@ def test_verdicts_equal_tf_privacys_on_the_grid():
     assert (bool(got[0]), bool(got[1])) == want, (sigma, m, order)
 
 
+@pytest.mark.slow
 def test_the_audit_numbers():
   """σ = 40, 10 classes: C5 holds for orders 2-60 and C6 fails from 37 on (the audit said
   38; tf-privacy's own check fails at 37 too, by -6e-5), with the derivative's minimum

@@ -240,6 +240,7 @@ def test_the_last_segment_saves_only_the_final_keys_and_they_restore_there(tmp_p
     assert not (tmp_path / checkpoint.CORRUPT_DIR).exists()  # refused, not set aside
 
 
+@pytest.mark.slow
 def test_teachers_killed_after_their_light_last_save_resume_to_the_same_votes(
     script, finished, tmp_path, monkeypatch):
   """Without kept checkpoints the teachers' last save holds their parameters only; a run
@@ -284,6 +285,7 @@ def test_checkpoints_under_a_path_with_glob_characters_restore(tmp_path, name, m
 # ----------------------------------------------------------------------- 11: no hangs
 
 
+@pytest.mark.slow
 def test_checkpoints_path_is_a_file_fails_fast(tmp_path):
   (tmp_path / "checkpoints").write_text("not a directory")
   proc = _cli(TEACHERS, tmp_path, *TINY_FLAGS)
@@ -291,6 +293,7 @@ def test_checkpoints_path_is_a_file_fails_fast(tmp_path):
   assert "not a directory" in proc.stderr and str(tmp_path / "checkpoints") in proc.stderr
 
 
+@pytest.mark.slow
 def test_run_pate_checkpoints_path_is_a_file_fails_fast(tmp_path):
   (tmp_path / "teachers").mkdir()
   (tmp_path / "teachers" / "checkpoints").write_text("not a directory")
@@ -382,6 +385,7 @@ def test_bad_config_values_fail_early_naming_the_field(script, tmp_path, field, 
   assert not (tmp_path / "checkpoints").exists()  # failed before anything was written
 
 
+@pytest.mark.slow
 def test_checkpoint_past_num_steps_is_refused(script, finished, tmp_path):
   workdir = _copy(finished, tmp_path / "run")
   with pytest.raises(ValueError, match="num_steps"):

@@ -52,6 +52,7 @@ def votes_dir(digits_votes_dir):
 # ------------------------------------------------------------- 1: the last lines printed
 
 
+@pytest.mark.slow
 def test_aggregate_prints_labels_and_both_epsilons_then_the_paths(tmp_path, votes_dir, capsys):
   work = tmp_path / "agg"
   r = experiment.run_and_report(_script("aggregate").run, _script("aggregate").report,

@@ -62,6 +62,7 @@ def _aggregate(workdir: pathlib.Path, **env: str) -> subprocess.CompletedProcess
                         env={**os.environ, "PATE_JAX_TRACEBACK": "", **env})
 
 
+@pytest.mark.slow
 def test_a_validation_value_error_is_one_line_unless_the_traceback_is_asked(tmp_path):
   proc = _aggregate(tmp_path)
   lines = proc.stderr.strip().splitlines()

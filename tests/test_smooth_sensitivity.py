@@ -193,6 +193,7 @@ def test_release_equals_the_loop():
 
 # ------------------------------------------------------------------ batching
 
+@pytest.mark.slow
 def test_vmap_equals_loop_and_leading_axis():
   votes = synthetic_votes(5, 6, 60, 5)   # the shapes of the loop test (compiled once)
   single = lambda row: acc.gnmax_local_sensitivity(row, 60, 4.0, 8.0)

@@ -80,6 +80,7 @@ def test_learning_rate_is_constant_then_falls_linearly_to_zero():
       _pate_g.learning_rate_schedule(3e-3, *bad)
 
 
+@pytest.mark.slow
 def test_gan_steps_scale_with_the_scheduled_rate():
   # Two steps from one state: the first at the full rate (the decays start at step 0),
   # the second at rate r. Both players' second move must be r / 3e-3 of the constant
@@ -135,6 +136,7 @@ def test_generator_gradient_comes_only_through_feature_matching(monkeypatch):
   assert _changed(state["d_params"], new["d_params"])
 
 
+@pytest.mark.slow
 def test_apply_parts_equals_one_application_per_part(float32_matmuls):
   disc = models.GanDiscriminator(C, (16, 8))
   rs = np.random.RandomState(0)
@@ -149,6 +151,7 @@ def test_apply_parts_equals_one_application_per_part(float32_matmuls):
     np.testing.assert_allclose(features, want_features, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_step_on_stacked_minibatches_equals_one_pass_per_minibatch(monkeypatch,
                                                                     float32_matmuls):
   # Without D's noise, one GAN step must not depend on how D's passes are grouped.

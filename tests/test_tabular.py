@@ -144,6 +144,7 @@ def test_votes_are_histograms_of_predictions():
   np.testing.assert_array_equal(votes.argmax(axis=1), y[:17])
 
 
+@pytest.mark.slow
 def test_teachers_deterministic_in_key_not_in_n_jobs():
   x, y = _blobs()
   fit = lambda k, n: tabular.teacher_votes(

@@ -133,6 +133,7 @@ def _task(n=120, seed=0):
   return votes.astype(np.int32), labels, features
 
 
+@pytest.mark.slow
 def test_students_train_on_the_answered_rows_and_score_the_rest():
   votes, labels, features = _task()
   key, forest, seeds = jax.random.key(5), tabular.random_forest(3), [11, 12]
@@ -206,6 +207,7 @@ def test_too_many_queries_for_the_query_rows_names_the_field():
 # ----------------------------------------------------------------------------- the stage
 
 
+@pytest.mark.slow
 def test_the_stage_reports_confident_gnmax_with_a_private_part(tmp_path, capsys):
   r = np.random.default_rng(0)
   _adult_like(tmp_path / "data" / "adult" / "train.csv", 160, r)

@@ -26,6 +26,7 @@ def _config(data_dir) -> ml_collections.ConfigDict:
   return c
 
 
+@pytest.mark.slow
 def test_the_last_step_gives_the_teachers_stage_accuracies(data_dir, tmp_path):
   c = _config(data_dir)
   r = teacher_steps.run(c, str(tmp_path / "steps"))

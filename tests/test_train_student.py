@@ -105,6 +105,7 @@ def test_other_students_run(tmp_path, teachers_dir, name, overrides, expect):
   assert (expect is dict) == bool(record["results"].get("noise_source", {}).get("public"))
 
 
+@pytest.mark.slow
 def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_dir):
   from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
   from pate_jax.stages import student as stage  # pylint: disable=g-import-not-at-top
@@ -131,6 +132,7 @@ def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_d
                               labels="truth"), str(tmp_path / "bad"))
 
 
+@pytest.mark.slow
 def test_true_answered_labels_are_the_pools_own_on_the_answered_rows(tmp_path, teachers_dir):
   c = _config("student_supervised", votes_dir=str(teachers_dir), **TINY_CLASSIFIER)
   c.aggregate.mechanism, c.aggregate.noise_seed, c.num_steps = "confident_gnmax", 0, 2
@@ -345,6 +347,7 @@ def test_main_job_refuses_an_unknown_attack_device_before_training(tmp_path):
   assert not (tmp_path / "teachers").exists()
 
 
+@pytest.mark.slow
 def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys):
   import plot_students  # pylint: disable=g-import-not-at-top
   runs = []
