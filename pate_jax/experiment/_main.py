@@ -82,13 +82,19 @@ def set_deterministic(deterministic: bool) -> bool:
   Raises:
     RuntimeError: ``deterministic`` was asked for after a backend started without it.
   """
-  if not deterministic or deterministic_ops_enabled():
-    return deterministic_ops_enabled()
+  return _ask_xla(DETERMINISTIC_FLAG, "deterministic") if deterministic else (
+      deterministic_ops_enabled())
+
+
+def _ask_xla(flag: str, field: str) -> bool:
+  """Adds ``flag`` to ``XLA_FLAGS`` unless it is there; ``True``. Raises ``RuntimeError``
+  naming the config ``field`` where a backend already started without it."""
+  if flag in os.environ.get("XLA_FLAGS", "").split():
+    return True
   if backend_started():
-    raise RuntimeError(
-        "deterministic=True must be set before JAX starts: export "
-        f"XLA_FLAGS='{DETERMINISTIC_FLAG}' or set it before creating any array")
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + DETERMINISTIC_FLAG).strip()
+    raise RuntimeError(f"{field}=True must be set before JAX starts: export "
+                       f"XLA_FLAGS='{flag}' or set it before creating any array")
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
   return True
 
 
@@ -112,14 +118,8 @@ def set_fast_compile(fast: bool) -> bool:
   Raises:
     RuntimeError: ``fast`` was asked for after a backend started without it.
   """
-  present = FAST_COMPILE_FLAG in os.environ.get("XLA_FLAGS", "").split()
-  if not fast or present:
-    return present
-  if backend_started():
-    raise RuntimeError("fast_compile=True must be set before JAX starts: export "
-                       f"XLA_FLAGS='{FAST_COMPILE_FLAG}' or set it before creating any array")
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + FAST_COMPILE_FLAG).strip()
-  return True
+  return _ask_xla(FAST_COMPILE_FLAG, "fast_compile") if fast else (
+      FAST_COMPILE_FLAG in os.environ.get("XLA_FLAGS", "").split())
 
 
 ACCOUNTING_DEVICES = ("host", "default")
