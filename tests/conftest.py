@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import pathlib
+import shutil
 
 import pytest
 
@@ -15,19 +16,21 @@ os.environ.setdefault("PATE_JAX_NO_PROGRESS", "1")
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _accelerator_plugin() -> bool:
-  """Whether a JAX accelerator plugin (CUDA, ROCm, TPU) is installed."""
+def _accelerator_install() -> bool:
+  """Whether this machine may run JAX on an accelerator: a JAX plugin (CUDA, ROCm, TPU) or
+  NVIDIA's CUDA wheels installed, or an NVIDIA driver's ``nvidia-smi`` on the path."""
   names = {(d.metadata["Name"] or "").lower().replace("_", "-")
            for d in importlib.metadata.distributions()}
-  return any(n.startswith(("jax-cuda", "jax-rocm", "libtpu")) for n in names)
+  return shutil.which("nvidia-smi") is not None or any(
+      n.startswith(("jax-cuda", "jax-rocm", "libtpu", "nvidia-cu")) for n in names)
 
 
 # On a CPU-only install the suite compiles without LLVM's optimisation: its programs are
 # small and brief, so compiling them is most of its time (the fast tier took 591 s with
 # the flag and 915 s without, on the 2-core CPU). Scripts started by tests inherit it;
-# _scripts.run_result keeps it beside the XLA_FLAGS a test gives. Accelerator installs
+# _scripts.run_result keeps it beside the XLA_FLAGS a test gives. Accelerator machines
 # (the GPU acceptance's test stage) keep XLA's defaults.
-if not _accelerator_plugin():
+if not _accelerator_install():
   from pate_jax.experiment import set_fast_compile  # pylint: disable=g-import-not-at-top
   set_fast_compile(True)
 
