@@ -108,9 +108,9 @@ def set_fast_compile(fast: bool) -> bool:
   to float rounding (an optimised build may sum in another order: results are not
   bit-identical across the two); their own loops run slower, the library kernels of the
   convolutions and products do not change, so a run whose compute dominates (a CNN trained
-  for long) loses by it. On the 2-core CPU the fast test tier took 591 s
-  with it and 915 s without, the GPU acceptance's CPU rehearsal 272 s and 366 s (README).
-  Like :func:`set_deterministic`, it must run before JAX starts a backend.
+  for long) loses by it. On the 2-core CPU the fast test tier took 591 s with it and 915 s
+  without, the GPU acceptance's CPU rehearsal 272 s and 366 s (README). Like
+  :func:`set_deterministic`, it must run before JAX starts a backend.
 
   Returns:
     Whether the flag is in force.
