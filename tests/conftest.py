@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import os
 import pathlib
 import shutil
+import tempfile
 
 import pytest
 
@@ -14,6 +16,20 @@ os.environ.setdefault("PATE_JAX_OFFLINE", "1")
 os.environ.setdefault("PATE_JAX_NO_PROGRESS", "1")
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# One persistent compilation cache for the whole run: tests compile many of the same
+# programs, in this process, in the other pytest-xdist workers and in the scripts they start
+# (which inherit these variables), and most of the suite's time is compiling. XLA keys an
+# entry by the program, its compile options and flags, the devices and the jaxlib version,
+# so a hit is the program that would have been compiled. The directory is new for each run
+# (made by the process that starts the workers, removed when it exits) unless
+# JAX_COMPILATION_CACHE_DIR is set; JAX_ENABLE_COMPILATION_CACHE=false turns it off. It is
+# the suite's only: a compiled program holds its constants, so pate_jax's own runs keep none.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not in os.environ:
+  _cache_dir = tempfile.mkdtemp(prefix="pate_jax_test_xla_cache_")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache_dir
+  atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
 def _accelerator_install() -> bool:
