@@ -23,8 +23,10 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # entry by the program, its compile options and flags, the devices and the jaxlib version,
 # so a hit is the program that would have been compiled. The directory is new for each run
 # (made by the process that starts the workers, removed when it exits) unless
-# JAX_COMPILATION_CACHE_DIR is set; JAX_ENABLE_COMPILATION_CACHE=false turns it off. It is
-# the suite's only: a compiled program holds its constants, so pate_jax's own runs keep none.
+# JAX_COMPILATION_CACHE_DIR is set; JAX_ENABLE_COMPILATION_CACHE=false turns it off. Every
+# program is kept, however quickly it compiled (JAX's default keeps those over 1 s): the
+# suite's are small. It is the suite's only: a compiled program holds its constants, so
+# pate_jax's own runs keep none.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not in os.environ:
   _cache_dir = tempfile.mkdtemp(prefix="pate_jax_test_xla_cache_")
   os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache_dir
