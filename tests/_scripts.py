@@ -41,7 +41,7 @@ def run_result(source: str, *args: str, timeout: int = 300, fast_compile: bool =
   default build)."""
   fast = experiment.FAST_COMPILE_FLAG
   flags = [f for f in env.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", "")).split() if f != fast]
-  if fast_compile and fast in os.environ.get("XLA_FLAGS", "").split():
+  if fast_compile and experiment.fast_compile_enabled():
     flags.append(fast)
   env["XLA_FLAGS"] = " ".join(flags)
   proc = subprocess.run([sys.executable, "-c", source, *args],

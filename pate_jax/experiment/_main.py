@@ -24,11 +24,22 @@ from pate_jax.experiment._config import (HELP_FLAGS, _config_arg, _default_confi
 from pate_jax.experiment._dry_run import dry_run
 
 DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"
+FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
+
+
+def _xla_flag_set(flag: str) -> bool:
+  """Whether this process's ``XLA_FLAGS`` holds ``flag``."""
+  return flag in os.environ.get("XLA_FLAGS", "").split()
 
 
 def deterministic_ops_enabled() -> bool:
   """Whether ``XLA_FLAGS`` asks GPU kernels for deterministic results."""
-  return DETERMINISTIC_FLAG in os.environ.get("XLA_FLAGS", "").split()
+  return _xla_flag_set(DETERMINISTIC_FLAG)
+
+
+def fast_compile_enabled() -> bool:
+  """Whether ``XLA_FLAGS`` asks XLA:CPU to compile without LLVM's optimisation."""
+  return _xla_flag_set(FAST_COMPILE_FLAG)
 
 
 def without_deterministic_flag(xla_flags: str) -> str:
@@ -89,16 +100,13 @@ def set_deterministic(deterministic: bool) -> bool:
 def _ask_xla(flag: str, field: str) -> bool:
   """Adds ``flag`` to ``XLA_FLAGS`` unless it is there; ``True``. Raises ``RuntimeError``
   naming the config ``field`` where a backend already started without it."""
-  if flag in os.environ.get("XLA_FLAGS", "").split():
+  if _xla_flag_set(flag):
     return True
   if backend_started():
     raise RuntimeError(f"{field}=True must be set before JAX starts: export "
                        f"XLA_FLAGS='{flag}' or set it before creating any array")
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
   return True
-
-
-FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
 
 
 def set_fast_compile(fast: bool) -> bool:
@@ -118,8 +126,7 @@ def set_fast_compile(fast: bool) -> bool:
   Raises:
     RuntimeError: ``fast`` was asked for after a backend started without it.
   """
-  return _ask_xla(FAST_COMPILE_FLAG, "fast_compile") if fast else (
-      FAST_COMPILE_FLAG in os.environ.get("XLA_FLAGS", "").split())
+  return _ask_xla(FAST_COMPILE_FLAG, "fast_compile") if fast else fast_compile_enabled()
 
 
 ACCOUNTING_DEVICES = ("host", "default")
