@@ -441,8 +441,11 @@ class _Recorder:
     if not self.fresh:
       return 0.0
     rows = np.array([r for r, _ in self.fresh])
-    answered = np.array([s == ANSWERED for _, s in self.fresh])
-    cost = np.asarray(m.cost(votes[rows], answered, kw["params"], accountant.orders, False))
+    # Every row's cost at once (one array shape, one compile), then the drawn rows': a
+    # query's cost depends on its own votes and answer only, and each is drawn once.
+    answered = np.zeros(votes.shape[0], bool)
+    answered[rows] = [s == ANSWERED for _, s in self.fresh]
+    cost = np.asarray(m.cost(votes, answered, kw["params"], accountant.orders, False))[rows]
     total = cost.sum(0) + (len(self.releases) * spec.rdp_curve(accountant.orders)
                            if self.releases else 0.0)
     return float(accountant.compose(total).epsilon(kw["delta"])[0])

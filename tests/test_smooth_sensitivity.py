@@ -293,6 +293,28 @@ def test_release_choices():
                              rtol=1e-14)
 
 
+def test_release_padding_rows_never_count():
+  """The votes of a release are padded to a bucket of rows (copies of row 0), so that one
+  compiled release serves several numbers of queries: no padding row enters a sum."""
+  from pate_jax.accounting import _smooth_sensitivity as ss
+  votes = synthetic_votes(9, 7, 60, 5)
+  kw = dict(num_teachers=60, threshold=40.0, sigma_threshold=5.0, sigma=3.0, order=3.0,
+            delta=1e-5)
+  costs = np.asarray(acc.confident_gnmax_rdp(votes, 40.0, 5.0, 3.0, 3.0))
+  assert costs[0] != costs[4]  # the two orders below pad with different rows
+  out = acc.smooth_sensitivity_release(votes[:5], **kw)
+  compiled = ss.release_core._cache_size()
+  flipped = acc.smooth_sensitivity_release(votes[4::-1], **kw)  # the same rows, another row 0
+  for name, x in out._asdict().items():
+    np.testing.assert_allclose(getattr(flipped, name), x, rtol=1e-12, err_msg=name)
+  assert ss.padded_rows(5) == ss.padded_rows(7) == 8 and float(out.answered) < 5.0
+  realised = acc.smooth_sensitivity_release(votes[:7], answered=np.array([1, 0, 1, 1, 0, 1, 0],
+                                                                         bool), **kw)
+  assert float(realised.answered) == 4.0
+  assert ss.release_core._cache_size() == compiled  # 5 and 7 rows: one program
+  assert [ss.padded_rows(n) for n in (1, 9, 1024, 1025, 10_000)] == [8, 16, 1024, 2048, 10_240]
+
+
 # ------------------------------------------------------------------ bad input
 
 def _bad_cases():

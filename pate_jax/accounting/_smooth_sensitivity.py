@@ -63,6 +63,11 @@ from pate_jax.accounting._local_sensitivity import (
 # ``np.arange(.3/λ, .495/λ, .01/λ)``), all inside Theorem 23's 1 < λ < 1/(2β).
 BETA_GRID = tuple(0.30 + 0.01 * i for i in range(20))
 
+# The votes of a release are padded to a few row counts (powers of two from 8 up to
+# ROW_STEP, then multiples of ROW_STEP), so that one compiled release serves every
+# number of queries in a bucket; the padding rows are left out of every sum.
+ROW_STEP = 1024
+
 
 # ----------------------------------------------------------------------------- SS_β, GNSS, release
 
@@ -130,6 +135,34 @@ def _delta_term(orders, delta, conversion):
   return jnp.log1p(-1.0 / orders) - (jnp.log(delta) + jnp.log(orders)) / (orders - 1.0)
 
 
+def padded_rows(num_queries: int) -> int:
+  """The row count a release of ``num_queries`` queries is padded to (see ``ROW_STEP``)."""
+  if num_queries > ROW_STEP:
+    return -(-num_queries // ROW_STEP) * ROW_STEP
+  return max(8, 1 << (num_queries - 1).bit_length())
+
+
+def _pad_rows(votes, weights):
+  """``votes[Q, C]`` and ``weights[Q]`` padded to :func:`padded_rows` rows: copies of row 0
+  (a histogram already in the release, so no new numerical case) and weight 0."""
+  q = votes.shape[0]
+  extra = padded_rows(q) - q
+  if not extra:
+    return votes, weights
+  xp = np if isinstance(votes, np.ndarray) else jnp
+  votes = xp.concatenate([votes, xp.broadcast_to(votes[:1], (extra, votes.shape[1]))])
+  xp = np if isinstance(weights, np.ndarray) else jnp
+  return votes, xp.concatenate([weights, xp.zeros((extra,), weights.dtype)])
+
+
+def _rows_sum(per_row, num_rows):
+  """``per_row[:num_rows].sum(0)`` with a traced ``num_rows``: the padding rows are
+  selected out (``where``, so that nothing they hold, even a NaN, reaches the sum)."""
+  valid = jnp.arange(per_row.shape[0]) < num_rows
+  return jnp.sum(jnp.where(valid.reshape((-1,) + (1,) * (per_row.ndim - 1)), per_row, 0.0),
+                 axis=0)
+
+
 def _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised):
   """GNMax-step weights ``[Q]``: the realised answers; else ``Pr[answered] = Φ((round(max_j
   n_j) - T)/σ_T)`` (tf-privacy's rounding) for Confident-GNMax, 1 for GNMax."""
@@ -140,15 +173,16 @@ def _answer_weights(votes, weights, threshold, sigma_threshold, confident, reali
 
 
 @functools.partial(jax.jit, static_argnames=("num_teachers", "conversion"))
-def release_core(votes, weights, threshold, sigma_threshold, sigma, orders, betas, delta,
-                 sigma_ss, constants, confident, realised, fixed_sigma_ss, *,
+def release_core(votes, weights, num_rows, threshold, sigma_threshold, sigma, orders, betas,
+                 delta, sigma_ss, constants, confident, realised, fixed_sigma_ss, *,
                  num_teachers: int, conversion: str) -> Release:
   """Smooth-sensitivity release over ``orders[K]`` × ``betas[K, B]`` (no validation).
 
-  ``confident``, ``realised``, ``fixed_sigma_ss``: boolean scalars (traced, so one
-  compiled program serves every variant). ``weights[Q]``: the realised answers (used
-  where ``realised``). ``sigma_ss``: used where ``fixed_sigma_ss``. ``constants``:
-  :func:`gnmax_constants` of ``(sigma, orders)``.
+  Only the first ``num_rows`` rows of ``votes`` (an int scalar, traced) are released: the
+  others are padding. ``confident``, ``realised``, ``fixed_sigma_ss``: boolean scalars
+  (traced, so one compiled program serves every variant). ``weights[Q]``: the realised
+  answers (used where ``realised``). ``sigma_ss``: used where ``fixed_sigma_ss``.
+  ``constants``: :func:`gnmax_constants` of ``(sigma, orders)``.
   """
   votes = nm.as_float(votes)
   num_queries, num_classes = votes.shape
@@ -175,8 +209,8 @@ def release_core(votes, weights, threshold, sigma_threshold, sigma, orders, beta
       lambda: jnp.where(data_ind_threshold[:, None], 0.0, threshold_local_sensitivity_core(
           votes, threshold, sigma_threshold, orders, num_teachers=num_teachers)))
   weights = _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised)
-  rdp = jnp.sum(rdp_threshold + weights[:, None] * rdp_answer, axis=0)           # [K]
-  ls = jnp.sum(ls_threshold + weights[:, None, None] * ls_answer, axis=0)        # [K, T]
+  rdp = _rows_sum(rdp_threshold + weights[:, None] * rdp_answer, num_rows)       # [K]
+  ls = _rows_sum(ls_threshold + weights[:, None, None] * ls_answer, num_rows)    # [K, T]
   ss = smooth_sensitivity_core(ls[:, None, :], betas)                            # [K, B]
   col = lambda a: a[:, None]
   # σ_ss = argmin_σ λe^{2β}/σ² + 2·SS·σ, unless fixed.
@@ -201,7 +235,7 @@ def release_core(votes, weights, threshold, sigma_threshold, sigma, orders, beta
       noise_std=jnp.where(none_k, 0.0, ss_k * sig[ki, bi]), rdp=rdp[ki],
       rdp_release=rdp_ss[ki, bi], epsilon_before=rdp[ki] + delta_term[ki],
       epsilon=rdp[ki] + rdp_ss[ki, bi] + delta_term[ki], cost=cost[ki, bi],
-      answered=jnp.sum(weights), data_independent_threshold=data_ind_threshold[ki],
+      answered=_rows_sum(weights, num_rows), data_independent_threshold=data_ind_threshold[ki],
       data_independent_answer=data_ind_answer[ki])
 
 
@@ -275,15 +309,16 @@ def gnss_rdp(beta, sigma, order) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("conversion",))
-def _best_order_core(votes, weights, threshold, sigma_threshold, sigma, orders, delta,
+def _best_order_core(votes, weights, num_rows, threshold, sigma_threshold, sigma, orders, delta,
                      confident, realised, *, conversion: str) -> jax.Array:
-  """tf-privacy's order: the one with the smallest data-dependent ε before the release."""
+  """tf-privacy's order: the one with the smallest data-dependent ε before the release (of
+  the first ``num_rows`` rows, as in :func:`release_core`)."""
   votes = nm.as_float(votes)
   weights = _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised)
   rdp = (jnp.where(confident, _gnmax.confident_threshold_rdp_core(
       votes, threshold, sigma_threshold, orders), 0.0)
          + weights[:, None] * _gnmax.gnmax_rdp_core(votes, sigma, orders))
-  eps = jnp.sum(rdp, axis=0) + _delta_term(orders, delta, conversion)
+  eps = _rows_sum(rdp, num_rows) + _delta_term(orders, delta, conversion)
   return orders[nm.min_and_argmin(eps)[1]]
 
 
@@ -303,7 +338,9 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
   conversion's δ term (module docstring). A step whose data-dependent bound equals
   ``λ/σ²`` (or ``λ/(2σ_T²)``) at the extreme histograms is accounted
   data-independently, with sensitivity 0; if both are, nothing is released
-  (``beta = 0``, ``sigma_ss = inf``, ``epsilon = epsilon_before``).
+  (``beta = 0``, ``sigma_ss = inf``, ``epsilon = epsilon_before``). The votes are padded
+  to one of a few row counts (:func:`padded_rows`), so that one compiled program serves
+  every number of queries in a bucket; the padding rows are in no sum.
 
   Args:
     votes: ``[Q, C]`` non-negative integer votes of the queries asked (for
@@ -362,13 +399,15 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
                else np.asarray(answered, np.float64))
   else:
     weights = np.zeros((votes.shape[0],), np.float64)
+  num_rows = np.int32(votes.shape[0])
+  votes, weights = _pad_rows(votes, weights)
   if order is None:  # Among DEFAULT_ORDERS where C5 and C6 hold (a new array: see with_x64).
     pool = valid_release_orders(sigma, votes.shape[-1], DEFAULT_ORDERS)
     if not pool.size:
       raise ValueError(f"order None: no order of DEFAULT_ORDERS satisfies conditions C5 and C6 "
                        f"(Papernot et al. 2018, App. B.4.2) with sigma {float(sigma):g} and "
                        f"{votes.shape[-1]} classes; no release is supported there")
-    orders = _best_order_core(votes, weights, thr, sig_thr, sigma, pool, delta,
+    orders = _best_order_core(votes, weights, num_rows, thr, sig_thr, sigma, pool, delta,
                               np.bool_(confident), np.bool_(realised),
                               conversion=conversion)[None]
   else:
@@ -391,8 +430,8 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
   if order is not None:  # (order None chose among the orders that pass.)
     check_release_order(sigma, votes.shape[-1], orders, "order")
   constants = _checked_constants(sigma, orders, votes.shape[-1])
-  return release_core(votes, weights, thr, sig_thr, sigma, orders, beta_grid, delta, sig_ss,
-                      constants, np.bool_(confident), np.bool_(realised), np.bool_(fixed),
+  return release_core(votes, weights, num_rows, thr, sig_thr, sigma, orders, beta_grid, delta,
+                      sig_ss, constants, np.bool_(confident), np.bool_(realised), np.bool_(fixed),
                       num_teachers=num_teachers, conversion=conversion)
 
 

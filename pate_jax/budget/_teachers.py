@@ -230,7 +230,8 @@ class TeachersBudget:
     """``(bound, private)`` composed costs ``[K]`` of the answers to ``rows``."""
     if not rows.size:
       return np.zeros_like(orders), np.zeros_like(orders)
-    size = 1 << int(math.ceil(math.log2(rows.size)))   # Padded: one compile per power of 2.
+    # Padded to a power of two (at least 64): one compile per size.
+    size = max(64, 1 << int(math.ceil(math.log2(rows.size))))
     votes = np.zeros((size, self.votes.shape[1]), np.int32)
     votes[:rows.size] = self.votes[rows]
     votes[rows.size:, 0] = self.votes[rows[0]].sum()    # Valid padding rows (not summed).
