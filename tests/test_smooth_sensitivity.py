@@ -19,6 +19,7 @@ from jax.test_util import check_grads
 from pate_jax import accounting as acc
 from pate_jax import experiment
 from pate_jax.accounting import _local_sensitivity as local
+from pate_jax.accounting import _smooth_sensitivity as ss
 from pate_jax.stages import reference_loops as reference
 from pate_jax.stages.reference_loops import synthetic_votes
 
@@ -296,7 +297,6 @@ def test_release_choices():
 def test_release_padding_rows_never_count():
   """The votes of a release are padded to a bucket of rows (copies of row 0), so that one
   compiled release serves several numbers of queries: no padding row enters a sum."""
-  from pate_jax.accounting import _smooth_sensitivity as ss
   votes = synthetic_votes(9, 7, 60, 5)
   kw = dict(num_teachers=60, threshold=40.0, sigma_threshold=5.0, sigma=3.0, order=3.0,
             delta=1e-5)

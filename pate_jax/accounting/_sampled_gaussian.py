@@ -181,11 +181,6 @@ def sampled_gaussian_rdp_core(q: jax.Array, noise_multiplier: jax.Array, orders:
   return jnp.where(is_int, by_sum, by_series)
 
 
-def _bucket(n: int, minimum: int = 4) -> int:
-  """Next power of two ``>= max(n, minimum)``: fewer distinct shapes, fewer compiles."""
-  return max(minimum, 1 << (int(n) - 1).bit_length())
-
-
 @nm.with_x64
 def sampled_gaussian_rdp(q, noise_multiplier, orders, *, num_terms: int | None = None) -> jax.Array:
   """Per-step Rényi DP of the Poisson-sampled Gaussian mechanism (MTZ 2019).
@@ -217,14 +212,14 @@ def sampled_gaussian_rdp(q, noise_multiplier, orders, *, num_terms: int | None =
   out = jnp.zeros(host.shape, nm.float_dtype())
   if is_int.any():
     ints = host[is_int]
-    padded = np.full(_bucket(ints.size), 2.0)
+    padded = np.full(nm.bucket(ints.size), 2.0)
     padded[:ints.size] = ints
-    terms = _bucket(int(ints.max()) + 1, minimum=16)
+    terms = nm.bucket(int(ints.max()) + 1, minimum=16)
     rdp = integer_orders_rdp(q, sigma, jnp.asarray(padded), num_terms=terms)
     out = out.at[np.flatnonzero(is_int)].set(rdp[:ints.size])
   if not is_int.all():
     fracs = host[~is_int]
-    padded = np.full(_bucket(fracs.size), 1.5)
+    padded = np.full(nm.bucket(fracs.size), 1.5)
     padded[:fracs.size] = fracs
     rdp = fractional_orders_rdp(q, sigma, jnp.asarray(padded), num_terms=num_terms)
     out = out.at[np.flatnonzero(~is_int)].set(rdp[:fracs.size])

@@ -139,7 +139,7 @@ def padded_rows(num_queries: int) -> int:
   """The row count a release of ``num_queries`` queries is padded to (see ``ROW_STEP``)."""
   if num_queries > ROW_STEP:
     return -(-num_queries // ROW_STEP) * ROW_STEP
-  return max(8, 1 << (num_queries - 1).bit_length())
+  return nm.bucket(num_queries, minimum=8)
 
 
 def _pad_rows(votes, weights):
