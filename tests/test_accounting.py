@@ -105,6 +105,35 @@ def test_device_resident_votes_are_validated_like_host_votes(bad, message, on_de
       acc.gnmax_log_q(votes, 1.0)
 
 
+@pytest.mark.parametrize("on_device", [False, True])
+def test_concrete_votes_are_checked_inside_a_callers_jit(on_device):
+  """Concrete votes, another argument traced by the caller's jit: the check's flag is traced
+  there, so the host pass checks the votes; the result is the eager one."""
+  votes = np.array([[200, 30, 20, 0], [120, 0, 0, 130], [60, 60, 60, 70]])
+  bad = votes.copy()
+  bad[1, 2] = -1
+  with jax.enable_x64(True):
+    data, bad = (jnp.asarray(votes), jnp.asarray(bad)) if on_device else (votes, bad)
+    got = jax.jit(lambda s: acc.gnmax_rdp(data, s, ORDERS))(20.0)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(acc.gnmax_rdp(data, 20.0, ORDERS)))
+    with pytest.raises(ValueError, match=r"non-negative vote counts; found -1\.0 at \(1, 2\)"):
+      jax.jit(lambda s: acc.gnmax_rdp(bad, s, ORDERS))(20.0)
+
+
+@pytest.mark.slow
+def test_a_release_of_traced_answers_inside_a_callers_jit_is_the_eager_one():
+  votes = np.array([[200, 30, 20, 0], [120, 0, 0, 130], [60, 60, 60, 70]])
+  answered = np.array([True, False, True])
+  kw = dict(num_teachers=250, threshold=150.0, sigma_threshold=40.0, sigma=20.0, order=8.0,
+            delta=1e-5)
+  with jax.enable_x64(True):
+    released = jax.jit(lambda a: acc.smooth_sensitivity_release(votes, answered=a, **kw))(
+        jnp.asarray(answered))
+    eager = acc.smooth_sensitivity_release(votes, answered=answered, **kw)
+    for name, x in eager._asdict().items():
+      np.testing.assert_allclose(getattr(released, name), x, rtol=1e-13, err_msg=name)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64, np.float32, np.float64])
 @pytest.mark.parametrize("on_device", [False, True])

@@ -46,7 +46,8 @@ def votes(x: Any, name: str = "votes", *, equal_totals: bool = False,
 
   The value checks run where the votes are (:func:`_votes_flags`: one fused pass,
   one boolean back, waited for before returning); only when it is raised are the votes
-  inspected on the host, to name the first offending entry. A host array is never
+  inspected on the host, to name the first offending entry (and always when the call is
+  inside a caller's trace, where the flag itself is traced). A host array is never
   aliased (see :func:`_private_device_copy`: copied once on the host, or, when large and
   the default device is an accelerator, only into device memory) and not converted: the
   jitted cores cast the counts themselves, so integer votes travel at their own width.
@@ -78,8 +79,9 @@ def votes(x: Any, name: str = "votes", *, equal_totals: bool = False,
   _real_dtype(x, name, "integer vote counts")
   arr = _private_device_copy(x) if isinstance(x, np.ndarray) else x
   with jax.enable_x64(True):  # Exact 64-bit row totals.
-    flagged = bool(_votes_flags(arr, equal_totals=equal_totals, max_total=int(max_total)))
-  if flagged:
+    flags = _votes_flags(arr, equal_totals=equal_totals, max_total=int(max_total))
+  # Inside a caller's trace (jit) the flag is traced too: the host pass checks instead.
+  if is_traced(flags) or bool(flags):
     host = np.asarray(arr).astype(np.float64)  # The host pass names the entry; it raises.
     _raise_first(host, ~np.isfinite(host), name, "be finite vote counts")
     _raise_first(host, host < 0, name, "be non-negative vote counts")
