@@ -10,6 +10,12 @@ import jax
 from pate_jax._checks import default_platform, is_traced
 
 
+def bucket(n: int, minimum: int = 1) -> int:
+  """Next power of two ``>= max(n, minimum)``: the size an array is padded to, so that one
+  compiled program serves every size up to it."""
+  return max(minimum, 1 << max(int(n) - 1, 0).bit_length())
+
+
 class light_jit:  # pylint: disable=invalid-name
   """``jax.jit(fun)``, compiled at XLA backend optimisation level ``level`` on CPU.
 

@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import _checks as v
+from pate_jax._compile import bucket
 from pate_jax.accounting._local_sensitivity import _log_bl_bu, _log_q0, _theorem6
 
 
@@ -87,7 +88,7 @@ def _margins_cached(sigma: float, num_classes: int,
   """Margins of concrete settings, computed once (the orders padded to 64 or a power of 2,
   so that few shapes are compiled); read-only arrays."""
   k = len(orders)
-  padded = np.resize(np.asarray(orders, np.float64), max(_MIN_ORDERS, 1 << (k - 1).bit_length()))
+  padded = np.resize(np.asarray(orders, np.float64), bucket(k, minimum=_MIN_ORDERS))
   # Compiled ahead of time and called on the constants: concrete even inside a caller's
   # trace (jit, eval_shape), and one program (ensure_compile_time_eval ran its operations
   # one by one, each compiled on its own, before compiling it whole).

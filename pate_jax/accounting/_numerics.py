@@ -32,11 +32,6 @@ LOG_HALF = math.log(0.5)
 SQRT2 = math.sqrt(2.0)
 
 
-def bucket(n: int, minimum: int = 4) -> int:
-  """Next power of two ``>= max(n, minimum)``: padded shapes, fewer distinct compiles."""
-  return max(minimum, 1 << (int(n) - 1).bit_length())
-
-
 def with_x64(fn: _F) -> _F:
   """Runs ``fn`` with 64-bit floats enabled locally (``jax.enable_x64``).
 

@@ -44,6 +44,7 @@ from jax.scipy.special import gammaln, logsumexp
 
 from pate_jax.accounting import _numerics as nm
 from pate_jax import _checks as v
+from pate_jax._compile import bucket
 
 DEFAULT_NUM_TERMS = 4096
 
@@ -212,14 +213,14 @@ def sampled_gaussian_rdp(q, noise_multiplier, orders, *, num_terms: int | None =
   out = jnp.zeros(host.shape, nm.float_dtype())
   if is_int.any():
     ints = host[is_int]
-    padded = np.full(nm.bucket(ints.size), 2.0)
+    padded = np.full(bucket(ints.size, minimum=4), 2.0)
     padded[:ints.size] = ints
-    terms = nm.bucket(int(ints.max()) + 1, minimum=16)
+    terms = bucket(int(ints.max()) + 1, minimum=16)
     rdp = integer_orders_rdp(q, sigma, jnp.asarray(padded), num_terms=terms)
     out = out.at[np.flatnonzero(is_int)].set(rdp[:ints.size])
   if not is_int.all():
     fracs = host[~is_int]
-    padded = np.full(nm.bucket(fracs.size), 1.5)
+    padded = np.full(bucket(fracs.size, minimum=4), 1.5)
     padded[:fracs.size] = fracs
     rdp = fractional_orders_rdp(q, sigma, jnp.asarray(padded), num_terms=num_terms)
     out = out.at[np.flatnonzero(~is_int)].set(rdp[:fracs.size])

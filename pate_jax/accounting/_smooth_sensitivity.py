@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import _checks as v
+from pate_jax._compile import bucket
 from pate_jax.accounting import _gnmax
 from pate_jax.accounting import _numerics as nm
 from pate_jax.accounting._conditions import check_release_order, valid_release_orders
@@ -139,7 +140,7 @@ def padded_rows(num_queries: int) -> int:
   """The row count a release of ``num_queries`` queries is padded to (see ``ROW_STEP``)."""
   if num_queries > ROW_STEP:
     return -(-num_queries // ROW_STEP) * ROW_STEP
-  return nm.bucket(num_queries, minimum=8)
+  return bucket(num_queries, minimum=8)
 
 
 def _pad_rows(votes, weights):

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jax.scipy.special import log_ndtr
 
 from pate_jax import _checks as v
+from pate_jax._compile import bucket
 from pate_jax.attacks import _output_distribution as od
 
 
@@ -98,7 +99,7 @@ def _flat(x, batch, dtype, trailing=()):
 def padded_size(size: int) -> int:
   """The batch size a core is compiled for: the next power of two (one program
   serves every batch size up to it; the padding repeats row 0)."""
-  return 1 << max(int(size) - 1, 0).bit_length()
+  return bucket(size)
 
 
 def pad_rows(*arrays: jax.Array) -> tuple[jax.Array, ...]:

@@ -10,7 +10,6 @@ rules are described in :mod:`pate_jax.budget`.
 from __future__ import annotations
 
 import json
-import math
 import os
 import pathlib
 from typing import Any
@@ -20,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import accounting as acc
+from pate_jax._compile import bucket
 from pate_jax import ledger as ledger_lib
 from pate_jax import mechanisms
 from pate_jax.budget._files import (
@@ -230,8 +230,7 @@ class TeachersBudget:
     """``(bound, private)`` composed costs ``[K]`` of the answers to ``rows``."""
     if not rows.size:
       return np.zeros_like(orders), np.zeros_like(orders)
-    # Padded to a power of two (at least 64): one compile per size.
-    size = max(64, 1 << int(math.ceil(math.log2(rows.size))))
+    size = bucket(rows.size, minimum=64)  # Padded: one compile per size.
     votes = np.zeros((size, self.votes.shape[1]), np.int32)
     votes[:rows.size] = self.votes[rows]
     votes[rows.size:, 0] = self.votes[rows[0]].sum()    # Valid padding rows (not summed).
