@@ -11,6 +11,7 @@ import pytest
 
 from pate_jax import accounting as acc
 from pate_jax import mechanisms
+from pate_jax._checks import _votes as checks_votes
 
 ORDERS = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 32.0, 64.0, 128.0])
 GOOD = np.array([[8, 1, 1], [5, 3, 2]], np.int32)
@@ -105,15 +106,20 @@ def test_device_resident_votes_are_validated_like_host_votes(bad, message, on_de
       acc.gnmax_log_q(votes, 1.0)
 
 
-@pytest.mark.parametrize("on_device", [False, True])
-def test_concrete_votes_are_checked_inside_a_callers_jit(on_device):
+@pytest.mark.parametrize("where", ["host", "large_host", "device"])
+def test_concrete_votes_are_checked_inside_a_callers_jit(where):
   """Concrete votes, another argument traced by the caller's jit: the check's flag is traced
-  there, so the host pass checks the votes; the result is the eager one."""
+  there, so the host pass checks the votes; the result is the eager one. Large host votes
+  (above _DEVICE_PUT_BYTES) are put on the device inside that trace: the host pass reads
+  the caller's numpy array."""
   votes = np.array([[200, 30, 20, 0], [120, 0, 0, 130], [60, 60, 60, 70]])
+  if where == "large_host":
+    votes = np.tile(votes, (12_000, 1))
+    assert votes.nbytes > checks_votes._DEVICE_PUT_BYTES  # pylint: disable=protected-access
   bad = votes.copy()
   bad[1, 2] = -1
   with jax.enable_x64(True):
-    data, bad = (jnp.asarray(votes), jnp.asarray(bad)) if on_device else (votes, bad)
+    data, bad = (jnp.asarray(votes), jnp.asarray(bad)) if where == "device" else (votes, bad)
     got = jax.jit(lambda s: acc.gnmax_rdp(data, s, ORDERS))(20.0)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(acc.gnmax_rdp(data, 20.0, ORDERS)))
     with pytest.raises(ValueError, match=r"non-negative vote counts; found -1\.0 at \(1, 2\)"):

@@ -82,7 +82,9 @@ def votes(x: Any, name: str = "votes", *, equal_totals: bool = False,
     flags = _votes_flags(arr, equal_totals=equal_totals, max_total=int(max_total))
   # Inside a caller's trace (jit) the flag is traced too: the host pass checks instead.
   if is_traced(flags) or bool(flags):
-    host = np.asarray(arr).astype(np.float64)  # The host pass names the entry; it raises.
+    # The host pass names the entry; it raises. Host votes are read from ``x``: inside a
+    # caller's trace ``arr`` may be a traced device_put of them (large votes).
+    host = np.asarray(x if isinstance(x, np.ndarray) else arr).astype(np.float64)
     _raise_first(host, ~np.isfinite(host), name, "be finite vote counts")
     _raise_first(host, host < 0, name, "be non-negative vote counts")
     _raise_first(host, host != np.round(host), name, "hold integer vote counts")
