@@ -74,8 +74,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.plan_allocator_fraction = 0.75  # JAX's default share of it (XLA_PYTHON_CLIENT_MEM_FRACTION)
   c.period_limit_s = 1_500    # one lent GPU period (the 25 minutes): --dry_run says
                               # whether all the stages together fit it
-  c.fast_compile = False      # True: XLA compiles without LLVM's optimisation (the CPU
-                              # rehearsal's tiny programs: experiment.set_fast_compile)
+  c.fast_compile = False      # True: XLA:CPU compiles without LLVM's optimisation (the CPU
+                              # rehearsal's tiny programs: experiment.set_fast_compile;
+                              # declined where an accelerator may run, JAX_PLATFORMS unset)
 
   # Stage 1: the default paper config, no override.
   c.pate_mnist = _sibling("pate_mnist")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import importlib.metadata
 import os
 import pathlib
 import shutil
@@ -34,23 +33,14 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not i
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
-def _accelerator_install() -> bool:
-  """Whether this machine may run JAX on an accelerator: a JAX plugin (CUDA, ROCm, TPU) or
-  NVIDIA's CUDA wheels installed, or an NVIDIA driver's ``nvidia-smi`` on the path."""
-  names = {(d.metadata["Name"] or "").lower().replace("_", "-")
-           for d in importlib.metadata.distributions()}
-  return shutil.which("nvidia-smi") is not None or any(
-      n.startswith(("jax-cuda", "jax-rocm", "libtpu", "nvidia-cu")) for n in names)
-
-
-# On a CPU-only install the suite compiles without LLVM's optimisation: its programs are
+# On a CPU-only machine the suite compiles without LLVM's optimisation: its programs are
 # small and brief, so compiling them is most of its time (the fast tier took 591 s with
 # the flag and 915 s without, on the 2-core CPU). Scripts started by tests inherit it;
-# _scripts.run_result keeps it beside the XLA_FLAGS a test gives. Accelerator machines
-# (the GPU acceptance's test stage) keep XLA's defaults.
-if not _accelerator_install():
-  from pate_jax.experiment import set_fast_compile  # pylint: disable=g-import-not-at-top
-  set_fast_compile(True)
+# _scripts.run_result keeps it beside the XLA_FLAGS a test gives. set_fast_compile declines
+# where an accelerator may be used (experiment.compiles_for_cpu_only): the GPU acceptance's
+# test stage keeps XLA's defaults.
+from pate_jax.experiment import set_fast_compile  # pylint: disable=g-import-not-at-top
+set_fast_compile(True)
 
 
 def shared_data(*required: str) -> pathlib.Path | None:

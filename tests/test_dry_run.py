@@ -309,6 +309,9 @@ def test_fast_compile_is_asked_for_before_the_backend_and_refused_after(monkeypa
   monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=d")
   assert _main.set_fast_compile(False) is False and os.environ["XLA_FLAGS"] == "--xla_dump_to=d"
   monkeypatch.setattr(_main, "backend_started", lambda: False)
+  monkeypatch.setattr(_main, "compiles_for_cpu_only", lambda: False)  # an accelerator may run
+  assert _main.set_fast_compile(True) is False and os.environ["XLA_FLAGS"] == "--xla_dump_to=d"
+  monkeypatch.setattr(_main, "compiles_for_cpu_only", lambda: True)
   assert _main.set_fast_compile(True) is True
   assert os.environ["XLA_FLAGS"] == f"--xla_dump_to=d {_main.FAST_COMPILE_FLAG}"
   assert _main.set_fast_compile(True) is True  # already there: added once
@@ -317,3 +320,19 @@ def test_fast_compile_is_asked_for_before_the_backend_and_refused_after(monkeypa
   monkeypatch.setattr(_main, "backend_started", lambda: True)
   with pytest.raises(RuntimeError, match="fast_compile=True must be set before JAX starts"):
     _main.set_fast_compile(True)
+
+
+@pytest.mark.parametrize("platforms, installed, cpu_only", [
+    ("cpu", True, True), ("cuda", False, False), ("cpu,cuda", False, False),
+    (" cpu ", True, True), ("", False, True), ("", True, False), (None, True, False)])
+def test_fast_compile_only_where_every_backend_is_a_cpu(monkeypatch, platforms, installed,
+                                                       cpu_only):
+  """XLA:GPU reads the fast-compile flag too: it is asked for only where JAX_PLATFORMS names
+  only the CPU, or (unset) no accelerator is installed."""
+  from pate_jax.experiment import _main  # pylint: disable=import-outside-toplevel
+  if platforms is None:
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+  else:
+    monkeypatch.setenv("JAX_PLATFORMS", platforms)
+  monkeypatch.setattr(_main, "accelerator_installed", lambda: installed)
+  assert _main.compiles_for_cpu_only() is cpu_only

@@ -354,7 +354,8 @@ def _command(workdir: pathlib.Path, data_dir, *overrides: str) -> subprocess.Com
        "configs/gpu_acceptance.py:cpu_rehearsal", "--workdir", str(workdir), *overrides],
       cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
       env=dict(os.environ, PYTHONPATH=_scripts.python_path(), PATE_JAX_NO_PROGRESS="1",
-               PATE_JAX_DATA_DIR=str(data_dir), PATE_JAX_OFFLINE="1"))
+               PATE_JAX_DATA_DIR=str(data_dir), PATE_JAX_OFFLINE="1",
+               JAX_PLATFORMS="cpu"))  # a CPU rehearsal, on an accelerator machine too
 
 
 @pytest.mark.slow

@@ -21,8 +21,9 @@ from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_
                                           format_bytes, mesh_info, votes_plan)
 from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, FAST_COMPILE_FLAG,
                                        PRIVATE_MARK,
-                                       PRIVATE_TITLE, PhaseClock, accounting_device,
-                                       backend_started, deterministic_ops_enabled,
+                                       PRIVATE_TITLE, PhaseClock, accelerator_installed,
+                                       accounting_device, backend_started,
+                                       compiles_for_cpu_only, deterministic_ops_enabled,
                                        fast_compile_enabled,
                                        mark_private, output_files, print_outputs,
                                        print_private, private_as_a_whole, python_path,
@@ -39,6 +40,7 @@ from pate_jax.io import data_digest, progress, write_text  # re-exported: the ha
 
 __all__ = [
     "ACCOUNTING_DEVICES",
+    "accelerator_installed",
     "accounting_device",
     "backend_started",
     "DETERMINISTIC_FLAG",
@@ -48,6 +50,7 @@ __all__ = [
     "NO_PRIVATE_DATA",
     "PUBLISHABLE",
     "closest_fields",
+    "compiles_for_cpu_only",
     "compiled_temp_bytes",
     "config_fields",
     "config_items",

@@ -11,11 +11,13 @@ a stage's privacy accounting runs; :func:`timed` is the benchmarks' timer.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import io
 import json
 import os
 import pathlib
 import re
+import shutil
 import time
 from typing import Any, Callable, Mapping
 
@@ -109,8 +111,24 @@ def _ask_xla(flag: str, field: str) -> bool:
   return True
 
 
+def accelerator_installed() -> bool:
+  """Whether this machine may run JAX on an accelerator: a JAX plugin (CUDA, ROCm, TPU) or
+  NVIDIA's CUDA wheels installed, or an NVIDIA driver's ``nvidia-smi`` on the path."""
+  names = {(d.metadata["Name"] or "").lower().replace("_", "-")
+           for d in importlib.metadata.distributions()}
+  return shutil.which("nvidia-smi") is not None or any(
+      n.startswith(("jax-cuda", "jax-rocm", "libtpu", "nvidia-cu")) for n in names)
+
+
+def compiles_for_cpu_only() -> bool:
+  """Whether every backend this process may start is a CPU: ``JAX_PLATFORMS`` names only
+  ``cpu``, or (unset) no accelerator is installed (:func:`accelerator_installed`)."""
+  platforms = [p.strip() for p in os.environ.get("JAX_PLATFORMS", "").split(",") if p.strip()]
+  return all(p == "cpu" for p in platforms) if platforms else not accelerator_installed()
+
+
 def set_fast_compile(fast: bool) -> bool:
-  """Asks XLA to compile without LLVM's optimisation passes (``FAST_COMPILE_FLAG``), for
+  """Asks XLA:CPU to compile without LLVM's optimisation passes (``FAST_COMPILE_FLAG``), for
   runs whose programs are tiny and brief, so that building them is most of their wall: a
   CPU rehearsal, a smoke run, the test suite. The programs compute the same operations up
   to float rounding (an optimised build may sum in another order: results are not
@@ -120,13 +138,19 @@ def set_fast_compile(fast: bool) -> bool:
   without, the GPU acceptance's CPU rehearsal 272 s and 366 s (README). Like
   :func:`set_deterministic`, it must run before JAX starts a backend.
 
+  Asked for only where every backend is a CPU (:func:`compiles_for_cpu_only`): XLA:GPU
+  reads the same flag and would build every kernel of the run unoptimised. Elsewhere the
+  request is declined (``False``) and XLA keeps its defaults.
+
   Returns:
     Whether the flag is in force.
 
   Raises:
     RuntimeError: ``fast`` was asked for after a backend started without it.
   """
-  return _ask_xla(FAST_COMPILE_FLAG, "fast_compile") if fast else fast_compile_enabled()
+  if fast and compiles_for_cpu_only():
+    return _ask_xla(FAST_COMPILE_FLAG, "fast_compile")
+  return fast_compile_enabled()
 
 
 ACCOUNTING_DEVICES = ("host", "default")
