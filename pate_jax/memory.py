@@ -99,11 +99,17 @@ def analysis_factor(device: jax.Device | None = None) -> float:
 
 
 def peak_bytes(budget: int | None = None,
-               devices: Sequence[jax.Device] | None = None) -> dict[str, Any] | None:
+               devices: Sequence[jax.Device] | None = None, *,
+               before: dict[str, Any] | None = None) -> dict[str, Any] | None:
   """What the allocators of ``devices`` (default: the local ones) report: the largest
   ``peak_bytes_in_use`` among them and their ``bytes_limit``, and, given the planner's
   per-device ``budget``, whether the peak stayed within it. None where a backend keeps no
-  such statistics (a CPU's)."""
+  such statistics (a CPU's).
+
+  The allocators' peak counts from the process's start and cannot be reset. ``before``,
+  this function's result when the judged work began, tells whose peak it is: where it has
+  not grown since, it was reached by earlier work in the process (``peak_is_earlier``),
+  and ``peak_within_budget`` is None (unknown) rather than a verdict on that work."""
   peaks, limits = [], []
   for device in devices or jax.local_devices():
     stats = _memory_stats(device)
@@ -112,8 +118,12 @@ def peak_bytes(budget: int | None = None,
     peaks.append(int(stats["peak_bytes_in_use"]))
     limits.append(int(stats.get("bytes_limit", 0)))
   out: dict[str, Any] = {"peak_bytes_in_use": max(peaks), "bytes_limit": min(limits)}
+  earlier = before is not None and max(peaks) <= before["peak_bytes_in_use"]
+  if before is not None:
+    out["peak_is_earlier"] = earlier
   if budget is not None:
-    out.update(budget_bytes=int(budget), peak_within_budget=max(peaks) <= budget)
+    out.update(budget_bytes=int(budget),
+               peak_within_budget=None if earlier else max(peaks) <= budget)
   return out
 
 

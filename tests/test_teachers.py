@@ -456,6 +456,14 @@ def test_peak_bytes_reads_the_allocators_against_the_budget():
                                                "bytes_limit": 60 * gib}
   assert memory.peak_bytes(gib, [gpus[0], _Device(None)]) is None
   assert memory.peak_bytes(gib, jax.devices("cpu")) is None  # no allocator statistics
+  # The peak counts from the process's start: judged only where it grew since `before`.
+  earlier = memory.peak_bytes(None, gpus)
+  assert memory.peak_bytes(4 * gib, gpus, before=earlier) == {
+      "peak_bytes_in_use": 5 * gib, "bytes_limit": 60 * gib, "peak_is_earlier": True,
+      "budget_bytes": 4 * gib, "peak_within_budget": None}
+  grown = [_Device({"peak_bytes_in_use": 7 * gib, "bytes_limit": 60 * gib})]
+  assert memory.peak_bytes(6 * gib, grown, before=earlier)["peak_within_budget"] is False
+  assert memory.peak_bytes(8 * gib, grown, before=earlier)["peak_is_earlier"] is False
 
 
 @pytest.mark.slow

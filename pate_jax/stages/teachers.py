@@ -355,6 +355,7 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
 
 def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> dict:
   clock = experiment.PhaseClock()
+  peak_before = memory.peak_bytes()  # the allocators' peak from earlier work, if any
   ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config, clock)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
@@ -492,9 +493,10 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
                       "final_wait_seconds": checkpoint_wait,
                       "share_of_training": ckpt.blocking_seconds / max(train_seconds, 1e-9),
                       "bytes": memory.tree_bytes(state)},
-      # The allocators' peak so far in this process (training, votes and all before them)
-      # against the planner's per-device budget; None on a CPU (no allocator statistics).
-      "device_memory": memory.peak_bytes(ensemble.budget_bytes()),
+      # The allocators' peak so far in this process against the planner's per-device
+      # budget, judged only where it grew during this stage (else peak_is_earlier: another
+      # run's in the same process); None on a CPU (no allocator statistics).
+      "device_memory": memory.peak_bytes(ensemble.budget_bytes(), before=peak_before),
       "wall_seconds": clock.elapsed(),
       # Where the wall went, phase by phase (they add up to it, but for the results' write).
       "phase_seconds": dict(clock.seconds),
