@@ -87,9 +87,8 @@ def memory_budget(fraction: float, device: jax.Device | None = None) -> int:
 # 250 teachers x 1,024 queries, which the analysis put at 6.1 GiB, were killed for memory
 # on a 24 GiB machine. All measured on 2 cores (YNNPACK's scratch may grow with the threads
 # of a larger host: not measured); tests/test_teachers.py checks the bound on 2 cores.
-# Elsewhere the analysis is
-# taken as it is: on a GPU, cuDNN's and cuBLAS's workspaces are buffers XLA assigns (the
-# default paper config ran within its plan on an H100 and an H200).
+# Elsewhere the analysis is taken as it is: on a GPU, cuDNN's and cuBLAS's workspaces are
+# buffers XLA assigns (the default paper config ran within its plan on an H100 and an H200).
 ANALYSIS_FACTORS = {"cpu": 8.0}
 
 
