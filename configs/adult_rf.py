@@ -13,6 +13,14 @@ Usage:
   python experiments/tabular.py --config configs/adult_rf.py --workdir runs/adult_rf
   python experiments/tabular.py --config configs/adult_rf.py:cpu --workdir runs/adult_rf_cpu
 
+A release (publishable): the aggregate stage answers the pool from the teachers' budget, then
+the student forests learn from its labels alone:
+  python experiments/aggregate.py --config configs/aggregate_mnist.py \
+      --config.votes_dir=runs/adult_rf --config.num_queries=500 \
+      --config.query_selection=first --workdir runs/adult_rf_labels
+  python experiments/tabular.py --config configs/adult_rf.py \
+      --config.labels_dir=runs/adult_rf_labels --workdir runs/adult_rf_student
+
 Arguments (comma-separated, combinable):
   cpu          small smoke variant (25 teachers of 10 trees, gamma 0.2, sigma 5,
                small sweeps; Confident-GNMax's values scaled by 25/250).
@@ -51,6 +59,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # Student: the first num_pool query inputs are labelled; the rest evaluate.
   c.num_pool = 500
+  # "" off. A directory: train only the student forests, on the labels.npz that
+  # experiments/aggregate.py released there from this stage's votes.npz (secret noise, the
+  # teachers' budget), and score them on the queries after the pool: publishable (README,
+  # Tabular PATE). Teachers, votes and sweeps are not touched.
+  c.labels_dir = ""
   # Reference (true labels, not private): students on this many random pools of num_pool
   # query inputs, each scored on the other queries, to place the first pool among them.
   c.reference_pools = 30

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import pathlib
 import warnings
 
@@ -298,3 +299,68 @@ def test_experiment_end_to_end_on_synthetic_adult(tmp_path, capsys):
   config.dataset = "diabetes"
   with pytest.raises(FileNotFoundError, match=r"diabetic_data.csv not found .*UCI"):
     tabular_experiment.run(config, tmp_path / "work_diabetes")
+
+
+def _disclosure(workdir):
+  return json.loads((workdir / "results.json").read_text())["disclosure"]
+
+
+@pytest.mark.slow
+def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_path, capsys):
+  """Teachers (this stage) -> the aggregate stage on their votes.npz (secret noise, the
+  teachers' budget) -> student forests on the released labels (config.labels_dir):
+  publishable, its labels those of labels.npz; labels of another task, or of a research
+  seed, are refused or make it a measurement."""
+  from pate_jax.stages import aggregate, tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  _adult_like(tmp_path / "data" / "adult" / "train.csv", 240, rng)
+  _adult_like(tmp_path / "data" / "adult" / "test.csv", 90, rng)
+  config = _config("cpu")
+  config.data_dir = str(tmp_path / "data")
+  config.num_teachers, config.n_estimators, config.n_jobs = 4, 3, 1
+  config.student_n_estimators = config.baseline_n_estimators = 3
+  config.num_pool, config.query_counts = 40, [40]
+  config.lnmax_gammas, config.gnmax_sigmas, config.num_seeds = [1.0], [1.0], 1
+  config.reference_pools, config.student_repeats = 0, 2
+  teachers = tmp_path / "teachers"
+  tabular_stage.run(config, teachers)
+
+  def labels_run(name, **overrides):
+    agg = _load_by_path("configs", "aggregate_mnist.py").get_config("cpu")
+    agg.votes_dir, agg.num_queries, agg.query_selection = str(teachers), 30, "first"
+    agg.mechanism, agg.privacy_plot, agg.epsilon_max = "gnmax", False, 50.0
+    for k, v in overrides.items():
+      setattr(agg, k, v)
+    aggregate.run(agg, tmp_path / name)
+    return tmp_path / name
+
+  config.labels_dir = str(labels_run("labels"))
+  res = experiment.run_and_report(tabular_stage.run, tabular_stage.report, config,
+                                  str(tmp_path / "student"))
+  released = np.load(tmp_path / "labels" / "labels.npz")
+  assert res["released_student"] and res["num_asked"] == 30 and res["mechanism"] == "gnmax"
+  assert res["num_answered"] == int(released["answered"].sum())
+  assert res["epsilon"] == float(released["epsilon"]) and not res["noise_source"]["public"]
+  assert res["label_accuracy_answered"] == pytest.approx(np.mean(
+      released["labels"][released["answered"]] == released["true_labels"][released["answered"]]))
+  assert len(res["student_accuracies"]) == 2 and 0 <= res["student_accuracy_mean"] <= 1
+  assert _disclosure(tmp_path / "student") == experiment.PUBLISHABLE
+  assert "private" not in capsys.readouterr().out  # nothing it prints is marked private
+  # The same labels train the same students (their seeds are the config's).
+  again = tabular_stage.run(config, tmp_path / "student_again")
+  assert again["student_accuracies"] == res["student_accuracies"]
+  # Labels of a research noise seed: a measurement, private as a whole.
+  config.labels_dir = str(labels_run("research", noise_seed=3))
+  tabular_stage.run(config, tmp_path / "student_research")
+  assert _disclosure(tmp_path / "student_research") == experiment.MEASUREMENT
+  # Labels of another task (other query inputs), or of rows outside the pool: refused,
+  # naming the field.
+  config.labels_dir = str(tmp_path / "labels")
+  _adult_like(tmp_path / "other" / "adult" / "train.csv", 240, np.random.default_rng(1))
+  _adult_like(tmp_path / "other" / "adult" / "test.csv", 90, np.random.default_rng(1))
+  config.data_dir = str(tmp_path / "other")
+  with pytest.raises(ValueError, match=r"config.labels_dir .*other query inputs"):
+    tabular_stage.run(config, tmp_path / "student_other")
+  config.data_dir, config.num_pool = str(tmp_path / "data"), 20
+  with pytest.raises(ValueError, match=r"config.labels_dir .*outside this task's pool"):
+    tabular_stage.run(config, tmp_path / "student_pool")

@@ -21,6 +21,12 @@ workdir):
 
 and writes ``results.json`` (a measurement) beside them. The pieces are functions of
 arrays in :mod:`pate_jax.tabular`; only this module reads the config.
+
+The release: ``experiments/aggregate.py`` answers the pool rows of this stage's
+``votes.npz`` from the teachers' budget (secret noise, the ledger beside the votes), and
+this stage with ``config.labels_dir`` set to that run's workdir trains the student forests
+on the released labels alone (:func:`released_student`): publishable, as the image
+students trained on released labels are.
 """
 
 from __future__ import annotations
@@ -36,13 +42,14 @@ import numpy as np
 from pate_jax import _checks as checks
 from pate_jax import aggregation
 from pate_jax import experiment
+from pate_jax import labels as labels_lib
 from pate_jax import reporting
 from pate_jax import rng
 from pate_jax import tabular
 from pate_jax import votes as votes_lib
 
 __all__ = ["run", "plan", "report", "grid_edges", "confident_gnmax_settings",
-           "confident_gnmax_key", "CONFIDENT_GNMAX_DRAW"]
+           "confident_gnmax_key", "released_student", "CONFIDENT_GNMAX_DRAW"]
 
 CONFIDENT_GNMAX_DRAW = 2**31
 """Folded into the stage's ``aggregation`` key for Confident-GNMax's noise. LNMax's and
@@ -54,7 +61,68 @@ def run(config, workdir: str | os.PathLike) -> dict:
   """The whole experiment; writes into ``workdir`` (locked meanwhile: a second run there
   fails at once) and returns the results dict."""
   with experiment.locked_workdir(workdir):
+    if config.get("labels_dir"):
+      return released_student(config, pathlib.Path(workdir))
     return _run(config, pathlib.Path(workdir))
+
+
+def released_student(config, workdir: pathlib.Path) -> dict:
+  """Student forests on the labels that ``config.labels_dir``'s ``labels.npz`` released (an
+  aggregate run on this task's ``votes.npz``), scored on the query inputs after the pool.
+
+  Reads the task's public query inputs and labels and the released labels, never the
+  votes or the training data: with secret noise everything it writes is publishable (the
+  students, their accuracy, the released labels' accuracy on the public pool, and the
+  budget's data-independent ε the labels were released at); labels of a research noise
+  seed make it a measurement, private as a whole.
+
+  Raises:
+    ValueError: labels of rows outside this task's pool, or of another task (their
+      recorded true labels differ from the pool's: another seed, dataset or split), or
+      none answered (each names ``config.labels_dir``).
+  """
+  t0 = time.perf_counter()
+  _, queries, name = _load_task(config)
+  num_pool = int(config.num_pool)
+  if not 0 < num_pool < len(queries):
+    raise ValueError(f"num_pool must lie in (0, {len(queries)}) (query inputs), got {num_pool}")
+  released = labels_lib.load_labels(config.labels_dir)
+  rows, answered = released["dataset_index"], released["answered"]
+  where = f"config.labels_dir ({config.labels_dir})"
+  if rows.size and (rows.min() < 0 or rows.max() >= num_pool):
+    raise ValueError(f"{where}: labels of query rows outside this task's pool [0, {num_pool})")
+  if not np.array_equal(released["true_labels"], queries.labels[rows]):
+    raise ValueError(f"{where}: labels of other query inputs than this config's {name} task "
+                     "(their true labels differ): answer this stage's votes.npz, with the "
+                     "same seed, dataset and split")
+  if not answered.any():
+    raise ValueError(f"{where}: no query was answered; nothing to train a student on")
+  x, y = queries.features[rows[answered]], released["labels"][answered]
+  seeds = tabular.random_states(rng.stream(rng.root_key(config.seed), "student_init"),
+                                int(config.student_repeats))
+  task = tabular.StudentTask(
+      x, queries.features[num_pool:], queries.labels[num_pool:], n_jobs=config.n_jobs,
+      estimator=tabular.random_forest(config.student_n_estimators, max_depth=config.max_depth))
+  acc = tabular.student_accuracies(task, seeds, [y] * len(seeds))
+  noise_seed = (None if released["noise"] == "secret"
+                else int(released["noise"].split(":", 1)[1]))
+  results = {
+      "dataset": name, "released_student": True, "labels_dir": str(config.labels_dir),
+      "mechanism": released["mechanism"], "num_pool": num_pool,
+      "num_eval": len(queries) - num_pool, "num_asked": int(rows.size),
+      "num_answered": int(answered.sum()),
+      "label_accuracy_answered": float(np.mean(y == released["true_labels"][answered])),
+      "student_accuracy_mean": float(acc.mean()), "student_accuracies": acc.tolist(),
+      "student_repeats": len(seeds),
+      "epsilon": released["epsilon"], "epsilon_max": released["epsilon_max"],
+      "delta": released["delta"], "noise_source": rng.noise_record(noise_seed),
+      "epsilon_note": "the teachers' budget's data-independent bound when the labels were "
+                      "released (labels.npz); the students add nothing to it",
+      "timings": {"total_s": time.perf_counter() - t0},
+  }
+  experiment.write_results(workdir, results, config=config, seed=config.seed,
+                           disclosure=experiment.noise_disclosure(results["noise_source"]))
+  return results
 
 
 def _load_task(config):
@@ -244,7 +312,8 @@ def plan(config) -> dict:
          "n_estimators": int(config.n_estimators), "num_pool": int(config.num_pool),
          "query_counts": tuple(config.query_counts), "lnmax_gammas": tuple(config.lnmax_gammas),
          "gnmax_sigmas": tuple(config.gnmax_sigmas), "num_seeds": int(config.num_seeds),
-         "student_repeats": int(config.student_repeats)}
+         "student_repeats": int(config.student_repeats),
+         "labels_dir": config.get("labels_dir", "") or "off (teachers, votes and sweeps)"}
   confident = confident_gnmax_settings(config)
   if confident is not None:
     out["confident_gnmax"] = {**confident[0].as_dict(), "num_queries": confident[1]}
@@ -282,7 +351,16 @@ def grid_edges(summary: dict, accountant) -> list[str]:
 
 def report(res: dict) -> None:
   """Prints the headline: accuracies, ε of both mechanisms, and the wall time; then, when it
-  ran, Confident-GNMax's line (its private values marked so)."""
+  ran, Confident-GNMax's line (its private values marked so). A released student's run:
+  its labels, students and ε."""
+  if res.get("released_student"):
+    print(f"{res['dataset']}: student on {res['num_answered']} of {res['num_asked']} "
+          f"{res['mechanism']} labels released (labels {res['label_accuracy_answered']:.4f} "
+          f"right): accuracy {res['student_accuracy_mean']:.4f} (mean of "
+          f"{res['student_repeats']}) on {res['num_eval']} held-out queries | budget's ε "
+          f"{res['epsilon']:.3f} of {res['epsilon_max']:g} (δ = {res['delta']:g}) | "
+          f"{res['timings']['total_s']:.0f} s")
+    return
   name, non_private, ensemble_res = res["dataset"], res["non_private"], res["ensemble"]
   mech, timings = {"lnmax": res["lnmax"], "gnmax": res["gnmax"]}, res["timings"]
   print(f"{name}: non-private {non_private['accuracy_eval']:.4f} | plurality (pool) "
