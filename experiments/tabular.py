@@ -10,7 +10,10 @@ GNMax (with ε under each accountant), trains student forests on the noisy label
 sweeps the number of queries and the noise scale; with ``config.confident_gnmax.enabled``
 also Confident-GNMax, whose students train on the answered rows. Writes ``votes.npz``,
 ``teacher_predictions.npz``, ``student_accuracy.png`` and ``results.json`` into
-``--workdir``. The stage: :mod:`pate_jax.stages.tabular`.
+``--workdir`` (a research measurement, private as a whole). With
+``--config.labels_dir=L``, the workdir of ``experiments/aggregate.py`` run on those votes
+(secret noise, the teachers' budget), it trains only the student forests, on L's released
+labels: publishable. The stage: :mod:`pate_jax.stages.tabular`.
 """
 
 from pate_jax import experiment
