@@ -355,7 +355,6 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
 
 def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> dict:
   clock = experiment.PhaseClock()
-  peak_before = memory.peak_bytes()  # the allocators' peak from earlier work, if any
   ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config, clock)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
@@ -393,6 +392,7 @@ def _outputs(config: ml_collections.ConfigDict) -> dict:
 def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
   """Trains (resuming from ``ckpt``), computes the votes and writes the results; ``clock``
   (an :class:`pate_jax.experiment.PhaseClock`) times its phases."""
+  peak_before = memory.peak_bytes()  # the allocators' peak from earlier work, if any
   shard_x, shard_y, dropped = shards
   ensemble = build_ensemble(config, ds.num_classes)
   t = config.num_teachers
