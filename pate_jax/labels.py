@@ -128,6 +128,7 @@ def load_labels(path_or_dir: str | os.PathLike, votes_digest: str | None = None
   _check_outcomes(out["labels"], out["status"], out["answered"], str(path))
   for k in ("votes_digest", "mechanism", "noise"):
     out[k] = str(out[k])
+  noise_seed(out, str(path))  # "secret" or "research:<seed>"
   for k in ("epsilon", "epsilon_max", "delta"):
     out[k] = float(out[k])
   if votes_digest is not None and out["votes_digest"] != votes_digest:
@@ -135,6 +136,18 @@ def load_labels(path_or_dir: str | os.PathLike, votes_digest: str | None = None
                      f"{out['votes_digest'][:12]}... vs {votes_digest[:12]}...): labels "
                      "belong to the votes they were paid from")
   return out
+
+
+def noise_seed(labels: dict[str, Any], where: str = "labels.npz") -> int | None:
+  """The research noise seed of loaded ``labels`` (its ``noise``: ``"research:<seed>"``), or
+  ``None`` for secret noise; ``ValueError`` naming ``where`` for any other value."""
+  kind, _, seed = labels["noise"].partition(":")
+  if labels["noise"] == "secret":
+    return None
+  if kind != "research" or not seed.lstrip("-").isdigit():
+    raise ValueError(f"{where}: noise must be 'secret' or 'research:<seed>', got "
+                     f"{labels['noise']!r}")
+  return int(seed)
 
 
 def check_against(labels: dict[str, Any], rows: np.ndarray, row_labels: np.ndarray,

@@ -61,6 +61,16 @@ def test_labels_of_other_votes_and_tampered_outcomes_are_refused(tmp_path):
   np.savez(path, **{**arrays, "labels": np.array([3, 1, 0])})  # A label where none was paid.
   with pytest.raises(ValueError, match="labels, answered and status must agree"):
     labels_lib.load_labels(tmp_path)
+  np.savez(path, **{**arrays, "noise": np.array("none")})  # Neither secret nor a seed.
+  with pytest.raises(ValueError, match=r"noise must be 'secret' or 'research:<seed>', got 'none'"):
+    labels_lib.load_labels(tmp_path)
+
+
+def test_the_noise_seed_of_loaded_labels(tmp_path):
+  labels_lib.save_labels(tmp_path / "s", **_record())
+  labels_lib.save_labels(tmp_path / "r", **_record(noise="research:7"))
+  assert labels_lib.noise_seed(labels_lib.load_labels(tmp_path / "s")) is None
+  assert labels_lib.noise_seed(labels_lib.load_labels(tmp_path / "r")) == 7
 
 
 def test_check_against_the_budgets_record():

@@ -104,8 +104,7 @@ def released_student(config, workdir: pathlib.Path) -> dict:
       x, queries.features[num_pool:], queries.labels[num_pool:], n_jobs=config.n_jobs,
       estimator=tabular.random_forest(config.student_n_estimators, max_depth=config.max_depth))
   acc = tabular.student_accuracies(task, seeds, [y] * len(seeds))
-  noise_seed = (None if released["noise"] == "secret"
-                else int(released["noise"].split(":", 1)[1]))
+  noise_seed = labels_lib.noise_seed(released)
   results = {
       "dataset": name, "released_student": True, "labels_dir": str(config.labels_dir),
       "mechanism": released["mechanism"], "num_pool": num_pool,
