@@ -250,17 +250,25 @@ def _config(arg):
   return _load_by_path("configs", "adult_rf.py").get_config(arg)
 
 
+def _tiny_synthetic_task(data_dir: pathlib.Path, arg: str, seed: int = 0):
+  """Synthetic Adult CSVs in ``data_dir`` (240 training rows, 90 queries) and ``arg``'s
+  config scaled to them: 4 teachers of 3 trees, 3-tree students, a 40-row pool, one job."""
+  rng = np.random.default_rng(seed)
+  _adult_like(data_dir / "adult" / "train.csv", 240, rng)
+  _adult_like(data_dir / "adult" / "test.csv", 90, rng)
+  config = _config(arg)
+  config.data_dir = str(data_dir)
+  config.num_teachers, config.n_estimators, config.n_jobs = 4, 3, 1
+  config.student_n_estimators = config.baseline_n_estimators = 3
+  config.num_pool = 40
+  return config
+
+
 @pytest.mark.slow
 def test_experiment_end_to_end_on_synthetic_adult(tmp_path, capsys):
   tabular_experiment = _load_by_path("experiments", "tabular.py")
-  rng = np.random.default_rng(0)
-  _adult_like(tmp_path / "data" / "adult" / "train.csv", 240, rng)
-  _adult_like(tmp_path / "data" / "adult" / "test.csv", 90, rng)
-  config = _config("cpu,noeducation")
-  config.data_dir = str(tmp_path / "data")
-  config.num_teachers, config.n_estimators, config.n_jobs = 4, 3, 1
-  config.student_n_estimators = config.baseline_n_estimators = 3
-  config.num_pool, config.query_counts = 40, [20, 40]
+  config = _tiny_synthetic_task(tmp_path / "data", "cpu,noeducation")
+  config.query_counts = [20, 40]
   config.lnmax_gammas, config.gnmax_sigmas = [0.5, 1.0], [1.0, 2.0]
   config.num_seeds = 2
   work = tmp_path / "work"
@@ -312,14 +320,8 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
   publishable, its labels those of labels.npz; labels of another task, or of a research
   seed, are refused or make it a measurement."""
   from pate_jax.stages import aggregate, tabular as tabular_stage  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(0)
-  _adult_like(tmp_path / "data" / "adult" / "train.csv", 240, rng)
-  _adult_like(tmp_path / "data" / "adult" / "test.csv", 90, rng)
-  config = _config("cpu")
-  config.data_dir = str(tmp_path / "data")
-  config.num_teachers, config.n_estimators, config.n_jobs = 4, 3, 1
-  config.student_n_estimators = config.baseline_n_estimators = 3
-  config.num_pool, config.query_counts = 40, [40]
+  config = _tiny_synthetic_task(tmp_path / "data", "cpu")
+  config.query_counts = [40]
   config.lnmax_gammas, config.gnmax_sigmas, config.num_seeds = [1.0], [1.0], 1
   config.reference_pools, config.student_repeats = 0, 2
   teachers = tmp_path / "teachers"
@@ -356,9 +358,7 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
   # Labels of another task (other query inputs), or of rows outside the pool: refused,
   # naming the field.
   config.labels_dir = str(tmp_path / "labels")
-  _adult_like(tmp_path / "other" / "adult" / "train.csv", 240, np.random.default_rng(1))
-  _adult_like(tmp_path / "other" / "adult" / "test.csv", 90, np.random.default_rng(1))
-  config.data_dir = str(tmp_path / "other")
+  config.data_dir = _tiny_synthetic_task(tmp_path / "other", "cpu", seed=1).data_dir
   with pytest.raises(ValueError, match=r"config.labels_dir .*other query inputs"):
     tabular_stage.run(config, tmp_path / "student_other")
   config.data_dir, config.num_pool = str(tmp_path / "data"), 20
