@@ -141,9 +141,9 @@ def load_labels(path_or_dir: str | os.PathLike, votes_digest: str | None = None
 def noise_seed(labels: dict[str, Any], where: str = "labels.npz") -> int | None:
   """The research noise seed of loaded ``labels`` (its ``noise``: ``"research:<seed>"``), or
   ``None`` for secret noise; ``ValueError`` naming ``where`` for any other value."""
-  kind, _, seed = labels["noise"].partition(":")
   if labels["noise"] == "secret":
     return None
+  kind, _, seed = labels["noise"].partition(":")
   if kind != "research" or not seed.lstrip("-").isdigit():
     raise ValueError(f"{where}: noise must be 'secret' or 'research:<seed>', got "
                      f"{labels['noise']!r}")

@@ -83,9 +83,7 @@ def released_student(config, workdir: pathlib.Path) -> dict:
   """
   t0 = time.perf_counter()
   _, queries, name = _load_task(config)
-  num_pool = int(config.num_pool)
-  if not 0 < num_pool < len(queries):
-    raise ValueError(f"num_pool must lie in (0, {len(queries)}) (query inputs), got {num_pool}")
+  num_pool = _pool_size(config, queries)
   released = labels_lib.load_labels(config.labels_dir)
   rows, answered = released["dataset_index"], released["answered"]
   where = f"config.labels_dir ({config.labels_dir})"
@@ -134,6 +132,15 @@ def _load_task(config):
       coarsen=bool(config.get("coarsen", False)))
 
 
+def _pool_size(config, queries) -> int:
+  """``config.num_pool``, refused unless it leaves query inputs on both sides (the pool the
+  student learns from, the rest it is scored on)."""
+  num_pool = int(config.num_pool)
+  if not 0 < num_pool < len(queries):
+    raise ValueError(f"num_pool must lie in (0, {len(queries)}) (query inputs), got {num_pool}")
+  return num_pool
+
+
 def confident_gnmax_key(root: jax.Array) -> jax.Array:
   """The key of Confident-GNMax's noise: ``fold_in(stream(root, "aggregation"),
   CONFIDENT_GNMAX_DRAW)``; query ``i`` then draws from ``fold_in(key, i)``."""
@@ -176,9 +183,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
   # 1. Data.
   t0 = time.perf_counter()
   train, queries, name = _load_task(config)
-  if not 0 < config.num_pool < len(queries):
-    raise ValueError(f"num_pool must lie in (0, {len(queries)}) (query inputs), got "
-                     f"{config.num_pool}")
+  _pool_size(config, queries)
   x_pool, y_pool = queries.features[:config.num_pool], queries.labels[:config.num_pool]
   x_eval, y_eval = queries.features[config.num_pool:], queries.labels[config.num_pool:]
   confident = confident_gnmax_settings(config, len(queries))  # before anything is fitted
