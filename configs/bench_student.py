@@ -6,7 +6,8 @@
 Default: the main job's student (PATE-G, real images shifted by up to 2 pixels; the
 student of configs/pate_mnist.py) on random data of MNIST's shapes, in segments of the main
 job's 900 steps, at float32 products (the students' setting) and at the backend's default
-(TF32 on recent NVIDIA GPUs), the first profiled, then 3 students side by side (one
+(TF32 on recent NVIDIA GPUs), the first profiled over a 50-step segment of its own, then
+3 students side by side (one
 vmapped program: the student configs' ``num_seeds``). ``:cpu``: 50-step calls, float32
 only, no profile, 2 students side by side.
 """
@@ -29,7 +30,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.repeats = 3                # timed calls per precision, after one warm-up call
   c.num_steps = 27_000         # seconds_for_num_steps: the main job's 300 epochs
   c.precisions = ("float32", "default")  # students.MATMUL_PRECISIONS or "default"
-  c.profile_precisions = ("float32",)    # one more call under jax.profiler each
+  c.profile_precisions = ("float32",)    # a segment of profile_steps under jax.profiler each
+  c.profile_steps = 50         # its own compiled segment: a 900-step trace is ~10^5 kernels
   # Students side by side (config.num_seeds of the student configs): that many in one
   # vmapped program, at the first precision, against one at a time.
   c.num_seeds = (3,)

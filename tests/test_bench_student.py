@@ -22,7 +22,7 @@ def _config(**overrides):
   c = _scripts.config("bench_student", "cpu")
   c.student_kwargs.update(TINY_GAN)
   c.update({"image_shape": (6, 6, 1), "pool_size": 40, "num_labelled": 10, "num_eval": 10,
-            "batch_size": 5, "steps_per_call": 3, "repeats": 2, "num_steps": 30})
+            "batch_size": 5, "steps_per_call": 3, "repeats": 2, "num_steps": 30, "profile_steps": 2})
   c.update(overrides)
   return c
 
@@ -60,6 +60,7 @@ def test_the_benchmark_records_each_precision_and_profiles_the_asked_one(tmp_pat
     assert ("profile" in p) == (name == "default")
   profile = r["precisions"]["default"]["profile"]
   assert profile["timelines"] and profile["wall_ms"] > 0
+  assert r["profile_steps"] == 2  # its own short segment, not a timed call's 3 steps
   events = r["precisions"]["default"]["device_events_per_step"]
   if profile["source"] == "device":
     assert events > 0
@@ -110,6 +111,7 @@ def test_device_events_are_counted_per_step_from_a_device_trace():
     ({"precisions": ()}, "config.precisions"),
     ({"precisions": ("float64",)}, "config.precisions"),
     ({"profile_precisions": ("default",)}, "config.profile_precisions"),
+    ({"profile_steps": 0}, "config.profile_steps"),
     ({"num_seeds": (0,)}, "config.num_seeds"),
 ])
 def test_bad_settings_are_refused_naming_the_field(overrides, match):

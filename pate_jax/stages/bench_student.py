@@ -6,9 +6,12 @@ random data of MNIST's shapes (a 9,000-image pool, 100 labelled rows, minibatche
 For each precision: one warm-up call of ``steps_per_call`` steps (it compiles), then
 ``repeats`` timed calls of the compiled segment :func:`pate_jax.students.fit` runs
 (:func:`pate_jax.students.training_segment`: the same program, batches and randomness),
-and, for the precisions of ``profile_precisions``, one more call under the profiler:
-``results.json`` keeps each timeline's busiest operations and, where the trace has device
-timelines (a GPU), the device events per step. A small student's step on an accelerator
+and, for the precisions of ``profile_precisions``, a segment of ``profile_steps`` steps
+(compiled and run once outside the profiler, then run once under it; a whole segment's
+trace on an accelerator would hold hundreds of thousands of kernels, which the profiler
+may drop and :func:`pate_jax.experiment.trace_summary` loads whole): ``results.json``
+keeps each timeline's busiest operations and, where the trace has device timelines (a
+GPU), the device events per step. A small student's step on an accelerator
 is a few hundred kernels, so their count per step, not the step's FLOPs, sets its speed.
 ``seconds_for_num_steps`` is the training of ``num_steps`` steps (the main job's 27,000)
 at the best call's speed, without the evaluations between segments; ``achieved_tflops``
@@ -33,7 +36,7 @@ __all__ = ["run", "plan", "check_config", "step_flops"]
 def check_config(config) -> None:
   """Refuses, naming the field, what the benchmark cannot run."""
   for name in ("pool_size", "num_labelled", "num_eval", "batch_size", "steps_per_call",
-               "repeats", "num_steps", "num_classes"):
+               "repeats", "num_steps", "num_classes", "profile_steps"):
     checks.positive_int(config[name], f"config.{name}")
   for s in config.get("num_seeds", ()) or ():
     checks.positive_int(s, "config.num_seeds")
@@ -107,6 +110,7 @@ def run(config, workdir: str) -> dict:
   results = {"student": config.student, "student_kwargs": config.student_kwargs.to_dict(),
              "pool_size": config.pool_size, "num_labelled": config.num_labelled,
              "batch_size": config.batch_size, "steps_per_call": n,
+             "profile_steps": config.profile_steps,
              "num_steps": config.num_steps, "flops_per_step": step_flops(config),
              "flops_source": "jaxpr", "device_kind": device.device_kind,
              "platform": device.platform, "precisions": {}}
@@ -120,13 +124,12 @@ def run(config, workdir: str) -> dict:
            "seconds_per_call": times, "first_call_seconds": first,
            "seconds_for_num_steps": best / n * config.num_steps,
            "device_events_per_step": None}  # counted where a profile has device timelines
-    if precision in tuple(config.profile_precisions):
-      start = (config.repeats + 1) * n
-      profile = experiment.profile_call(lambda: segment(state, start)[0],
-                                        pathlib.Path(workdir) / f"profile_{precision}")
-      out["profile"] = profile
-      out["device_events_per_step"] = _device_events_per_step(profile, n)
     del state
+    if precision in tuple(config.profile_precisions):
+      out["profile"] = _profile(config, _student(config, precision), data, key,
+                                pathlib.Path(workdir) / f"profile_{precision}")
+      out["device_events_per_step"] = _device_events_per_step(out["profile"],
+                                                              config.profile_steps)
     results["precisions"][precision] = out
     events = out.get("device_events_per_step")
     print(f"{precision:9s} {out['ms_per_step']:8.3f} ms/step  {out['steps_per_second']:9.0f} "
@@ -138,6 +141,17 @@ def run(config, workdir: str) -> dict:
   experiment.write_results(workdir, results, config=config, seed=config.seed,
                            disclosure=experiment.NO_PRIVATE_DATA)
   return results
+
+
+def _profile(config, student: students.Student, data, key, trace_dir) -> dict:
+  """A segment of ``config.profile_steps`` steps from the initial state: one call compiles
+  it, the next runs under the profiler (:func:`pate_jax.experiment.profile_call`)."""
+  m = int(config.profile_steps)
+  state, segment = students.training_segment(student, data, key, num_steps=m,
+                                             batch_size=config.batch_size)
+  state, _ = segment(state, 0)
+  jax.block_until_ready(state)
+  return experiment.profile_call(lambda: segment(state, m)[0], trace_dir)
 
 
 def _timed_calls(config, state, segment) -> tuple:
@@ -194,7 +208,8 @@ def plan(config) -> dict:
           "state_bytes": memory.tree_bytes(state), "batch_size": config.batch_size,
           "flops_per_step": step_flops(config, state),
           "steps_per_call": config.steps_per_call,
-          "calls_per_precision": config.repeats + 1 + (1 if config.profile_precisions else 0),
+          "calls_per_precision": config.repeats + 1,
+          "profile_steps": config.profile_steps,
           "precisions": tuple(config.precisions),
           "profile_precisions": tuple(config.profile_precisions),
           "num_seeds": tuple(config.get("num_seeds", ()) or ())}
