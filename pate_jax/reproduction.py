@@ -1079,12 +1079,15 @@ ROWS: tuple[Row, ...] = (
         "release_mnist", "private.expected_tf_privacy.release.epsilon", "f3",
         "2018 paper's GNSS analysis, private here since its parameters come from the votes; "
         "its table is not in ../shared/papers"),
-    Row("beyond", "Smooth-sensitivity release", "noise std of the released ε", "—",
-        "release_mnist", "private.expected_tf_privacy.release.noise_std", "f3",
+    Row("beyond", "Smooth-sensitivity release", "noise std of the released ε (the release "
+        "above: order, β and σ_ss fixed)", "—", "release_mnist", "private.fixed.noise_std", "f3",
         "PATE 2017 §3.3: the noise scale needed is \"smaller than 0.5\" on MNIST (1.0 on SVHN)"),
+    Row("beyond", "Smooth-sensitivity release", "the same, tf-privacy's analysis (order and β "
+        "chosen on the votes)", "—", "release_mnist",
+        "private.expected_tf_privacy.release.noise_std", "f3"),
     Row("beyond", "Smooth-sensitivity release", "speed: release of 10,000 queries, after "
         "compilation", "—", "bench_smooth_sensitivity", "jax_seconds_median", "s",
-        "median of 5 calls on a 2-core CPU at load 1.3; 13× a per-query Python loop"),
+        "median of 5 calls on a 2-core CPU at load 1.3; 13.5× a per-query Python loop"),
     Row("beyond", "Histogram attack, maximum likelihood", "Dirichlet histograms, 10⁴ queries, "
         "σ 40: MLE mean error", "—", "attack_dirichlet", "summary.mle.mean_error", "f4"),
     Row("beyond", "Histogram attack, maximum likelihood", "the paper's estimator on the same",
@@ -1194,7 +1197,8 @@ GPU_ROWS: tuple[Row, ...] = (
         "99.18%", "mnist_baseline_gpu", "private.teacher_test_accuracy.mean", "pct2",
         "one teacher of the teachers stage, 20,000 steps of batch 64; 10,000 test images"),
     Row("beyond", _CGN + _G, "MNIST, 640 class-balanced queries, CNN teachers: answered",
-        "—", "pate_g_cgn_gpu", "num_answered", "int", "2018, Table 1: 286"),
+        "—", "pate_g_cgn_gpu", "num_answered", "int",
+        "2018, Table 1: 286 (their text is not in ../shared/papers; cited from the issue)"),
     Row("beyond", _CGN + _G, "ε released with smooth sensitivity (δ = 1e-5)", "—",
         "pate_g_cgn_gpu", "epsilon_release.epsilon_released", "f2",
         "2018: ε 1.97; target <= 1.97"),

@@ -71,7 +71,8 @@ def released_student(config, workdir: pathlib.Path) -> dict:
   aggregate run on this task's ``votes.npz``), scored on the query inputs after the pool.
 
   Reads the task's public query inputs and labels and the released labels, never the
-  votes or the training data: with secret noise everything it writes is publishable (the
+  votes (the dataset is loaded whole to draw the same split, and nothing of the teachers'
+  training part is used): with secret noise everything it writes is publishable (the
   students, their accuracy, the released labels' accuracy on the public pool, and the
   budget's data-independent ε the labels were released at); labels of a research noise
   seed make it a measurement, private as a whole.
