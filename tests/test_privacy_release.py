@@ -268,6 +268,46 @@ def test_5_a_a_forged_private_cost_is_refused_without_showing_it(tmp_path):
     assert "recomputed" not in message and not any(v in message for v in shown), message
 
 
+def test_5_c_a_ledger_one_generation_ahead_from_another_directory_is_refused(tmp_path):
+  """A crash between writing ledger.npz and its journal line leaves a file one generation
+  ahead, which the next reader completes; a file one generation ahead copied from another
+  directory (a copy of the same votes.npz, spent on fewer rows in more writes) must not
+  pass for it: it names another file as the generation it follows."""
+  votes = _votes(7, 40, concentration=50.0)
+  a = _teachers(tmp_path / "a", votes)
+  b, c = tmp_path / "b", tmp_path / "c"
+  shutil.copytree(a, b)  # the same votes.npz (its salt: the same digest), a second ledger
+  shutil.copytree(a, c)
+  kw = dict(mechanism="gnmax", params={"sigma": 40.0}, epsilon_max=20.0, delta=1e-5,
+            orders=ORDERS, chunk_size=16)
+  make = lambda d: budget_lib.TeachersBudget(  # noqa: E731
+      d, votes_lib.load_votes(d), rng.noise_key("aggregation"), **kw)
+  make(a).answer(np.arange(30))
+  make(a).answer(np.arange(30, 32))   # a: generation 2, 32 rows charged
+  for i in range(3):                  # b: generation 3, 3 rows charged
+    make(b).answer(np.array([i]))
+  ledger = budget_lib.LEDGER_FILE
+  journal = a / (ledger + budget_lib.JOURNAL_SUFFIX)
+  genuine, spent = (a / ledger).read_bytes(), make(a).epsilon
+  shutil.copyfile(b / ledger, a / ledger)
+  with pytest.raises(budget_lib.BudgetError, match="does not extend the journal"):
+    make(a).answer(np.arange(40))   # 37 rows would have been answered a second time
+  (a / ledger).write_bytes(genuine)
+  assert make(a).epsilon == spent
+  # The crash it is there for: a's next write, its journal line lost, is completed.
+  make(a).answer(np.arange(32, 34))   # generation 3
+  lines = journal.read_text().splitlines()
+  journal.write_text("\n".join(lines[:-1]) + "\n")
+  assert make(a).answer(np.arange(34)).repeated.all()
+  assert journal.read_text().splitlines() == lines
+  # And the first write's: the journal not yet written.
+  make(c).answer(np.arange(5))
+  c_journal = c / (ledger + budget_lib.JOURNAL_SUFFIX)
+  first = c_journal.read_text()
+  c_journal.unlink()
+  assert make(c).answer(np.arange(5)).repeated.all() and c_journal.read_text() == first
+
+
 def test_5_b_the_labels_digest_of_the_votes_is_salted_with_a_secret(tmp_path):
   """labels.npz binds its labels to the votes by their digest; an attacker holding it and
   guessing the votes (all the data but one record, the teachers' seed) must not be able to

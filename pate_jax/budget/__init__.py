@@ -8,7 +8,8 @@ any number of work directories) spends from that one ledger::
   <teachers>/votes.npz        the votes (private)
   <teachers>/ledger.npz       the budget (private): the ledger record, the votes' digest,
                               every charged row of votes.npz with its released outcome,
-                              the smooth-sensitivity releases of the private ε
+                              the smooth-sensitivity releases of the private ε, and the
+                              SHA-256 of the generation it follows
   <teachers>/ledger.journal   one line per spend: generation and SHA-256 of ledger.npz
   <teachers>/ledger.lock      held (``flock``) while a process reads, spends and writes
 
@@ -18,7 +19,8 @@ spending:
 * it was spent on *these* votes (their digest), and it is the newest copy: its
   generation and hash are the journal's last line (a restored older copy, or a copy from
   another directory, is refused; a crash between writing the file and its journal line
-  is recognised and completed);
+  is recognised and completed, for the one file whose recorded previous generation is the
+  journal's last: a file one generation ahead from another directory is refused);
 * its recorded cost is the cost of its recorded answers, recomputed from votes.npz and
   the recorded outcomes with the mechanism's own ``cost`` (plus its releases): a forged
   or spliced ledger is refused, naming the file;

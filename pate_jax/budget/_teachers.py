@@ -143,6 +143,9 @@ class TeachersBudget:
     except Exception as e:  # pylint: disable=broad-except
       raise BudgetError(f"{self.path}: not a readable ledger ({type(e).__name__}: {e})") from e
     generation = int(np.asarray(data.get("generation", -1)))
+    previous = str(data.get("previous", ""))
+    if last is None and generation == 1 and previous == "":
+      last = (0, "")  # The first write, interrupted before its journal line.
     if last is None or generation < last[0] or (generation == last[0] and sha != last[1]):
       known = "no journal" if last is None else f"the journal's generation {last[0]}"
       raise BudgetError(f"{self.path} is not the newest copy of this budget (generation "
@@ -151,7 +154,12 @@ class TeachersBudget:
     if generation > last[0] + 1:
       raise BudgetError(f"{self.path}: generation {generation} skips the journal's "
                         f"{last[0]}: the ledger does not belong to this journal")
-    if generation == last[0] + 1:  # Written, then interrupted before its journal line.
+    if generation == last[0] + 1:  # Written, then interrupted before its journal line:
+      if previous != last[1]:      # only the next write of this journal's newest file.
+        raise BudgetError(f"{self.path}: generation {generation} does not extend the "
+                          f"journal's generation {last[0]} (it names another file as its "
+                          "previous generation): a ledger from another directory cannot "
+                          "spend here")
       self._append_journal(generation, sha)
     return self._verify(data, generation)
 
@@ -254,10 +262,13 @@ class TeachersBudget:
     line."""
     spec = self.release_spec
     nan = np.float64(np.nan)
+    last = self._journal_last()  # The file this one follows (its SHA-256: "previous").
+    previous = last[1] if last is not None and loaded.generation else ""
     loaded.generation += 1
     tmp = self.path.with_name(self.path.name + ".tmp.npz")
     np.savez(tmp, **loaded.record, votes_digest=np.str_(self.digest),
              noise=np.str_(self.noise), generation=np.int64(loaded.generation),
+             previous=np.str_(previous),
              rows=np.asarray(loaded.rows, np.int64),
              row_labels=np.asarray(loaded.labels, np.int32),
              row_status=np.asarray(loaded.status, np.int32),
