@@ -145,8 +145,11 @@ def test_true_answered_labels_are_the_pools_own_on_the_answered_rows(tmp_path, t
   again = np.load(tmp_path / "clean" / "labels" / "labels.npz")  # the same answers
   np.testing.assert_array_equal(again["answered"], answered["answered"])
   assert r["num_labels"] == rows.size == noisy["num_labels"] and r["label_accuracy"] == 1.0
-  assert r["num_answered"] == rows.size and "not private" in r["epsilon"]
-  assert "epsilon_release" not in r
+  # Which rows were answered is the aggregator's release: the run reports its ε.
+  assert r["num_answered"] == rows.size and "own labels" in r["label_source"]
+  for k in ("epsilon", "epsilon_release", "ledger", "mechanism"):
+    assert r[k] == noisy[k], k
+  assert r["private"]["epsilon"] == noisy["private"]["epsilon"]
   # Which rows were answered came from research noise: private as a whole, as the run's own.
   assert r["noise_source"]["public"]
   assert json.loads((tmp_path / "clean" / "results.json").read_text())["disclosure"] == (

@@ -38,7 +38,8 @@ LABELS = ("noisy", "plurality", "probabilities", "true", "true_answered")
 """``config.labels``: the aggregator's noisy answers (private), or, not private, the
 teachers' plurality, their averaged probabilities, or the pool's own labels (the method
 without label noise: a diagnostic) on the selected rows (``true``) or on the rows the noisy
-aggregator answered (``true_answered``: its answers' rows with their errors taken out)."""
+aggregator answered (``true_answered``: its answers' rows with their errors taken out;
+which rows is the aggregator's release, so the run reports its ε as ``noisy`` does)."""
 
 
 def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
@@ -128,12 +129,10 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
       results["labels_seconds"] = clock.mark("labels")
     if config.labels == "true_answered":  # the answered rows, their errors taken out
       labels = np.asarray(votes["labels"])[index]
-      results["noise_source"] = agg["noise_source"]  # which rows: the aggregator's noise
-      results.update({"num_queries": agg.get("num_queries"),
-                      "num_answered": agg.get("num_answered"),
-                      "epsilon": "not private: the pool's own labels on the rows the noisy "
-                                 "aggregator answered"})
-    elif config.labels == "noisy":
+      results["label_source"] = (
+          "the pool's own labels (public) on the rows the noisy aggregator answered: which "
+          "rows were answered is the aggregator's release, at its ε")
+    if config.labels in ("noisy", "true_answered"):
       results.update({k: agg.get(k) for k in (
           "mechanism", "noise", "noise_source", "num_queries", "num_answered", "epsilon",
           "epsilon_tight", "epsilon_convention", "epsilon_at_grid_edge", "epsilon_release",
