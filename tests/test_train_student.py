@@ -16,6 +16,7 @@ import pytest
 from pate_jax import experiment
 from pate_jax.experiment import load_script
 from pate_jax.stages import main_job
+from pate_jax.students import plots
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
@@ -354,9 +355,13 @@ def test_main_job_refuses_an_unknown_attack_device_before_training(tmp_path):
 def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys):
   import plot_students  # pylint: disable=g-import-not-at-top
   runs = []
-  for name, overrides in (("student_supervised", {}),
-                          ("student_supervised", {"labels": "plurality"})):
-    c = _config(name, votes_dir=str(teachers_dir), **overrides, **TINY_CLASSIFIER)
+  secret = tmp_path / "teachers"  # a copy: secret noise spends the teachers' own budget
+  shutil.copytree(teachers_dir, secret, ignore=shutil.ignore_patterns("checkpoints*"))
+  for votes_dir, overrides in ((secret, {"aggregate.noise_seed": None}),
+                               (teachers_dir, {}),  # a research seed: private as a whole
+                               (teachers_dir, {"labels": "plurality"})):
+    c = _config("student_supervised", votes_dir=str(votes_dir), **overrides,
+                **TINY_CLASSIFIER)
     run_dir = tmp_path / f"run{len(runs)}"
     train_student.run(c, str(run_dir))
     runs.append(str(run_dir))
@@ -369,13 +374,18 @@ def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys)
   assert "accuracy" in tail[-3] and "queries" in tail[-3]
   assert tail[-2].startswith(f"results: {(tmp_path / 'plots').resolve()}")
   assert tail[-1] == f"figures: {(tmp_path / 'plots' / 'students.png').resolve()}"
-  labels = sorted(p["label"] for p in out["points"])
-  assert labels == ["supervised", "supervised, plurality labels (no noise: private)"]
-  plot_students.report(out)  # its lines: the private point's says so
+  assert [p["label"] for p in out["points"]] == [
+      "supervised", "supervised, research noise (private)",
+      "supervised, plurality labels (no noise: private)"]
+  plot_students.report(out)  # its lines: the private points' say so
   printed = capsys.readouterr().out.splitlines()
   assert [line.startswith("private (data owner only)") for line in printed] == [
-      p["private"] for p in out["points"]] == [False, True]
-  assert out["points"][0]["epsilon"] > 0 and out["points"][1]["epsilon"] is None
+      p["private"] for p in out["points"]] == [False, True, True]
+  assert out["points"][0]["epsilon"] > 0 and out["points"][2]["epsilon"] is None
+  # A file private as a whole makes its point private, whatever its labels say.
+  record = json.loads((tmp_path / "run0" / "results.json").read_text())
+  assert not plots.point(record["results"], "run0", record["disclosure"])["private"]
+  assert plots.point(record["results"], "run0", experiment.MEASUREMENT)["private"]
   assert (tmp_path / "plots" / "students.png").stat().st_size > 0
 
 

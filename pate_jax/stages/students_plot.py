@@ -30,7 +30,8 @@ def run(config, workdir: str) -> dict:
   if not runs:
     raise ValueError("config.runs: give a comma-separated list of student workdirs")
   records = [json.loads((pathlib.Path(r) / "results.json").read_text()) for r in runs]
-  points = [plots.point(rec["results"], r) for rec, r in zip(records, runs)]
+  points = [plots.point(rec["results"], r, rec.get("disclosure"))
+            for rec, r in zip(records, runs)]
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
   plots.plot_students(points, out / "students.png")

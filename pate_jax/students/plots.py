@@ -15,8 +15,11 @@ from pate_jax.students._data import UNNOISED_LABELS
 _EPSILON_KEYS = ("moments_data_independent", "rdp_data_independent_improved")
 
 
-def point(results: dict[str, Any], run: str) -> dict[str, Any]:
-  """One plotted point from a train_student ``results.json``."""
+def point(results: dict[str, Any], run: str, disclosure: str | None = None) -> dict[str, Any]:
+  """One plotted point from a train_student ``results.json`` (``results``, and the file's
+  ``disclosure``). It is private -- the data owner's only -- where the student learnt the
+  teachers' un-noised labels, where the file is private as a whole, or where its labels'
+  noise came from a research seed (files written before such runs were marked)."""
   eps = results.get("epsilon")
   release = results.get("epsilon_release")
   value = None
@@ -34,8 +37,13 @@ def point(results: dict[str, Any], run: str) -> dict[str, Any]:
     label += ", plurality labels (no noise: private)"
   elif results.get("labels") == "probabilities":
     label += f", T = {results['temperature']:g} probabilities (no noise: private)"
-  # On the teachers' un-noised labels: no privacy guarantee, the data owner's only.
-  private = results.get("labels") in UNNOISED_LABELS
+  # On the teachers' un-noised labels: no privacy guarantee; with a research seed's noise:
+  # the labels bound the votes beyond any ε. Either way, the data owner's only.
+  research = bool((results.get("noise_source") or {}).get("public"))
+  private = (results.get("labels") in UNNOISED_LABELS or research
+             or (disclosure is not None and not disclosure.startswith("publishable")))
+  if research:
+    label += ", research noise (private)"
   return {"label": label, "run": run, "queries": int(results["num_queries"]),
           "accuracy": float(results["eval_accuracy"]), "epsilon": value,
           "epochs": results.get("epochs"), "private": private}
@@ -63,8 +71,8 @@ def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> Non
   ax_eps.set_ylabel("publishable ε (released, else data-independent; δ = 1e-5)", fontsize=8)
   ax_eps.legend(fontsize=8)
   if any(p.get("private") for p in points):
-    fig.suptitle("PRIVATE (data owner only): students on the teachers' un-noised labels",
-                 fontsize=9)
+    fig.suptitle("PRIVATE (data owner only): students on the teachers' un-noised labels "
+                 "or on research-noise labels", fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
