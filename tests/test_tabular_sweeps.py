@@ -11,6 +11,7 @@ import pytest
 from sklearn.dummy import DummyClassifier
 
 from pate_jax import accounting, aggregation, tabular
+from pate_jax.data import adult
 from pate_jax import votes as votes_lib
 
 _ORDERS = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -233,6 +234,40 @@ def test_task_name_and_load_task(tmp_path):
     tabular.load_task(jax.random.key(0), "mnist", tmp_path)
   with pytest.raises(ValueError, match="only a 'test' split"):
     tabular.load_task(jax.random.key(0), "diabetes", tmp_path, query_split="attack")
+
+
+def test_a_tasks_coding_does_not_depend_on_a_private_record(tmp_path, recwarn):
+  """One private record holding a category some queries hold too: with the training
+  split's vocabulary, removing it would recode those queries (-1) for every teacher and for
+  the student. The task takes its vocabulary from the public query split; a private value
+  the queries lack is coded -1, silently (never named)."""
+  header = ["age", "workclass", "education", "marital_status", "relationship", "occupation",
+            "race", "gender", "capital_gain", "capital_loss", "hours_per_week", "income"]
+
+  def write(where, occupations):
+    for split, occ in (("train", occupations), ("test", ["Sales", "Rare", "Tech"] * 2)):
+      path = where / "adult" / f"{split}.csv"
+      path.parent.mkdir(parents=True, exist_ok=True)
+      with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([header] + [
+            [20 + i, "Private", "HS", "Married", "Husband", o, "White", "Male", 0, 0, 40,
+             ">50K" if i % 2 else "<=50K"] for i, o in enumerate(occ)])
+    return tabular.load_task(jax.random.key(0), "adult", where)
+
+  common = ["Sales", "Tech"] * 4
+  train, queries, _ = write(tmp_path / "with", common + ["Rare", "Secret"])
+  train2, queries2, _ = write(tmp_path / "without", common)
+  np.testing.assert_array_equal(queries.features, queries2.features)
+  np.testing.assert_array_equal(train.features[:8], train2.features)
+  column = train.feature_names.index("occupation")
+  assert train.features[-1, column] == -1  # "Secret": not in the public split
+  assert not [w for w in recwarn if "Secret" in str(w.message)]
+  # The loader's default stays the training split's vocabulary (and names unseen values).
+  with pytest.warns(UserWarning, match="Rare"):
+    d = adult.load_adult(tmp_path / "without", splits=("train", "test"))
+  assert d["test"].features[1, column] == -1
+  with pytest.raises(ValueError, match="vocabulary"):
+    adult.load_adult(tmp_path / "without", splits=("train",), vocabulary="test")
 
 
 def test_plot_sweeps_writes_png_without_touching_pyplot(tmp_path):

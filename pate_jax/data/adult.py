@@ -129,8 +129,8 @@ def encode_adult(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
 def load_adult(data_dir: str | os.PathLike | None = None, *,
                splits: Sequence[str] = ("train", "test"),
                drop_columns: Iterable[str] | str = (),
-               on_unknown: str = "warn") -> dict[str, TabularSplit]:
-  """Loads Adult splits, coded with the vocabulary of the training split.
+               on_unknown: str = "warn", vocabulary: str = "train") -> dict[str, TabularSplit]:
+  """Loads Adult splits, coded with the vocabulary of the split ``vocabulary``.
 
   Args:
     data_dir: directory holding ``adult/``; default ``$PATE_JAX_DATA_DIR``.
@@ -138,8 +138,14 @@ def load_adult(data_dir: str | os.PathLike | None = None, *,
       always read, to learn the coding).
     drop_columns: columns left out of the features (names, or a comma-separated
       string), e.g. ``("education",)``; they stay in ``split.columns``.
-    on_unknown: what to do with categories unseen in training ("warn",
+    on_unknown: what to do with categories unseen in the vocabulary's split ("warn",
       "ignore", "raise"); they are coded ``UNKNOWN_CODE``.
+    vocabulary: the split whose sorted values make the categorical vocabulary (one of
+      ``splits``, or "train"). PATE's teachers train on the private "train" split: a
+      vocabulary from a public split (the queries) keeps every coding, the queries'
+      included, independent of the private rows. The training rows are then coded
+      silently (``on_unknown`` "ignore": a private value unseen in the public split is
+      never named).
 
   Returns:
     ``{split: TabularSplit}`` with ``features float32 [N, F]``, ``labels int32
@@ -155,12 +161,14 @@ def load_adult(data_dir: str | os.PathLike | None = None, *,
   for s in splits:
     if s not in ADULT_SPLITS:
       raise ValueError(f"splits: unknown split {s!r}; expected a subset of {ADULT_SPLITS}")
-  train_path = adult_path("train", data_dir)
-  train_columns = read_adult_csv(train_path)
-  encoder = adult_encoder(train_columns, drop_columns, source=str(train_path))
-  out = {}
-  for s in splits:
-    path = adult_path(s, data_dir)
-    columns = train_columns if s == "train" else read_adult_csv(path)
-    out[s] = encode_adult(encoder, columns, on_unknown=on_unknown, source=str(path))
-  return out
+  if vocabulary != "train" and vocabulary not in splits:
+    raise ValueError(f"vocabulary: {vocabulary!r} is not 'train' or one of the splits "
+                     f"{tuple(splits)}")
+  columns = {s: read_adult_csv(adult_path(s, data_dir))
+             for s in dict.fromkeys(("train", vocabulary, *splits))}
+  encoder = adult_encoder(columns[vocabulary], drop_columns,  # (every split: one header)
+                          source=str(adult_path(vocabulary, data_dir)))
+  private = vocabulary != "train"
+  return {s: encode_adult(encoder, columns[s], source=str(adult_path(s, data_dir)),
+                          on_unknown="ignore" if private and s == "train" else on_unknown)
+          for s in splits}

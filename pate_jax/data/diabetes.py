@@ -120,7 +120,8 @@ def missing_value_columns(columns: dict[str, np.ndarray]) -> tuple[str, ...]:
 def load_diabetes(key: jax.Array, data_dir: str | os.PathLike | None = None, *,
                   test_fraction: float = 0.25, drop_columns: Iterable[str] | str = (),
                   on_unknown: str = "warn",
-                  path: str | os.PathLike | None = None) -> dict[str, TabularSplit]:
+                  path: str | os.PathLike | None = None,
+                  vocabulary: str = "train") -> dict[str, TabularSplit]:
   """Loads a balanced readmission task from the original ``diabetic_data.csv``.
 
   Args:
@@ -132,6 +133,10 @@ def load_diabetes(key: jax.Array, data_dir: str | os.PathLike | None = None, *,
     on_unknown: handling of categories unseen in the training split ("warn",
       "ignore", "raise"); they are coded ``UNKNOWN_CODE``.
     path: the CSV itself, overriding ``data_dir``.
+    vocabulary: the split whose values make the categorical vocabulary ("train" or
+      "test": PATE's public split, so that no coding depends on the private rows, whose
+      unseen values are then coded silently). The balanced subset, the split and the
+      feature columns (those without missing values) are drawn from the whole file.
 
   Returns:
     ``{"train": TabularSplit, "test": TabularSplit}``; labels are 1 for
@@ -164,11 +169,15 @@ def load_diabetes(key: jax.Array, data_dir: str | os.PathLike | None = None, *,
     raise ValueError(f"test_fraction={test_fraction} leaves an empty split of the "
                      f"{len(rows)} balanced rows")
   split_rows = {"train": rows[:len(rows) - num_test], "test": rows[len(rows) - num_test:]}
-  train_cols = {n: v[split_rows["train"]] for n, v in columns.items()}
-  encoder = fit_encoder(train_cols, names)
+  if vocabulary not in split_rows:
+    raise ValueError(f"vocabulary: {vocabulary!r} is not one of the splits "
+                     f"{tuple(split_rows)}")
+  split_cols = {s: {n: v[r] for n, v in columns.items()} for s, r in split_rows.items()}
+  encoder = fit_encoder(split_cols[vocabulary], names)
   out = {}
   for s, r in split_rows.items():
-    cols = train_cols if s == "train" else {n: v[r] for n, v in columns.items()}
-    out[s] = TabularSplit(encode(encoder, cols, on_unknown=on_unknown), labels[r],
-                          encoder.feature_names, cols, encoder)
+    silent = s == "train" and vocabulary != "train"  # private values: never named
+    out[s] = TabularSplit(encode(encoder, split_cols[s],
+                                 on_unknown="ignore" if silent else on_unknown),
+                          labels[r], encoder.feature_names, split_cols[s], encoder)
   return out

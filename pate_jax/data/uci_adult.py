@@ -96,12 +96,15 @@ def uci_adult_path(split: str, data_dir: str | os.PathLike | None = None) -> pat
 
 def load_uci_adult(data_dir: str | os.PathLike | None = None, *,
                    drop_columns: Iterable[str] | str = UCI_ADULT_DEFAULT_DROP,
-                   coarsen: bool = False, on_unknown: str = "warn") -> dict[str, TabularSplit]:
+                   coarsen: bool = False, on_unknown: str = "warn",
+                   vocabulary: str = "train") -> dict[str, TabularSplit]:
   """``{"train": adult.data, "test": adult.test}`` coded as integers.
 
   Categorical columns (:data:`UCI_ADULT_CATEGORICAL`) get the sorted vocabulary of
-  ``adult.data`` (a category only in ``adult.test`` is coded
-  :data:`pate_jax.data.UNKNOWN_CODE`); the other columns are numbers. Features are
+  the split ``vocabulary`` ("train": ``adult.data``; a category only in the other split is
+  coded :data:`pate_jax.data.UNKNOWN_CODE`, and ``on_unknown`` says what else to do;
+  "test": PATE's public split, so that no coding depends on the private rows, whose
+  unseen values are then coded silently); the other columns are numbers. Features are
   :data:`UCI_ADULT_COLUMNS` minus ``drop_columns``, in file order; labels are 1
   for ``>50K`` (``>50K.``). ``coarsen``: merge categories as the offline data's
   copy does (:data:`COARSE_CATEGORIES`).
@@ -116,11 +119,15 @@ def load_uci_adult(data_dir: str | os.PathLike | None = None, *,
   cols = {split: merge(read_uci_adult(path)) for split, path in paths.items()}
   drop = check_drop_columns(drop_columns, list(cols["train"]), ADULT_LABEL, paths["train"])
   names = [c for c in UCI_ADULT_COLUMNS if c not in drop]
-  encoder = fit_encoder(cols["train"], names,
+  if vocabulary not in cols:
+    raise ValueError(f"vocabulary: {vocabulary!r} is not one of the splits {tuple(cols)}")
+  encoder = fit_encoder(cols[vocabulary], names,
                         categorical=[c for c in UCI_ADULT_CATEGORICAL if c in names],
                         numeric=[c for c in names if c not in UCI_ADULT_CATEGORICAL],
-                        source=str(paths["train"]))
-  return {split: TabularSplit(encode(encoder, c, on_unknown=on_unknown, source=str(paths[split])),
+                        source=str(paths[vocabulary]))
+  silent = {"train"} if vocabulary != "train" else set()  # private values: never named
+  return {split: TabularSplit(encode(encoder, c, source=str(paths[split]),
+                                     on_unknown="ignore" if split in silent else on_unknown),
                               parse_income(c[ADULT_LABEL], source=str(paths[split])),
                               encoder.feature_names, c, encoder)
           for split, c in cols.items()}

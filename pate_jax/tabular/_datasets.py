@@ -4,7 +4,11 @@ Each task is a training split (the teachers' private data) and a query split
 (the student pool followed by held-out evaluation inputs), coded as integers by
 :mod:`pate_jax.data.adult` (``"adult"``: the coarsened 11-feature re-split),
 :mod:`pate_jax.data.uci_adult` (``"adult_uci"``: the original UCI files and
-split that the papers use) or :mod:`pate_jax.data.diabetes`.
+split that the papers use) or :mod:`pate_jax.data.diabetes`, with the categorical
+vocabulary of the public query split: were it the private split's, one private record
+holding a category the queries hold too would change the coding of every teacher's
+queries (an unseen category is coded -1), and so every teacher's vote at once and the
+student's inputs, which no noise covers.
 """
 
 from __future__ import annotations
@@ -52,19 +56,21 @@ def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None =
     raise ValueError(f"coarsen: only for dataset 'adult_uci' (the original files), got "
                      f"{dataset!r}")
   if dataset == "adult":
-    splits = adult.load_adult(data_dir, splits=("train", query_split), drop_columns=drop)
+    splits = adult.load_adult(data_dir, splits=("train", query_split), drop_columns=drop,
+                              vocabulary=query_split)
     train, queries = splits["train"], splits[query_split]
   elif dataset == "adult_uci":
     if query_split != "test":
       raise ValueError(f"query_split: the original Adult files have only a 'test' split "
                        f"(adult.test), got {query_split!r}")
-    splits = uci_adult.load_uci_adult(data_dir, drop_columns=drop, coarsen=coarsen)
+    splits = uci_adult.load_uci_adult(data_dir, drop_columns=drop, coarsen=coarsen,
+                                      vocabulary="test")
     train, queries = splits["train"], splits["test"]
   elif dataset == "diabetes":
     if query_split != "test":
       raise ValueError(f"query_split: Diabetes has only a 'test' split, got {query_split!r}")
     splits = diabetes.load_diabetes(key, data_dir, test_fraction=test_fraction,
-                                    drop_columns=drop)
+                                    drop_columns=drop, vocabulary="test")
     train, queries = splits["train"], splits["test"]
   else:
     raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
