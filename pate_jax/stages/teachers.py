@@ -332,7 +332,8 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
     return
   invalidated = ("labels answered from these votes (and their privacy ledger) would refer to "
                  "votes that no longer exist")
-  new_workdir = "use another --workdir for a new run"
+  new_workdir = ("use another --workdir for a new run (teachers of the same data there "
+                 "start a second privacy budget, whose ε adds to this one's)")
   if restart:
     raise checkpoint.ResumeMismatchError(
         f"refusing {restart_flag}=True: {votes} holds the teachers' votes, and {invalidated}; "
