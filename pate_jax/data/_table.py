@@ -220,6 +220,21 @@ class TabularSplit:
     return int(self.labels.shape[0])
 
 
+def split_on_unknown(split: str, vocabulary: str, splits: Iterable[str],
+                     on_unknown: str) -> str:
+  """What :func:`encode` does with a value of ``split`` outside the vocabulary of the split
+  ``vocabulary`` (one of ``splits``): ``on_unknown``, but for the private "train" split
+  coded with a public split's vocabulary, whose unseen values are coded silently
+  ("ignore": a private value is never named in a warning or an error).
+
+  Raises:
+    ValueError: ``vocabulary`` is not one of ``splits``.
+  """
+  if vocabulary not in splits:
+    raise ValueError(f"vocabulary: {vocabulary!r} is not one of the splits {tuple(splits)}")
+  return "ignore" if split == "train" and vocabulary != "train" else on_unknown
+
+
 def check_drop_columns(drop_columns: Iterable[str], header: Sequence[str], label: str,
                        path: os.PathLike | str) -> tuple[str, ...]:
   """Validates ``drop_columns`` against a header; returns them as a tuple."""

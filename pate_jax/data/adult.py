@@ -31,6 +31,7 @@ from pate_jax.data._table import (
     encode,
     fit_encoder,
     read_csv,
+    split_on_unknown,
 )
 
 ADULT_LABEL = "income"
@@ -161,14 +162,12 @@ def load_adult(data_dir: str | os.PathLike | None = None, *,
   for s in splits:
     if s not in ADULT_SPLITS:
       raise ValueError(f"splits: unknown split {s!r}; expected a subset of {ADULT_SPLITS}")
-  if vocabulary != "train" and vocabulary not in splits:
-    raise ValueError(f"vocabulary: {vocabulary!r} is not 'train' or one of the splits "
-                     f"{tuple(splits)}")
+  unknown = {s: split_on_unknown(s, vocabulary, ("train", *splits), on_unknown)
+             for s in splits}
   columns = {s: read_adult_csv(adult_path(s, data_dir))
              for s in dict.fromkeys(("train", vocabulary, *splits))}
   encoder = adult_encoder(columns[vocabulary], drop_columns,  # (every split: one header)
                           source=str(adult_path(vocabulary, data_dir)))
-  private = vocabulary != "train"
   return {s: encode_adult(encoder, columns[s], source=str(adult_path(s, data_dir)),
-                          on_unknown="ignore" if private and s == "train" else on_unknown)
+                          on_unknown=unknown[s])
           for s in splits}

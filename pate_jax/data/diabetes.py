@@ -38,6 +38,7 @@ from pate_jax.data._table import (
     encode,
     fit_encoder,
     read_csv,
+    split_on_unknown,
 )
 
 DIABETES_FILE = "diabetic_data.csv"
@@ -130,7 +131,7 @@ def load_diabetes(key: jax.Array, data_dir: str | os.PathLike | None = None, *,
       ``$PATE_JAX_DATA_DIR``.
     test_fraction: fraction of the balanced subset held out as ``"test"``.
     drop_columns: further columns to leave out of the features.
-    on_unknown: handling of categories unseen in the training split ("warn",
+    on_unknown: handling of categories unseen in the vocabulary's split ("warn",
       "ignore", "raise"); they are coded ``UNKNOWN_CODE``.
     path: the CSV itself, overriding ``data_dir``.
     vocabulary: the split whose values make the categorical vocabulary ("train" or
@@ -169,15 +170,11 @@ def load_diabetes(key: jax.Array, data_dir: str | os.PathLike | None = None, *,
     raise ValueError(f"test_fraction={test_fraction} leaves an empty split of the "
                      f"{len(rows)} balanced rows")
   split_rows = {"train": rows[:len(rows) - num_test], "test": rows[len(rows) - num_test:]}
-  if vocabulary not in split_rows:
-    raise ValueError(f"vocabulary: {vocabulary!r} is not one of the splits "
-                     f"{tuple(split_rows)}")
+  unknown = {s: split_on_unknown(s, vocabulary, split_rows, on_unknown) for s in split_rows}
   split_cols = {s: {n: v[r] for n, v in columns.items()} for s, r in split_rows.items()}
   encoder = fit_encoder(split_cols[vocabulary], names)
   out = {}
   for s, r in split_rows.items():
-    silent = s == "train" and vocabulary != "train"  # private values: never named
-    out[s] = TabularSplit(encode(encoder, split_cols[s],
-                                 on_unknown="ignore" if silent else on_unknown),
+    out[s] = TabularSplit(encode(encoder, split_cols[s], on_unknown=unknown[s]),
                           labels[r], encoder.feature_names, split_cols[s], encoder)
   return out

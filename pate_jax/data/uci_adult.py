@@ -25,7 +25,8 @@ from typing import Iterable
 import numpy as np
 
 from pate_jax.data._paths import data_file
-from pate_jax.data._table import TabularSplit, check_drop_columns, encode, fit_encoder
+from pate_jax.data._table import (TabularSplit, check_drop_columns, encode, fit_encoder,
+                                  split_on_unknown)
 from pate_jax.data.adult import ADULT_LABEL, parse_income
 
 UCI_ADULT_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education_num",
@@ -119,15 +120,13 @@ def load_uci_adult(data_dir: str | os.PathLike | None = None, *,
   cols = {split: merge(read_uci_adult(path)) for split, path in paths.items()}
   drop = check_drop_columns(drop_columns, list(cols["train"]), ADULT_LABEL, paths["train"])
   names = [c for c in UCI_ADULT_COLUMNS if c not in drop]
-  if vocabulary not in cols:
-    raise ValueError(f"vocabulary: {vocabulary!r} is not one of the splits {tuple(cols)}")
+  unknown = {s: split_on_unknown(s, vocabulary, cols, on_unknown) for s in cols}
   encoder = fit_encoder(cols[vocabulary], names,
                         categorical=[c for c in UCI_ADULT_CATEGORICAL if c in names],
                         numeric=[c for c in names if c not in UCI_ADULT_CATEGORICAL],
                         source=str(paths[vocabulary]))
-  silent = {"train"} if vocabulary != "train" else set()  # private values: never named
   return {split: TabularSplit(encode(encoder, c, source=str(paths[split]),
-                                     on_unknown="ignore" if split in silent else on_unknown),
+                                     on_unknown=unknown[split]),
                               parse_income(c[ADULT_LABEL], source=str(paths[split])),
                               encoder.feature_names, c, encoder)
           for split, c in cols.items()}
