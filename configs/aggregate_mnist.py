@@ -55,6 +55,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # None: the noise is secret (os.urandom, never written). An int: a research seed: the
   # noise is public, the ledger is the work directory's, ε is a measurement, not a release.
   config.noise_seed = ml_collections.config_dict.placeholder(int)
+  # The budget registry (pate_jax.budget.BudgetRegistry): a secret-noise budget registers on
+  # the private data its teachers were trained on; teachers trained again on the same data
+  # are refused a second budget unless another_budget is True (the budgets' ε add up).
+  # budget_registry "": $PATE_JAX_BUDGET_REGISTRY, else ~/.local/share/pate_jax/budgets.
+  config.another_budget = False
+  config.budget_registry = ""
   config.conversion = "improved"   # Ledger's RDP -> (eps, delta) conversion.
   config.chunk_size = 256          # Padded batch of the compiled ledger step.
   # Where the accounting's small float64 programs run: "host" (the CPU: on an accelerator

@@ -29,6 +29,14 @@ forests) reduce their predictions to this array and save it with
                              votes_digest`), which ``labels.npz`` carries: without the salt,
                              the digest is not a function of the votes an attacker can test
                              guesses against. Older files without it digest unsalted.
+  private_data str   []      optional: SHA-256 of the private data the teachers were trained
+                             on (:func:`pate_jax.io.data_digest` of their training rows),
+                             the key of its budget in the budget registry
+                             (:class:`pate_jax.budget.BudgetRegistry`): teachers trained
+                             again on the same rows meet the budget already spent on them.
+                             Private, as the votes. Written by the teachers and tabular
+                             stages; files without it (older ones, synthetic votes) have
+                             no registry entry.
 """
 
 from __future__ import annotations
@@ -78,11 +86,13 @@ def normalized_gap(votes: jax.Array) -> jax.Array:
 
 def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any | None = None,
                num_pool: int | None = None, dataset: str = "", probabilities: Any = None,
-               temperatures: Any = None, predictions: Any = None) -> pathlib.Path:
+               temperatures: Any = None, predictions: Any = None,
+               private_data: str | None = None) -> pathlib.Path:
   """Writes ``votes.npz`` (see module docstring) atomically, after :func:`check_votes`.
 
   ``predictions``: optional ``[T, Q]`` per-teacher predicted classes (stored as uint8);
-  their histogram must equal ``votes``.
+  their histogram must equal ``votes``. ``private_data``: optional SHA-256 (64 hex digits)
+  of the teachers' training data (the module docstring).
   """
   votes = np.asarray(votes)
   labels = np.asarray(labels)
@@ -100,6 +110,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
     arrays["temperatures"] = np.asarray(temperatures, np.float32).reshape(-1)
   if predictions is not None:
     arrays["predictions"] = np.asarray(predictions)
+  if private_data is not None:
+    arrays["private_data"] = np.str_(private_data)
   path = pathlib.Path(path)
   arrays["salt"] = _salt(path, arrays)
   arrays = check_votes(arrays, str(path))
@@ -174,6 +186,12 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
       raise ValueError(f"{where}: salt must be {SALT_BYTES} bytes (uint8); got {salt.dtype} "
                        f"{salt.shape}")
     out["salt"] = salt
+  if "private_data" in arrays:
+    digest = str(np.asarray(arrays["private_data"]))
+    if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest):
+      raise ValueError(f"{where}: private_data must be a SHA-256 (64 lowercase hex digits); "
+                       f"got {len(digest)} characters")
+    out["private_data"] = np.str_(digest)
   return out
 
 
@@ -213,6 +231,8 @@ def load_votes(path: str | os.PathLike) -> dict[str, Any]:
                             "(or experiments/tabular.py) with this workdir first")
   out = check_votes(_checks.npz_arrays(path, KEYS), str(path))
   out["dataset"] = str(out["dataset"])
+  if "private_data" in out:
+    out["private_data"] = str(out["private_data"])
   for k in ("num_pool", "num_teachers"):
     out[k] = int(out[k])
   return out

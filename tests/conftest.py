@@ -32,6 +32,15 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not i
   atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
+# The budget registry (pate_jax.budget.BudgetRegistry) is the suite's own, never the user's:
+# one directory for the run (set here, inherited by the workers and the scripts they start),
+# and one per test (_own_budget_registry), so that tests that train teachers on the same
+# data never meet each other's budgets.
+if "PYTEST_XDIST_WORKER" not in os.environ:
+  _registry_dir = tempfile.mkdtemp(prefix="pate_jax_test_budgets_")
+  os.environ["PATE_JAX_BUDGET_REGISTRY"] = _registry_dir
+  atexit.register(shutil.rmtree, _registry_dir, ignore_errors=True)
+
 
 # On a CPU-only machine the suite compiles without LLVM's optimisation: its programs are
 # small and brief, so compiling them is most of its time (the fast tier took 591 s with
@@ -98,6 +107,12 @@ def float32_matmuls():
   import jax  # pylint: disable=g-import-not-at-top
   with jax.default_matmul_precision("float32"):
     yield
+
+
+@pytest.fixture(autouse=True)
+def _own_budget_registry(tmp_path_factory, monkeypatch):
+  """Each test's secret-noise budgets register in a registry of its own."""
+  monkeypatch.setenv("PATE_JAX_BUDGET_REGISTRY", str(tmp_path_factory.mktemp("budgets")))
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+import re
 import warnings
 
 import jax
@@ -13,6 +14,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
+from pate_jax import budget as budget_lib
 from pate_jax import experiment, tabular
 from pate_jax import votes as votes_lib
 from pate_jax.data._partition import partition_indices
@@ -348,6 +350,18 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
   assert len(res["student_accuracies"]) == 2 and 0 <= res["student_accuracy_mean"] <= 1
   assert _disclosure(tmp_path / "student") == experiment.PUBLISHABLE
   assert "private" not in capsys.readouterr().out  # nothing it prints is marked private
+  # Teachers trained again on the same rows (another seed, another workdir) are refused a
+  # second budget unless it is asked for (the budget registry, keyed by the rows' digest).
+  again_teachers = config.copy_and_resolve_references()
+  again_teachers.seed, again_teachers.labels_dir = 1, ""
+  tabular_stage.run(again_teachers, tmp_path / "teachers_again")
+  assert (votes_lib.load_votes(tmp_path / "teachers_again")["private_data"]
+          == votes_lib.load_votes(teachers)["private_data"])
+  teachers, first = tmp_path / "teachers_again", teachers
+  with pytest.raises(budget_lib.BudgetError, match="teachers in " + re.escape(str(first.resolve()))):
+    labels_run("labels_again")
+  assert labels_run("labels_again", another_budget=True).is_dir()
+  teachers = first
   # The same labels train the same students (their seeds are the config's).
   again = tabular_stage.run(config, tmp_path / "student_again")
   assert again["student_accuracies"] == res["student_accuracies"]

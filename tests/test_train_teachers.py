@@ -126,6 +126,9 @@ def test_mnist_results_and_votes(tmp_path, data_dir):
   assert record["config"]["num_teachers"] == 5 and record["versions"]["jax"]
   v = votes_lib.load_votes(tmp_path)
   assert v["votes"].shape == (10_000, 10) and v["num_pool"] == 9_000
+  # The budget registry's key: the digest of the rows the teachers were trained on.
+  recorded = json.loads((tmp_path / "votes_fingerprint.json").read_text())
+  assert v["private_data"] == recorded["fingerprint"]["data_sha256"]
   np.testing.assert_array_equal(v["votes"].sum(1), 5)
   assert (tmp_path / "gap.png").stat().st_size > 1000
 

@@ -26,7 +26,12 @@ spending:
   or spliced ledger is refused, naming the file;
 * it was spent under the settings asked for (mechanism, noise, δ, ε_max, orders,
   conversion, release parameters); another setting on the same teachers is refused --
-  one budget per set of teachers.
+  one budget per set of teachers;
+* before its first charge, a secret-noise budget registers on the private data its
+  teachers were trained on (:class:`BudgetRegistry`, outside every work directory, keyed
+  by votes.npz's ``private_data``): teachers trained again on the same data are refused a
+  second budget unless it is asked for (``another_budget``), and then every run on the
+  data reports how many budgets add up.
 
 A row of votes.npz is answered at most once: asking it again returns the recorded
 outcome, free (post-processing of an answer already paid for). New rows are answered by a
@@ -63,6 +68,7 @@ from pate_jax.budget._files import (
     BudgetError,
     votes_digest,
 )
+from pate_jax.budget._registry import REGISTRY_ENV, BudgetRegistry, registry_directory
 from pate_jax.budget._release import (
     DEFAULT_BETA_TIMES_ORDER,
     ReleaseSpec,
@@ -73,5 +79,6 @@ from pate_jax.budget._teachers import TeachersBudget
 
 __all__ = [
     "ReleaseSpec", "TeachersBudget", "BudgetError", "votes_digest", "default_release_order",
-    "LEDGER_FILE", "RESEARCH_LEDGER_FILE", "JOURNAL_SUFFIX",
+    "LEDGER_FILE", "RESEARCH_LEDGER_FILE", "JOURNAL_SUFFIX", "BudgetRegistry",
+    "registry_directory", "REGISTRY_ENV",
 ]

@@ -33,6 +33,7 @@ from pate_jax.budget._files import (
     _locked,
     votes_digest,
 )
+from pate_jax.budget._registry import BudgetRegistry
 from pate_jax.budget._release import ReleaseSpec
 
 
@@ -66,6 +67,11 @@ class TeachersBudget:
     research_seed: the research noise seed (``None``: secret noise). It is recorded and
       must match the ledger's.
     release_key: the noise key of the releases (the k-th uses ``fold_in(key, k)``).
+    registry: the :class:`BudgetRegistry` where a secret-noise budget registers before it
+      is charged, keyed by the votes' ``private_data`` (votes without it, and research
+      budgets, do not register); ``None``: none.
+    another_budget: register this budget even where the registry holds another budget on
+      the same private data (whose ε adds to this one's); otherwise that is refused.
   """
 
   def __init__(self, directory: str | os.PathLike, votes: dict[str, Any], key: jax.Array, *,
@@ -74,7 +80,8 @@ class TeachersBudget:
                orders: Any = None, max_moment: int = 8, data_dependent: bool = True,
                conversion: str = "improved", chunk_size: int = 256, release: ReleaseSpec | None = None,
                research_seed: int | None = None, release_key: jax.Array | None = None,
-               release_by_rule: bool = False):
+               release_by_rule: bool = False, registry: BudgetRegistry | None = None,
+               another_budget: bool = False):
     self.directory = pathlib.Path(directory)
     self.path = self.directory / (LEDGER_FILE if research_seed is None
                                   else RESEARCH_LEDGER_FILE)
@@ -101,6 +108,9 @@ class TeachersBudget:
                               "release order")
     self.research_seed = research_seed
     self.noise = "secret" if research_seed is None else f"research:{int(research_seed)}"
+    self.private_data = votes.get("private_data")
+    self.registry = registry if research_seed is None and self.private_data else None
+    self.another_budget = bool(another_budget)
     # One empty aggregator up front: validates the settings before anything is read.
     self._settings = self._aggregator(None).ledger_record()
 
@@ -112,6 +122,22 @@ class TeachersBudget:
   @property
   def lock_path(self) -> pathlib.Path:
     return self.path.with_name(self.path.name + LOCK_SUFFIX)
+
+  def _claim(self) -> None:
+    """Registers this budget on its private data before it is charged (a no-op once
+    registered, or without a registry): refused where another set of teachers holds a
+    budget on the same data, unless ``another_budget``."""
+    if self.registry is not None:
+      self.registry.claim(self.private_data, self.digest, self.directory,
+                          another=self.another_budget)
+
+  def budgets_on_data(self) -> int | None:
+    """How many budgets the registry holds on these teachers' private data (their ε add
+    up); ``None`` where none is kept (no registry, votes without ``private_data``, or a
+    research budget)."""
+    if self.registry is None:
+      return None
+    return len(self.registry.budgets(self.private_data))
 
   def _aggregator(self, record: dict | None) -> ledger_lib.PrivateAggregator:
     return ledger_lib.PrivateAggregator(self.key, self.mechanism, ledger=record,
@@ -315,6 +341,7 @@ class TeachersBudget:
                for r, lab, st in zip(loaded.rows, loaded.labels, loaded.status)}
       new = np.array([r for r in dict.fromkeys(rows.tolist()) if r not in known], np.int64)
       if new.size:
+        self._claim()
         aggregator = loaded.aggregator or self._aggregator(None)
         spent = aggregator.generation
         paid = loaded.releases_paid
@@ -385,6 +412,7 @@ class TeachersBudget:
       covered = (loaded.release or {}).get("public", {}).get("num_charged")
       if covered == int(loaded.rows.size):
         return loaded.release
+      self._claim()
       aggregator = loaded.aggregator
       count = loaded.release_count + 1
       if count > loaded.releases_paid:

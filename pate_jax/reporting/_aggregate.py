@@ -199,7 +199,8 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
                  "accounting": "data-independent bound of the labels and the releases",
                  "num_charged": int(len(state["rows"])),
                  "num_answered": int(np.sum(state["status"] == ledger_lib.Status.ANSWERED)),
-                 "releases": int(state["release_count"]), "kept_in": where},
+                 "releases": int(state["release_count"]), "kept_in": where,
+                 "budgets_on_private_data": budget.budgets_on_data()},
   }
   if public_tight:
     results["epsilon_tight"] = public_tight
@@ -255,6 +256,10 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
   lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent "
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "
                f"kept in {led['kept_in']})")
+  others = led.get("budgets_on_private_data")
+  if others is not None and others > 1:
+    lines.append(f"  NOTE: {others} budgets are spent on the private data these teachers were "
+                 "trained on (config.another_budget): their ε add up")
   p = r["private"]
   lines.append(f"{experiment.PRIVATE_MARK}plurality accuracy {p['plurality_accuracy']:.1%}")
   lines += _epsilon_lines(p["epsilon"], p.get("epsilon_tight"), experiment.PRIVATE_MARK)

@@ -19,8 +19,11 @@ Config fields (``configs/aggregate_mnist.py``): ``mechanism`` and its noise, ``d
 reported), ``release`` (``order``: ``None`` for the data-independent rule of
 :func:`pate_jax.budget.default_release_order`, and either way an order where conditions C5
 and C6 of 2018's App. B.4.2 hold for σ and the votes' classes; ``beta``: ``None`` for
-0.4/order; ``sigma_ss``), ``noise_seed`` (``None``: secret noise), ``chunk_size``. Each row is
-answered once by the budget, so answers are consistent by construction.
+0.4/order; ``sigma_ss``), ``noise_seed`` (``None``: secret noise), ``chunk_size``,
+``budget_registry`` (``""``: :func:`pate_jax.budget.registry_directory`'s default) and
+``another_budget`` (a secret-noise budget registers there on its teachers' private data;
+teachers trained again on the same data are refused a second budget unless this is True).
+Each row is answered once by the budget, so answers are consistent by construction.
 """
 
 from __future__ import annotations
@@ -101,9 +104,11 @@ def has_release(config: Any, mechanism: mechanisms.Mechanism) -> bool:
 
 def make_budget(config: Any, data: dict[str, Any], source: Any,
                 workdir: pathlib.Path) -> budget_lib.TeachersBudget:
-  """The budget the config spends: the teachers' (beside votes.npz) with secret noise, the
-  work directory's with a research noise seed."""
+  """The budget the config spends: the teachers' (beside votes.npz) with secret noise,
+  registered on their private data in ``config.budget_registry``, the work directory's with
+  a research noise seed."""
   noise_seed = rng.check_noise_seed(config.get("noise_seed"), "config.noise_seed")
+  another = _checks.boolean(config.get("another_budget", False), "config.another_budget")
   mechanism = mechanisms.get(config.mechanism, "config.mechanism")
   params = {name: float(config[name]) for name in mechanism.param_names}
   if noise_seed is None and not math.isfinite(float(config.epsilon_max)):
@@ -118,7 +123,9 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
       chunk_size=int(config.chunk_size),
       release=release_spec(config, mechanism, params, int(data["votes"].shape[-1])),
       research_seed=noise_seed, release_key=rng.noise_key("epsilon_release", noise_seed),
-      release_by_rule=config.get("release") is not None and config.release.get("order") is None)
+      release_by_rule=config.get("release") is not None and config.release.get("order") is None,
+      registry=budget_lib.BudgetRegistry(config.get("budget_registry") or None),
+      another_budget=another)
 
 
 def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:

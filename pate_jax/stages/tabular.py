@@ -218,7 +218,8 @@ def _run(config, workdir: pathlib.Path) -> dict:
   votes, preds = tabular.teacher_votes(ensemble, queries.features, n_jobs=config.n_jobs)
   timings["teachers_predict_s"] = time.perf_counter() - t0
   votes_lib.save_votes(workdir / "votes.npz", votes, queries.labels,
-                       index=np.arange(len(queries)), num_pool=config.num_pool, dataset=name)
+                       index=np.arange(len(queries)), num_pool=config.num_pool, dataset=name,
+                       private_data=experiment.data_digest(train.features, train.labels))
   tabular.save_teacher_predictions(workdir / "teacher_predictions.npz", ensemble, preds,
                                    num_pool=config.num_pool)
   pool_votes = votes[:config.num_pool]

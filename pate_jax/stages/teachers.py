@@ -333,7 +333,8 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
   invalidated = ("labels answered from these votes (and their privacy ledger) would refer to "
                  "votes that no longer exist")
   new_workdir = ("use another --workdir for a new run (teachers of the same data there "
-                 "start a second privacy budget, whose ε adds to this one's)")
+                 "need a second privacy budget, whose ε adds to this one's: the aggregate "
+                 "stage refuses it unless config.another_budget is True)")
   if restart:
     raise checkpoint.ResumeMismatchError(
         f"refusing {restart_flag}=True: {votes} holds the teachers' votes, and {invalidated}; "
@@ -462,7 +463,8 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
     write_votes_record(workdir, ckpt.fingerprint, _outputs(config))
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
                          num_pool=num_pool, dataset=ds.name, probabilities=probs,
-                         temperatures=temps or None, predictions=predictions)
+                         temperatures=temps or None, predictions=predictions,
+                         private_data=ckpt.fingerprint["data_sha256"])
     if config.gap_plot:
       gap = np.asarray(votes_lib.normalized_gap(votes))
       reporting.plot_gap(gap, t, f"{workdir}/gap.png")

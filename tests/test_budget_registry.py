@@ -1,0 +1,147 @@
+"""One budget per private dataset: teachers trained again on the same data are refused a
+second budget (pate_jax.budget.BudgetRegistry) unless it is asked for."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from pate_jax import budget as budget_lib
+from pate_jax import experiment
+from pate_jax import reporting
+from pate_jax import rng
+from pate_jax import votes as votes_lib
+from pate_jax.stages import aggregate
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DATA = hashlib.sha256(b"the private rows").hexdigest()
+OTHER_DATA = hashlib.sha256(b"other private rows").hexdigest()
+
+
+def _teachers(path, seed, private_data=DATA, q=40, t=50, c=10):
+  """votes.npz of ``t`` simulated teachers (a Dirichlet per query) trained on
+  ``private_data``."""
+  r = np.random.default_rng(seed)
+  votes = np.stack([r.multinomial(t, p) for p in r.dirichlet(np.full(c, 0.5), size=q)])
+  votes_lib.save_votes(path / "votes.npz", votes, votes.argmax(1), dataset="synthetic",
+                       private_data=private_data)
+  return path
+
+
+def _budget(path, registry, **kw):
+  return budget_lib.TeachersBudget(
+      path, votes_lib.load_votes(path), rng.noise_key("aggregation"), mechanism="gnmax",
+      params={"sigma": 20.0}, epsilon_max=20.0, delta=1e-5, chunk_size=16,
+      orders=np.array([2.0, 4.0, 8.0, 16.0, 32.0]), registry=registry, **kw)
+
+
+def test_registry_claims_once_per_votes_and_refuses_other_teachers_of_the_data(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  first = reg.claim(DATA, "v1", tmp_path / "a")
+  assert [b["votes"] for b in first] == ["v1"]
+  assert first[0]["teachers"] == str((tmp_path / "a").resolve())
+  assert reg.claim(DATA, "v1", tmp_path / "a") == first      # the same budget: a no-op
+  with pytest.raises(budget_lib.BudgetError, match=r"already has a privacy budget: the "
+                     r"teachers in .*a \(registered .*config.another_budget=True"):
+    reg.claim(DATA, "v2", tmp_path / "b")
+  assert reg.budgets(DATA) == first                          # nothing was registered
+  assert [b["votes"] for b in reg.claim(OTHER_DATA, "v2", tmp_path / "b")] == ["v2"]
+  both = reg.claim(DATA, "v2", tmp_path / "b", another=True)
+  assert [b["votes"] for b in both] == ["v1", "v2"] and reg.budgets(DATA) == both
+  with pytest.raises(budget_lib.BudgetError, match="2 budgets in all"):
+    reg.claim(DATA, "v3", tmp_path / "c")
+
+
+def test_registry_refuses_bad_keys_and_damaged_entries(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path)
+  for bad in ("", "ABC", DATA.upper(), DATA[:-1], None):
+    with pytest.raises(ValueError, match="private_data must be a SHA-256"):
+      reg.claim(bad, "v1", tmp_path)
+  (tmp_path / f"{DATA}.json").write_text("{not json")
+  with pytest.raises(budget_lib.BudgetError, match=rf"{DATA}.json: not a readable budget"):
+    reg.claim(DATA, "v1", tmp_path)
+  (tmp_path / f"{DATA}.json").write_text(json.dumps({"private_data": OTHER_DATA,
+                                                     "budgets": []}))
+  with pytest.raises(budget_lib.BudgetError, match="not a budget registry entry of this"):
+    reg.budgets(DATA)
+
+
+def test_registry_directory_argument_then_environment_then_xdg(tmp_path, monkeypatch):
+  monkeypatch.setenv(budget_lib.REGISTRY_ENV, str(tmp_path / "env"))
+  assert budget_lib.registry_directory(tmp_path / "arg") == tmp_path / "arg"
+  assert budget_lib.registry_directory("") == tmp_path / "env"
+  monkeypatch.delenv(budget_lib.REGISTRY_ENV)
+  monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+  assert budget_lib.registry_directory() == tmp_path / "xdg" / "pate_jax" / "budgets"
+
+
+def test_votes_npz_keeps_private_data_and_refuses_a_malformed_one(tmp_path):
+  _teachers(tmp_path, 0)
+  assert votes_lib.load_votes(tmp_path)["private_data"] == DATA
+  with pytest.raises(ValueError, match="private_data must be a SHA-256"):
+    _teachers(tmp_path / "bad", 0, private_data="1234")
+  votes_lib.save_votes(tmp_path / "old" / "votes.npz", np.full((3, 2), 2), [0, 1, 0])
+  assert "private_data" not in votes_lib.load_votes(tmp_path / "old")
+
+
+def test_second_teachers_of_the_same_data_are_refused_before_anything_is_charged(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  a, b = _teachers(tmp_path / "a", 0), _teachers(tmp_path / "b", 1)
+  first = _budget(a, reg)
+  first.answer(np.arange(10))
+  assert first.budgets_on_data() == 1
+  with pytest.raises(budget_lib.BudgetError, match=r"already has a privacy budget"):
+    _budget(b, reg).answer(np.arange(10))
+  assert not (b / budget_lib.LEDGER_FILE).exists()           # nothing spent, nothing kept
+  first.answer(np.arange(10, 20))                            # the first budget goes on
+  # Teachers of other data, a research budget, votes without a data digest: not refused.
+  _budget(_teachers(tmp_path / "c", 2, private_data=OTHER_DATA), reg).answer(np.arange(5))
+  research = _budget(b, reg, research_seed=0)
+  research.answer(np.arange(5))
+  assert research.budgets_on_data() is None
+  votes_lib.save_votes(tmp_path / "d" / "votes.npz", np.full((5, 10), 5), np.zeros(5, int))
+  assert _budget(tmp_path / "d", reg).answer(np.arange(5)).status.size == 5
+  # Asked for: a second budget, which both report.
+  second = _budget(b, reg, another_budget=True)
+  second.answer(np.arange(10))
+  assert second.budgets_on_data() == first.budgets_on_data() == 2
+  assert [x["teachers"] for x in reg.budgets(DATA)] == [str(a.resolve()), str(b.resolve())]
+  _budget(b, reg).answer(np.arange(10, 12))  # registered: it no longer needs the flag
+
+
+def _config(votes_dir, registry, **overrides):
+  c = experiment.load_script(REPO / "configs" / "aggregate_mnist.py").get_config("cpu")
+  c.votes_dir, c.mechanism, c.sigma, c.num_queries = str(votes_dir), "gnmax", 20.0, 20
+  c.chunk_size, c.epsilon_max, c.privacy_plot = 16, 20.0, False
+  c.budget_registry = str(registry)
+  for k, v in overrides.items():
+    c[k] = v
+  return c
+
+
+def test_aggregate_stage_refuses_a_second_budget_unless_asked_and_reports_it(tmp_path,
+                                                                             capsys):
+  registry = tmp_path / "registry"
+  a, b = _teachers(tmp_path / "a", 0), _teachers(tmp_path / "b", 1)
+  res = aggregate.run(_config(a, registry), tmp_path / "labels_a")
+  assert res["ledger"]["budgets_on_private_data"] == 1
+  with pytest.raises(budget_lib.BudgetError, match=r"teachers in .*/a \(registered"):
+    aggregate.run(_config(b, registry), tmp_path / "labels_b")
+  assert not (tmp_path / "labels_b" / "results.json").exists()
+  capsys.readouterr()
+  res = aggregate.run(_config(b, registry, another_budget=True), tmp_path / "labels_b")
+  assert res["ledger"]["budgets_on_private_data"] == 2
+  lines = reporting.aggregate_headline(res)
+  assert any(ln.startswith("  NOTE: 2 budgets are spent on the private data") for ln in lines)
+  # The registry named by the environment (the default): the first teachers hold it.
+  research = aggregate.run(_config(b, "", noise_seed=3), tmp_path / "research")
+  assert research["ledger"]["budgets_on_private_data"] is None
+  # (Rows answered before come back free, and register nothing: b's 10 new ones do.)
+  aggregate.run(_config(a, ""), tmp_path / "labels_env_a")
+  aggregate.run(_config(b, "", num_queries=30), tmp_path / "labels_env")
+  with pytest.raises(budget_lib.BudgetError, match="already has a privacy budget"):
+    aggregate.run(_config(a, "", num_queries=30), tmp_path / "labels_env_a")
