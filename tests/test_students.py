@@ -667,3 +667,31 @@ def test_fit_seeds_refuses_a_key_array_that_is_not_a_list_of_keys(keys):
   with pytest.raises(ValueError, match="keys: a one-dimensional array"):
     students.fit_seeds(_tiny_gan(), data, keys, num_steps=2, batch_size=4, segment_steps=1,
                        log=None)
+
+
+@pytest.mark.slow
+def test_active_learner_goes_on_past_queries_confident_gnmax_did_not_answer(tmp_path):
+  """A query whose threshold check failed is charged, not refused: the rounds go on, and
+  the rows charged (what the ε is of) include it."""
+  from pate_jax import budget as budget_lib, rng, votes as votes_lib  # pylint: disable=g-import-not-at-top
+  data, pool_y = _toy_data(num_pool=60)
+  votes = np.zeros((60, C), np.int32)
+  strong = np.arange(60) % 2 == 0  # 50 teachers: 48 agree on even rows, 26 on odd ones
+  votes[np.arange(60), pool_y] = np.where(strong, 48, 26)
+  votes[np.arange(60), (pool_y + 1) % C] += np.where(strong, 2, 24)
+  votes_lib.save_votes(tmp_path / "votes.npz", votes, pool_y, dataset="toy")
+  budget = budget_lib.TeachersBudget(
+      tmp_path, votes_lib.load_votes(tmp_path), rng.noise_key("aggregation"),
+      mechanism="confident_gnmax",
+      params={"threshold": 40.0, "sigma_threshold": 2.0, "sigma": 4.0},
+      epsilon_max=1e3, delta=1e-5, data_dependent=False, chunk_size=16)
+  st = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
+  out = students.active_learning(st, data, budget, jax.random.key(1),
+                                 round_sizes=[10, 10, 10],
+                                 fit_kwargs={"num_steps": 5, "batch_size": 8,
+                                             "segment_steps": 5}, log=None)
+  assert not out.stopped_by_budget and len(out.rounds) == 3
+  assert out.charged_index.size == 30 and np.unique(out.charged_index).size == 30
+  assert 0 < out.charged_answered.sum() == out.labelled_index.size < 30
+  np.testing.assert_array_equal(out.charged_index[out.charged_answered], out.labelled_index)
+  assert [r["charged"] for r in out.rounds] == [10, 10, 10]

@@ -110,9 +110,10 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
         fit_kwargs={k: v for k, v in fit_kwargs.items() if k != "log"},  # its rounds log
         checkpoint_dir=str(workdir / "checkpoints"), log=fit_kwargs.get("log", print))
     fit, index, labels = out.fit, out.labelled_index, out.labels
-    every = np.ones(index.size, bool)
+    # The ε of every row charged (a Confident-GNMax row not answered paid its threshold).
     eps = reporting.epsilon_reports(
-        budget.mechanism, budget.params, votes["votes"][index], every, every,
+        budget.mechanism, budget.params, votes["votes"][out.charged_index],
+        out.charged_answered, np.ones(out.charged_index.size, bool),
         budget.aggregator_kwargs["orders"],
         delta=config.aggregate.delta, max_moment=int(config.aggregate.max_moment))
     public, private = reporting.split_epsilon(eps["epsilon"])

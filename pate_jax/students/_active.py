@@ -10,7 +10,9 @@ The student asks the teachers about the pool inputs it is least sure of:
 Queries go to the teachers' budget (:class:`pate_jax.budget.TeachersBudget`), asked by
 pool row: the learner never sees a vote. The budget accumulates over rounds (and over
 every other consumer of the same teachers) and refuses every query beyond ``ε_max``: the
-learner stops querying at the first refusal and trains a last time on what it has. A row
+learner stops querying at the first refusal and trains a last time on what it has (a
+Confident-GNMax query whose threshold check failed is charged but not a refusal: the learner
+goes on). A row
 asked again -- by a killed run repeated, whose rounds resume from their checkpoints --
 returns its recorded answer, free (nothing new is revealed).
 """
@@ -34,6 +36,9 @@ class ActiveResult(NamedTuple):
   labels: np.ndarray             # their noisy labels
   rounds: list[dict]             # per round: queries asked/answered, ε, held-out accuracy
   stopped_by_budget: bool
+  charged_index: np.ndarray      # pool rows charged to the budget (answered or not
+                                 # confident), in query order: what the ε is of
+  charged_answered: np.ndarray   # bool, per charged row: answered
 
 
 def least_confident(probs: np.ndarray, candidates: np.ndarray, num: int) -> np.ndarray:
@@ -69,7 +74,7 @@ def active_learning(student: Student, data: StudentData, budget: Any, key: jax.A
     raise ValueError(f"round_sizes: {sum(sizes)} queries for a pool of {data.pool.shape[0]} "
                      "rows")
   asked = np.zeros(data.pool.shape[0], bool)
-  index, labels, rounds = [], [], []
+  index, labels, rounds, charged, charged_ok = [], [], [], [], []
   result, stopped = None, False
   for r, size in enumerate(sizes):
     if r == 0:
@@ -79,10 +84,14 @@ def active_learning(student: Student, data: StudentData, budget: Any, key: jax.A
       rows = least_confident(probs, np.flatnonzero(~asked), size)
     out = budget.answer(rows)
     asked[rows] = True
-    ok = np.asarray(out.status) == Status.ANSWERED
+    status = np.asarray(out.status)
+    ok = status == Status.ANSWERED
     index.append(rows[ok])
     labels.append(np.asarray(out.labels)[ok])
-    stopped = not ok.all()
+    paid = status != Status.REFUSED_BUDGET
+    charged.append(rows[paid])
+    charged_ok.append(ok[paid])
+    stopped = not paid.all()
     lab_index, lab = np.concatenate(index), np.concatenate(labels)
     if lab_index.size == 0:
       raise ValueError("the teachers' budget answered no query within epsilon_max")
@@ -90,6 +99,7 @@ def active_learning(student: Student, data: StudentData, budget: Any, key: jax.A
     result = fit(student, with_labels(data, lab_index, lab), jax.random.fold_in(key, r),
                  checkpoint_dir=ckpt, log=None, **fit_kwargs)
     rounds.append({"round": r, "asked": int(rows.size), "answered": int(ok.sum()),
+                   "charged": int(paid.sum()),
                    "num_labels": int(lab_index.size), "epsilon": float(budget.epsilon),
                    "eval_accuracy": result.eval_accuracy,
                    "train_seconds": result.train_seconds})
@@ -99,4 +109,5 @@ def active_learning(student: Student, data: StudentData, budget: Any, key: jax.A
       if log:
         log(f"budget reached after {lab_index.size} answers: stopping")
       break
-  return ActiveResult(result, np.concatenate(index), np.concatenate(labels), rounds, stopped)
+  return ActiveResult(result, np.concatenate(index), np.concatenate(labels), rounds, stopped,
+                      np.concatenate(charged), np.concatenate(charged_ok))
