@@ -309,13 +309,30 @@ def test_host_work_runs_beside_the_accelerator_where_their_devices_differ():
   c.attack.device, c.attack.beside_student, c.attack.enabled = "host", True, False
   assert not main_job.attack_beside_student(c)  # no attack: nothing beside the student
   # The student's training, compiled ahead beside the teachers: wherever it trains on an
-  # accelerator; never for the active learner, whose rounds change its shapes.
+  # accelerator.
   assert c.compile_student_ahead is None
   assert main_job.student_ahead(c) == on_accelerator
   c.compile_student_ahead = True
   assert main_job.student_ahead(c)
-  c.student.active = ml_collections.ConfigDict({"round_sizes": (50, 50)})
-  assert not main_job.student_ahead(c)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("labels", "plurality", r"config.student.labels must be 'noisy' in the main job"),
+    ("labels", "true_answered", r"config.student.labels must be 'noisy'"),
+    ("active", ml_collections.ConfigDict({"round_sizes": (50, 50)}),
+     r"config.student.active.round_sizes must be empty in the main job"),
+])
+def test_main_job_refuses_a_student_its_summary_cannot_report(tmp_path, field, value, match):
+  """Its publishable summary reports the aggregate stage's noisy labels and ledger: a
+  student of un-noised labels, or the active learner (which spends from the budget itself),
+  would be published under them. Refused before anything is written (and by --dry_run)."""
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  c.student[field] = value
+  with pytest.raises(ValueError, match=match):
+    run_pate.run(c, str(tmp_path / "work"))
+  assert not (tmp_path / "work").exists()
+  with pytest.raises(ValueError, match=match):
+    main_job.plan(c)
 
 
 @pytest.mark.slow

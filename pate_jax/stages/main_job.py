@@ -104,11 +104,9 @@ def accounting_ahead(config) -> bool:
 
 def student_ahead(config) -> bool:
   """Whether the student's training is compiled ahead, in the thread beside the teachers'
-  training (:func:`pate_jax.stages.student.compile_ahead`): never for the active learner
-  (its rounds change the shapes); ``config.compile_student_ahead``, or where that is
-  ``None``, whenever the student trains on an accelerator (compiling is host work)."""
-  if config.student.get("active") and config.student.active.round_sizes:
-    return False
+  training (:func:`pate_jax.stages.student.compile_ahead`): ``config.compile_student_ahead``,
+  or where that is ``None``, whenever the student trains on an accelerator (compiling is
+  host work)."""
   return _host_beside_accelerator(config.get("compile_student_ahead"), "host",
                                   "config.compile_student_ahead")
 
@@ -203,10 +201,27 @@ def write_report(summary: dict, root: pathlib.Path) -> pathlib.Path:
                                reporting.main_job_markdown(summary, figures))
 
 
+def check_student(config) -> None:
+  """The main job's student learns from the aggregate stage's noisy labels, whose ε and
+  ledger its publishable summary reports: un-noised labels (``config.student.labels``) and
+  the active learner (which spends from the budget itself) are
+  ``experiments/train_student.py``'s, refused here before anything runs."""
+  if config.student.labels != "noisy":
+    raise ValueError(f"config.student.labels must be 'noisy' in the main job (its summary "
+                     f"publishes the noisy labels' ε); got {config.student.labels!r}: train "
+                     "other students with experiments/train_student.py on its teachers")
+  if config.student.get("active") and config.student.active.round_sizes:
+    raise ValueError("config.student.active.round_sizes must be empty in the main job (its "
+                     "summary publishes the aggregate stage's labels and ledger); run the "
+                     "active learner with experiments/train_student.py on its teachers")
+
+
 def wire(config, root: pathlib.Path | None) -> None:
   """One root seed for every stage (pate_jax.rng streams); the student labels with the
   aggregate stage's config, from the teachers' votes and into aggregate/ under ``root``
-  (``None``: a dry run, before any stage has written anything)."""
+  (``None``: a dry run, before any stage has written anything). Refuses a student the
+  main job cannot report (:func:`check_student`)."""
+  check_student(config)
   with config.unlocked():
     for stage in (config.teachers, config.aggregate, config.student):
       stage.seed = config.seed
