@@ -145,3 +145,68 @@ def test_aggregate_stage_refuses_a_second_budget_unless_asked_and_reports_it(tmp
   aggregate.run(_config(b, "", num_queries=30), tmp_path / "labels_env")
   with pytest.raises(budget_lib.BudgetError, match="already has a privacy budget"):
     aggregate.run(_config(a, "", num_queries=30), tmp_path / "labels_env_a")
+
+
+def _new_process(monkeypatch):
+  """Forgets this process's ledger lineages (pate_jax.ledger refuses a stale copy within
+  a process by itself): what another process, which has only the files, would see."""
+  from pate_jax.ledger import _aggregator  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(_aggregator, "_NEWEST", {})
+
+
+def test_the_registry_follows_the_ledger_copies_behind_it_are_refused(tmp_path, monkeypatch):
+  """A copy of the teachers' directory shares their one budget: whichever spends first
+  holds it, the other is behind and refused; so are an older copy restored and a ledger
+  deleted with its journal (each as a new process would meet them: with the files only)."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  a = _teachers(tmp_path / "a", 0)
+  _budget(a, reg).answer(np.arange(5))
+  b = tmp_path / "b"
+  shutil.copytree(a, b)                          # the same votes and ledger
+  older = tmp_path / "older"
+  shutil.copytree(a, older)
+  _budget(b, reg).answer(np.arange(5, 10))       # b spends first: b holds the budget
+  assert reg.budgets(DATA)[0]["teachers"] == str(b.resolve())
+  _new_process(monkeypatch)
+  with pytest.raises(budget_lib.BudgetError, match=r"has spent 2 writes .* last in .*b\)"):
+    _budget(a, reg).answer(np.arange(10, 12))
+  _new_process(monkeypatch)
+  with pytest.raises(budget_lib.BudgetError, match="an older or copied ledger"):
+    _budget(a, reg).state()                      # nor report from it
+  # Deleting the ledger and its journal does not start the budget over.
+  for name in (budget_lib.LEDGER_FILE, budget_lib.LEDGER_FILE + budget_lib.JOURNAL_SUFFIX):
+    (b / name).unlink()
+  with pytest.raises(budget_lib.BudgetError, match=r"holds no ledger \(deleted"):
+    _budget(b, reg).answer(np.arange(5))
+  # An older copy restored in place of the newest is behind too.
+  shutil.rmtree(b)
+  shutil.copytree(older, b)
+  _new_process(monkeypatch)
+  with pytest.raises(budget_lib.BudgetError, match="at generation 1"):
+    _budget(b, reg).answer(np.arange(12, 14))
+
+
+def test_the_registry_follows_a_moved_directory_and_a_crash_before_its_update(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  a = _teachers(tmp_path / "a", 0)
+  first = _budget(a, reg)
+  first.answer(np.arange(5))
+  spent = first.epsilon
+  moved = tmp_path / "moved"
+  a.rename(moved)
+  budget = _budget(moved, reg)
+  assert budget.epsilon == spent                  # the same budget, found where it moved
+  assert reg.budgets(DATA)[0]["teachers"] == str(moved.resolve())
+  # A write whose registry update was lost (killed between the journal and the registry):
+  # the next reader finds the ledger one write ahead, continuing the entry, and catches up.
+  entry = json.loads((tmp_path / "registry" / f"{DATA}.json").read_text())
+  budget.answer(np.arange(5, 8))
+  (tmp_path / "registry" / f"{DATA}.json").write_text(json.dumps(entry))
+  assert _budget(moved, reg).epsilon > spent
+  assert reg.budgets(DATA)[0]["generation"] == 2
+  # A ledger that does not continue the entry (another file at the next generation) is not.
+  entry["budgets"][0]["sha256"] = "0" * 64
+  (tmp_path / "registry" / f"{DATA}.json").write_text(json.dumps(entry))
+  with pytest.raises(budget_lib.BudgetError, match="cannot spend or report"):
+    _budget(moved, reg).answer(np.arange(8, 10))

@@ -31,7 +31,9 @@ spending:
   teachers were trained on (:class:`BudgetRegistry`, outside every work directory, keyed
   by votes.npz's ``private_data``): teachers trained again on the same data are refused a
   second budget unless it is asked for (``another_budget``), and then every run on the
-  data reports how many budgets add up.
+  data reports how many budgets add up; the registry follows every write of the ledger, so
+  that a copy of the teachers' directory behind it, an older copy restored or a ledger
+  deleted with its journal is refused on this machine too.
 
 A row of votes.npz is answered at most once: asking it again returns the recorded
 outcome, free (post-processing of an answer already paid for). New rows are answered by a

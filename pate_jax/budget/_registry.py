@@ -9,16 +9,27 @@ of its rows, ``votes.npz``'s ``private_data``) listing the budgets spent on it::
 
   <registry>/<private_data>.json   {"private_data": ..., "budgets": [{"votes": <the votes'
                                    salted digest>, "teachers": <their directory>,
-                                   "registered": <UTC time>}, ...]}
+                                   "registered": <UTC time>, "generation": <its ledger's
+                                   newest>, "sha256": <that file's>}, ...]}
   <registry>/<private_data>.lock   held (``flock``) while a budget is registered
 
 A budget registers before its first charge (:meth:`BudgetRegistry.claim`): the first set of
 teachers of a dataset is registered; another set is refused unless the caller says that it
 opens another budget on the same data (``another``), which is then listed beside the first
-so that every run on the data reports how many budgets add up. The registry is private,
-like the ledgers (it names the teachers' directories and the data's digest). It guards
-against an honest mistake, not against its owner: deleting it forgets the budgets (as
-deleting a ledger does), and teachers on a subset or superset of the rows are another key.
+so that every run on the data reports how many budgets add up.
+
+Each entry also follows its ledger (:meth:`BudgetRegistry.sync`): the generation and
+SHA-256 of its newest ``ledger.npz``, advanced by every write. A ledger of the same votes
+behind it -- a copy of the teachers' directory that did not spend first, an older archive
+restored, a ledger and journal deleted and started over -- is refused; a ledger one write
+ahead whose recorded previous generation is the entry's (a crash between the ledger's
+journal line and the registry) brings it up to date; the directory a budget moved to
+replaces the one recorded.
+
+The registry is private, like the ledgers (it names the teachers' directories and the
+data's digest). It guards against an honest mistake, not against its owner: deleting it
+forgets the budgets (as deleting a ledger did before it), and teachers on a subset or
+superset of the rows are another key.
 
 Its directory: the argument given, else ``$PATE_JAX_BUDGET_REGISTRY``, else
 ``$XDG_DATA_HOME/pate_jax/budgets`` (``~/.local/share/pate_jax/budgets``).
@@ -93,8 +104,10 @@ class BudgetRegistry:
       return self._load(path, private_data)
 
   def claim(self, private_data: str, votes: str, teachers: str | os.PathLike, *,
-            another: bool = False) -> list[dict[str, Any]]:
-    """Registers the budget of the votes digest ``votes`` (teachers in ``teachers``) on
+            another: bool = False, generation: int = 0,
+            sha256: str = "") -> list[dict[str, Any]]:
+    """Registers the budget of the votes digest ``votes`` (teachers in ``teachers``, its
+    ledger at ``generation`` with file hash ``sha256``: 0 and "" before any write) on
     ``private_data``, before it is first charged; a budget already registered is left as
     it is.
 
@@ -123,7 +136,47 @@ class BudgetRegistry:
       budgets = budgets + [{
           "votes": votes, "teachers": str(pathlib.Path(teachers).resolve()),
           "registered": datetime.datetime.now(datetime.timezone.utc).isoformat(
-              timespec="seconds")}]
-      io.write_text(path, json.dumps({"private_data": private_data, "budgets": budgets},
-                                     indent=1) + "\n")
+              timespec="seconds"),
+          "generation": int(generation), "sha256": str(sha256)}]
+      self._write(path, private_data, budgets)
       return budgets
+
+  def sync(self, private_data: str, votes: str, teachers: str | os.PathLike,
+           generation: int, sha256: str, previous: str) -> None:
+    """Checks a ledger of the budget of ``votes`` against its entry, and follows it.
+
+    The ledger in ``teachers`` is at ``generation`` (0: never written), its file's hash
+    ``sha256`` and the hash of the generation it follows ``previous``. Where the entry
+    records the same generation and hash, or the one this file follows (then the entry
+    advances to it), the ledger is this budget's newest and its directory is recorded; a
+    budget not registered yet is not checked.
+
+    Raises:
+      BudgetError: the ledger is behind the entry, or not its continuation.
+    """
+    path, lock = self._paths(private_data)
+    with _locked(lock):
+      budgets = self._load(path, private_data)
+      entry = next((b for b in budgets if b["votes"] == votes), None)
+      if entry is None:
+        return
+      known = (int(entry.get("generation", 0)), str(entry.get("sha256", "")))
+      here = str(pathlib.Path(teachers).resolve())
+      if known == (int(generation), str(sha256)):
+        if entry["teachers"] == here:
+          return
+      elif not (int(generation) == known[0] + 1 and str(previous) == known[1]):
+        state = ("no ledger (deleted, or a copy taken before it was spent)" if not generation
+                 else f"its ledger at generation {generation}")
+        raise BudgetError(
+            f"the budget of these teachers has spent {known[0]} writes (budget registry, "
+            f"{path}; last in {entry['teachers']}) and {here} holds {state}: an older or "
+            "copied ledger, or one deleted and started over, cannot spend or report; use "
+            f"the teachers' directory that holds the newest ledger")
+      entry.update(generation=int(generation), sha256=str(sha256), teachers=here)
+      self._write(path, private_data, budgets)
+
+  @staticmethod
+  def _write(path: pathlib.Path, private_data: str, budgets: list[dict[str, Any]]) -> None:
+    io.write_text(path, json.dumps({"private_data": private_data, "budgets": budgets},
+                                   indent=1) + "\n")

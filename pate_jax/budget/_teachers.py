@@ -128,8 +128,17 @@ class TeachersBudget:
     registered, or without a registry): refused where another set of teachers holds a
     budget on the same data, unless ``another_budget``."""
     if self.registry is not None:
+      generation, sha = self._journal_last() or (0, "")
       self.registry.claim(self.private_data, self.digest, self.directory,
-                          another=self.another_budget)
+                          another=self.another_budget, generation=generation, sha256=sha)
+
+  def _sync(self, generation: int, sha: str, previous: str) -> None:
+    """Checks the ledger read or written (``generation``, its file's ``sha`` and the
+    ``previous`` one's) against the registry's entry of this budget, which follows it:
+    an older or copied ledger, or one deleted and started over, is refused."""
+    if self.registry is not None:
+      self.registry.sync(self.private_data, self.digest, self.directory, generation, sha,
+                         previous)
 
   def budgets_on_data(self) -> int | None:
     """How many budgets the registry holds on these teachers' private data (their ε add
@@ -161,6 +170,7 @@ class TeachersBudget:
         raise BudgetError(f"{self.path} is missing but {self.journal} records "
                           f"{last[0]} spends: this budget was spent; restore the file (a "
                           "deleted ledger does not give the budget back)")
+      self._sync(0, "", "")
       return None
     sha = _file_sha256(self.path)
     try:
@@ -187,7 +197,9 @@ class TeachersBudget:
                           "previous generation): a ledger from another directory cannot "
                           "spend here")
       self._append_journal(generation, sha)
-    return self._verify(data, generation)
+    loaded = self._verify(data, generation)
+    self._sync(generation, sha, previous)
+    return loaded
 
   def _verify(self, data: dict[str, np.ndarray], generation: int) -> _Loaded:
     """Checks a ledger file's digest, settings and cost against the votes."""
@@ -307,7 +319,9 @@ class TeachersBudget:
     with open(tmp, "rb") as f:
       os.fsync(f.fileno())
     tmp.replace(self.path)
-    self._append_journal(loaded.generation, _file_sha256(self.path))
+    sha = _file_sha256(self.path)
+    self._append_journal(loaded.generation, sha)
+    self._sync(loaded.generation, sha, previous)
 
   def _append_journal(self, generation: int, sha: str) -> None:
     with open(self.journal, "a", encoding="utf-8") as f:
