@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["data_digest", "progress", "write_text"]
+__all__ = ["data_digest", "file_digest", "progress", "write_text"]
 
 
 def data_digest(*arrays: Any) -> str:
@@ -27,6 +27,15 @@ def data_digest(*arrays: Any) -> str:
     a = np.ascontiguousarray(a)
     h.update(f"{a.dtype.str}|{a.shape}|".encode())
     h.update(memoryview(a).cast("B"))
+  return h.hexdigest()
+
+
+def file_digest(path: str | os.PathLike) -> str:
+  """SHA-256 of a file's bytes, read in 1 MiB blocks."""
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      h.update(block)
   return h.hexdigest()
 
 

@@ -30,7 +30,8 @@ forests) reduce their predictions to this array and save it with
                              the digest is not a function of the votes an attacker can test
                              guesses against. Older files without it digest unsalted.
   private_data str   []      optional: SHA-256 of the private data the teachers were trained
-                             on (:func:`pate_jax.io.data_digest` of their training rows),
+                             on (an image dataset's whole training split, whatever subset
+                             of it they used; the file of a tabular task's training rows),
                              the key of its budget in the budget registry
                              (:class:`pate_jax.budget.BudgetRegistry`): teachers trained
                              again on the same rows meet the budget already spent on them.

@@ -41,7 +41,8 @@ def _budget(path, registry, **kw):
 
 def test_registry_claims_once_per_votes_and_refuses_other_teachers_of_the_data(tmp_path):
   reg = budget_lib.BudgetRegistry(tmp_path / "registry")
-  first = reg.claim(DATA, "v1", tmp_path / "a")
+  spent = dict(generation=1, sha256="a" * 64)  # registered with a ledger already written
+  first = reg.claim(DATA, "v1", tmp_path / "a", **spent)
   assert [b["votes"] for b in first] == ["v1"]
   assert first[0]["teachers"] == str((tmp_path / "a").resolve())
   assert reg.claim(DATA, "v1", tmp_path / "a") == first      # the same budget: a no-op
@@ -50,7 +51,7 @@ def test_registry_claims_once_per_votes_and_refuses_other_teachers_of_the_data(t
     reg.claim(DATA, "v2", tmp_path / "b")
   assert reg.budgets(DATA) == first                          # nothing was registered
   assert [b["votes"] for b in reg.claim(OTHER_DATA, "v2", tmp_path / "b")] == ["v2"]
-  both = reg.claim(DATA, "v2", tmp_path / "b", another=True)
+  both = reg.claim(DATA, "v2", tmp_path / "b", another=True, **spent)
   assert [b["votes"] for b in both] == ["v1", "v2"] and reg.budgets(DATA) == both
   with pytest.raises(budget_lib.BudgetError, match="2 budgets in all"):
     reg.claim(DATA, "v3", tmp_path / "c")
@@ -210,3 +211,62 @@ def test_the_registry_follows_a_moved_directory_and_a_crash_before_its_update(tm
   (tmp_path / "registry" / f"{DATA}.json").write_text(json.dumps(entry))
   with pytest.raises(budget_lib.BudgetError, match="cannot spend or report"):
     _budget(moved, reg).answer(np.arange(8, 10))
+
+
+def test_the_registry_catches_up_writes_made_under_another_registry(tmp_path, monkeypatch):
+  """Writes the registry missed (the same teachers spent under another registry: another
+  $PATE_JAX_BUDGET_REGISTRY, or a crash before its update) are in the ledger's journal
+  after its entry's line: the entry catches up instead of refusing the newest ledger."""
+  one = budget_lib.BudgetRegistry(tmp_path / "one")
+  other = budget_lib.BudgetRegistry(tmp_path / "other")
+  a = _teachers(tmp_path / "a", 0)
+  _budget(a, one).answer(np.arange(3))
+  _budget(a, one).answer(np.arange(3, 6))        # one: generation 2
+  _budget(a, other).answer(np.arange(6, 9))      # other registers it at 2, follows it to 4
+  _budget(a, other).answer(np.arange(9, 12))
+  _new_process(monkeypatch)
+  budget = _budget(a, one)
+  assert budget.state()["generation"] == 4 == one.budgets(DATA)[0]["generation"]
+  budget.answer(np.arange(12, 14))
+  # An entry written before the registry followed ledgers (no generation) adopts the ledger.
+  path = tmp_path / "one" / f"{DATA}.json"
+  record = json.loads(path.read_text())
+  for key in ("generation", "sha256"):
+    del record["budgets"][0][key]
+  path.write_text(json.dumps(record))
+  assert _budget(a, one).state()["generation"] == 5 == one.budgets(DATA)[0]["generation"]
+
+
+def test_a_budget_that_never_wrote_yields_to_other_teachers(tmp_path):
+  """A run killed or refused before its budget's first write spent nothing: while its
+  directory holds no journal, other teachers of the same data may take the budget."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  a, b = _teachers(tmp_path / "a", 0), _teachers(tmp_path / "b", 1)
+  # a's run registered its budget and was killed before writing its ledger.
+  reg.claim(DATA, budget_lib.votes_digest(votes_lib.load_votes(a)), a)
+  assert reg.budgets(DATA)[0]["generation"] == 0   # registered, never written
+  _budget(b, reg).answer(np.arange(5))             # b takes the data's budget
+  assert [x["teachers"] for x in reg.budgets(DATA)] == [str(b.resolve())]
+  with pytest.raises(budget_lib.BudgetError, match="already has a privacy budget"):
+    _budget(a, reg).answer(np.arange(5))           # and a, now, is the second
+
+
+def test_the_registry_is_owner_only(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  reg.claim(DATA, "v1", tmp_path)
+  assert (tmp_path / "registry").stat().st_mode & 0o777 == 0o700
+  assert (tmp_path / "registry" / f"{DATA}.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_votes_without_private_data_fall_back_to_the_digest_their_run_recorded(tmp_path):
+  """votes.npz written before it carried private_data: the key is the training rows'
+  digest in the teachers' run record (votes_fingerprint.json)."""
+  from pate_jax.stages import teachers as teachers_stage  # pylint: disable=g-import-not-at-top
+  registry = tmp_path / "registry"
+  a = _teachers(tmp_path / "a", 0)
+  b = _teachers(tmp_path / "b", 1, private_data=None)
+  teachers_stage.write_votes_record(b, {"data_sha256": DATA}, {})
+  assert teachers_stage.recorded_data_digest(b) == DATA
+  aggregate.run(_config(a, registry), tmp_path / "labels_a")
+  with pytest.raises(budget_lib.BudgetError, match="already has a privacy budget"):
+    aggregate.run(_config(b, registry), tmp_path / "labels_b")

@@ -20,14 +20,17 @@ so that every run on the data reports how many budgets add up.
 
 Each entry also follows its ledger (:meth:`BudgetRegistry.sync`): the generation and
 SHA-256 of its newest ``ledger.npz``, advanced by every write. A ledger of the same votes
-behind it -- a copy of the teachers' directory that did not spend first, an older archive
-restored, a ledger and journal deleted and started over -- is refused; a ledger one write
-ahead whose recorded previous generation is the entry's (a crash between the ledger's
-journal line and the registry) brings it up to date; the directory a budget moved to
-replaces the one recorded.
+whose journal does not hold that line -- a copy of the teachers' directory that did not
+spend first, an older archive restored, a ledger and journal deleted and started over --
+is refused; a ledger whose journal holds it further on (writes the registry missed: a
+crash between the ledger's journal line and the registry, or writes under another
+registry) brings the entry up to date; the directory a budget moved to replaces the one
+recorded. A budget registered but never written (a run killed or refused before its first
+write) is provisional: while its directory holds no journal, other teachers may replace it.
 
 The registry is private, like the ledgers (it names the teachers' directories and the
-data's digest). It guards against an honest mistake, not against its owner: deleting it
+data's digest): its directory is created owner-only (0700), its files 0600, each written
+atomically and synced to disk. It guards against an honest mistake, not against its owner: deleting it
 forgets the budgets (as deleting a ledger did before it), and teachers on a subset or
 superset of the rows are another key.
 
@@ -43,8 +46,7 @@ import os
 import pathlib
 from typing import Any
 
-from pate_jax import io
-from pate_jax.budget._files import BudgetError, _locked
+from pate_jax.budget._files import JOURNAL_SUFFIX, LEDGER_FILE, BudgetError, _locked
 
 
 REGISTRY_ENV = "PATE_JAX_BUDGET_REGISTRY"
@@ -72,6 +74,8 @@ class BudgetRegistry:
 
   def __init__(self, directory: str | os.PathLike | None = None):
     self.directory = registry_directory(directory)
+    if not self.directory.exists():  # owner-only: it names the data and the teachers
+      self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
   def _paths(self, private_data: str) -> tuple[pathlib.Path, pathlib.Path]:
     if (not isinstance(private_data, str) or len(private_data) != 64
@@ -123,6 +127,8 @@ class BudgetRegistry:
       budgets = self._load(path, private_data)
       if any(b["votes"] == votes for b in budgets):
         return budgets
+      # A budget never written whose directory holds no journal spent nothing: it yields.
+      budgets = [b for b in budgets if not _provisional(b)]
       if budgets and not another:
         first = budgets[0]
         raise BudgetError(
@@ -142,17 +148,20 @@ class BudgetRegistry:
       return budgets
 
   def sync(self, private_data: str, votes: str, teachers: str | os.PathLike,
-           generation: int, sha256: str, previous: str) -> None:
+           journal: list[tuple[int, str]]) -> None:
     """Checks a ledger of the budget of ``votes`` against its entry, and follows it.
 
-    The ledger in ``teachers`` is at ``generation`` (0: never written), its file's hash
-    ``sha256`` and the hash of the generation it follows ``previous``. Where the entry
-    records the same generation and hash, or the one this file follows (then the entry
-    advances to it), the ledger is this budget's newest and its directory is recorded; a
-    budget not registered yet is not checked.
+    ``journal``: the ledger's journal in ``teachers``, ``(generation, SHA-256)`` per write
+    in order (empty: never written). Where it holds the entry's generation and hash (the
+    start, before any write, for an entry never written), the ledger is this budget's, and
+    newest: the entry advances to its last line and records its directory. A budget not
+    registered yet is not checked; an entry written before the registry followed ledgers
+    adopts the ledger as it is.
 
     Raises:
-      BudgetError: the ledger is behind the entry, or not its continuation.
+      BudgetError: the ledger's journal does not hold the entry's newest write: it is
+        behind it (an older copy, a copy that did not spend first, a ledger deleted and
+        started over) or not this budget's.
     """
     path, lock = self._paths(private_data)
     with _locked(lock):
@@ -160,23 +169,43 @@ class BudgetRegistry:
       entry = next((b for b in budgets if b["votes"] == votes), None)
       if entry is None:
         return
-      known = (int(entry.get("generation", 0)), str(entry.get("sha256", "")))
       here = str(pathlib.Path(teachers).resolve())
-      if known == (int(generation), str(sha256)):
-        if entry["teachers"] == here:
+      newest = tuple(journal[-1]) if journal else (0, "")
+      if "generation" in entry:
+        known = (int(entry["generation"]), str(entry["sha256"]))
+        if known != (0, "") and known not in {tuple(line) for line in journal}:
+          state = ("no ledger (deleted, or a copy taken before it was spent)" if not journal
+                   else f"its ledger at generation {newest[0]}, another line of writes")
+          raise BudgetError(
+              f"the budget of these teachers has spent {known[0]} writes (budget registry, "
+              f"{path}; last in {entry['teachers']}) and {here} holds {state}: an older or "
+              "copied ledger, or one deleted and started over, cannot spend or report; use "
+              "the teachers' directory that holds the newest ledger")
+        if (int(newest[0]), str(newest[1])) == known and entry["teachers"] == here:
           return
-      elif not (int(generation) == known[0] + 1 and str(previous) == known[1]):
-        state = ("no ledger (deleted, or a copy taken before it was spent)" if not generation
-                 else f"its ledger at generation {generation}")
-        raise BudgetError(
-            f"the budget of these teachers has spent {known[0]} writes (budget registry, "
-            f"{path}; last in {entry['teachers']}) and {here} holds {state}: an older or "
-            "copied ledger, or one deleted and started over, cannot spend or report; use "
-            f"the teachers' directory that holds the newest ledger")
-      entry.update(generation=int(generation), sha256=str(sha256), teachers=here)
+      entry.update(generation=int(newest[0]), sha256=str(newest[1]), teachers=here)
       self._write(path, private_data, budgets)
 
   @staticmethod
   def _write(path: pathlib.Path, private_data: str, budgets: list[dict[str, Any]]) -> None:
-    io.write_text(path, json.dumps({"private_data": private_data, "budgets": budgets},
-                                   indent=1) + "\n")
+    """The entry, atomically and durably (file, then directory, synced), owner-only."""
+    text = json.dumps({"private_data": private_data, "budgets": budgets}, indent=1) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    tmp.replace(path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+      os.fsync(dir_fd)
+    finally:
+      os.close(dir_fd)
+
+
+def _provisional(entry: dict[str, Any]) -> bool:
+  """An entry registered but never written, whose directory holds no ledger journal: a
+  run killed or refused before its first write, which spent nothing."""
+  return (int(entry.get("generation", -1)) == 0
+          and not (pathlib.Path(entry["teachers"]) / (LEDGER_FILE + JOURNAL_SUFFIX)).exists())

@@ -72,6 +72,8 @@ class TeachersBudget:
       budgets, do not register); ``None``: none.
     another_budget: register this budget even where the registry holds another budget on
       the same private data (whose ε adds to this one's); otherwise that is refused.
+    private_data: the registry's key where the votes carry none (votes.npz written before
+      its ``private_data`` field: the digest the teachers' run recorded).
   """
 
   def __init__(self, directory: str | os.PathLike, votes: dict[str, Any], key: jax.Array, *,
@@ -81,7 +83,7 @@ class TeachersBudget:
                conversion: str = "improved", chunk_size: int = 256, release: ReleaseSpec | None = None,
                research_seed: int | None = None, release_key: jax.Array | None = None,
                release_by_rule: bool = False, registry: BudgetRegistry | None = None,
-               another_budget: bool = False):
+               another_budget: bool = False, private_data: str | None = None):
     self.directory = pathlib.Path(directory)
     self.path = self.directory / (LEDGER_FILE if research_seed is None
                                   else RESEARCH_LEDGER_FILE)
@@ -108,7 +110,7 @@ class TeachersBudget:
                               "release order")
     self.research_seed = research_seed
     self.noise = "secret" if research_seed is None else f"research:{int(research_seed)}"
-    self.private_data = votes.get("private_data")
+    self.private_data = votes.get("private_data") or private_data
     self.registry = registry if research_seed is None and self.private_data else None
     self.another_budget = bool(another_budget)
     # One empty aggregator up front: validates the settings before anything is read.
@@ -132,13 +134,12 @@ class TeachersBudget:
       self.registry.claim(self.private_data, self.digest, self.directory,
                           another=self.another_budget, generation=generation, sha256=sha)
 
-  def _sync(self, generation: int, sha: str, previous: str) -> None:
-    """Checks the ledger read or written (``generation``, its file's ``sha`` and the
-    ``previous`` one's) against the registry's entry of this budget, which follows it:
-    an older or copied ledger, or one deleted and started over, is refused."""
+  def _sync(self) -> None:
+    """Checks the ledger just read or written (its journal) against the registry's entry
+    of this budget, which follows it: an older or copied ledger, or one deleted and
+    started over, is refused."""
     if self.registry is not None:
-      self.registry.sync(self.private_data, self.digest, self.directory, generation, sha,
-                         previous)
+      self.registry.sync(self.private_data, self.digest, self.directory, self._journal())
 
   def budgets_on_data(self) -> int | None:
     """How many budgets the registry holds on these teachers' private data (their ε add
@@ -152,14 +153,16 @@ class TeachersBudget:
     return ledger_lib.PrivateAggregator(self.key, self.mechanism, ledger=record,
                                         **self.aggregator_kwargs)
 
-  def _journal_last(self) -> tuple[int, str] | None:
+  def _journal(self) -> list[tuple[int, str]]:
+    """The journal's lines, ``(generation, SHA-256)`` per write, in order."""
     if not self.journal.exists():
-      return None
+      return []
     lines = [ln.split() for ln in self.journal.read_text().splitlines() if ln.strip()]
-    if not lines:
-      return None
-    generation, sha = lines[-1][:2]
-    return int(generation), sha
+    return [(int(line[0]), line[1]) for line in lines]
+
+  def _journal_last(self) -> tuple[int, str] | None:
+    lines = self._journal()
+    return lines[-1] if lines else None
 
   def _read(self) -> _Loaded | None:
     """The verified ledger file, or ``None`` for a budget never spent (caller holds the
@@ -170,7 +173,7 @@ class TeachersBudget:
         raise BudgetError(f"{self.path} is missing but {self.journal} records "
                           f"{last[0]} spends: this budget was spent; restore the file (a "
                           "deleted ledger does not give the budget back)")
-      self._sync(0, "", "")
+      self._sync()
       return None
     sha = _file_sha256(self.path)
     try:
@@ -198,7 +201,7 @@ class TeachersBudget:
                           "spend here")
       self._append_journal(generation, sha)
     loaded = self._verify(data, generation)
-    self._sync(generation, sha, previous)
+    self._sync()
     return loaded
 
   def _verify(self, data: dict[str, np.ndarray], generation: int) -> _Loaded:
@@ -321,7 +324,7 @@ class TeachersBudget:
     tmp.replace(self.path)
     sha = _file_sha256(self.path)
     self._append_journal(loaded.generation, sha)
-    self._sync(loaded.generation, sha, previous)
+    self._sync()
 
   def _append_journal(self, generation: int, sha: str) -> None:
     with open(self.journal, "a", encoding="utf-8") as f:

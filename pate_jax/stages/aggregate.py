@@ -35,6 +35,7 @@ import tempfile
 import time
 from typing import Any
 
+from absl import logging
 import jax
 import numpy as np
 
@@ -47,6 +48,7 @@ from pate_jax import mechanisms
 from pate_jax import reporting
 from pate_jax import rng
 from pate_jax import votes as votes_lib
+from pate_jax.stages import teachers as teachers_stage
 
 __all__ = ["run", "plan", "report", "make_budget", "release_spec", "fixed_release",
            "has_release", "rdp_orders", "teachers_dir", "compile_ahead"]
@@ -114,6 +116,12 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
   if noise_seed is None and not math.isfinite(float(config.epsilon_max)):
     raise ValueError("config.epsilon_max must be finite with secret noise: a release needs a "
                      "budget (inf is for research runs with config.noise_seed set)")
+  private_data = data.get("private_data") or teachers_stage.recorded_data_digest(
+      teachers_dir(source))
+  if noise_seed is None and private_data is None:
+    logging.warning("%s carries no digest of the teachers' private data (private_data), and "
+                    "no run recorded one: the budget registry cannot tell other teachers of "
+                    "the same data, whose budgets would add up", teachers_dir(source))
   return budget_lib.TeachersBudget(
       teachers_dir(source) if noise_seed is None else workdir, data,
       rng.noise_key("aggregation", noise_seed), mechanism=mechanism, params=params,
@@ -125,7 +133,7 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
       research_seed=noise_seed, release_key=rng.noise_key("epsilon_release", noise_seed),
       release_by_rule=config.get("release") is not None and config.release.get("order") is None,
       registry=budget_lib.BudgetRegistry(config.get("budget_registry") or None),
-      another_budget=another)
+      another_budget=another, private_data=private_data)
 
 
 def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:

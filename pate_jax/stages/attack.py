@@ -212,7 +212,9 @@ def run_adult(config, key, workdir) -> dict:
       **attacks.consensus_inference(votes, minority, rows, draw_keys,
                                     threshold=config.consensus_threshold)}
   votes_lib.save_votes(pathlib.Path(workdir) / "votes.npz", votes, test.labels,
-                       dataset="adult-test-noeducation")
+                       dataset="adult-test-noeducation",
+                       private_data=experiment.file_digest(
+                           tabular.private_source("adult", config.data_dir or None)))
   np.save(pathlib.Path(workdir) / "minority.npy", minority)
   draws = results["balanced_precision_over_draws"]
   print(f"{experiment.PRIVATE_MARK}Section 2: precision {results['balanced']['precision']:.3f} "

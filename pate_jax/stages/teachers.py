@@ -299,6 +299,15 @@ def write_votes_record(workdir: Any, fingerprint: dict[str, Any],
                         json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
+def recorded_data_digest(workdir: Any) -> str | None:
+  """The digest of the training rows that the run which wrote ``workdir``'s votes.npz
+  recorded (its fingerprint's ``data_sha256``), or ``None``: the budget registry's key for
+  votes written before votes.npz carried ``private_data``."""
+  record = _votes_record(pathlib.Path(workdir))
+  digest = (record or {}).get("fingerprint", {}).get("data_sha256")
+  return digest if isinstance(digest, str) and len(digest) == 64 else None
+
+
 def _votes_record(workdir: pathlib.Path) -> dict[str, Any] | None:
   """The record of the run that wrote ``workdir``'s votes.npz: votes_fingerprint.json, else
   (a workdir of an older version) the completion record of its checkpoints, else None."""
@@ -362,6 +371,7 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
         f"data: {ds.source}")
   fingerprint = {**experiment.config_fields(config, FINGERPRINT_FIELDS),
                  "data_sha256": experiment.data_digest(train_x, train_y)}
+  private_data = private_data_digest(ds, train_x, train_y, fingerprint["data_sha256"])
   clock.mark("digest")
   restart = config.get("restart", False)
   # Refuses a changed configuration before anything is compiled: one that would replace
@@ -377,7 +387,18 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
       return done
     clock.mark("setup")
     return _train_and_vote(config, workdir, ds, (shard_x, shard_y, dropped), root, ckpt,
-                           clock)
+                           clock, private_data)
+
+
+def private_data_digest(ds: data.ImageDataset, train_x: np.ndarray, train_y: np.ndarray,
+                        digest: str) -> str:
+  """The key of the teachers' privacy budget (votes.npz's ``private_data``): the digest of
+  the dataset's whole training split, whatever subset of it (``train_subset``) and
+  whatever extra split the teachers were trained on (``train_x``, ``train_y``, whose
+  ``digest`` it is), so that teachers of any part of it meet one budget."""
+  if train_x is ds.train_images and train_y is ds.train_labels:
+    return digest
+  return experiment.data_digest(ds.train_images, ds.train_labels)
 
 
 def _temperatures(config: ml_collections.ConfigDict) -> tuple[float, ...]:
@@ -391,9 +412,10 @@ def _outputs(config: ml_collections.ConfigDict) -> dict:
           "distill_temperatures": list(config.get("distill_temperatures", ()) or ())}
 
 
-def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
+def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data) -> dict:
   """Trains (resuming from ``ckpt``), computes the votes and writes the results; ``clock``
-  (an :class:`pate_jax.experiment.PhaseClock`) times its phases."""
+  (an :class:`pate_jax.experiment.PhaseClock`) times its phases; ``private_data``: the key of
+  the teachers' budget (:func:`private_data_digest`), written into votes.npz."""
   peak_before = memory.peak_bytes()  # the allocators' peak from earlier work, if any
   shard_x, shard_y, dropped = shards
   ensemble = build_ensemble(config, ds.num_classes)
@@ -464,7 +486,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock) -> dict:
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
                          num_pool=num_pool, dataset=ds.name, probabilities=probs,
                          temperatures=temps or None, predictions=predictions,
-                         private_data=ckpt.fingerprint["data_sha256"])
+                         private_data=private_data)
     if config.gap_plot:
       gap = np.asarray(votes_lib.normalized_gap(votes))
       reporting.plot_gap(gap, t, f"{workdir}/gap.png")

@@ -14,6 +14,7 @@ student's inputs, which no noise covers.
 from __future__ import annotations
 
 import os
+import pathlib
 from typing import Iterable
 
 import jax
@@ -29,6 +30,20 @@ def task_name(dataset: str, drop_columns: Iterable[str] = (), query_split: str =
   unless "test"."""
   name = dataset + ("-coarse" if coarsen else "") + "".join(f"-no{c}" for c in drop_columns)
   return name if query_split == "test" else f"{name}-{query_split}"
+
+
+def private_source(dataset: str, data_dir: str | os.PathLike | None = None) -> pathlib.Path:
+  """The file that holds a tabular task's private training rows, whatever their coding,
+  columns or split: Adult's ``train.csv``, the original ``adult.data``, and Diabetes' whole
+  ``diabetic_data.csv`` (its training subset is drawn from every row). Its digest keys the
+  task's privacy budget (:class:`pate_jax.budget.BudgetRegistry`)."""
+  if dataset == "adult":
+    return adult.adult_path("train", data_dir)
+  if dataset == "adult_uci":
+    return uci_adult.uci_adult_path("train", data_dir)
+  if dataset == "diabetes":
+    return diabetes.diabetes_path(data_dir)
+  raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
 
 
 def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None = None, *,
