@@ -378,3 +378,16 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
   config.data_dir, config.num_pool = str(tmp_path / "data"), 20
   with pytest.raises(ValueError, match=r"config.labels_dir .*outside this task's pool"):
     tabular_stage.run(config, tmp_path / "student_pool")
+
+
+def test_the_budget_key_is_the_training_file_whatever_its_coding(tmp_path):
+  """tabular.private_data: the SHA-256 of the file of the private training rows (not of
+  their coding, columns or the query split), the key of the task's privacy budget."""
+  import hashlib  # pylint: disable=g-import-not-at-top
+  _tiny_synthetic_task(tmp_path, "cpu")
+  train = (tmp_path / "adult" / "train.csv").read_bytes()
+  assert tabular.private_data("adult", tmp_path) == hashlib.sha256(train).hexdigest()
+  with pytest.raises(ValueError, match="dataset must be one of"):
+    tabular.private_data("mnist", tmp_path)
+  with pytest.raises(FileNotFoundError, match="adult.data"):
+    tabular.private_data("adult_uci", tmp_path)

@@ -36,7 +36,7 @@ from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHA
                                           device_info, git_hash, locked_workdir,
                                           noise_disclosure, package_versions, read_results,
                                           remove_stale, to_jsonable, write_results)
-from pate_jax.io import data_digest, file_digest, progress, write_text  # re-exported: the harness's too
+from pate_jax.io import data_digest, progress, write_text  # re-exported: the harness's too
 
 __all__ = [
     "ACCOUNTING_DEVICES",
@@ -55,7 +55,6 @@ __all__ = [
     "config_fields",
     "config_items",
     "data_digest",
-    "file_digest",
     "deterministic_ops_enabled",
     "device_info",
     "dry_run",

@@ -213,8 +213,7 @@ def run_adult(config, key, workdir) -> dict:
                                     threshold=config.consensus_threshold)}
   votes_lib.save_votes(pathlib.Path(workdir) / "votes.npz", votes, test.labels,
                        dataset="adult-test-noeducation",
-                       private_data=experiment.file_digest(
-                           tabular.private_source("adult", config.data_dir or None)))
+                       private_data=tabular.private_data("adult", config.data_dir or None))
   np.save(pathlib.Path(workdir) / "minority.npy", minority)
   draws = results["balanced_precision_over_draws"]
   print(f"{experiment.PRIVATE_MARK}Section 2: precision {results['balanced']['precision']:.3f} "

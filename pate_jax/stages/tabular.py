@@ -219,8 +219,7 @@ def _run(config, workdir: pathlib.Path) -> dict:
   timings["teachers_predict_s"] = time.perf_counter() - t0
   votes_lib.save_votes(workdir / "votes.npz", votes, queries.labels,
                        index=np.arange(len(queries)), num_pool=config.num_pool, dataset=name,
-                       private_data=experiment.file_digest(
-                           tabular.private_source(config.dataset, config.data_dir or None)))
+                       private_data=tabular.private_data(config.dataset, config.data_dir or None))
   tabular.save_teacher_predictions(workdir / "teacher_predictions.npz", ensemble, preds,
                                    num_pool=config.num_pool)
   pool_votes = votes[:config.num_pool]

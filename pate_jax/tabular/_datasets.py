@@ -14,11 +14,11 @@ student's inputs, which no noise covers.
 from __future__ import annotations
 
 import os
-import pathlib
 from typing import Iterable
 
 import jax
 
+from pate_jax import io
 from pate_jax.data import TabularSplit, adult, diabetes, uci_adult
 
 DATASETS = ("adult", "adult_uci", "diabetes")
@@ -32,18 +32,21 @@ def task_name(dataset: str, drop_columns: Iterable[str] = (), query_split: str =
   return name if query_split == "test" else f"{name}-{query_split}"
 
 
-def private_source(dataset: str, data_dir: str | os.PathLike | None = None) -> pathlib.Path:
-  """The file that holds a tabular task's private training rows, whatever their coding,
-  columns or split: Adult's ``train.csv``, the original ``adult.data``, and Diabetes' whole
-  ``diabetic_data.csv`` (its training subset is drawn from every row). Its digest keys the
-  task's privacy budget (:class:`pate_jax.budget.BudgetRegistry`)."""
+def private_data(dataset: str, data_dir: str | os.PathLike | None = None) -> str:
+  """The key of a tabular task's privacy budget (votes.npz's ``private_data``,
+  :class:`pate_jax.budget.BudgetRegistry`): the SHA-256 of the file that holds its private
+  training rows, whatever their coding, columns or split -- Adult's ``train.csv``, the
+  original ``adult.data``, Diabetes' whole ``diabetic_data.csv`` (its training subset is
+  drawn from every row)."""
   if dataset == "adult":
-    return adult.adult_path("train", data_dir)
-  if dataset == "adult_uci":
-    return uci_adult.uci_adult_path("train", data_dir)
-  if dataset == "diabetes":
-    return diabetes.diabetes_path(data_dir)
-  raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
+    source = adult.adult_path("train", data_dir)
+  elif dataset == "adult_uci":
+    source = uci_adult.uci_adult_path("train", data_dir)
+  elif dataset == "diabetes":
+    source = diabetes.diabetes_path(data_dir)
+  else:
+    raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
+  return io.file_digest(source)
 
 
 def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None = None, *,
