@@ -30,7 +30,7 @@ def _real_votes(path: pathlib.Path, rows=60, pool=50, teachers=250, classes=10):
   p = r.dirichlet(np.full(classes, 0.5), size=rows)
   votes = np.stack([r.multinomial(teachers, pi) for pi in p])
   votes_lib.save_votes(path / "votes.npz", votes, votes.argmax(1), num_pool=pool,
-                       dataset="synthetic")
+                       dataset="synthetic", private_data=experiment.data_digest(votes))
   return path
 
 

@@ -43,6 +43,7 @@ from pate_jax import _checks
 from pate_jax import accounting as acc
 from pate_jax import budget as budget_lib
 from pate_jax import experiment
+from pate_jax import io
 from pate_jax import labels as labels_lib
 from pate_jax import mechanisms
 from pate_jax import reporting
@@ -118,11 +119,7 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
                      "budget (inf is for research runs with config.noise_seed set)")
   private_data = data.get("private_data") or teachers_stage.recorded_data_digest(
       teachers_dir(source))
-  if noise_seed is None and private_data is None:
-    logging.warning("%s carries no digest of the teachers' private data (private_data), and "
-                    "no run recorded one: the budget registry cannot tell other teachers of "
-                    "the same data, whose budgets would add up", teachers_dir(source))
-  return budget_lib.TeachersBudget(
+  budget = budget_lib.TeachersBudget(
       teachers_dir(source) if noise_seed is None else workdir, data,
       rng.noise_key("aggregation", noise_seed), mechanism=mechanism, params=params,
       epsilon_max=config.epsilon_max, delta=config.delta, orders=rdp_orders(config, mechanism),
@@ -134,6 +131,11 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
       release_by_rule=config.get("release") is not None and config.release.get("order") is None,
       registry=budget_lib.BudgetRegistry(config.get("budget_registry") or None),
       another_budget=another, private_data=private_data)
+  if noise_seed is None and private_data is None:  # (after the settings were validated)
+    logging.warning("%s carries no digest of the teachers' private data (private_data), and "
+                    "no run recorded one: the budget registry cannot tell other teachers of "
+                    "the same data, whose budgets would add up", teachers_dir(source))
+  return budget
 
 
 def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:
@@ -166,11 +168,14 @@ def compile_ahead(config: Any, *, num_teachers: int, num_classes: int, num_rows:
   votes = np.stack([(predictions == k).sum(axis=0) for k in range(num_classes)], axis=1)
   with tempfile.TemporaryDirectory(prefix="pate_jax_compile_ahead_") as tmp:
     teachers = pathlib.Path(tmp) / "teachers"
+    # Synthetic "private data" keyed in a registry of the temporary directory: the real
+    # run's registry path, without a budget anyone else would meet.
     votes_lib.save_votes(teachers / "votes.npz", votes, labels, num_pool=num_pool,
-                         dataset="synthetic")
+                         dataset="synthetic", private_data=io.data_digest(labels))
     rehearsal = config.copy_and_resolve_references()
     with rehearsal.unlocked():
       rehearsal.votes_dir, rehearsal.privacy_plot = str(teachers), False
+      rehearsal.budget_registry = str(pathlib.Path(tmp) / "registry")
     run(rehearsal, pathlib.Path(tmp) / "aggregate")
   return time.perf_counter() - t0
 
