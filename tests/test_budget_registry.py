@@ -253,6 +253,7 @@ def test_a_budget_that_never_wrote_yields_to_other_teachers(tmp_path):
 
 def test_the_registry_is_owner_only(tmp_path):
   reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  assert not (tmp_path / "registry").exists()  # made on first use, not by a research run
   reg.claim(DATA, "v1", tmp_path)
   assert (tmp_path / "registry").stat().st_mode & 0o777 == 0o700
   assert (tmp_path / "registry" / f"{DATA}.json").stat().st_mode & 0o777 == 0o600

@@ -74,14 +74,16 @@ class BudgetRegistry:
 
   def __init__(self, directory: str | os.PathLike | None = None):
     self.directory = registry_directory(directory)
-    if not self.directory.exists():  # owner-only: it names the data and the teachers
-      self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
   def _paths(self, private_data: str) -> tuple[pathlib.Path, pathlib.Path]:
+    """The entry and lock files of ``private_data``; the directory is made on first use,
+    owner-only (it names the data and the teachers)."""
     if (not isinstance(private_data, str) or len(private_data) != 64
         or not set(private_data) <= _HEX):
       raise ValueError("private_data must be a SHA-256 of the private data (64 lowercase hex "
                        f"digits); got {private_data!r}")
+    if not self.directory.exists():
+      self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     return (self.directory / f"{private_data}.json", self.directory / f"{private_data}.lock")
 
   def _load(self, path: pathlib.Path, private_data: str) -> list[dict[str, Any]]:
