@@ -39,12 +39,29 @@ def file_digest(path: str | os.PathLike) -> str:
   return h.hexdigest()
 
 
-def write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
-  """Writes ``text`` to ``path`` atomically (a temporary file, then a rename)."""
+def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> pathlib.Path:
+  """Writes ``text`` to ``path`` atomically (a temporary file, then a rename).
+
+  ``private``: readable by the owner only (0600), and durable: the file and then its
+  directory are synced to disk before this returns (a record that must survive a crash).
+  """
   path = pathlib.Path(path)
   tmp = path.with_name(path.name + ".tmp")
-  tmp.write_text(text)
+  if not private:
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+  with os.fdopen(fd, "w", encoding="utf-8") as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
   tmp.replace(path)
+  dir_fd = os.open(path.parent, os.O_RDONLY)
+  try:
+    os.fsync(dir_fd)
+  finally:
+    os.close(dir_fd)
   return path
 
 

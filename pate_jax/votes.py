@@ -35,9 +35,10 @@ forests) reduce their predictions to this array and save it with
                              the key of its budget in the budget registry
                              (:class:`pate_jax.budget.BudgetRegistry`): teachers trained
                              again on the same rows meet the budget already spent on them.
-                             Private, as the votes. Written by the teachers and tabular
-                             stages; files without it (older ones, synthetic votes) have
-                             no registry entry.
+                             Private, as the votes. Written by the teachers, tabular and
+                             attack stages; for older files the aggregate stage reads the
+                             digest their teachers' run recorded, and votes with neither
+                             have no registry entry.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
     out["salt"] = salt
   if "private_data" in arrays:
     digest = str(np.asarray(arrays["private_data"]))
-    if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest):
+    if not _checks.is_sha256(digest):
       raise ValueError(f"{where}: private_data must be a SHA-256 (64 lowercase hex digits); "
                        f"got {len(digest)} characters")
     out["private_data"] = np.str_(digest)

@@ -34,6 +34,7 @@ from pate_jax._checks._scalars import (
     budget,
     choice,
     delta,
+    is_sha256,
     positive,
     positive_int,
     probability,

@@ -102,6 +102,14 @@ def choice(x: Any, name: str, options: Any) -> Any:
   return x
 
 
+def is_sha256(x: Any) -> bool:
+  """Whether ``x`` is a SHA-256 hex digest: 64 lowercase hex digits (a data digest's form)."""
+  return isinstance(x, str) and len(x) == 64 and set(x) <= _HEX_DIGITS
+
+
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
 def boolean(x: Any, name: str) -> bool:
   """A real boolean (``True``/``False``, numpy bools), not a string or a number."""
   if not isinstance(x, (bool, np.bool_)):

@@ -30,9 +30,9 @@ write) is provisional: while its directory holds no journal, other teachers may 
 
 The registry is private, like the ledgers (it names the teachers' directories and the
 data's digest): its directory is created owner-only (0700), its files 0600, each written
-atomically and synced to disk. It guards against an honest mistake, not against its owner: deleting it
-forgets the budgets (as deleting a ledger did before it), and teachers on a subset or
-superset of the rows are another key.
+atomically and synced to disk. It guards against an honest mistake, not against its owner:
+deleting it forgets the budgets (as deleting a ledger did before it), and it is one
+machine's; teachers of the same people in another file or split are another key.
 
 Its directory: the argument given, else ``$PATE_JAX_BUDGET_REGISTRY``, else
 ``$XDG_DATA_HOME/pate_jax/budgets`` (``~/.local/share/pate_jax/budgets``).
@@ -46,11 +46,12 @@ import os
 import pathlib
 from typing import Any
 
+from pate_jax import _checks
+from pate_jax import io
 from pate_jax.budget._files import JOURNAL_SUFFIX, LEDGER_FILE, BudgetError, _locked
 
 
 REGISTRY_ENV = "PATE_JAX_BUDGET_REGISTRY"
-_HEX = frozenset("0123456789abcdef")
 
 
 def registry_directory(directory: str | os.PathLike | None = None) -> pathlib.Path:
@@ -78,8 +79,7 @@ class BudgetRegistry:
   def _paths(self, private_data: str) -> tuple[pathlib.Path, pathlib.Path]:
     """The entry and lock files of ``private_data``; the directory is made on first use,
     owner-only (it names the data and the teachers)."""
-    if (not isinstance(private_data, str) or len(private_data) != 64
-        or not set(private_data) <= _HEX):
+    if not _checks.is_sha256(private_data):
       raise ValueError("private_data must be a SHA-256 of the private data (64 lowercase hex "
                        f"digits); got {private_data!r}")
     if not self.directory.exists():
@@ -104,7 +104,7 @@ class BudgetRegistry:
 
   def budgets(self, private_data: str) -> list[dict[str, Any]]:
     """The budgets registered on ``private_data``, in the order registered (each
-    ``{"votes", "teachers", "registered"}``)."""
+    ``{"votes", "teachers", "registered", "generation", "sha256"}``)."""
     path, lock = self._paths(private_data)
     with _locked(lock):
       return self._load(path, private_data)
@@ -190,20 +190,9 @@ class BudgetRegistry:
 
   @staticmethod
   def _write(path: pathlib.Path, private_data: str, budgets: list[dict[str, Any]]) -> None:
-    """The entry, atomically and durably (file, then directory, synced), owner-only."""
-    text = json.dumps({"private_data": private_data, "budgets": budgets}, indent=1) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    tmp.replace(path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-      os.fsync(dir_fd)
-    finally:
-      os.close(dir_fd)
+    """The entry, atomically, durably and owner-only (:func:`pate_jax.io.write_text`)."""
+    io.write_text(path, json.dumps({"private_data": private_data, "budgets": budgets},
+                                   indent=1) + "\n", private=True)
 
 
 def _provisional(entry: dict[str, Any]) -> bool:

@@ -305,7 +305,7 @@ def recorded_data_digest(workdir: Any) -> str | None:
   votes written before votes.npz carried ``private_data``."""
   record = _votes_record(pathlib.Path(workdir))
   digest = (record or {}).get("fingerprint", {}).get("data_sha256")
-  return digest if isinstance(digest, str) and len(digest) == 64 else None
+  return digest if checks.is_sha256(digest) else None
 
 
 def _votes_record(workdir: pathlib.Path) -> dict[str, Any] | None:
