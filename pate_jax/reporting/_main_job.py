@@ -97,7 +97,8 @@ def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
   else:
     released = f"No released ε: {release}."
   led = s["ledger"]
-  out += [f"Data: {s['data']['data_source']}. Wall time {s['wall_seconds']:.0f} s. Numbers from "
+  out += [f"Data: {s['data']['data_source']}. Wall time to the student's end "
+          f"{s['wall_seconds']:.0f} s (the attack's, private, aside). Numbers from "
           "`results.json` here and in each stage's directory. " + noise, "",
           *(["## Publishable with secret noise", "",
               "**Nothing in this report may be published**: this run's noise came from a "
@@ -138,6 +139,9 @@ def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
           *_release_private(p.get("epsilon_release")),
           *fig("privacy", "private: epsilon vs queries")]
   out += _attack_markdown(p.get("attack") or {"skipped": "not run"}, fig)
+  if p.get("seconds"):  # the attack's solvers stop on convergence on the private votes
+    out += ["Seconds (private: the attack's depend on the votes): " + "; ".join(
+        f"{k.replace('_', ' ')} {v:.1f}" for k, v in p["seconds"].items()) + ".", ""]
   return "\n".join(out).rstrip() + "\n"
 
 
