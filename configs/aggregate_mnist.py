@@ -11,7 +11,7 @@ labels ``num_queries`` public-pool rows (class-balanced by default) and writes `
 ``results.json`` to ``--workdir``. Defaults follow Papernot et al. 2017, Section
 4.2: LNMax with Laplace scale 20 (gamma = 0.05), delta = 1e-5, moments 1..8, and
 100 / 500 / 1000 queries. The GNMax / Confident-GNMax values follow the MNIST
-row of Papernot et al. 2018, Table 2 (T = 200, sigma_1 = 150, sigma_2 = 40;
+row of Papernot et al. 2018, Table 1 (T = 200, sigma_1 = 150, sigma_2 = 40;
 640 queries at delta = 1e-5 there).
 """
 

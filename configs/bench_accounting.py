@@ -7,7 +7,7 @@
       --workdir runs/bench_accounting --config.loop_queries=2000 --config.devices=2
 
 Noise settings: LNMax γ = 0.05 (Papernot et al. 2017, MNIST); Confident-GNMax
-T = 200, σ_T = 150, σ = 40 (Papernot et al. 2018, Table 2, MNIST). ``:small``
+T = 200, σ_T = 150, σ = 40 (Papernot et al. 2018, Table 1, MNIST). ``:small``
 (10^4 queries, 1,000 loop queries, 2 repeats) checks the script in seconds.
 """
 

@@ -8,7 +8,7 @@
 Labels: LNMax with Laplace scale 20 (γ = 0.05) on 100 (or 1,000) class-balanced pool
 rows (``aggregate.query_selection``), δ = 1e-5, ε from the 2017 data-dependent moments accountant on the votes
 actually queried (configs/aggregate_mnist.py; Confident-GNMax: T = 200, σ₁ = 150,
-σ₂ = 40, the MNIST row of Papernot et al. 2018, Table 2).
+σ₂ = 40, the MNIST row of Papernot et al. 2018, Table 1).
 
 Student: Salimans et al.'s MNIST feature-matching GAN (see
 pate_jax/students/_pate_g.py) with their optimiser (Adam, lr 0.003, β₁ 0.5, batch
