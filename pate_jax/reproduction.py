@@ -122,7 +122,8 @@ class Row:
     whole (:func:`disclosed_private`)."""
     return self.private or (self.marked_private is None and disclosed_private(record, self.run)
                             and self.fmt not in _PUBLIC_FORMATS
-                            and not any(p in self.key for p in _PUBLIC_KEYS))
+                            and not (any(p in self.key for p in _PUBLIC_KEYS)
+                                     and not _count_from_votes(record, self.key)))
 
 
 # Key paths of private values (see Row.private); a row of a run whose file is private as a
@@ -145,7 +146,9 @@ DISCLOSURE = (
     "students trained on un-noised teacher labels -- are marked *(private)*, as is every "
     "value and figure of a run whose `results.json` says it is private as a whole (a "
     "research measurement: many noisy answers and no privacy budget, or the teachers "
-    "themselves), but for its data-independent ε; the privacy curves and vote-gap figures "
+    "themselves), but for its data-independent ε (unless Confident-GNMax's threshold chose "
+    "how many queries were answered: that ε is a function of the count, private too); the "
+    "privacy curves and vote-gap figures "
     "are private too. They are here to compare with the papers, for the data owner.")
 
 
@@ -198,6 +201,22 @@ def disclosed_private(record: dict | list[dict], run: str | None = None) -> bool
              or ("disclosure" not in r and run in MEASUREMENTS_BEFORE_DISCLOSURE)
              or _research_noise(r.get("results"))
              for r in _records(record))
+
+
+def _count_from_votes(record: dict | list[dict], key: str) -> bool:
+  """Whether the row's run answered as many queries as the votes chose: Confident-GNMax's
+  threshold check decides it, and its data-independent ε is one-to-one in that count. With
+  research noise the count is a function of the votes, not a release, so that ε is private
+  as the rest of the file (:data:`_PUBLIC_KEYS` does not exempt it)."""
+  def confident(node: Any) -> bool:
+    if isinstance(node, dict):
+      return node.get("mechanism") == "confident_gnmax" or any(
+          confident(v) for v in node.values())
+    return isinstance(node, list) and any(confident(v) for v in node)
+  if "epsilon" not in key:
+    return False
+  return "confident" in key or any(confident([r.get("results"), r.get("config")])
+                                   for r in _records(record))
 
 
 def _research_noise(node: Any) -> bool:
@@ -719,7 +738,7 @@ ROWS: tuple[Row, ...] = (
         "adult_uci_rf_cgn", "confident_gnmax.private.epsilon_data_dependent", "f2",
         "2018: 1.90, the data-dependent ε of the expected RDP with the classic conversion (ours "
         "that way: 1.78, private)"),
-    Row("pate2017", "Appendix C", "the same: ε data-independent (publishable)", "—",
+    Row("pate2017", "Appendix C", "the same: ε data-independent (of the answered count)", "—",
         "adult_uci_rf_cgn", "confident_gnmax.epsilon_data_independent", "f2"),
     Row("pate2017", "Appendix C", "the same: non-private random forest on those 14,781 rows",
         "—", "adult_uci_rf_cgn", "confident_gnmax.non_private_accuracy_eval", "pct2"),
@@ -1211,8 +1230,12 @@ GPU_RUNS: tuple[Run, ...] = (
     *(_bench_variant_run(v) for v in BENCH_VARIANTS),
 )
 _G = " (GPU)"
-# The GPU acceptance's targets whose values are private (its ``targets``' ``private``).
+# The GPU acceptance's targets whose values are private (its ``targets``' ``private``), and
+# those of its stage-3 students, whose labels come from a research noise seed
+# (configs/gpu_acceptance.py): private as a whole, as the acceptance marks them where so.
 PRIVATE_TARGETS = ("teacher_accuracy", "pate_g_epsilon")
+RESEARCH_SEED_TARGETS = ("pate_g_accuracy", "pate_g_shift_accuracy", "cgn_accuracy",
+                         "cgn_epsilon")
 _DD = "private.epsilon.moments_data_dependent.epsilon"
 # A stage-3 student run's accuracy: its students' (side by side), or its one student's.
 _STUDENTS = "eval_accuracy_seeds | eval_accuracy"
@@ -1296,7 +1319,8 @@ GPU_ROWS: tuple[Row, ...] = (
       for what, key in (("passed", "passed"), ("failed", "failures"), ("errors", "errors"))),
     # Whether a private value met its threshold is private too (the stage's ``private``).
     *(Row("beyond", "GPU acceptance: targets", text, "—", "acceptance_gpu",
-          f"targets.{key}.met", "met", marked_private=key in PRIVATE_TARGETS)
+          f"targets.{key}.met", "met",
+          marked_private=key in PRIVATE_TARGETS + RESEARCH_SEED_TARGETS)
       for key, text in (
               ("main_job_wall", "default paper config <= 60 s to its student's end"),
               ("main_job_no_oom", "default paper config: no out-of-memory"),

@@ -103,15 +103,25 @@ def test_targets_are_computed_from_the_results(tmp_path):
 
 def test_private_targets_are_printed_and_reported_as_private(tmp_path, capsys):
   """The teachers' accuracy and the data-dependent ε are private, and so is whether they met
-  their thresholds: their lines say so on screen, and RESULTS.md marks their rows."""
+  their thresholds; so are the students' targets where their labels came from a research
+  noise seed (stage 3's): their lines say so on screen, and RESULTS.md marks their rows."""
   c = _config("gpu_acceptance")
   _write(tmp_path, "pate_mnist", {"wall_seconds": 59.0, "private": {
       "teachers": {"teacher_test_accuracy": {"mean": 0.95}}}})
-  _write(tmp_path, "pate_g_100", {"eval_accuracy": 0.981, "private": {
+  research = {"noise_source": {"source": "research seed", "public": True}}
+  _write(tmp_path, "pate_g_100", {"eval_accuracy": 0.981, **research, "private": {
       "epsilon": {"moments_data_dependent": {"epsilon": 1.5}}}})
+  _write(tmp_path, "pate_g_shift_100", {"eval_accuracy": 0.988, **research})
+  _write(tmp_path, "pate_g_cgn", {"eval_accuracy": 0.984, **research,
+                                  "epsilon_release": {"epsilon_released": 1.5}})
   t = ga.targets(c, tmp_path)
   private = {k for k, v in t.items() if v["private"]}
-  assert private == {"teacher_accuracy", "pate_g_epsilon"} == set(rp.PRIVATE_TARGETS)
+  assert private == {"teacher_accuracy", "pate_g_epsilon", "pate_g_accuracy",
+                     "pate_g_shift_accuracy", "cgn_accuracy", "cgn_epsilon"} == set(
+                         rp.PRIVATE_TARGETS + rp.RESEARCH_SEED_TARGETS)
+  # With secret noise the students' targets would be publishable.
+  _write(tmp_path, "pate_g_100", {"eval_accuracy": 0.981, "noise_source": {"public": False}})
+  assert not ga.targets(c, tmp_path)["pate_g_accuracy"]["private"]
   rows = {r.key.split(".")[1]: r for r in rp.GPU_ROWS if r.run == "acceptance_gpu"}
   assert rows and {k for k, r in rows.items() if r.private} == private
   ga.report({"status": {}, "targets": t, "results_json": "results.json"})

@@ -288,3 +288,27 @@ def test_copies_of_private_figures_say_private_in_the_image(tmp_path):
     band = stamped[: stamped.shape[0] - source.shape[0], :, :3]
     red = (band[..., 0] > 0.6) & (band[..., 1] < 0.3) & (band[..., 2] < 0.3)
     assert red.any(), name
+
+
+def test_a_research_runs_data_independent_epsilon_is_private_where_the_votes_chose_the_count():
+  """In a research-noise file the data-independent ε is left unmarked: a bound from the
+  settings and the number of queries asked. Where Confident-GNMax's threshold chose how
+  many were answered, that ε is one-to-one in the count, a function of the votes: marked."""
+  research = {"public": True, "source": "research seed"}
+
+  def record(mechanism):
+    return {"disclosure": "publishable", "config": {"mechanism": mechanism}, "results": {
+        "noise_source": research, "num_answered": 555,
+        "epsilon": {"rdp_data_independent_improved": {"epsilon": 3.98}}}}
+
+  row = rp.Row("beyond", "x", "ε (data-independent)", "—", "run",
+               "epsilon.rdp_data_independent_improved.epsilon", "f2")
+  count = rp.Row("beyond", "x", "answered", "—", "run", "num_answered", "int")
+  assert not row.private_in(record("gnmax")) and count.private_in(record("gnmax"))
+  assert row.private_in(record("confident_gnmax"))
+  assert row.private_in([record("gnmax"), record("confident_gnmax")])  # any seed's
+  secret = record("confident_gnmax")
+  secret["results"]["noise_source"] = {"public": False, "source": "secret"}
+  assert not row.private_in(secret)  # a release: the count is the mechanism's output
+  tabular = rp.Row("pate2017", "x", "ε", "—", "run", "confident_gnmax.epsilon_data_independent")
+  assert tabular.private_in({"disclosure": "private: a research measurement", "results": {}})
