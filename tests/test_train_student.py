@@ -480,3 +480,11 @@ def test_seeds_are_refused_where_they_cannot_be(tmp_path, teachers_dir, override
     c.update(overrides)
   with pytest.raises(ValueError, match=match):
     train_student.run(c, str(tmp_path))
+
+
+def test_main_job_student_curve_is_titled_private_where_its_noise_was_a_research_seed():
+  student = {"student": "pate_g", "num_labels": 100}
+  research = main_job.student_plot_title(student, {"public": True, "noise_seed": 0})
+  secret = main_job.student_plot_title(student, {"public": False})
+  assert research.startswith(experiment.PRIVATE_TITLE) and "100 noisy labels" in research
+  assert secret == "pate_g student, 100 noisy labels"

@@ -117,7 +117,8 @@ def noise_disclosure(noise_source: Mapping[str, Any]) -> str:
 
 def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, config: Any,
                   seed: int | None, name: str = "results.json",
-                  disclosure: str = PUBLISHABLE) -> pathlib.Path:
+                  disclosure: str = PUBLISHABLE,
+                  written_at: float | None = None) -> pathlib.Path:
   """Writes ``results`` with the resolved config, seed, versions and git hash.
 
   Args:
@@ -128,6 +129,9 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
     name: file name inside ``workdir``.
     disclosure: what of the file may be published (:data:`PUBLISHABLE`,
       :data:`MEASUREMENT` or :data:`NO_PRIVATE_DATA`), written first in the file.
+    written_at: the time the file records (seconds since the epoch; default now). The
+      main job records its student's end, since what came after (its attack on the
+      private votes) took a time that is a function of them.
 
   Returns:
     The path written.
@@ -142,7 +146,7 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
       "git": git_hash(),
       "versions": package_versions(),
       "device": device_info(),
-      "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+      "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(written_at)),
   }
   return write_text(path / name, json.dumps(record, indent=2, sort_keys=False) + "\n")
 

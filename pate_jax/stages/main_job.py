@@ -191,6 +191,14 @@ def attack_stage(config, root: pathlib.Path,
   return reporting.attack_summary(results)
 
 
+def student_plot_title(student: dict, noise_source: dict) -> str:
+  """The student's curve's title: marked private where the labels' noise came from a
+  research seed (then the labels, and the student drawn from them, bound the votes beyond
+  any ε: the run is private as a whole)."""
+  mark = experiment.PRIVATE_TITLE if noise_source.get("public") else ""
+  return f"{mark}{student['student']} student, {student['num_labels']} noisy labels"
+
+
 def write_report(summary: dict, root: pathlib.Path) -> pathlib.Path:
   """``report.md`` with the figures that exist (paths relative to the workdir), written
   atomically."""
@@ -267,12 +275,11 @@ def run(config, workdir: str) -> dict:
                                 on_labels=start_attack if beside else None)
     labels = experiment.read_results(root / "aggregate")
     if student.get("history"):
-      reporting.plot_history(student["history"], f"{student['student']} student, "
-                             f"{student['num_labels']} noisy labels",
-                             root / "student" / "accuracy.png")
+      reporting.plot_history(student["history"], student_plot_title(
+          student, labels["noise_source"]), root / "student" / "accuracy.png")
     stage_seconds["labels_and_student"], t = time.time() - t, time.time()
     # Beside the student: the wait for what is left of it (then its files).
-    to_student = time.time() - t0
+    student_end = time.time()
     attack = attack_stage(config, root, computing[0] if computing else None)
   # The attack's solvers stop on convergence on the private histograms: its seconds, and
   # the wall that holds them, are private.
@@ -292,7 +299,7 @@ def run(config, workdir: str) -> dict:
       "epsilon_release": labels.get("epsilon_release"),
       "ledger": labels["ledger"],
       "delta": labels["delta"],
-      "wall_seconds": to_student,  # to the student's end: the attack's time is private
+      "wall_seconds": student_end - t0,  # to the student's end: the attack's is private
       "stage_seconds": stage_seconds,  # sequential: they add up to (nearly) the wall
       "concurrent_seconds": concurrent_seconds,
       # Inside the teachers' and the student's stages (None: teachers reused, not timed).
@@ -315,7 +322,8 @@ def run(config, workdir: str) -> dict:
   record["aggregate"] = record["student"]["aggregate"] = reporting.config_record(
       config.aggregate, mechanism)
   experiment.write_results(root, summary, config=record, seed=config.seed,
-                           disclosure=experiment.noise_disclosure(summary["noise_source"]))
+                           disclosure=experiment.noise_disclosure(summary["noise_source"]),
+                           written_at=student_end)
   summary["report"] = str(write_report(summary, root).resolve())
   return summary
 

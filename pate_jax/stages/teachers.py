@@ -532,14 +532,16 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
   }
   keep = bool(config.get("keep_checkpoints", False))
   results["checkpoints"]["kept"] = keep
-  results["checkpoints"]["bytes_deleted_at_completion"] = 0
+  # The checkpoints' size on disk is that of the trained parameters compressed: a function
+  # of the private data (unlike "bytes", the state's size from its shapes).
+  results["private"]["checkpoint_bytes_deleted_at_completion"] = 0
   if distributed.is_main_process():
     experiment.write_results(workdir, results, config=config, seed=config.seed)
   # The outputs are on disk: a rerun reuses them; the checkpoints go unless kept.
   freed = ckpt.complete(config.num_steps, keep=keep, outputs=_outputs(config))
   ckpt.close()
   if distributed.is_main_process() and freed:
-    results["checkpoints"]["bytes_deleted_at_completion"] = freed
+    results["private"]["checkpoint_bytes_deleted_at_completion"] = freed
     experiment.write_results(workdir, results, config=config, seed=config.seed)
   return results
 
