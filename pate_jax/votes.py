@@ -120,6 +120,7 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp.npz")
   np.savez_compressed(tmp, **arrays)
+  os.chmod(tmp, 0o600)  # the votes are a function of the private data: the owner's only
   tmp.replace(path)
   return path
 

@@ -132,6 +132,10 @@ def test_reruns_of_the_aggregate_stage_spend_the_teachers_budget(tmp_path):
   assert _gnmax_epsilon(num_released) <= config.epsilon_max
   np.testing.assert_array_equal(files[0]["labels"], files[2]["labels"])
   np.testing.assert_array_equal(files[0]["labels"], files[1]["labels"])
+  # The budget beside the votes caches their answers: the owner's only, as the votes.
+  budget_files = [p for p in tmp_path.iterdir() if p.name.startswith("ledger")]
+  assert len(budget_files) >= 2 and all(
+      p.stat().st_mode & 0o777 == 0o600 for p in budget_files + [tmp_path / "votes.npz"])
   # A rerun that changes the budget's settings is refused, naming them.
   config.epsilon_max = 2.0
   with pytest.raises(ValueError, match="epsilon_max"):

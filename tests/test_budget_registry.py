@@ -47,8 +47,9 @@ def test_registry_claims_once_per_votes_and_refuses_other_teachers_of_the_data(t
   assert first[0]["teachers"] == str((tmp_path / "a").resolve())
   assert reg.claim(DATA, "v1", tmp_path / "a") == first      # the same budget: a no-op
   with pytest.raises(budget_lib.BudgetError, match=r"already has a privacy budget: the "
-                     r"teachers in .*a \(registered .*config.another_budget=True"):
+                     r"teachers in .*a \(registered .*config.another_budget=True") as caught:
     reg.claim(DATA, "v2", tmp_path / "b")
+  assert DATA not in str(caught.value)  # the entry's name, the private data's digest
   assert reg.budgets(DATA) == first                          # nothing was registered
   assert [b["votes"] for b in reg.claim(OTHER_DATA, "v2", tmp_path / "b")] == ["v2"]
   both = reg.claim(DATA, "v2", tmp_path / "b", another=True, **spent)
@@ -63,12 +64,16 @@ def test_registry_refuses_bad_keys_and_damaged_entries(tmp_path):
     with pytest.raises(ValueError, match="private_data must be a SHA-256"):
       reg.claim(bad, "v1", tmp_path)
   (tmp_path / f"{DATA}.json").write_text("{not json")
-  with pytest.raises(budget_lib.BudgetError, match=rf"{DATA}.json: not a readable budget"):
+  with pytest.raises(budget_lib.BudgetError, match="entry of this private data .* is not "
+                     "readable") as caught:
     reg.claim(DATA, "v1", tmp_path)
+  # The entry's name is the private data's digest: messages name the registry, not it.
+  assert DATA not in str(caught.value)
   (tmp_path / f"{DATA}.json").write_text(json.dumps({"private_data": OTHER_DATA,
                                                      "budgets": []}))
-  with pytest.raises(budget_lib.BudgetError, match="not a budget registry entry of this"):
+  with pytest.raises(budget_lib.BudgetError, match="is not one of that data") as caught:
     reg.budgets(DATA)
+  assert DATA not in str(caught.value)
 
 
 def test_registry_directory_argument_then_environment_then_xdg(tmp_path, monkeypatch):

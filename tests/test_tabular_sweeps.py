@@ -187,6 +187,7 @@ def test_save_teacher_predictions_round_trips(tmp_path):
   ens, x = _ensemble()
   votes, preds = tabular.teacher_votes(ens, x, n_jobs=1)
   tabular.save_teacher_predictions(tmp_path / "p.npz", ens, preds, num_pool=5)
+  assert (tmp_path / "p.npz").stat().st_mode & 0o777 == 0o600  # the owner's only
   with np.load(tmp_path / "p.npz") as f:
     assert f["predictions"].dtype == np.int8 and int(f["num_pool"]) == 5
     np.testing.assert_array_equal(votes_lib.histogram(f["predictions"], 2), votes)

@@ -35,6 +35,7 @@ def test_roundtrip(tmp_path):
   assert out["votes"].dtype == np.int32 and out["num_pool"] == 2
   assert out["num_teachers"] == 4 and out["dataset"] == "x" and path.exists()
   np.testing.assert_array_equal(out["index"], [0, 1, 2])
+  assert path.stat().st_mode & 0o777 == 0o600  # a function of the private data
 
 
 def test_save_rejects_unequal_rows(tmp_path):

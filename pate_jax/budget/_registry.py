@@ -95,11 +95,13 @@ class BudgetRegistry:
       ok = (record["private_data"] == private_data and isinstance(budgets, list)
             and all(isinstance(b, dict) and isinstance(b.get("votes"), str) for b in budgets))
     except (OSError, ValueError, KeyError, TypeError) as e:
-      raise BudgetError(f"{path}: not a readable budget registry entry ({type(e).__name__}: "
-                        f"{e}); it lists the budgets spent on a private dataset: restore it "
-                        "rather than delete it") from e
+      raise BudgetError(f"budget registry {self.directory}: the entry of this private data "
+                        "(named by votes.npz's private_data) is not readable "
+                        f"({type(e).__name__}); it lists the budgets spent on that data: "
+                        "restore it rather than delete it") from e
     if not ok:
-      raise BudgetError(f"{path}: not a budget registry entry of this private data")
+      raise BudgetError(f"budget registry {self.directory}: the entry named by votes.npz's "
+                        "private_data is not one of that data")
     return budgets
 
   def budgets(self, private_data: str) -> list[dict[str, Any]]:
@@ -136,7 +138,8 @@ class BudgetRegistry:
         raise BudgetError(
             f"the private data these teachers were trained on already has a privacy budget: "
             f"the teachers in {first.get('teachers')} (registered {first.get('registered')}"
-            f"{'' if len(budgets) == 1 else f'; {len(budgets)} budgets in all'}, in {path}). "
+            f"{'' if len(budgets) == 1 else f'; {len(budgets)} budgets in all'}, in the budget "
+            f"registry {self.directory}). "
             "A second set of teachers on the same data opens a second budget, and the ε of "
             "the two add up. Answer from those teachers (config.votes_dir), or, to spend a "
             "second budget knowingly, set config.another_budget=True: every run on this "
@@ -179,8 +182,8 @@ class BudgetRegistry:
           state = ("no ledger (deleted, or a copy taken before it was spent)" if not journal
                    else f"its ledger at generation {newest[0]}, another line of writes")
           raise BudgetError(
-              f"the budget of these teachers has spent {known[0]} writes (budget registry, "
-              f"{path}; last in {entry['teachers']}) and {here} holds {state}: an older or "
+              f"the budget of these teachers has spent {known[0]} writes (budget registry "
+              f"{self.directory}; last in {entry['teachers']}) and {here} holds {state}: an older or "
               "copied ledger, or one deleted and started over, cannot spend or report; use "
               "the teachers' directory that holds the newest ledger")
         if (int(newest[0]), str(newest[1])) == known and entry["teachers"] == here:

@@ -319,6 +319,7 @@ class TeachersBudget:
              release_count=np.int64(loaded.release_count),
              releases_paid=np.int64(loaded.releases_paid),
              release_json=np.str_(json.dumps(loaded.release) if loaded.release else ""))
+    os.chmod(tmp, 0o600)  # the answers it caches are the votes': the owner's only
     with open(tmp, "rb") as f:
       os.fsync(f.fileno())
     tmp.replace(self.path)
@@ -327,7 +328,8 @@ class TeachersBudget:
     self._sync()
 
   def _append_journal(self, generation: int, sha: str) -> None:
-    with open(self.journal, "a", encoding="utf-8") as f:
+    fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
       f.write(f"{generation} {sha}\n")
       f.flush()
       os.fsync(f.fileno())

@@ -332,6 +332,5 @@ def _resume(fresh: LedgerState, record: Any, capacity: int) -> LedgerState:
   if differ:
     what = "; ".join(f"{k}: {new!r} asked, {old!r} recorded" for k, (new, old) in differ.items())
     raise ValueError(f"ledger: the persisted budget was spent under other settings ({what}); "
-                     "resume with the recorded settings, or start a new budget on purpose "
-                     "(e.g. a new work directory)")
+                     "resume with the recorded settings, or start another ledger on purpose")
   return restored
