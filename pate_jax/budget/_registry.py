@@ -183,9 +183,9 @@ class BudgetRegistry:
                    else f"its ledger at generation {newest[0]}, another line of writes")
           raise BudgetError(
               f"the budget of these teachers has spent {known[0]} writes (budget registry "
-              f"{self.directory}; last in {entry['teachers']}) and {here} holds {state}: an older or "
-              "copied ledger, or one deleted and started over, cannot spend or report; use "
-              "the teachers' directory that holds the newest ledger")
+              f"{self.directory}; last in {entry['teachers']}) and {here} holds {state}: an "
+              "older or copied ledger, or one deleted and started over, cannot spend or "
+              "report; use the teachers' directory that holds the newest ledger")
         if (int(newest[0]), str(newest[1])) == known and entry["teachers"] == here:
           return
       entry.update(generation=int(newest[0]), sha256=str(newest[1]), teachers=here)

@@ -248,8 +248,9 @@ def targets(config, root: pathlib.Path) -> dict[str, dict]:
   seen = [_read(root, f"tests_{g}", interrupted=True) for g in config.tests.groups.keys()]
   bad = sum(x["failures"] + x["errors"] for x in seen if x)
   out = {
-      "main_job_wall": _target("default paper config: wall seconds to its student's end", "pate_mnist",
-                               _value(main, "wall_seconds"), "<=", t.main_job_wall_s),
+      "main_job_wall": _target("default paper config: wall seconds to its student's end",
+                               "pate_mnist", _value(main, "wall_seconds"), "<=",
+                               t.main_job_wall_s),
       "main_job_no_oom": {"target": "default paper config: no out-of-memory",
                           "run": "pate_mnist", "value": "out of memory" if oom else (
                               "completed" if main else None),

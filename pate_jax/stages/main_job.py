@@ -277,9 +277,9 @@ def run(config, workdir: str) -> dict:
     if student.get("history"):
       reporting.plot_history(student["history"], student_plot_title(
           student, labels["noise_source"]), root / "student" / "accuracy.png")
-    stage_seconds["labels_and_student"], t = time.time() - t, time.time()
-    # Beside the student: the wait for what is left of it (then its files).
     student_end = time.time()
+    stage_seconds["labels_and_student"], t = student_end - t, student_end
+    # Beside the student: the wait for what is left of it (then its files).
     attack = attack_stage(config, root, computing[0] if computing else None)
   # The attack's solvers stop on convergence on the private histograms: its seconds, and
   # the wall that holds them, are private.
