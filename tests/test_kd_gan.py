@@ -373,11 +373,49 @@ def test_teacher_class_count_mismatch():
 def test_tiny_fit_learns_the_teacher_vmapped_over_seeds():
   x, tl, y = _toy()
   gan = _fit_gan()
-  keys = jax.random.split(jax.random.key(0), 2)
+  keys = jax.random.split(jax.random.key(0), 8)
   out = K.fit(gan, keys, x, tl, x, y, num_rounds=120, segment_rounds=60, log=None)
   first = out.history[0]["eval_accuracy"]
   assert np.all(out.eval_accuracy >= np.asarray(first) - 0.05)
-  assert out.eval_accuracy.shape == (2,)
-  assert out.history[-1]["kd"] < out.history[0]["kd"]
-  assert out.eval_accuracy.min() > 0.5  # chance is 0.1
+  assert out.eval_accuracy.shape == (8,)
+  # The toy's majority class is 32 % of its rows, chance 10 %: a run of this small noisy
+  # game may stay at the majority class for 120 rounds (5 of 28 runs did, over other
+  # keys); most learn the teacher.
+  assert np.sum(out.eval_accuracy > 0.5) >= 5, out.eval_accuracy
+  assert out.history[-1]["kd"] < out.history[0]["kd"]  # the runs' mean
   assert K.check_teacher(gan, x, np.stack([tl, tl]), 2)  # per-run targets [S, N, C]
+
+
+def test_no_initialisation_key_is_a_rounds_key(monkeypatch):
+  """A run's key feeds two streams: the networks' initialisation and the rounds. (Round r
+  once used fold_in(key, r), so rounds 0 and 1 reused the student's and the
+  discriminator's initialisation keys.)"""
+  from pate_jax.kd_gan import _train  # pylint: disable=g-import-not-at-top
+  seen = {"init": [], "round": []}
+
+  def record(kind, key):
+    jax.debug.callback(lambda k: seen[kind].append(np.asarray(k).tobytes()),
+                       jax.random.key_data(key))
+
+  train_round = _train.train_round
+
+  def spy_round(gan, state, key, *args):
+    record("round", key)
+    return train_round(gan, state, key, *args)
+
+  gan = _gan(student_kwargs={"hidden": (13,)}, disc_hidden=(7,))  # its own programs
+  for module in (gan.student, gan.discriminator):
+    init = type(module).init
+
+    def spy_init(self, key, *args, _init=init, **kwargs):
+      record("init", key)
+      return _init(self, key, *args, **kwargs)
+    monkeypatch.setattr(type(module), "init", spy_init)
+  monkeypatch.setattr(_train, "train_round", spy_round)
+  x, tl, y = _toy(32)
+  K.fit(gan, jax.random.split(jax.random.key(0), 2), x, tl, x, y, num_rounds=4,
+        segment_rounds=4, log=None)
+  jax.effects_barrier()
+  assert len(seen["init"]) == 4 and len(seen["round"]) == 8  # 2 runs
+  assert len(set(seen["init"])) == 4 and len(set(seen["round"])) == 8
+  assert not set(seen["init"]) & set(seen["round"])

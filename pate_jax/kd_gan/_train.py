@@ -18,7 +18,10 @@ fixed capacity with a mask, and:
                  (Eq. 7; Eq. 5's clip + noise inside ``dp_losses``).
 
 ``λ = 1`` is KD-only: the discriminator steps are skipped (they could not change
-the student). Randomness: round ``r`` uses ``fold_in(key, r)``; its discriminator
+the student). Randomness: a run's key has two streams, ``fold_in(key, 0)`` for the
+initialisation (the student from its ``fold_in(., 0)``, the discriminator from its
+``fold_in(., 1)``) and ``fold_in(key, 1)`` for the rounds; round ``r`` uses
+``fold_in(fold_in(key, 1), r)``; its discriminator
 step ``j`` ``fold_in(fold_in(., 0), j)``, student step ``j`` ``fold_in(fold_in(., 1), j)``;
 inside a step, sub-stream 0 is the batch, 1 the teacher's Gumbel noise, 2 the
 student's, 3 Eq. 5's noise — so removing Eq. 5's noise changes no other draw —
@@ -51,6 +54,8 @@ from pate_jax.io import data_digest
 from pate_jax.kd_gan import _losses as L
 
 _BATCH, _GUMBEL_T, _GUMBEL_S, _NOISE, _UNLABELLED = range(5)
+# A run key's two streams: no initialisation key is ever a round's.
+_INIT_STREAM, _ROUNDS_STREAM = range(2)
 
 
 class KDGAN(NamedTuple):
@@ -153,6 +158,7 @@ def _networks(gan: KDGAN) -> KDGAN:
 @_at_precision
 def _init(gan: KDGAN, key: jax.Array, sample_x: jax.Array) -> dict:
   x = sample_x[:2]
+  key = jax.random.fold_in(key, _INIT_STREAM)
   sp = gan.student.init(jax.random.fold_in(key, 0), x)["params"]
   y = jnp.zeros((x.shape[0], gan.num_classes), jnp.float32)
   dp = gan.discriminator.init(jax.random.fold_in(key, 1), y, x)["params"]
@@ -311,6 +317,8 @@ def _repeat(body, state, n):
 
 
 def _rounds(gan, num_rounds, state, key, start, x_all, tl_all, sigma, u_all=None):
+  key = jax.random.fold_in(key, _ROUNDS_STREAM)
+
   def body(s, i):
     return train_round(gan, s, jax.random.fold_in(key, start + i), x_all, tl_all, sigma,
                        u_all)
