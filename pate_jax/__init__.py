@@ -7,7 +7,8 @@ researcher who only needs the accountants does not load scikit-learn.
 Three layers, imports pointing down only: the entry scripts (``experiments/``) call the
 stages (``pate_jax.stages``, with the harness ``pate_jax.experiment``,
 ``pate_jax.reporting`` and ``pate_jax.reproduction``), which call the core (every other
-module: arrays in, arrays out, explicit arguments, its one I/O module ``pate_jax.io``).
+module: arrays in, arrays out, explicit arguments; files through named readers and
+writers: ``pate_jax.io``, the votes', labels', budget's and checkpoints' own).
 The core never imports a stage, the harness or ``ml_collections``
 (``tests/test_import_graph.py``).
 """
@@ -17,9 +18,10 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "accounting", "aggregation", "attacks", "checkpoint", "data", "experiment", "flops", "io",
-    "labels", "kd_gan", "ledger", "mechanisms", "models", "reporting", "rng", "students",
-    "tabular", "teachers", "votes",
+    "ablation", "accounting", "aggregation", "attacks", "augment", "budget", "checkpoint",
+    "data", "distributed", "experiment", "flops", "io", "kd_gan", "labels", "ledger",
+    "mechanisms", "memory", "models", "reporting", "reproduction", "rng", "stages",
+    "students", "tabular", "teachers", "votes",
 )
 
 

@@ -176,3 +176,14 @@ def test_core_and_harness():
   for outside in ("pate_jax.stages.teachers", "pate_jax.experiment", "pate_jax.reporting",
                   "pate_jax.reporting._aggregate", "pate_jax.reproduction"):
     assert not _is_core(outside)
+
+
+def test_every_package_module_is_an_attribute_of_pate_jax():
+  """``pate_jax.<name>`` imports any top-level module on first use (``pate_jax.budget``,
+  ``pate_jax.stages``, ...), as the package's docstring says."""
+  import pate_jax  # pylint: disable=g-import-not-at-top
+  root = pathlib.Path(pate_jax.__file__).parent
+  names = {p.stem for p in root.glob("*.py") if not p.stem.startswith("_")} | {
+      p.parent.name for p in root.glob("*/__init__.py") if not p.parent.name.startswith("_")}
+  assert names == set(pate_jax._SUBMODULES)  # pylint: disable=protected-access
+  assert all(getattr(pate_jax, n).__name__ == f"pate_jax.{n}" for n in sorted(names))

@@ -242,13 +242,6 @@ def gnmax_constants(sigma: jax.Array, orders: jax.Array,
   return log_q0, log_q1, plateau
 
 
-def gnmax_local_sensitivity_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array,
-                                 num_teachers: int) -> jax.Array:
-  """``A(d)`` of GNMax's data-dependent RDP: ``[Q, C], [K] -> [Q, K, T]`` (no validation)."""
-  constants = gnmax_constants(sigma, orders, num_classes=votes.shape[-1])
-  return gnmax_walk_core(votes, sigma, orders, *constants, num_teachers=num_teachers)
-
-
 @functools.partial(jax.jit, static_argnames=("num_teachers",))
 def gnmax_walk_core(votes: jax.Array, sigma: jax.Array, orders: jax.Array, log_q0: jax.Array,
                     log_q1: jax.Array, plateau: jax.Array, num_teachers: int) -> jax.Array:

@@ -19,7 +19,7 @@ MNIST feature-matching model:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import flax.linen as nn
 import jax
@@ -111,8 +111,3 @@ class GanGenerator(nn.Module):
       size *= d
     x = WNDense(size, train_scale=True, kernel_init=nn.initializers.glorot_uniform())(x)
     return nn.sigmoid(x).reshape((z.shape[0], *self.image_shape))
-
-
-def count_params(tree: Any) -> int:
-  """Number of scalars in a pytree."""
-  return sum(int(x.size) for x in jax.tree.leaves(tree))

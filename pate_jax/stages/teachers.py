@@ -479,6 +479,8 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
       ensemble, state, queries, labels, num_classes=ds.num_classes, num_teachers=t,
       query_chunk=config.query_chunk or None, temperatures=temps, return_predictions=True)
   votes_seconds = clock.mark("votes")
+  if predict_plan is not None:
+    print(f"prediction plan per device: {memory.fits_description(predict_plan)}")
   checkpoint_wait = ckpt.wait()  # the last save was written while the votes were computed
   clock.mark("checkpoint_wait")
   if distributed.is_main_process():

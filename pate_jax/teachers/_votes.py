@@ -83,8 +83,7 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
   each teacher's accuracy ``[num_teachers]`` against ``labels [Q]``, the averaged
   teacher probabilities ``[len(temperatures), Q, num_classes]`` at each distillation
   temperature (None without temperatures; not private), the prediction plan (None for
-  the ``"loop"`` strategy; planned with ``state``'s optimizer state still allocated, and
-  printed); with ``return_predictions``, fifth, each teacher's predicted class
+  the ``"loop"`` strategy; planned with ``state``'s optimizer state still allocated); with ``return_predictions``, fifth, each teacher's predicted class
   ``[num_teachers, Q]`` (uint8, padding excluded; checked to give ``votes``), which
   ``votes.npz`` stores for ablations over teacher subsets (pate_jax.ablation).
   """
@@ -94,7 +93,6 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
         state["params"], queries, query_chunk,
         resident_bytes=memory.tree_bytes(state["opt_state"]) // ensemble.num_shards,
         temperatures=temperatures)
-    print(f"prediction plan per device: {memory.fits_description(plan)}")
   # One pass over the teachers: their predictions and the distillation targets (which
   # carry no privacy guarantee: the distillation students are not private).
   preds, probs = ensemble.predict_with_probabilities(state["params"], queries, temperatures,
