@@ -61,13 +61,24 @@ def histogram(predictions: jax.Array, num_classes: int,
 
   ``num_teachers``: count only the first rows (a padded ensemble's real teachers).
   Pure ``jnp``: jit-able, and shards along ``Q`` or ``T`` — on a teacher-sharded
-  (even multi-process) array the sum over teachers is a cross-device reduction.
+  (even multi-process) array the sum over teachers is a cross-device reduction. A
+  prediction outside ``[0, num_classes)`` counts for no class (its row then sums to less
+  than ``num_teachers``, which :func:`check_votes` refuses).
   """
   predictions = jnp.asarray(predictions)
   if predictions.ndim != 2:
     raise ValueError(f"predictions must have shape [T, Q], got {predictions.shape}")
-  return _histogram(predictions, num_classes, predictions.shape[0] if num_teachers is None
-                    else num_teachers)
+  if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or (
+      num_classes < 1):
+    raise ValueError(f"num_classes must be a positive integer, got {num_classes!r}")
+  t = predictions.shape[0]
+  if num_teachers is None:
+    num_teachers = t
+  elif isinstance(num_teachers, bool) or not isinstance(num_teachers, (int, np.integer)) or (
+      not 0 <= num_teachers <= t):
+    raise ValueError(f"num_teachers must be an integer in [0, {t}] (the predictions' "
+                     f"teachers), got {num_teachers!r}")
+  return _histogram(predictions, int(num_classes), int(num_teachers))
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))

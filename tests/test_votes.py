@@ -72,3 +72,16 @@ def test_query_rows_balanced_and_first():
     votes_lib.query_rows("random", labels, 5, 10)
   with pytest.raises(ValueError, match="num_queries"):
     votes_lib.query_rows("first", labels, 9_001, 10)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_classes": 0}, "num_classes must be a positive integer"),
+    ({"num_classes": 2.5}, "num_classes must be a positive integer"),
+    ({"num_classes": 3, "num_teachers": 4}, r"num_teachers must be an integer in \[0, 2\]"),
+    ({"num_classes": 3, "num_teachers": -1}, "num_teachers must be an integer"),
+])
+def test_histogram_names_a_bad_argument(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    votes_lib.histogram(np.array([[0, 1], [2, 2]]), **kwargs)
+  np.testing.assert_array_equal(  # and counts the first teachers where asked
+      votes_lib.histogram(np.array([[0, 1], [2, 2]]), 3, 1), [[1, 0, 0], [0, 1, 0]])
