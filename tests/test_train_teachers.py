@@ -166,3 +166,18 @@ def test_svhn_config_uses_extra_split(tmp_path):
   assert r["dataset"] == "svhn" and r["examples_per_teacher"] == 10  # (20 + 10) // 3
   v = votes_lib.load_votes(work)
   assert v["votes"].shape == (30, 10) and v["num_pool"] == 27  # small test set: 90/10
+
+
+@pytest.mark.slow
+def test_the_attack_stage_trains_the_teachers_stage_teachers(tmp_path):
+  """The near-duplicates attack trains its teachers in memory (no checkpoints, no votes
+  file); they are the teachers stage's own: the same votes on the same queries."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from pate_jax import data, teachers  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import attack  # pylint: disable=g-import-not-at-top
+  experiment.load_script(SCRIPT).run(_small_config(keep_checkpoints=False), str(tmp_path))
+  ensemble, params, ds = attack._trained_teachers(_small_config())  # pylint: disable=protected-access
+  index, _ = teachers.query_set(ds)
+  votes = ensemble.votes(params, jnp.asarray(data.to_float(ds.test_images[index])),
+                         ds.num_classes, 4)
+  np.testing.assert_array_equal(np.asarray(votes), votes_lib.load_votes(tmp_path)["votes"])

@@ -258,9 +258,9 @@ def _trained_teachers(tc):
   t = tc.num_teachers
   shard_x = data.to_float(shard_x)
   sample = shard_x[0]
-  keys, shard_x, shard_y = ensemble.prepare(
-      (jax.random.split(rng.stream(root, "teacher_train"), t), shard_x, shard_y))
-  state = ensemble.init(jax.random.split(rng.stream(root, "teacher_init"), t), sample)
+  init_keys, train_keys = teachers_stage.teacher_keys(root, t)
+  keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
+  state = ensemble.init(init_keys, sample)
   for step in experiment.progress(range(0, tc.num_steps, tc.checkpoint_every),
                                   desc="teacher segments"):
     state, _ = ensemble.train(state, keys, shard_x, shard_y, step,

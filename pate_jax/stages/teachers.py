@@ -142,6 +142,13 @@ def abstract_inputs(ensemble: teachers.Ensemble, shard_x: np.ndarray,
   return state, keys, images, labels
 
 
+def teacher_keys(root: jax.Array, num_teachers: int) -> tuple[jax.Array, jax.Array]:
+  """``(initialisation keys, training keys)``, ``[T]`` each, of the teachers of the run with
+  root key ``root``: the one derivation of every stage that trains them."""
+  return (jax.random.split(rng.stream(root, "teacher_init"), num_teachers),
+          jax.random.split(rng.stream(root, "teacher_train"), num_teachers))
+
+
 def build_ensemble(config: ml_collections.ConfigDict, num_classes: int) -> teachers.Ensemble:
   """The ensemble a teachers config describes (model by name, AdamW, strategy, mesh:
   :func:`pate_jax.teachers.build_ensemble`)."""
@@ -429,8 +436,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
     training_ahead = (thread.submit(_compile_training, config, ensemble, abstract)
                       if ahead else None)
     shard_x = data.to_float(shard_x)  # host arrays: each device receives only its teachers
-    init_keys = jax.random.split(rng.stream(root, "teacher_init"), t)
-    train_keys = jax.random.split(rng.stream(root, "teacher_train"), t)
+    init_keys, train_keys = teacher_keys(root, t)
     # Padded to the device count and sharded once; the state stays so between segments.
     sample = shard_x[0]
     train_keys, shard_x, shard_y = ensemble.prepare((train_keys, shard_x, shard_y))
