@@ -227,6 +227,19 @@ def test_log_output_distribution_is_the_trapezoid_q_in_log_space():
   assert float(A.output_distribution([250.0, 0.0], 5.0)[1]) == 0.0
 
 
+def test_confident_answer_probabilities_weigh_q_by_the_threshold_check():
+  """Confident-GNMax's π: ⊥ with Pr[max H + N(0, σ_T²) < T], class k with
+  Pr[passed]·Q_k; the threshold's noise is σ_T, not the answer's σ."""
+  import scipy.stats  # pylint: disable=g-import-not-at-top
+  h, sigma, t, st = jnp.asarray(SMALL, jnp.float32), 40.0, 25.0, 10.0
+  pi = np.exp(np.asarray(jax.jit(lambda x: ap.log_answer_probabilities(
+      x, sigma, t, st, confident=True))(h)))
+  passed = scipy.stats.norm.cdf((SMALL.max() - t) / st)
+  np.testing.assert_allclose(pi[-1], 1 - passed, rtol=1e-5)
+  q = np.asarray(A.output_distribution(h, sigma))
+  np.testing.assert_allclose(pi[:-1], passed * q / q.sum(), rtol=1e-4)
+
+
 @pytest.mark.slow
 def test_mle_against_consistent_answers_puts_all_votes_on_the_answer():
   # The defense: M cached answers are one draw, q̄ is one-hot; maximising Q_k(H) over

@@ -135,6 +135,36 @@ def test_confident_gnmax_charges_threshold_for_all_and_gnmax_for_answered():
   assert a.num_charged == POOL and a.num_answered == ans.sum()
 
 
+def test_a_budget_of_exactly_k_answers_answers_k():
+  """The check is ε ≤ ε_max: a budget equal to the ε of 23 answers (as a ledger computes
+  it) answers 23, and not 22."""
+  votes = _votes(np.random.default_rng(0), POOL, 40)
+  first = _make("gnmax", epsilon_max=float("inf"), data_dependent=False, conversion="classic")
+  first.answer(votes[:23])
+  exact = _make("gnmax", epsilon_max=float(first.epsilon), data_dependent=False,
+                conversion="classic")
+  out = exact.answer(votes)
+  np.testing.assert_array_equal(out.status, [ANSWERED] * 23 + [REFUSED] * (POOL - 23))
+  assert exact.epsilon == first.epsilon
+
+
+def test_a_refusal_never_depends_on_whether_the_query_would_be_answered():
+  """Confident-GNMax asks the budget for the worst case, the threshold check and the
+  answer, before it knows whether the votes pass: a budget between the two is refused
+  though no query would have been answered (answering NOT_CONFIDENT instead would say that
+  the votes fell below the threshold, at no charge the budget had checked)."""
+  delta = 1e-5
+  threshold_only = _classic_eps(ORDERS / (2 * 10.0**2), ORDERS, delta)
+  with_answer = _classic_eps(ORDERS / (2 * 10.0**2) + ORDERS / 20.0**2, ORDERS, delta)
+  votes = np.zeros((4, C), np.int32)
+  votes[:, 0] = 40
+  a = _make("confident_gnmax", threshold=1e6, epsilon_max=0.5 * (threshold_only + with_answer),
+            data_dependent=False, conversion="classic")
+  out = a.answer(votes)  # no count reaches 10⁶: none would be answered
+  np.testing.assert_array_equal(out.status, [REFUSED] * 4)
+  assert a.num_charged == 0
+
+
 def test_budget_below_the_empty_ledger_answers_nothing():
   a = _make("lnmax", epsilon_max=0.5)  # ε(no queries) = log(1e5)/8 ≈ 1.44 > 0.5.
   out = a.answer(_votes(np.random.default_rng(4), 5, 20))

@@ -263,6 +263,25 @@ def test_release_data_independent_and_noise():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("conversion", ["classic", "improved"])
+def test_release_epsilons_use_its_conversion_and_its_cost_is_the_sum(conversion):
+  """ε before and after the release are the conversion's of the release's own RDP, and
+  the cost it minimises is ``rdp + ε_ss + 2·SS·σ_ss`` (its docstring)."""
+  votes = synthetic_votes(7, 40, 250, 10)
+  r = acc.smooth_sensitivity_release(votes, threshold=200.0, sigma_threshold=150.0,
+                                     sigma=40.0, order=20.0, delta=1e-5,
+                                     conversion=conversion)
+  eps = lambda rdp: float(acc.rdp_to_epsilon(np.array([float(rdp)]), np.array([20.0]), 1e-5,
+                                             conversion)[0])
+  assert float(r.beta) > 0 and float(r.noise_std) > 0  # a release with noise
+  np.testing.assert_allclose(float(r.epsilon_before), eps(r.rdp), rtol=1e-12)
+  np.testing.assert_allclose(float(r.epsilon), eps(float(r.rdp) + float(r.rdp_release)),
+                             rtol=1e-12)
+  np.testing.assert_allclose(float(r.cost), float(r.rdp) + float(r.rdp_release)
+                             + 2 * float(r.noise_std), rtol=1e-12)
+
+
+@pytest.mark.slow
 def test_release_choices():
   votes = synthetic_votes(8, 40, 250, 10)
   kw = dict(threshold=200.0, sigma_threshold=150.0, sigma=40.0, delta=1e-5)
@@ -308,6 +327,10 @@ def test_release_padding_rows_never_count():
   for name, x in out._asdict().items():
     np.testing.assert_allclose(getattr(flipped, name), x, rtol=1e-12, err_msg=name)
   assert ss.padded_rows(5) == ss.padded_rows(7) == 8 and float(out.answered) < 5.0
+  # The cost minimised is rdp + ε_ss + 2·SS·σ_ss (the slow test checks the conversions).
+  assert float(out.noise_std) > 0
+  np.testing.assert_allclose(float(out.cost), float(out.rdp) + float(out.rdp_release)
+                             + 2 * float(out.noise_std), rtol=1e-12)
   realised = acc.smooth_sensitivity_release(votes[:7], answered=np.array([1, 0, 1, 1, 0, 1, 0],
                                                                          bool), **kw)
   assert float(realised.answered) == 4.0

@@ -186,6 +186,21 @@ def test_discriminator_losses_match_their_definition():
   np.testing.assert_allclose(loss_unl, expected, rtol=1e-5)
 
 
+def test_feature_matching_compares_the_batches_mean_features():
+  """Salimans et al.'s feature matching: ‖mean_x f(x) − mean_z f(G(z))‖² (here averaged over
+  the features), zero for batches of equal means whatever their rows."""
+  rs = np.random.RandomState(1)
+  real = rs.normal(size=(6, 4))
+  fake = rs.normal(size=(6, 4))
+  fake = fake - fake.mean(0) + real.mean(0)  # other rows, the same mean
+  loss = _pate_g.feature_matching_loss(jnp.asarray(real), jnp.asarray(fake))
+  np.testing.assert_allclose(loss, 0.0, atol=1e-6)
+  other = rs.normal(size=(3, 4))  # batches of unequal sizes
+  np.testing.assert_allclose(
+      _pate_g.feature_matching_loss(jnp.asarray(real), jnp.asarray(other)),
+      np.mean((real.mean(0) - other.mean(0))**2), rtol=1e-5)
+
+
 def test_weight_norm_data_init_normalises_preactivations(float32_matmuls):
   x = jax.random.uniform(jax.random.key(0), (200, 4, 4, 1))
   disc = models.GanDiscriminator(num_classes=C, hidden=(16, 8), input_noise=0.0,
