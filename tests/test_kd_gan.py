@@ -419,3 +419,23 @@ def test_no_initialisation_key_is_a_rounds_key(monkeypatch):
   assert len(seen["init"]) == 4 and len(seen["round"]) == 8  # 2 runs
   assert len(set(seen["init"])) == 4 and len(set(seen["round"])) == 8
   assert not set(seen["init"]) & set(seen["round"])
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_the_earlier_key_derivation_does_not_resume(tmp_path):
+  """The fingerprint names how a run's keys are used: a checkpoint written when round r
+  drew from fold_in(key, r) (no ``key_streams`` entry) is refused, not resumed under
+  other draws."""
+  import json  # pylint: disable=g-import-not-at-top
+  x, tl, y = _toy(32)
+  gan = _gan()
+  keys = jax.random.split(jax.random.key(0), 1)
+  K.fit(gan, keys, x, tl, x, y, num_rounds=2, segment_rounds=2, log=None,
+        checkpoint_dir=str(tmp_path))
+  path = tmp_path / "fingerprint.json"
+  record = json.loads(path.read_text())
+  assert "key_streams" in json.dumps(record)
+  path.write_text(json.dumps(record).replace('"key_streams"', '"key_streams_was_absent"'))
+  with pytest.raises(ValueError, match="key_streams"):
+    K.fit(gan, keys, x, tl, x, y, num_rounds=4, segment_rounds=2, log=None,
+          checkpoint_dir=str(tmp_path))

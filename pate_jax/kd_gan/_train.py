@@ -432,6 +432,9 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
   if checkpoint_dir:
     ckpt = Checkpointer(checkpoint_dir, restart=restart, fingerprint={
         "keys": np.asarray(jax.random.key_data(keys)).tolist(), "gan": repr(gan),
+        # How the keys are used: a checkpoint of the earlier derivation (round r from
+        # fold_in(key, r)) does not resume under this one.
+        "key_streams": "fold_in(key, 0): init, fold_in(key, 1): rounds",
         "data_sha256": data_digest(np.asarray(public_x, np.float32),
                                    np.asarray(teacher_log_probs, np.float32)),
         **extra, **(fingerprint or {})})
