@@ -386,6 +386,7 @@ def test_tiny_fit_learns_the_teacher_vmapped_over_seeds():
   assert K.check_teacher(gan, x, np.stack([tl, tl]), 2)  # per-run targets [S, N, C]
 
 
+@pytest.mark.slow
 def test_no_initialisation_key_is_a_rounds_key(monkeypatch):
   """A run's key feeds two streams: the networks' initialisation and the rounds. (Round r
   once used fold_in(key, r), so rounds 0 and 1 reused the student's and the
