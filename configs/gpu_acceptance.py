@@ -8,8 +8,9 @@
 Stages (``--config.stages``: ``all``, numbers, run names, comma-separated) and the targets
 each is checked against (results.json's ``targets``, computed from the runs' results):
   1 pate_mnist      configs/pate_mnist.py as it is (250 paper-CNN teachers, GNMax labels,
-                    PATE-G 300 epochs, the attack), no override. Targets: wall <= 60 s end to
-                    end with no out-of-memory; mean teacher test accuracy >= 94 %.
+                    PATE-G 300 epochs, the attack), no override. Targets: wall <= 60 s to
+                    the student's end (the attack's seconds are private) with no
+                    out-of-memory; mean teacher test accuracy >= 94 %.
   2 bench_teachers  configs/bench_teachers.py:cnn (examples/s and TFLOP/s against the chip's
                     peak, vmap vs chunked vs loop), with the deterministic GPU kernels the
                     paper config asks for. Target: vmap >= 300,000 examples/s.

@@ -1,4 +1,4 @@
-"""The GPU acceptance command: the default paper config end to end, the teachers benchmark
+"""The GPU acceptance command: the default paper config, the teachers benchmark
 (with and without deterministic GPU kernels) and the accounting benchmark, PATE-G for 300
 epochs on the paper CNN teachers' labels and the non-private baseline, the KD-GAN's
 accelerator config, and the test suite, in stages.

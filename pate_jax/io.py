@@ -65,6 +65,16 @@ def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> 
   return path
 
 
+def open_private(path: str | os.PathLike, append: bool = False):
+  """``path`` opened for binary writing (truncated, or appended to), readable by its owner
+  only (0600) before a byte is written: a file holding private data (votes, a ledger, an
+  archive of a teachers' directory)."""
+  flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+  fd = os.open(path, flags, 0o600)
+  os.fchmod(fd, 0o600)  # a file that existed keeps its mode through os.open
+  return os.fdopen(fd, "ab" if append else "wb")
+
+
 def progress(iterable=None, **kwargs):
   """A tqdm progress bar that writes to stderr and stays quiet when disabled
   (``PATE_JAX_NO_PROGRESS=1``)."""

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax import _checks
+from pate_jax import _checks, io
 
 
 def histogram(predictions: jax.Array, num_classes: int,
@@ -130,8 +130,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
   arrays = check_votes(arrays, str(path))
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp.npz")
-  np.savez_compressed(tmp, **arrays)
-  os.chmod(tmp, 0o600)  # the votes are a function of the private data: the owner's only
+  with io.open_private(tmp) as f:  # a function of the private data: the owner's only
+    np.savez_compressed(f, **arrays)
   tmp.replace(path)
   return path
 

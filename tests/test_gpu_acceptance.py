@@ -374,6 +374,11 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
   first = _command(tmp_path / "w1", data_dir, "--config.stages=1,2",
                    f"--config.archive={tmp_path / 'handover.tar.gz'}")
   assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+  # It holds the teachers' votes and ledger: the owner's only, as they are.
+  assert (tmp_path / "handover.tar.gz").stat().st_mode & 0o777 == 0o600
+  call_1 = json.loads((tmp_path / "w1" / "results.json").read_text())["results"]["status"]
+  main_1 = json.loads((tmp_path / "w1" / "pate_mnist" / "results.json").read_text())["results"]
+  assert call_1["pate_mnist"]["wall_seconds"] == main_1["wall_seconds"]  # not the attack's
   with tarfile.open(tmp_path / "handover.tar.gz") as tar:
     names = tar.getnames()
     assert "pate_mnist/teachers/votes.npz" in names

@@ -85,3 +85,19 @@ def test_histogram_names_a_bad_argument(kwargs, match):
     votes_lib.histogram(np.array([[0, 1], [2, 2]]), **kwargs)
   np.testing.assert_array_equal(  # and counts the first teachers where asked
       votes_lib.histogram(np.array([[0, 1], [2, 2]]), 3, 1), [[1, 0, 0], [0, 1, 0]])
+
+
+def test_private_files_are_the_owners_before_a_byte_is_written(tmp_path):
+  """``io.open_private``: created 0600, and a file that was wider (a journal written before
+  files were private) is narrowed before it is appended to."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  old = tmp_path / "journal"
+  old.write_text("1 a\n")
+  old.chmod(0o644)
+  with io.open_private(old, append=True) as f:
+    assert old.stat().st_mode & 0o777 == 0o600  # before the write
+    f.write(b"2 b\n")
+  assert old.read_text() == "1 a\n2 b\n"
+  with io.open_private(tmp_path / "new") as f:
+    f.write(b"x")
+  assert (tmp_path / "new").stat().st_mode & 0o777 == 0o600

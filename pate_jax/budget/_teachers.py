@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import accounting as acc
+from pate_jax import io
 from pate_jax._compile import bucket
 from pate_jax import ledger as ledger_lib
 from pate_jax import mechanisms
@@ -307,19 +308,19 @@ class TeachersBudget:
     previous = last[1] if last is not None and loaded.generation else ""
     loaded.generation += 1
     tmp = self.path.with_name(self.path.name + ".tmp.npz")
-    np.savez(tmp, **loaded.record, votes_digest=np.str_(self.digest),
-             noise=np.str_(self.noise), generation=np.int64(loaded.generation),
-             previous=np.str_(previous),
-             rows=np.asarray(loaded.rows, np.int64),
-             row_labels=np.asarray(loaded.labels, np.int32),
-             row_status=np.asarray(loaded.status, np.int32),
-             release_order=np.float64(spec.order) if spec else nan,
-             release_beta=np.float64(spec.beta) if spec else nan,
-             release_sigma_ss=np.float64(spec.sigma_ss) if spec else nan,
-             release_count=np.int64(loaded.release_count),
-             releases_paid=np.int64(loaded.releases_paid),
-             release_json=np.str_(json.dumps(loaded.release) if loaded.release else ""))
-    os.chmod(tmp, 0o600)  # the answers it caches are the votes': the owner's only
+    with io.open_private(tmp) as f:  # the answers it caches are the votes': owner only
+      np.savez(f, **loaded.record, votes_digest=np.str_(self.digest),
+               noise=np.str_(self.noise), generation=np.int64(loaded.generation),
+               previous=np.str_(previous),
+               rows=np.asarray(loaded.rows, np.int64),
+               row_labels=np.asarray(loaded.labels, np.int32),
+               row_status=np.asarray(loaded.status, np.int32),
+               release_order=np.float64(spec.order) if spec else nan,
+               release_beta=np.float64(spec.beta) if spec else nan,
+               release_sigma_ss=np.float64(spec.sigma_ss) if spec else nan,
+               release_count=np.int64(loaded.release_count),
+               releases_paid=np.int64(loaded.releases_paid),
+               release_json=np.str_(json.dumps(loaded.release) if loaded.release else ""))
     with open(tmp, "rb") as f:
       os.fsync(f.fileno())
     tmp.replace(self.path)
@@ -328,9 +329,8 @@ class TeachersBudget:
     self._sync()
 
   def _append_journal(self, generation: int, sha: str) -> None:
-    fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a", encoding="utf-8") as f:
-      f.write(f"{generation} {sha}\n")
+    with io.open_private(self.journal, append=True) as f:
+      f.write(f"{generation} {sha}\n".encode())
       f.flush()
       os.fsync(f.fileno())
 

@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping
 
 import ml_collections
 
-from pate_jax import checkpoint, experiment, memory
+from pate_jax import checkpoint, experiment, io, memory
 from pate_jax.reproduction import resolve
 from pate_jax.stages import bench_accounting, bench_student, bench_teachers, kd_gan, main_job
 from pate_jax.stages import student
@@ -361,7 +361,8 @@ def _archive(root: pathlib.Path, path: pathlib.Path, max_bytes: int = 8 * 2**20)
     return info
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp")
-  with tarfile.open(tmp, "w:gz") as tar:
+  # It holds the teachers' votes and ledger: readable by its owner only, as they are.
+  with io.open_private(tmp) as f, tarfile.open(fileobj=f, mode="w:gz") as tar:
     for child in sorted(root.iterdir()):
       if child.resolve() not in (path.resolve(), tmp.resolve()):
         tar.add(child, arcname=child.name, filter=keep)
@@ -477,6 +478,10 @@ def run(config, workdir: str) -> dict:
         results, show = _run_one(run_config, name, root)
         (root / name / "error.txt").unlink(missing_ok=True)
         status[name] = {"stage": stage, "status": "ran", "wall_seconds": time.time() - t0}
+        if isinstance(results, dict) and (results.get("private") or {}).get("seconds"):
+          # The main job: its call ends with the attack, whose seconds are private.
+          status[name].update(wall_seconds=results["wall_seconds"],
+                              wall="to the student's end (the attack's seconds are private)")
         if show is not None:  # marked private where the run's results.json is private
           experiment.report_marked(show, results, root / name)
       except Exception as e:  # pylint: disable=broad-except  # record it, go on to the next

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import joblib
 import numpy as np
 
+from pate_jax import io
 from pate_jax import votes as votes_lib
 from pate_jax.data import partition_indices
 
@@ -253,10 +254,7 @@ def save_teacher_predictions(path: str | os.PathLike, ensemble: TeacherEnsemble,
                      f"{preds.shape}")
   if not 0 <= int(num_pool) <= preds.shape[1]:
     raise ValueError(f"num_pool must lie in [0, {preds.shape[1]}], got {num_pool}")
-  # The teachers' predictions: readable by the owner only.
-  fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-  os.fchmod(fd, 0o600)
-  with os.fdopen(fd, "wb") as f:
+  with io.open_private(path) as f:  # the teachers' predictions: readable by the owner only
     np.savez_compressed(f, predictions=preds.astype(np.int8 if ensemble.num_classes < 128
                                                     else np.int32),
                         partition=ensemble.index, random_states=ensemble.random_states,
