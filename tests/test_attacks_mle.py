@@ -5,12 +5,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from pate_jax import aggregation as agg
 from pate_jax import attacks as A
 from pate_jax.attacks import _answer_probabilities as ap
 from pate_jax.attacks import _cramer_rao
+from pate_jax.attacks import _likelihood as lk
+from pate_jax.attacks import _output_distribution as od
+from pate_jax.attacks import _reconstruct as R
+from pate_jax.attacks._stop import Stop
 
 KEY = jax.random.key(0)
 TABLE, NAMES = A.table1_histograms()
@@ -250,3 +255,61 @@ def test_mle_against_consistent_answers_puts_all_votes_on_the_answer():
   h = TABLE[[5]]
   fresh, cached = A.cramer_rao(h, 40.0, 10_000), A.cramer_rao(h, 40.0, 1)
   np.testing.assert_allclose(cached.error, 100 * np.asarray(fresh.error), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_chart_newton_system_is_the_hessian_in_theta():
+  """Closed form vs autodiff of θ ↦ f(N softmax θ), f a non-trivial quadratic."""
+  with jax.enable_x64(True):
+    r = np.random.default_rng(0)
+    c, total = 4, 250.0
+    a = jnp.asarray(r.normal(size=c))
+    b = jnp.asarray(r.normal(size=(c, c)))
+    b = b @ b.T / 100
+    f = lambda h: a @ h + 0.5 * h @ b @ h + jnp.sum(jnp.sin(h / 50))  # noqa: E731
+    theta = jnp.asarray(r.normal(size=c))
+    h = total * jax.nn.softmax(theta)
+    g, hess = lk.chart_newton_system(theta, total, jax.grad(f)(h), jax.hessian(f)(h))
+    ft = lambda t: f(total * jax.nn.softmax(t))  # noqa: E731
+    np.testing.assert_allclose(g, jax.grad(ft)(theta), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(hess, jax.hessian(ft)(theta), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_optax_returns_the_last_iterate_when_it_is_best():
+  """max_iter=1: the loop scores only the start, so the result is the one SGD step
+  x1 = x0 - lr ∇J(x0) (scored after the loop), shifted to sum N."""
+  with jax.enable_x64(True):
+    h = jnp.array([200.0, 40.0, 10.0])
+    q = np.asarray(od.trapezoid_single(h, jnp.asarray(40.0), "gaussian", None, None))
+    lr = 50.0
+    x0 = jnp.full(3, 250.0 / 3)
+    x1 = x0 - lr * jax.grad(R.objective)(x0, jnp.asarray(q), jnp.asarray(40.0))
+    assert R.objective(x1, q, 40.0) < R.objective(x0, q, 40.0)
+    out = R.reconstruct_details(q, 40.0, 250.0, method="optax", max_iter=1,
+                                optimizer=optax.sgd(lr), tol=0.0)
+    np.testing.assert_allclose(out.histogram, x1 + (250.0 - x1.sum()) / 3, rtol=1e-9)
+
+
+def test_min_step_does_not_continue_past_a_negative_estimate():
+  """The paper's budget-limited attacker stops before an estimate turns negative; the
+  min_step extension halves only after steps that failed for another reason."""
+  with jax.enable_x64(True):
+    h = jnp.array([125.0, 125.0, 0.0])
+    q = np.asarray(od.trapezoid_single(h, jnp.asarray(10.0), "gaussian", None, None))
+    kw = dict(stop_on_negative=True, tol=0.0)
+    paper = R.reconstruct_details(q, 10.0, 250.0, **kw)
+    halving = R.reconstruct_details(q, 10.0, 250.0, min_step=1e-3, **kw)
+    assert int(paper.status) == int(halving.status) == int(Stop.NEGATIVE)
+    np.testing.assert_array_equal(halving.histogram, paper.histogram)
+
+
+@pytest.mark.slow
+def test_mle_reaches_a_boundary_histogram_in_few_newton_steps():
+  """The 4x and 2x step sizes extrapolate towards H_k = 0 (a Newton step there shrinks
+  H_k by only a factor e): from the uniform start, 10 steps (the docstring's 10-20)."""
+  h = jnp.array([240.0, 10.0, 0.0])
+  q = np.asarray(od.trapezoid_single(h, jnp.asarray(40.0), "gaussian", None, None))
+  out = R.reconstruct_details(q, 40.0, 250.0, method="mle")
+  assert int(out.status) == int(Stop.CONVERGED) and int(out.num_steps) <= 15
+  np.testing.assert_allclose(out.histogram, h, atol=0.05)

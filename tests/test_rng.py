@@ -168,3 +168,9 @@ def test_host_permutation_is_the_permutation_of_its_key(key):
   got = rng.host_permutation(key, 500)  # an int seed, a typed key, a raw uint32 key
   assert isinstance(got, np.ndarray)
   np.testing.assert_array_equal(got, want)
+
+
+def test_secret_key_uses_all_64_bits_of_urandom(monkeypatch):
+  monkeypatch.setattr(rng.os, "urandom", lambda n: bytes(range(1, n + 1)))
+  words = np.asarray(jax.random.key_data(rng.secret_key()))
+  np.testing.assert_array_equal(words, np.frombuffer(bytes(range(1, 9)), "<u4"))

@@ -13,6 +13,7 @@ from sklearn.dummy import DummyClassifier
 from pate_jax import accounting, aggregation, tabular
 from pate_jax.data import adult
 from pate_jax import votes as votes_lib
+from pate_jax.tabular import _teachers as tabular_teachers
 
 _ORDERS = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0)
 
@@ -285,3 +286,14 @@ def test_plot_sweeps_writes_png_without_touching_pyplot(tmp_path):
                       delta=1e-5, num_seeds=3, num_pool=10)
   assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   assert matplotlib.get_backend() == backend
+
+
+def test_ensemble_summary_scores_the_pool_rows():
+  ens = tabular_teachers.TeacherEnsemble((None, None), np.zeros((2, 1), np.int64), 0, np.zeros(2), 2)
+  preds = np.array([[0, 1, 1, 0], [0, 1, 0, 0]])
+  labels = np.array([0, 1, 0, 1])
+  plurality = np.array([0, 1, 1, 0])   # right on rows 0, 1; wrong on 2, 3
+  votes = np.array([[2, 0], [0, 2], [1, 1]])   # the pool: rows 0..2
+  s = tabular_teachers.ensemble_summary(ens, preds, labels, plurality, votes)
+  assert s["plurality_accuracy_pool"] == pytest.approx(2 / 3)
+  assert s["plurality_accuracy_all_queries"] == pytest.approx(0.5)

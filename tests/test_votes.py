@@ -101,3 +101,14 @@ def test_private_files_are_the_owners_before_a_byte_is_written(tmp_path):
   with io.open_private(tmp_path / "new") as f:
     f.write(b"x")
   assert (tmp_path / "new").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_salt_is_fresh_when_the_same_votes_are_of_other_rows(tmp_path):
+  votes = np.array([[3, 1], [2, 2]], np.int32)
+  path = tmp_path / "votes.npz"
+  votes_lib.save_votes(path, votes, np.array([0, 1]), index=np.array([0, 1]))
+  first = votes_lib.load_votes(path)["salt"]
+  votes_lib.save_votes(path, votes, np.array([0, 1]), index=np.array([0, 1]))
+  np.testing.assert_array_equal(votes_lib.load_votes(path)["salt"], first)  # same rows: kept
+  votes_lib.save_votes(path, votes, np.array([0, 1]), index=np.array([5, 6]))
+  assert not np.array_equal(votes_lib.load_votes(path)["salt"], first)    # other rows: fresh

@@ -1,0 +1,95 @@
+"""The teachers' budget refuses forged and restored ledgers that are consistent with their
+journal: an older generation copied back, a cost off by a part in 10⁴, a forged answered
+counter, an answered row without its label; and repeats inside one batch come back as
+recorded. (Each of these checks was once removed without any test failing.)"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from pate_jax import accounting as acc
+from pate_jax import budget as budget_lib
+from pate_jax import rng
+from pate_jax import votes as votes_lib
+from pate_jax.ledger import _aggregator as aggregator_module
+
+ORDERS = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 16.0, 32.0, 64.0])
+
+
+def _budget(path, q=30):
+  r = np.random.default_rng(7)
+  votes = np.stack([r.multinomial(250, p) for p in r.dirichlet(np.full(10, 50.0), q)])
+  path.mkdir(parents=True, exist_ok=True)
+  votes_lib.save_votes(path / "votes.npz", votes.astype(np.int32),
+                       votes.argmax(1).astype(np.int32), dataset="synthetic")
+  return lambda: budget_lib.TeachersBudget(
+      path, votes_lib.load_votes(path), rng.noise_key("aggregation"), mechanism="gnmax",
+      params={"sigma": 40.0}, epsilon_max=20.0, delta=1e-5, orders=ORDERS, chunk_size=16)
+
+
+def _forge(path, **fields):
+  """Rewrites ledger.npz with ``fields`` and appends its journal line (a self-consistent
+  forgery that only the recomputation can refuse)."""
+  ledger = path / budget_lib.LEDGER_FILE
+  with np.load(ledger) as f:
+    arrays = dict(f)
+  arrays.update({k: (fn(arrays) if callable(fn) else fn) for k, fn in fields.items()})
+  np.savez(ledger, **arrays)
+  journal = ledger.with_name(ledger.name + budget_lib.JOURNAL_SUFFIX)
+  journal.write_text(journal.read_text() + f"{int(arrays['generation'])} "
+                     f"{hashlib.sha256(ledger.read_bytes()).hexdigest()}\n")
+
+
+def test_an_older_generation_restored_beside_its_journal_is_refused(tmp_path, monkeypatch):
+  """In a new process (no in-memory lineage: only the journal knows generation 2)."""
+  make = _budget(tmp_path)
+  make().answer(np.arange(5))
+  gen1 = (tmp_path / budget_lib.LEDGER_FILE).read_bytes()
+  make().answer(np.arange(5, 10))
+  (tmp_path / budget_lib.LEDGER_FILE).write_bytes(gen1)   # generation 1, journal at 2
+  monkeypatch.setattr(aggregator_module, "_NEWEST", {})
+  with pytest.raises(budget_lib.BudgetError, match="not the newest copy"):
+    make().state()
+
+
+def test_a_cost_off_by_one_part_in_ten_thousand_is_refused(tmp_path):
+  make = _budget(tmp_path)
+  make().answer(np.arange(10))
+  scale = 1 - 1e-4
+  eps = lambda cost: np.float64(acc.rdp_accountant(ORDERS, "improved").compose(  # noqa: E731
+      np.asarray(cost, np.float64)).epsilon(1e-5)[0])
+  _forge(tmp_path, ledger_cost=lambda a: a["ledger_cost"] * scale,
+         ledger_private_cost=lambda a: a["ledger_private_cost"] * scale,
+         ledger_epsilon=lambda a: eps(a["ledger_cost"] * scale),
+         ledger_private_epsilon=lambda a: eps(a["ledger_private_cost"] * scale))
+  with pytest.raises(budget_lib.BudgetError, match="is not the cost"):
+    make().state()
+
+
+def test_a_forged_answered_counter_is_refused(tmp_path):
+  make = _budget(tmp_path)
+  make().answer(np.arange(10))   # GNMax: 10 charged, 10 answered
+  _forge(tmp_path, ledger_num_answered=lambda a: np.int64(a["ledger_num_answered"] - 1))
+  with pytest.raises(budget_lib.BudgetError, match="counters"):
+    make().state()
+
+
+def test_an_answered_row_without_a_label_is_refused(tmp_path):
+  make = _budget(tmp_path)
+  make().answer(np.arange(10))
+  def drop(a):
+    labels = a["row_labels"].copy()
+    labels[0] = -1
+    return labels
+  _forge(tmp_path, row_labels=drop)
+  with pytest.raises(budget_lib.BudgetError, match="row_labels and row_status"):
+    make().state()
+
+
+def test_a_row_repeated_within_one_batch_is_marked_repeated(tmp_path):
+  out = _budget(tmp_path)().answer(np.array([3, 3, 4]))
+  np.testing.assert_array_equal(out.repeated, [False, True, False])
+  np.testing.assert_array_equal(out.labels[0], out.labels[1])
