@@ -51,9 +51,8 @@ def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> 
     tmp.write_text(text)
     tmp.replace(path)
     return path
-  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-  with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write(text)
+  with open_private(tmp) as f:
+    f.write(text.encode("utf-8"))
     f.flush()
     os.fsync(f.fileno())
   tmp.replace(path)

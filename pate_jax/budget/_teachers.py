@@ -321,7 +321,7 @@ class TeachersBudget:
                release_count=np.int64(loaded.release_count),
                releases_paid=np.int64(loaded.releases_paid),
                release_json=np.str_(json.dumps(loaded.release) if loaded.release else ""))
-    with open(tmp, "rb") as f:
+      f.flush()
       os.fsync(f.fileno())
     tmp.replace(self.path)
     sha = _file_sha256(self.path)
