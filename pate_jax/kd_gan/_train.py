@@ -393,7 +393,7 @@ def check_teacher(gan: KDGAN, public_x: Any, teacher_log_probs: Any, num_runs: i
 def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval_x: Any,
         eval_y: Any, *, num_rounds: int, segment_rounds: int,
         checkpoint_dir: str | None = None, fingerprint: Mapping[str, Any] | None = None,
-        restart: bool = False, log: Callable[[str], None] | None = print,
+        restart: bool = False, log: Callable[[str], None] | None = None,
         unlabelled_x: Any = None) -> KDGANResult:
   """Trains ``S = len(keys)`` students at once (vmap over runs) for ``num_rounds`` rounds.
 
@@ -409,7 +409,7 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
     checkpoint_dir: orbax checkpoints after every segment (None: none); a rerun resumes.
     fingerprint: what else determines the run (refused if a checkpoint has another).
     restart: discard ``checkpoint_dir``'s checkpoints.
-    log: one line per segment (None: silent).
+    log: one line per segment (default None: silent; the core prints nothing itself).
     unlabelled_x: ``[U, ...]`` inputs the teacher never labels, on which the student's
       samples for D and the adversarial term are drawn (module docstring); None: the
       public batch's (the paper).
@@ -491,7 +491,7 @@ def _log_probs(student: students.Student, state: Any, x: jax.Array) -> jax.Array
 def train_teacher(key: jax.Array, train_x: Any, train_y: Any, eval_x: Any, eval_y: Any, *,
                   model: str, model_kwargs: Mapping[str, Any] | None = None, num_steps: int,
                   batch_size: int, learning_rate: float = 1e-3,
-                  checkpoint_dir: str | None = None, log: Callable[[str], None] | None = print
+                  checkpoint_dir: str | None = None, log: Callable[[str], None] | None = None
                   ) -> tuple[students.Student, Any, float]:
   """The published setting's teacher: the registered ``model`` trained with the repo's
   supervised student loop (``pate_jax.students.fit``) on *all* the private training data.
