@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["data_digest", "file_digest", "progress", "write_text"]
+__all__ = ["data_digest", "file_digest", "open_private", "progress", "write_text"]
 
 
 def data_digest(*arrays: Any) -> str:

@@ -74,8 +74,7 @@ def histogram(predictions: jax.Array, num_classes: int,
   t = predictions.shape[0]
   if num_teachers is None:
     num_teachers = t
-  elif isinstance(num_teachers, bool) or not isinstance(num_teachers, (int, np.integer)) or (
-      not 0 <= num_teachers <= t):
+  elif _checks.positive_int(num_teachers, "num_teachers", minimum=0) > t:
     raise ValueError(f"num_teachers must be an integer in [0, {t}] (the predictions' "
                      f"teachers), got {num_teachers!r}")
   return _histogram(predictions, int(num_classes), int(num_teachers))

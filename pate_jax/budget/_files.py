@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import os
 import pathlib
 import threading
@@ -44,10 +43,6 @@ def votes_digest(votes: dict[str, Any]) -> str:
   the digest, which ``labels.npz`` carries, cannot be recomputed from guessed votes."""
   salt = [votes["salt"]] if "salt" in votes else []
   return io.data_digest(votes["votes"], votes["index"], *salt)
-
-
-def _file_sha256(path: pathlib.Path) -> str:
-  return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @contextlib.contextmanager

@@ -29,7 +29,6 @@ from pate_jax.budget._files import (
     LOCK_SUFFIX,
     RESEARCH_LEDGER_FILE,
     BudgetError,
-    _file_sha256,
     _Loaded,
     _locked,
     votes_digest,
@@ -176,7 +175,7 @@ class TeachersBudget:
                           "deleted ledger does not give the budget back)")
       self._sync()
       return None
-    sha = _file_sha256(self.path)
+    sha = io.file_digest(self.path)
     try:
       with np.load(self.path, allow_pickle=False) as f:
         data = {k: f[k] for k in f.files}
@@ -324,7 +323,7 @@ class TeachersBudget:
       f.flush()
       os.fsync(f.fileno())
     tmp.replace(self.path)
-    sha = _file_sha256(self.path)
+    sha = io.file_digest(self.path)
     self._append_journal(loaded.generation, sha)
     self._sync()
 

@@ -117,10 +117,9 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
   if noise_seed is None and not math.isfinite(float(config.epsilon_max)):
     raise ValueError("config.epsilon_max must be finite with secret noise: a release needs a "
                      "budget (inf is for research runs with config.noise_seed set)")
-  private_data = data.get("private_data") or teachers_stage.recorded_data_digest(
-      teachers_dir(source))
+  teachers = teachers_dir(source)
   budget = budget_lib.TeachersBudget(
-      teachers_dir(source) if noise_seed is None else workdir, data,
+      teachers if noise_seed is None else workdir, data,
       rng.noise_key("aggregation", noise_seed), mechanism=mechanism, params=params,
       epsilon_max=config.epsilon_max, delta=config.delta, orders=rdp_orders(config, mechanism),
       max_moment=int(config.max_moment), data_dependent=config.data_dependent,
@@ -130,11 +129,13 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
       research_seed=noise_seed, release_key=rng.noise_key("epsilon_release", noise_seed),
       release_by_rule=config.get("release") is not None and config.release.get("order") is None,
       registry=budget_lib.BudgetRegistry(config.get("budget_registry") or None),
-      another_budget=another, private_data=private_data)
-  if noise_seed is None and private_data is None:  # (after the settings were validated)
+      another_budget=another,
+      # votes.npz without the field: the digest its teachers' run recorded, if any.
+      private_data=teachers_stage.recorded_data_digest(teachers))
+  if noise_seed is None and budget.private_data is None:  # (the settings were validated)
     logging.warning("%s carries no digest of the teachers' private data (private_data), and "
                     "no run recorded one: the budget registry cannot tell other teachers of "
-                    "the same data, whose budgets would add up", teachers_dir(source))
+                    "the same data, whose budgets would add up", teachers)
   return budget
 
 
