@@ -246,14 +246,13 @@ def plot_grid(grid: Grid, mechanisms: tuple, teacher_counts: Any, noise_scales: 
   scale, one column per mechanism, one line per teacher count (mean over seeds, min–max
   band)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
   scales = np.asarray(noise_scales, float)
   rows = (("accuracy", "label accuracy (answered)"), ("answered", "fraction answered"),
           ("epsilon", "ε (data-dependent; dashed: independent)"))
-  fig, axes = plt.subplots(len(rows), len(mechanisms), figsize=(4.2 * len(mechanisms), 9),
-                           squeeze=False, sharex=True)
-  colors = plt.cm.viridis(np.linspace(0, 0.9, len(np.asarray(teacher_counts))))
+  fig = Figure(figsize=(4.2 * len(mechanisms), 9))
+  axes = fig.subplots(len(rows), len(mechanisms), squeeze=False, sharex=True)
+  colors = matplotlib.colormaps["viridis"](np.linspace(0, 0.9, len(np.asarray(teacher_counts))))
   for m, mechanism in enumerate(mech_lib.get(x, "mechanisms") for x in mechanisms):
     for n, count in enumerate(np.asarray(teacher_counts)):
       for row, (field, label) in enumerate(rows):
@@ -278,4 +277,3 @@ def plot_grid(grid: Grid, mechanisms: tuple, teacher_counts: Any, noise_scales: 
     fig.suptitle(title)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
-  plt.close(fig)

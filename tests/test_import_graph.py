@@ -187,3 +187,21 @@ def test_every_package_module_is_an_attribute_of_pate_jax():
       p.parent.name for p in root.glob("*/__init__.py") if not p.parent.name.startswith("_")}
   assert names == set(pate_jax._SUBMODULES)  # pylint: disable=protected-access
   assert all(getattr(pate_jax, n).__name__ == f"pate_jax.{n}" for n in sorted(names))
+
+
+def test_no_module_touches_pyplot_or_the_backend():
+  """Figures are ``matplotlib.figure.Figure`` objects: a library that imports pyplot or calls
+  ``matplotlib.use`` changes a notebook's backend and holds figures in pyplot's registry."""
+  bad = []
+  for name, path in MODULES.items():
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+      imported = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                  [f"{node.module}.{a.name}" for a in node.names]
+                  if isinstance(node, ast.ImportFrom) else [])
+      called = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "use" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "matplotlib")
+      if called or any(_within(i, "matplotlib.pyplot") for i in imported):
+        bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+  assert not bad, "pyplot or matplotlib.use in the package:\n" + "\n".join(bad)

@@ -176,10 +176,9 @@ def plot_utility_vs_epsilon(path: str | pathlib.Path, published: Sequence[dict],
   """Student accuracy vs ε: the published mechanism (its *published* ε, which certifies
   nothing for the private data) and the sound variant (a real (ε, δ) guarantee for each
   point, an alternative release; ``epsilon_if_all_published``: the ε of all of them)."""
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig, ax = plt.subplots(figsize=(6.4, 4.2))
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  fig = Figure(figsize=(6.4, 4.2))
+  ax = fig.subplots()
   if published:
     ax.errorbar([c["epsilon_published"] for c in published],
                 [100 * c["accuracy_mean"] for c in published],
@@ -200,7 +199,6 @@ def plot_utility_vs_epsilon(path: str | pathlib.Path, published: Sequence[dict],
   path = pathlib.Path(path)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
-  plt.close(fig)
   return path
 
 

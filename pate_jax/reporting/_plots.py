@@ -1,4 +1,4 @@
-"""The stages' figures, small PNGs drawn with matplotlib's Agg backend.
+"""The stages' figures, small PNGs drawn with matplotlib's object API (no pyplot).
 
 Owns :func:`plot_privacy` (ε vs queries answered: aggregate stage), :func:`plot_gap`
 (the vote gap: teachers stage, private), :func:`plot_history` (the student's accuracy:
@@ -19,8 +19,8 @@ from pate_jax import experiment
 def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) -> pathlib.Path:
   """ε vs queries answered, one line per accounting (a small PNG); ``curve`` from
   :func:`privacy_curve`."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(5, 3.4))
+  fig = _figure(figsize=(5, 3.4))
+  ax = fig.subplots()
   for name, eps in curve["epsilon"].items():
     ax.plot(curve["queries_answered"], eps, label=name, lw=1.5)
   ax.set_xlabel("queries answered")
@@ -30,14 +30,13 @@ def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) ->
   ax.legend(fontsize=7, frameon=False)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
-  plt.close(fig)
   return pathlib.Path(path)
 
 
 def plot_gap(gap: np.ndarray, num_teachers: int, path: str | pathlib.Path) -> None:
   """Histogram of the normalized gap between the top two vote counts (``gap [Q]``)."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(5, 3.5))
+  fig = _figure(figsize=(5, 3.5))
+  ax = fig.subplots()
   ax.hist(gap * 100, bins=50, color="tab:blue")
   ax.set_xlabel("normalized gap between top two vote counts (%)")
   ax.set_ylabel("test queries")
@@ -45,13 +44,12 @@ def plot_gap(gap: np.ndarray, num_teachers: int, path: str | pathlib.Path) -> No
                fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
-  plt.close(fig)
 
 
 def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.Path) -> None:
   """The student's held-out accuracy against training steps (its ``history``)."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(5, 3.5))
+  fig = _figure(figsize=(5, 3.5))
+  ax = fig.subplots()
   ax.plot([h["step"] for h in history], [100 * h["eval_accuracy"] for h in history], "o-")
   ax.set_xlabel("training step")
   ax.set_ylabel("held-out accuracy (%)")
@@ -59,7 +57,6 @@ def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.
   ax.grid(alpha=0.3)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
-  plt.close(fig)
 
 
 def stamp_private(src: str | pathlib.Path, dst: str | pathlib.Path,
@@ -107,8 +104,8 @@ def _palette_if_exact(image):
   return out
 
 
-def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  return plt
+def _figure(**kwargs):
+  """A ``matplotlib.figure.Figure`` (the object API, not pyplot: no global backend or figure
+  state is touched, so a notebook's backend stays as it was)."""
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+  return Figure(**kwargs)

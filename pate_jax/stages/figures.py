@@ -42,13 +42,6 @@ __all__ = ["ROWS", "make_figure", "run_aggregation", "plan_aggregation", "report
 ROWS = ("all", "pool", "eval")  # votes.npz rows: all, the public pool, the evaluation set
 
 
-def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  return plt
-
-
 def _runs(config: Any) -> list[str]:
   return [r for r in str(config.runs).split(",") if r]
 
@@ -93,8 +86,9 @@ def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path,
 
   out = pathlib.Path(out)
   out.mkdir(parents=True, exist_ok=True)
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(5.5, 4))
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+  fig = Figure(figsize=(5.5, 4))
+  ax = fig.subplots()
   for c in curves:
     line, = ax.plot(eps, 100 * c["accuracy_mean"], marker="o", ms=3,
                     label=f"{c['dataset'] or 'votes'} n={c['num_teachers']}")
@@ -112,7 +106,6 @@ def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path,
   ax.legend()
   fig.tight_layout()
   fig.savefig(out / "figure2.png", dpi=150)
-  plt.close(fig)
 
   results = {"epsilon": eps, "gamma": gammas, "epsilon_convention": epsilon_convention,
              "rows": rows, "num_seeds": num_seeds, "curves": curves}
@@ -178,8 +171,9 @@ def gaps(workdirs: list[str]) -> list[dict]:
 
 def plot_gaps(rows: list[dict], path: str | pathlib.Path) -> None:
   """Figure 3: one bar per run, the mean gap in percent of the number of teachers."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(4.5, 3.5))
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+  fig = Figure(figsize=(4.5, 3.5))
+  ax = fig.subplots()
   labels = [str(r["num_teachers"]) for r in rows]
   values = [100 * r["mean_normalized_gap"] for r in rows]
   ax.bar(labels, values, color="tab:blue")
@@ -191,7 +185,6 @@ def plot_gaps(rows: list[dict], path: str | pathlib.Path) -> None:
   ax.set_title(experiment.PRIVATE_TITLE + f"{rows[0]['dataset']}: top-two vote gap")
   fig.tight_layout()
   fig.savefig(path, dpi=120)
-  plt.close(fig)
 
 
 def run_gap(config: Any, workdir: str) -> dict:

@@ -52,10 +52,9 @@ def point(results: dict[str, Any], run: str, disclosure: str | None = None) -> d
 def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> None:
   """Writes ``points`` (:func:`point`) to the PNG ``path``: held-out accuracy vs queries, one
   line per label; publishable ε vs queries for the labels whose every point has one."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, (ax_acc, ax_eps) = plt.subplots(1, 2, figsize=(10, 3.8))
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+  fig = Figure(figsize=(10, 3.8))
+  ax_acc, ax_eps = fig.subplots(1, 2)
   for label in sorted({p["label"] for p in points}):
     pts = sorted((p for p in points if p["label"] == label), key=lambda p: p["queries"])
     q = [p["queries"] for p in pts]
@@ -75,4 +74,3 @@ def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> Non
                  "or on research-noise labels", fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
-  plt.close(fig)
