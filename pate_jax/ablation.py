@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import _checks as v
+from pate_jax import io
 from pate_jax import mechanisms as mech_lib
 
 __all__ = ["MECHANISMS", "FIELDS", "Grid", "subset_histograms",
@@ -276,4 +277,4 @@ def plot_grid(grid: Grid, mechanisms: tuple, teacher_counts: Any, noise_scales: 
   if title:
     fig.suptitle(title)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  io.save_figure(fig, path, dpi=110)

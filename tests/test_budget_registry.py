@@ -276,3 +276,26 @@ def test_votes_without_private_data_fall_back_to_the_digest_their_run_recorded(t
   aggregate.run(_config(a, registry), tmp_path / "labels_a")
   with pytest.raises(budget_lib.BudgetError, match="already has a privacy budget"):
     aggregate.run(_config(b, registry), tmp_path / "labels_b")
+
+
+def test_votes_whose_private_data_was_removed_or_replaced_meet_their_budget(tmp_path):
+  """The votes' salted digest does not cover ``private_data``: a copy of votes.npz without
+  it (or with other data's) in a fresh directory had no registry entry to meet and opened
+  a second budget from zero. The registry knows the votes, whatever the file says."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  a = _teachers(tmp_path / "a", 0)
+  _budget(a, reg).answer(np.arange(5))
+  assert reg.data_of(budget_lib.votes_digest(votes_lib.load_votes(a))) == DATA
+  assert reg.data_of("0" * 64) is None
+  v = dict(np.load(a / "votes.npz"))
+  for name, private_data in (("removed", None), ("replaced", OTHER_DATA)):
+    forged = tmp_path / name
+    forged.mkdir()
+    np.savez(forged / "votes.npz", **{k: x for k, x in v.items() if k != "private_data"},
+             **({} if private_data is None else {"private_data": private_data}))
+    with pytest.raises(budget_lib.BudgetError,
+                       match="votes.npz was altered" if private_data else "holds no ledger"):
+      _budget(forged, reg).answer(np.arange(5, 10))
+  assert [b["teachers"] for b in reg.budgets(DATA)] == [str(a.resolve())]
+  assert reg.budgets(OTHER_DATA) == []
+  _budget(a, reg).answer(np.arange(5, 10))        # the teachers' own directory spends on

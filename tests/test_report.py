@@ -37,6 +37,38 @@ def test_committed_report_regenerates_exactly(monkeypatch):
       "RESULTS.md is stale: regenerate it with " + rp.REPORT_COMMAND)
 
 
+def test_committed_publishable_files_hold_no_research_noise_or_attack_seconds():
+  """A committed results.json that says it is publishable answered with secret noise, and
+  holds the attack on its votes (a function of them, its seconds too) in its private part
+  only."""
+  import json  # pylint: disable=g-import-not-at-top
+
+  def public_noise(node):
+    if isinstance(node, dict):
+      return (isinstance(node.get("noise_source"), dict) and bool(node["noise_source"].get(
+          "public"))) or any(public_noise(v) for v in node.values())
+    return isinstance(node, list) and any(public_noise(v) for v in node)
+
+  def attack_keys(node, path=""):
+    if isinstance(node, dict):
+      for k, v in node.items():
+        if k == "private":
+          continue
+        if "attack" in k and not path.startswith("config"):
+          yield f"{path}.{k}"
+        yield from attack_keys(v, f"{path}.{k}")
+
+  checked = 0
+  for path in sorted(SNAPSHOT.rglob("results.json")):
+    record = json.loads(path.read_text())
+    if not str(record.get("disclosure", "")).startswith("publishable: every value outside"):
+      continue
+    checked += 1
+    assert not public_noise(record["results"]), path
+    assert not list(attack_keys(record["results"], "results")), path
+  assert checked >= 10
+
+
 def test_every_row_resolves_in_the_snapshot():
   names = {r.name for r in rp.RUNS}
   assert len(names) == len(rp.RUNS), "duplicate run names"

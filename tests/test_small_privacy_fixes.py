@@ -83,3 +83,32 @@ def test_orders_and_moments_refuse_strings_and_booleans(bad):
     v.orders(bad)
   with pytest.raises(ValueError, match="moments must be a 1-D array of real"):
     v.moments(bad)
+
+
+# ----------------------------------------------------------------------------- file modes
+
+
+def test_files_holding_private_values_are_owner_only(tmp_path):
+  """A results.json with a private part (at any depth) or of a measurement, and every
+  figure, is 0600 whatever the umask; a file of public values only keeps the umask's."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  from pate_jax.reporting import _plots  # pylint: disable=g-import-not-at-top
+  old = os.umask(0o022)
+  try:
+    cases = {"nested": ({"a": [{"private": {"votes": [3, 1]}}]}, experiment.PUBLISHABLE),
+             "top": ({"epsilon": 1.0, "private": {}}, experiment.PUBLISHABLE),
+             "measurement": ({"accuracy": 0.9}, experiment.MEASUREMENT),
+             "public": ({"epsilon": 1.0, "note": "private"}, experiment.PUBLISHABLE),
+             "synthetic": ({"seconds": 2.0}, experiment.NO_PRIVATE_DATA)}
+    for name, (results, disclosure) in cases.items():
+      path = experiment.write_results(tmp_path / name, results, config={}, seed=0,
+                                      disclosure=disclosure)
+      mode = path.stat().st_mode & 0o777
+      assert mode == (0o644 if name in ("public", "synthetic") else 0o600), (name, oct(mode))
+    fig = _plots._figure(figsize=(2, 2))  # pylint: disable=protected-access
+    fig.subplots().plot([0, 1], [1, 0])
+    png = io.save_figure(fig, tmp_path / "f.png", dpi=40)
+    assert png.stat().st_mode & 0o777 == 0o600
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  finally:
+    os.umask(old)

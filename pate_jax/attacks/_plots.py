@@ -13,6 +13,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from pate_jax import io
+
 GROUP_COLORS = {"low": "tab:red", "medium": "tab:orange", "high": "tab:green"}
 # What the tick labels L1..H5 mean (the attack paper's Table 1 names).
 LMH_NOTE = ("histograms of the attack paper's Table 1: L = low, M = medium, H = high teacher "
@@ -26,7 +28,7 @@ def _subplots(nrows: int = 1, ncols: int = 1, **kwargs: Any):
 
 
 def _save(fig, path: str | os.PathLike) -> str:
-  fig.savefig(path, dpi=120, bbox_inches="tight")
+  io.save_figure(fig, path, dpi=120, bbox_inches="tight")
   return str(path)
 
 

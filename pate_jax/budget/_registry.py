@@ -111,6 +111,21 @@ class BudgetRegistry:
     with _locked(lock):
       return self._load(path, private_data)
 
+  def data_of(self, votes: str) -> str | None:
+    """The private data under which a budget of the votes digest ``votes`` is registered,
+    or None: what ties votes to their data where votes.npz's ``private_data`` was removed
+    or replaced in a copy (the votes' salted digest does not cover it)."""
+    if not self.directory.is_dir():
+      return None
+    for path in sorted(self.directory.glob("*.json")):
+      if not _checks.is_sha256(path.stem):
+        continue
+      _, lock = self._paths(path.stem)
+      with _locked(lock):
+        if any(b["votes"] == votes for b in self._load(path, path.stem)):
+          return path.stem
+    return None
+
   def claim(self, private_data: str, votes: str, teachers: str | os.PathLike, *,
             another: bool = False, generation: int = 0,
             sha256: str = "") -> list[dict[str, Any]]:

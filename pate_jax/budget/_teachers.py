@@ -69,7 +69,9 @@ class TeachersBudget:
     release_key: the noise key of the releases (the k-th uses ``fold_in(key, k)``).
     registry: the :class:`BudgetRegistry` where a secret-noise budget registers before it
       is charged, keyed by the votes' ``private_data`` (votes without it, and research
-      budgets, do not register); ``None``: none.
+      budgets, do not register); ``None``: none. Votes the registry holds under other
+      private data are refused, and votes whose ``private_data`` was removed take the
+      registry's (:meth:`BudgetRegistry.data_of`).
     another_budget: register this budget even where the registry holds another budget on
       the same private data (whose ε adds to this one's); otherwise that is refused.
     private_data: the registry's key where the votes carry none (votes.npz written before
@@ -111,6 +113,15 @@ class TeachersBudget:
     self.research_seed = research_seed
     self.noise = "secret" if research_seed is None else f"research:{int(research_seed)}"
     self.private_data = votes.get("private_data") or private_data
+    if registry is not None and research_seed is None:
+      known = registry.data_of(self.digest)
+      if known is not None and self.private_data and self.private_data != known:
+        raise BudgetError(
+            f"{self.directory}: votes.npz names other private data than the budget registry "
+            f"{registry.directory} holds these votes under (their salted digest "
+            f"{self.digest[:12]}…): votes.npz was altered; its budget is the registry's "
+            "entry, spent from the teachers' own directory")
+      self.private_data = self.private_data or known
     self.registry = registry if research_seed is None and self.private_data else None
     self.another_budget = bool(another_budget)
     # One empty aggregator up front: validates the settings before anything is read.

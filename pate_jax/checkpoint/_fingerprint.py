@@ -2,8 +2,9 @@
 
 Owns :func:`fingerprint` (a flat JSON record of what determines a run),
 :func:`fingerprint_diff` (the fields that differ, for :class:`ResumeMismatchError`),
-the restart flag named in its message (:func:`check_restart_flag`, :func:`restart_hint`)
-and the completion record of a finished run (:data:`COMPLETED_FILE`,
+:func:`data_fingerprint` (the keyed digest of the data a run trains on), the restart
+flag named in its message (:func:`check_restart_flag`, :func:`restart_hint`) and the
+completion record of a finished run (:data:`COMPLETED_FILE`,
 :func:`read_completed`). The module docstring of :mod:`pate_jax.checkpoint` says how
 :class:`pate_jax.checkpoint.Checkpointer` uses them.
 """
@@ -17,6 +18,8 @@ import re
 from typing import Any, Mapping
 
 import numpy as np
+
+from pate_jax import io
 
 FINGERPRINT_FILE = "fingerprint.json"
 COMPLETED_FILE = "completed.json"
@@ -91,3 +94,18 @@ def read_completed(directory: str | os.PathLike) -> dict[str, Any] | None:
 
 
 _as_fingerprint = fingerprint  # Checkpointer's argument of the same name shadows it
+
+
+KEY_SUFFIX = ".key"  # <directory>.key: the secret key of the data digests of a fingerprint
+
+
+def data_fingerprint(directory: str | os.PathLike, *arrays: Any) -> str:
+  """What a fingerprint records of the data a run trains on: the HMAC-SHA256 of ``arrays``
+  (:func:`pate_jax.io.keyed_digest`) under a secret key kept beside the checkpoint
+  ``directory`` (``<directory>.key``, owner-only, drawn on first use and kept through a
+  restart). A plain SHA-256 of private data in ``fingerprint.json`` would let one who
+  knows every record but one test each candidate for the missing one."""
+  directory = pathlib.Path(directory)
+  directory.parent.mkdir(parents=True, exist_ok=True)
+  key = io.secret_key(directory.with_name(directory.name + KEY_SUFFIX))
+  return io.keyed_digest(key, *arrays)

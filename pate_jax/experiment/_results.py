@@ -128,7 +128,8 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
     seed: the root seed of the run.
     name: file name inside ``workdir``.
     disclosure: what of the file may be published (:data:`PUBLISHABLE`,
-      :data:`MEASUREMENT` or :data:`NO_PRIVATE_DATA`), written first in the file.
+      :data:`MEASUREMENT` or :data:`NO_PRIVATE_DATA`), written first in the file. A file
+      that holds a private value (:func:`holds_private`) is owner-only.
     written_at: the time the file records (seconds since the epoch; default now). The
       main job records its student's end, since what came after (its attack on the
       private votes) took a time that is a function of them.
@@ -148,7 +149,20 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
       "device": device_info(),
       "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(written_at)),
   }
-  return write_text(path / name, json.dumps(record, indent=2, sort_keys=False) + "\n")
+  return write_text(path / name, json.dumps(record, indent=2, sort_keys=False) + "\n",
+                    private=holds_private(record["results"], disclosure))
+
+
+def holds_private(results: Any, disclosure: str = PUBLISHABLE) -> bool:
+  """Whether a results file holds a private value: a measurement as a whole, or results
+  with a ``private`` part (at any depth). Such a file is written owner-only (0600)."""
+  if disclosure == MEASUREMENT:
+    return True
+  if isinstance(results, Mapping):
+    return any(k == "private" or holds_private(v) for k, v in results.items())
+  if isinstance(results, (list, tuple)):
+    return any(holds_private(v) for v in results)
+  return False
 
 
 def remove_stale(workdir: str | os.PathLike, names: Iterable[str]) -> None:

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import data as data_lib
+from pate_jax import io
 from pate_jax.kd_gan import _privacy as P
 
 
@@ -198,7 +199,7 @@ def plot_utility_vs_epsilon(path: str | pathlib.Path, published: Sequence[dict],
   ax.legend(fontsize=8)
   path = pathlib.Path(path)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  io.save_figure(fig, path, dpi=120)
   return path
 
 

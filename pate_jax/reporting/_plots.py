@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from pate_jax import experiment
+from pate_jax import io
 
 
 def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) -> pathlib.Path:
@@ -29,7 +30,7 @@ def plot_privacy(curve: dict[str, Any], title: str, path: str | pathlib.Path) ->
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7, frameon=False)
   fig.tight_layout()
-  fig.savefig(path, dpi=100)
+  io.save_figure(fig, path, dpi=100)
   return pathlib.Path(path)
 
 
@@ -43,7 +44,7 @@ def plot_gap(gap: np.ndarray, num_teachers: int, path: str | pathlib.Path) -> No
   ax.set_title(f"{experiment.PRIVATE_TITLE}{num_teachers} teachers, mean gap {gap.mean():.1%}",
                fontsize=9)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  io.save_figure(fig, path, dpi=120)
 
 
 def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.Path) -> None:
@@ -56,7 +57,7 @@ def plot_history(history: list[dict[str, Any]], title: str, path: str | pathlib.
   ax.set_title(title, fontsize=9)
   ax.grid(alpha=0.3)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  io.save_figure(fig, path, dpi=120)
 
 
 def stamp_private(src: str | pathlib.Path, dst: str | pathlib.Path,

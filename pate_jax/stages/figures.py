@@ -33,6 +33,7 @@ import numpy as np
 
 from pate_jax import aggregation
 from pate_jax import experiment
+from pate_jax import io
 from pate_jax import rng
 from pate_jax import votes as votes_lib
 
@@ -105,7 +106,7 @@ def make_figure(workdirs: Sequence[str | pathlib.Path], out: str | pathlib.Path,
   ax.grid(True, which="both", alpha=0.3)
   ax.legend()
   fig.tight_layout()
-  fig.savefig(out / "figure2.png", dpi=150)
+  io.save_figure(fig, out / "figure2.png", dpi=150)
 
   results = {"epsilon": eps, "gamma": gammas, "epsilon_convention": epsilon_convention,
              "rows": rows, "num_seeds": num_seeds, "curves": curves}
@@ -184,7 +185,7 @@ def plot_gaps(rows: list[dict], path: str | pathlib.Path) -> None:
   ax.set_ylim(0, 100)
   ax.set_title(experiment.PRIVATE_TITLE + f"{rows[0]['dataset']}: top-two vote gap")
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  io.save_figure(fig, path, dpi=120)
 
 
 def run_gap(config: Any, workdir: str) -> dict:

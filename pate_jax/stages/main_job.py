@@ -201,13 +201,13 @@ def student_plot_title(student: dict, noise_source: dict) -> str:
 
 def write_report(summary: dict, root: pathlib.Path) -> pathlib.Path:
   """``report.md`` with the figures that exist (paths relative to the workdir), written
-  atomically."""
+  atomically and owner-only (its second part is private)."""
   figures = {"gap": "teachers/gap.png", "privacy": "aggregate/privacy.png",
              "student": "student/accuracy.png",
              "attack": "attack/defense_consistent_answers.png"}
   figures = {k: f for k, f in figures.items() if (root / f).exists()}
   return experiment.write_text(root / "report.md",
-                               reporting.main_job_markdown(summary, figures))
+                               reporting.main_job_markdown(summary, figures), private=True)
 
 
 def check_student(config) -> None:

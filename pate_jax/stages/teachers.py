@@ -32,6 +32,7 @@ import json
 import os
 import pathlib
 import time
+import zipfile
 from typing import Any
 
 from absl import logging
@@ -306,6 +307,42 @@ def write_votes_record(workdir: Any, fingerprint: dict[str, Any],
                         json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
+def upgrade_data_digests(workdir: Any, digest: str, keyed: str) -> list[str]:
+  """Rewrites the records of an older version of this stage in ``workdir``, which kept the
+  training rows' plain SHA-256 (``data_sha256``, readable by anyone holding the files: a
+  test of any guess at the private data), to the keyed digest (``data_hmac_sha256``) where
+  that is the same data (``digest``). The votes record of votes.npz without
+  ``private_data`` keeps it: the budget registry's key (:func:`recorded_data_digest`).
+  Returns the names of the files rewritten."""
+  workdir = pathlib.Path(workdir)
+  votes = workdir / VOTES_FILE
+  try:
+    with np.load(votes) as v:
+      keep_votes_record = "private_data" not in v.files
+  except FileNotFoundError:
+    keep_votes_record = False
+  except (OSError, ValueError, zipfile.BadZipFile):
+    keep_votes_record = True  # unreadable: left as it is
+  done = []
+  for path, nested in ((workdir / VOTES_RECORD, True),
+                       (workdir / "checkpoints" / checkpoint.FINGERPRINT_FILE, False),
+                       (workdir / "checkpoints" / checkpoint.COMPLETED_FILE, True)):
+    if keep_votes_record and path.name == VOTES_RECORD:
+      continue
+    try:
+      record = json.loads(path.read_text())
+    except (OSError, ValueError):
+      continue
+    fields = record.get("fingerprint") if nested and isinstance(record, dict) else record
+    if not isinstance(fields, dict) or fields.get("data_sha256") != digest:
+      continue
+    del fields["data_sha256"]
+    fields["data_hmac_sha256"] = keyed
+    experiment.write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    done.append(path.name)
+  return done
+
+
 def recorded_data_digest(workdir: Any) -> str | None:
   """The digest of the training rows that the run which wrote ``workdir``'s votes.npz
   recorded (its fingerprint's ``data_sha256``), or ``None``: the budget registry's key for
@@ -376,9 +413,13 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
   ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config, clock)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
+  digest = experiment.data_digest(train_x, train_y)  # private: votes.npz, the registry
+  keyed = checkpoint.data_fingerprint(pathlib.Path(workdir) / "checkpoints", train_x, train_y)
   fingerprint = {**experiment.config_fields(config, FINGERPRINT_FIELDS),
-                 "data_sha256": experiment.data_digest(train_x, train_y)}
-  private_data = private_data_digest(ds, train_x, train_y, fingerprint["data_sha256"])
+                 "data_hmac_sha256": keyed}
+  private_data = private_data_digest(ds, train_x, train_y, digest)
+  if jax.process_index() == 0:
+    upgrade_data_digests(workdir, digest, keyed)
   clock.mark("digest")
   restart = config.get("restart", False)
   # Refuses a changed configuration before anything is compiled: one that would replace

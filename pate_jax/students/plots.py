@@ -6,6 +6,7 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
+from pate_jax import io
 from pate_jax.students._data import UNNOISED_LABELS
 
 # The ε a point is plotted with: a publishable one -- the ε released with smooth
@@ -73,4 +74,4 @@ def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> Non
     fig.suptitle("PRIVATE (data owner only): students on the teachers' un-noised labels "
                  "or on research-noise labels", fontsize=9)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  io.save_figure(fig, path, dpi=120)

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from pate_jax import io
 from pate_jax import mechanisms
 
 
@@ -85,4 +86,4 @@ def plot_sweeps(path: str | os.PathLike, sweeps: Mapping[str, Any], non_private:
   # The data-dependent ε and the plurality student are functions of the teachers' votes.
   fig.suptitle("PRIVATE (data owner only): data-dependent ε, plurality labels", fontsize=9)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  io.save_figure(fig, path, dpi=120)
