@@ -1,8 +1,7 @@
 """The core's one I/O module: the file and array helpers the library shares.
 
 It owns what the core needs to touch the host side without the harness: a digest of
-arrays (which data a run trained on), its keyed form under a secret key file (what a
-checkpoint fingerprint records), an atomic text
+arrays (which data a run trained on, for checkpoint fingerprints), an atomic text
 write (a temporary file, then a rename: a reader never sees half a file) and the
 progress bar of long loops. It reads no config and knows no work directory layout;
 :mod:`pate_jax.experiment` (the harness: ``results.json``, ``run_main``) builds on it
@@ -12,70 +11,27 @@ and re-exports these helpers, never the reverse.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
 import pathlib
-import time
 from typing import Any
 
 import numpy as np
 
-__all__ = ["data_digest", "file_digest", "keyed_digest", "open_private", "progress",
-           "save_figure", "secret_key", "write_text"]
+__all__ = ["data_digest", "file_digest", "narrow", "open_private", "progress",
+           "save_figure", "write_text"]
 
 
 def data_digest(*arrays: Any) -> str:
   """SHA-256 of arrays' dtypes, shapes and bytes: which data a run trained on.
 
   Of private data it is private too (one who knows every record but one tries each
-  candidate for the missing one against it): a file others may read holds
-  :func:`keyed_digest` instead."""
-  return _update(hashlib.sha256(), arrays).hexdigest()
-
-
-def keyed_digest(key: bytes, *arrays: Any) -> str:
-  """HMAC-SHA256 under ``key`` (:func:`secret_key`) of what :func:`data_digest` reads: equal
-  for the same data and key, and without the key no test of a guess at the data."""
-  if not isinstance(key, bytes) or len(key) < 16:
-    raise ValueError(f"key: a {type(key).__name__}; it needs at least 16 secret bytes "
-                     "(secret_key)")
-  return _update(hmac.new(key, digestmod=hashlib.sha256), arrays).hexdigest()
-
-
-def _update(h: Any, arrays: tuple[Any, ...]) -> Any:
+  candidate for the missing one against it): it goes into owner-only files only."""
+  h = hashlib.sha256()
   for a in arrays:
     a = np.ascontiguousarray(a)
     h.update(f"{a.dtype.str}|{a.shape}|".encode())
     h.update(memoryview(a).cast("B"))
-  return h
-
-
-def secret_key(path: str | os.PathLike) -> bytes:
-  """The 32 secret bytes kept in ``path`` (64 hex digits, owner-only), drawn from
-  ``os.urandom`` and written there on first use; concurrent first uses agree (the file is
-  created exclusively)."""
-  path = pathlib.Path(path)
-  try:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-  except FileExistsError:
-    pass
-  else:
-    with os.fdopen(fd, "w") as f:
-      f.write(os.urandom(32).hex() + "\n")
-      f.flush()
-      os.fsync(f.fileno())
-  for _ in range(100):  # a concurrent creator may not have written its bytes yet
-    text = path.read_text().strip()
-    if text:
-      break
-    time.sleep(0.01)
-  try:
-    key = bytes.fromhex(text)
-  except ValueError:
-    key = b""
-  if len(key) != 32:
-    raise ValueError(f"{path}: not a key file (64 hex digits); delete it to draw a new key")
-  return key
+  return h.hexdigest()
 
 
 def file_digest(path: str | os.PathLike) -> str:
@@ -129,6 +85,16 @@ def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Pat
   with open_private(path) as f:
     fig.savefig(f, format="png", **kwargs)
   return path
+
+
+def narrow(path: str | os.PathLike) -> None:
+  """Makes an existing file owner-only (0600), if it is not already; a missing one is
+  left missing: a record an older version wrote readable by others."""
+  try:
+    if os.stat(path).st_mode & 0o077:
+      os.chmod(path, 0o600)
+  except FileNotFoundError:
+    pass
 
 
 def progress(iterable=None, **kwargs):

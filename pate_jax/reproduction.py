@@ -1114,7 +1114,7 @@ ROWS: tuple[Row, ...] = (
     Row("beyond", _CGN, "the same student after 900 steps", "—", "pate_g_cgn",
         "history[0].eval_accuracy", "pct"),
     Row("beyond", _CGN, "the same student and seeds on the true labels of the same answered "
-        "rows (non-private diagnostic)", "—", "pate_g_cgn_true_answered", "eval_accuracy", "pct",
+        "rows (a diagnostic)", "—", "pate_g_cgn_true_answered", "eval_accuracy", "pct",
         "seeds 98.7, 99.1, 99.0 % against 98.2, 92.9, 98.1 % on the noisy answers: their errors "
         "(2.1–3.6 % of the labels, most of them the CPU's MLP teachers' plurality) cost the "
         "row; without them the game did not fail in seed 1"),

@@ -287,6 +287,9 @@ def test_votes_whose_private_data_was_removed_or_replaced_meet_their_budget(tmp_
   _budget(a, reg).answer(np.arange(5))
   assert reg.data_of(budget_lib.votes_digest(votes_lib.load_votes(a))) == DATA
   assert reg.data_of("0" * 64) is None
+  # Another data's damaged entry stops neither the search nor these teachers' budget.
+  (reg.directory / f"{OTHER_DATA[::-1]}.json").write_text("{not json")
+  assert reg.data_of(budget_lib.votes_digest(votes_lib.load_votes(a))) == DATA
   v = dict(np.load(a / "votes.npz"))
   for name, private_data in (("removed", None), ("replaced", OTHER_DATA)):
     forged = tmp_path / name

@@ -86,7 +86,7 @@ def test_kd_only_fit_is_shared_by_variants_that_differ_only_in_d(smoke_run):
   assert r["fits"] == {"kd_only": 2, "joint": 3, "total": 5}
   assert r["kd_only_fits"]["kd_only"]["variants"] == ["paper", "lam_0.9"]
   assert by_name["paper"]["kd_only"] == by_name["lam_0.9"]["kd_only"]
-  fits = sorted(p.name for p in (work / "checkpoints").iterdir() if p.is_dir())
+  fits = sorted(p.name for p in (work / "checkpoints").iterdir())
   assert fits == ["joint_lam_0.9", "joint_paper", "joint_tau_1", "kd_only", "kd_only_tau1.0"]
   plan = _script("ablate_kd_gan").plan(_smoke())
   assert plan["fits"] == r["fits"]

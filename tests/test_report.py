@@ -40,7 +40,7 @@ def test_committed_report_regenerates_exactly(monkeypatch):
 def test_committed_publishable_files_hold_no_research_noise_or_attack_seconds():
   """A committed results.json that says it is publishable answered with secret noise, and
   holds the attack on its votes (a function of them, its seconds too) in its private part
-  only."""
+  only, as the time it was written (the student's end, before the attack)."""
   import json  # pylint: disable=g-import-not-at-top
 
   def public_noise(node):
@@ -48,6 +48,11 @@ def test_committed_publishable_files_hold_no_research_noise_or_attack_seconds():
       return (isinstance(node.get("noise_source"), dict) and bool(node["noise_source"].get(
           "public"))) or any(public_noise(v) for v in node.values())
     return isinstance(node, list) and any(public_noise(v) for v in node)
+
+  def seeded(node):  # a research noise seed in the config
+    if isinstance(node, dict):
+      return any((k == "noise_seed" and v is not None) or seeded(v) for k, v in node.items())
+    return isinstance(node, list) and any(seeded(v) for v in node)
 
   def attack_keys(node, path=""):
     if isinstance(node, dict):
@@ -65,7 +70,13 @@ def test_committed_publishable_files_hold_no_research_noise_or_attack_seconds():
       continue
     checked += 1
     assert not public_noise(record["results"]), path
+    # A seed in the config counts unless no teacher answered (a student on the pool's own
+    # labels: pate_g_cgn_true).
+    assert not seeded(record["config"]) or record["config"].get("labels") == "true", path
     assert not list(attack_keys(record["results"], "results")), path
+    seconds = record["results"].get("private", {}).get("seconds", {})
+    if "written_at_end_to_end" in seconds:
+      assert record["written_at"] < seconds["written_at_end_to_end"], path
   assert checked >= 10
 
 

@@ -9,15 +9,14 @@ trains.
 
 from __future__ import annotations
 
-import json
+import os
 import pathlib
 import re
 
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
-from pate_jax import checkpoint, experiment, io
+from pate_jax import checkpoint, experiment
 from pate_jax.stages import teachers  # the stage owns the workdir's votes record
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -181,65 +180,33 @@ def test_train_teachers_hint_is_accepted_by_the_script_that_runs_it(tmp_path, kw
     script.run(config, str(workdir), restart_flag="teachers.restart")
 
 
-# ------------------------------------------------------------------ the data's keyed digest
+# ------------------------------------------------------------------ the data's digest
 
 
-def test_a_fingerprint_keeps_the_datas_digest_keyed(tmp_path):
-  """A plain SHA-256 of private rows lets one who knows all rows but one test each guess at
-  it: a fingerprint holds an HMAC under a key drawn beside the checkpoints (owner-only),
-  equal for the same data and key, other for another key."""
-  x, y = np.arange(12, dtype=np.float32).reshape(3, 4), np.array([0, 1, 2])
-  a = checkpoint.data_fingerprint(tmp_path / "a" / "checkpoints", x, y)
-  key_file = tmp_path / "a" / ("checkpoints" + checkpoint.KEY_SUFFIX)
-  assert key_file.stat().st_mode & 0o777 == 0o600
-  assert a == checkpoint.data_fingerprint(tmp_path / "a" / "checkpoints", x, y)
-  assert a == io.keyed_digest(io.secret_key(key_file), x, y)
-  assert a != io.data_digest(x, y)
-  assert a != checkpoint.data_fingerprint(tmp_path / "b" / "checkpoints", x, y)
-  assert a != checkpoint.data_fingerprint(tmp_path / "a" / "checkpoints", x, y + 1)
-  for guess in range(3):  # without the key a guess cannot be tested against it
-    assert a != io.data_digest(x, np.array([0, 1, guess]))
-
-
-def test_secret_key_is_random_kept_and_checked(tmp_path):
-  first = io.secret_key(tmp_path / "k")
-  assert len(first) == 32 and io.secret_key(tmp_path / "k") == first
-  assert io.secret_key(tmp_path / "other") != first
-  (tmp_path / "bad").write_text("not hex\n")
-  with pytest.raises(ValueError, match="bad.*not a key file"):
-    io.secret_key(tmp_path / "bad")
-  with pytest.raises(ValueError, match="key"):
-    io.keyed_digest(b"short", np.zeros(2))
-
-
-def _old_records(workdir: pathlib.Path, digest: str) -> list[pathlib.Path]:
-  """The three records an older teachers stage kept, with the plain digest."""
-  fp = {**checkpoint.fingerprint(FINGERPRINT), "data_sha256": digest}
-  ckpt = workdir / "checkpoints"
-  ckpt.mkdir(parents=True)
-  paths = [workdir / teachers.VOTES_RECORD, ckpt / checkpoint.FINGERPRINT_FILE,
-           ckpt / checkpoint.COMPLETED_FILE]
-  paths[0].write_text(json.dumps({"fingerprint": fp, "outputs": {}}))
-  paths[1].write_text(json.dumps(fp))
-  paths[2].write_text(json.dumps({"step": 4, "fingerprint": fp, "outputs": {}}))
-  return paths
-
-
-def test_an_older_workdirs_plain_digest_is_rewritten_keyed(tmp_path):
-  digest, keyed = "d" * 64, "e" * 64
-  paths = _old_records(tmp_path / "w", digest)
-  np.savez(tmp_path / "w" / teachers.VOTES_FILE, votes=np.zeros((2, 2)), private_data=digest)
-  assert teachers.upgrade_data_digests(tmp_path / "w", "f" * 64, keyed) == []  # other data
-  assert all(digest in p.read_text() for p in paths)
-  assert len(teachers.upgrade_data_digests(tmp_path / "w", digest, keyed)) == 3
-  for p in paths:
-    assert digest not in p.read_text() and keyed in p.read_text(), p
-  stored = json.loads(paths[1].read_text())
-  assert stored == {**{k: v for k, v in checkpoint.fingerprint(FINGERPRINT).items()
-                       if k != "data_sha256"}, "data_hmac_sha256": keyed}
-  # votes.npz without private_data: its record's digest is still the registry's key.
-  paths = _old_records(tmp_path / "v", digest)
-  np.savez(tmp_path / "v" / teachers.VOTES_FILE, votes=np.zeros((2, 2)))
-  assert teachers.upgrade_data_digests(tmp_path / "v", digest, keyed) == [
-      checkpoint.FINGERPRINT_FILE, checkpoint.COMPLETED_FILE]
-  assert teachers.recorded_data_digest(tmp_path / "v") == digest
+def test_records_that_hold_the_datas_digest_are_owner_only(tmp_path):
+  """A plain SHA-256 of the private rows tests any guess at one of them: the checkpoints'
+  fingerprint, completion record and history and the votes' record are 0600 whatever the
+  umask, an older version's 0644 ones are narrowed, and a refusal names no digest."""
+  old = os.umask(0o022)
+  try:
+    ckpt_dir = tmp_path / "checkpoints"
+    ckpt_dir.mkdir()
+    for name in (checkpoint.COMPLETED_FILE, "history.json"):  # as an older version left them
+      (ckpt_dir / name).write_text("{}\n")
+    fp = {**FINGERPRINT, "data_sha256": "d" * 64}
+    with checkpoint.Checkpointer(ckpt_dir, fingerprint=fp) as ckpt:
+      ckpt.save_history([{"step": 1, "accuracy": 0.5}])
+      ckpt.save(1, {"w": jnp.zeros(2)})
+      ckpt.complete(1)
+    teachers.write_votes_record(tmp_path, fp, OUTPUTS)
+    for path in (ckpt_dir / checkpoint.FINGERPRINT_FILE, ckpt_dir / checkpoint.COMPLETED_FILE,
+                 ckpt_dir / "history.json", tmp_path / teachers.VOTES_RECORD):
+      assert path.stat().st_mode & 0o777 == 0o600, path
+      assert "d" * 64 in path.read_text() or path.name == "history.json"
+  finally:
+    os.umask(old)
+  diff = checkpoint.fingerprint_diff(fp, {**fp, "data_sha256": "e" * 64, "seed": 1})
+  assert diff == ["data_sha256: <a digest> (checkpoint) -> <a digest> (now)",
+                  "seed: 0 (checkpoint) -> 1 (now)"]
+  assert checkpoint.fingerprint_diff(fp, {k: v for k, v in fp.items() if k != "data_sha256"}
+                                     ) == ["data_sha256: <a digest> (checkpoint) -> <absent> (now)"]

@@ -374,7 +374,7 @@ def test_fit_refuses_to_resume_another_run(tmp_path):
   students.fit(st, data, jax.random.key(0), num_steps=5, fingerprint={"lr": 1}, **kw)
   other_labels = students.with_labels(data, np.arange(13), pool_y[:13])
   for args, field in [((data, jax.random.key(1)), "key"),
-                      ((other_labels, jax.random.key(0)), "data_hmac_sha256")]:
+                      ((other_labels, jax.random.key(0)), "data_sha256")]:
     with pytest.raises(ResumeMismatchError, match=field):
       students.fit(st, *args, num_steps=10, fingerprint={"lr": 1}, **kw)
   with pytest.raises(ResumeMismatchError, match="lr"):

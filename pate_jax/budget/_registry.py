@@ -122,8 +122,12 @@ class BudgetRegistry:
         continue
       _, lock = self._paths(path.stem)
       with _locked(lock):
-        if any(b["votes"] == votes for b in self._load(path, path.stem)):
-          return path.stem
+        try:
+          budgets = self._load(path, path.stem)
+        except BudgetError:  # another data's damaged entry: its own budgets refuse it
+          continue
+      if any(b["votes"] == votes for b in budgets):
+        return path.stem
     return None
 
   def claim(self, private_data: str, votes: str, teachers: str | os.PathLike, *,

@@ -2,9 +2,9 @@
 resume safe: it continues the *same* run, past a corrupted step, in one process at a time.
 
 * **Fingerprint.** :class:`Checkpointer` stores a flat JSON record of everything that
-  determines the run (seed, the data's keyed digest :func:`data_fingerprint`, partition,
-  optimiser, model: see :func:`fingerprint`) as ``fingerprint.json`` beside the step
-  directories. A resume whose fingerprint differs is refused with :class:`ResumeMismatchError` naming the
+  determines the run (seed, data digest, partition, optimiser, model: see
+  :func:`fingerprint`) as ``fingerprint.json`` beside the step directories. A resume
+  whose fingerprint differs is refused with :class:`ResumeMismatchError` naming the
   differing fields, unless ``restart=True`` discards the checkpoints and starts over
   (the message names the flag that sets it: ``restart_flag``, ``--config.restart`` by
   default, ``--config.teachers.restart`` in a main job whose stage configs are nested).
@@ -42,9 +42,7 @@ from pate_jax.checkpoint._fingerprint import (
     FINGERPRINT_FILE,
     RESTART_FLAG,
     ResumeMismatchError,
-    KEY_SUFFIX,
     check_restart_flag,
-    data_fingerprint,
     fingerprint,
     fingerprint_diff,
     read_completed,

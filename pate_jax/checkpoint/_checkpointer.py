@@ -25,6 +25,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from pate_jax import _checks
+from pate_jax import io
 from pate_jax.checkpoint._fingerprint import (
     COMPLETED_FILE,
     FINGERPRINT_FILE,
@@ -196,10 +197,12 @@ class Checkpointer:
           f"{restart_hint(self.restart_flag)}.")
 
   def _write_fingerprint(self) -> None:
-    path = self._fingerprint_path
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(self.fingerprint, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    # Owner-only, as every record here: the fingerprint holds the training rows' SHA-256
+    # (a test of any guess at a private row), the history the segments' accuracies.
+    io.write_text(self._fingerprint_path,
+                  json.dumps(self.fingerprint, indent=1, sort_keys=True) + "\n", private=True)
+    for name in (COMPLETED_FILE, HISTORY_FILE):  # an older version's, written 0644
+      io.narrow(self.directory / name)
 
   def _discard(self) -> None:
     """``restart=True``: removes everything in the directory except the lock."""
@@ -265,10 +268,7 @@ class Checkpointer:
     """Writes the loop's per-segment records (JSON values) beside its checkpoints."""
     if not self._main:
       return
-    path = self.directory / HISTORY_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(entries) + "\n")
-    tmp.replace(path)
+    io.write_text(self.directory / HISTORY_FILE, json.dumps(entries) + "\n", private=True)
 
   def wait(self) -> float:
     """Blocks until every started save is on disk; returns the seconds waited."""
@@ -294,10 +294,8 @@ class Checkpointer:
       return 0
     record = {"step": int(step), "fingerprint": self.fingerprint,
               "outputs": None if outputs is None else _as_fingerprint(outputs)}
-    path = self.directory / COMPLETED_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    io.write_text(self.directory / COMPLETED_FILE,
+                  json.dumps(record, indent=1, sort_keys=True) + "\n", private=True)
     if keep:
       return 0
     freed = 0

@@ -2,9 +2,8 @@
 
 Owns :func:`fingerprint` (a flat JSON record of what determines a run),
 :func:`fingerprint_diff` (the fields that differ, for :class:`ResumeMismatchError`),
-:func:`data_fingerprint` (the keyed digest of the data a run trains on), the restart
-flag named in its message (:func:`check_restart_flag`, :func:`restart_hint`) and the
-completion record of a finished run (:data:`COMPLETED_FILE`,
+the restart flag named in its message (:func:`check_restart_flag`, :func:`restart_hint`)
+and the completion record of a finished run (:data:`COMPLETED_FILE`,
 :func:`read_completed`). The module docstring of :mod:`pate_jax.checkpoint` says how
 :class:`pate_jax.checkpoint.Checkpointer` uses them.
 """
@@ -18,8 +17,6 @@ import re
 from typing import Any, Mapping
 
 import numpy as np
-
-from pate_jax import io
 
 FINGERPRINT_FILE = "fingerprint.json"
 COMPLETED_FILE = "completed.json"
@@ -61,10 +58,12 @@ def fingerprint(fields: Mapping[str, Any]) -> dict[str, Any]:
 def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any],
                      stored_name: str = "checkpoint") -> list[str]:
   """``"field: old (checkpoint) -> new (now)"`` for every field that differs (values as
-  JSON; a field one side lacks shows as ``<absent>``); ``stored_name`` names the old side."""
-  show = lambda d, k: json.dumps(d[k]) if k in d else "<absent>"
+  JSON; a field one side lacks shows as ``<absent>``; a digest, a field named ``*sha256*``,
+  as ``<a digest>``: that of private data is private); ``stored_name`` names the old side."""
+  raw = lambda d, k: json.dumps(d[k]) if k in d else "<absent>"
+  show = lambda d, k: "<a digest>" if "sha256" in k and k in d else raw(d, k)
   return [f"{k}: {show(stored, k)} ({stored_name}) -> {show(current, k)} (now)"
-          for k in sorted(set(stored) | set(current)) if show(stored, k) != show(current, k)]
+          for k in sorted(set(stored) | set(current)) if raw(stored, k) != raw(current, k)]
 
 
 def restart_hint(restart_flag: str = RESTART_FLAG) -> str:
@@ -94,18 +93,3 @@ def read_completed(directory: str | os.PathLike) -> dict[str, Any] | None:
 
 
 _as_fingerprint = fingerprint  # Checkpointer's argument of the same name shadows it
-
-
-KEY_SUFFIX = ".key"  # <directory>.key: the secret key of the data digests of a fingerprint
-
-
-def data_fingerprint(directory: str | os.PathLike, *arrays: Any) -> str:
-  """What a fingerprint records of the data a run trains on: the HMAC-SHA256 of ``arrays``
-  (:func:`pate_jax.io.keyed_digest`) under a secret key kept beside the checkpoint
-  ``directory`` (``<directory>.key``, owner-only, drawn on first use and kept through a
-  restart). A plain SHA-256 of private data in ``fingerprint.json`` would let one who
-  knows every record but one test each candidate for the missing one."""
-  directory = pathlib.Path(directory)
-  directory.parent.mkdir(parents=True, exist_ok=True)
-  key = io.secret_key(directory.with_name(directory.name + KEY_SUFFIX))
-  return io.keyed_digest(key, *arrays)

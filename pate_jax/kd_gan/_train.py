@@ -49,7 +49,8 @@ import optax
 
 from pate_jax import _checks as v
 from pate_jax import models, students
-from pate_jax.checkpoint import Checkpointer, data_fingerprint, run_segments
+from pate_jax.checkpoint import Checkpointer, run_segments
+from pate_jax.io import data_digest
 from pate_jax.kd_gan import _losses as L
 
 _BATCH, _GUMBEL_T, _GUMBEL_S, _NOISE, _UNLABELLED = range(5)
@@ -419,13 +420,13 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
   per_run = check_teacher(gan, public_x, teacher_log_probs, keys.shape[0])
   x_all = jnp.asarray(np.asarray(public_x, np.float32))
   tl_all = jnp.asarray(np.asarray(teacher_log_probs, np.float32))
-  u_all = None
+  u_all, extra = None, {}
   if unlabelled_x is not None:
     u = np.asarray(unlabelled_x, np.float32)
     if u.shape[1:] != x_all.shape[1:] or u.shape[0] < gan.batch_size:
       raise ValueError(f"unlabelled_x: shape {u.shape}; it needs the public inputs' "
                        f"{x_all.shape[1:]} and at least batch_size = {gan.batch_size} rows")
-    u_all = jnp.asarray(u)
+    u_all, extra = jnp.asarray(u), {"unlabelled_sha256": data_digest(u)}
   state = init_runs(gan, keys, x_all[:2])
   ckpt = None
   if checkpoint_dir:
@@ -434,13 +435,9 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
         # How the keys are used: a checkpoint of the earlier derivation (round r from
         # fold_in(key, r)) does not resume under this one.
         "key_streams": "fold_in(key, 0): init, fold_in(key, 1): rounds",
-        # Keyed: the teacher's log-probabilities are a function of the private data.
-        "data_hmac_sha256": data_fingerprint(
-            checkpoint_dir, np.asarray(public_x, np.float32),
-            np.asarray(teacher_log_probs, np.float32)),
-        **({} if u_all is None else {
-            "unlabelled_hmac_sha256": data_fingerprint(checkpoint_dir, np.asarray(u_all))}),
-        **(fingerprint or {})})
+        "data_sha256": data_digest(np.asarray(public_x, np.float32),
+                                   np.asarray(teacher_log_probs, np.float32)),
+        **extra, **(fingerprint or {})})
   try:
     r = 0
     if ckpt is not None:

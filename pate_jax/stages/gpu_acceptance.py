@@ -486,7 +486,7 @@ def run(config, workdir: str) -> dict:
           experiment.report_marked(show, results, root / name)
       except Exception as e:  # pylint: disable=broad-except  # record it, go on to the next
         (root / name).mkdir(parents=True, exist_ok=True)
-        experiment.write_text(root / name / "error.txt", traceback.format_exc())
+        experiment.write_text(root / name / "error.txt", traceback.format_exc(), private=True)
         status[name] = {"stage": stage, "status": "failed", "wall_seconds": time.time() - t0,
                         "error": f"{type(e).__name__}: {str(e)[:500]}".replace(
                             str(root.resolve()), str(root))}

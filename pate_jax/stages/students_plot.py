@@ -35,7 +35,8 @@ def run(config, workdir: str) -> dict:
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
   plots.plot_students(points, out / "students.png")
-  (out / "students.json").write_text(json.dumps(points, indent=1))
+  experiment.write_text(out / "students.json", json.dumps(points, indent=1),  # as the PNG
+                        private=True)
   return {"points": points}
 
 

@@ -32,7 +32,6 @@ import json
 import os
 import pathlib
 import time
-import zipfile
 from typing import Any
 
 from absl import logging
@@ -42,7 +41,8 @@ import ml_collections
 import numpy as np
 
 from pate_jax import _checks as checks
-from pate_jax import checkpoint, data, distributed, experiment, memory, reporting, rng, teachers
+from pate_jax import checkpoint, data, distributed, experiment, io, memory, reporting, rng
+from pate_jax import teachers
 from pate_jax import votes as votes_lib
 from pate_jax.checkpoint import RESTART_FLAG, Checkpointer, check_restart_flag
 
@@ -301,46 +301,11 @@ def write_votes_record(workdir: Any, fingerprint: dict[str, Any],
   """Writes ``<workdir>/votes_fingerprint.json``: the ``fingerprint`` (the checkpoints'
   fields) and ``outputs`` (what else votes.npz depends on) of the run about to write
   votes.npz. Written *before* votes.npz, so a votes.npz of this version always has its
-  record (:func:`protect_votes`); it outlives the checkpoints."""
+  record (:func:`protect_votes`); it outlives the checkpoints. Owner-only: it holds the
+  training rows' SHA-256, which tests any guess at a private row."""
   record = _record(fingerprint, outputs)
   experiment.write_text(pathlib.Path(workdir) / VOTES_RECORD,
-                        json.dumps(record, indent=1, sort_keys=True) + "\n")
-
-
-def upgrade_data_digests(workdir: Any, digest: str, keyed: str) -> list[str]:
-  """Rewrites the records of an older version of this stage in ``workdir``, which kept the
-  training rows' plain SHA-256 (``data_sha256``, readable by anyone holding the files: a
-  test of any guess at the private data), to the keyed digest (``data_hmac_sha256``) where
-  that is the same data (``digest``). The votes record of votes.npz without
-  ``private_data`` keeps it: the budget registry's key (:func:`recorded_data_digest`).
-  Returns the names of the files rewritten."""
-  workdir = pathlib.Path(workdir)
-  votes = workdir / VOTES_FILE
-  try:
-    with np.load(votes) as v:
-      keep_votes_record = "private_data" not in v.files
-  except FileNotFoundError:
-    keep_votes_record = False
-  except (OSError, ValueError, zipfile.BadZipFile):
-    keep_votes_record = True  # unreadable: left as it is
-  done = []
-  for path, nested in ((workdir / VOTES_RECORD, True),
-                       (workdir / "checkpoints" / checkpoint.FINGERPRINT_FILE, False),
-                       (workdir / "checkpoints" / checkpoint.COMPLETED_FILE, True)):
-    if keep_votes_record and path.name == VOTES_RECORD:
-      continue
-    try:
-      record = json.loads(path.read_text())
-    except (OSError, ValueError):
-      continue
-    fields = record.get("fingerprint") if nested and isinstance(record, dict) else record
-    if not isinstance(fields, dict) or fields.get("data_sha256") != digest:
-      continue
-    del fields["data_sha256"]
-    fields["data_hmac_sha256"] = keyed
-    experiment.write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
-    done.append(path.name)
-  return done
+                        json.dumps(record, indent=1, sort_keys=True) + "\n", private=True)
 
 
 def recorded_data_digest(workdir: Any) -> str | None:
@@ -413,13 +378,11 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
   ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config, clock)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
-  digest = experiment.data_digest(train_x, train_y)  # private: votes.npz, the registry
-  keyed = checkpoint.data_fingerprint(pathlib.Path(workdir) / "checkpoints", train_x, train_y)
   fingerprint = {**experiment.config_fields(config, FINGERPRINT_FIELDS),
-                 "data_hmac_sha256": keyed}
-  private_data = private_data_digest(ds, train_x, train_y, digest)
+                 "data_sha256": experiment.data_digest(train_x, train_y)}
+  private_data = private_data_digest(ds, train_x, train_y, fingerprint["data_sha256"])
   if jax.process_index() == 0:
-    upgrade_data_digests(workdir, digest, keyed)
+    io.narrow(pathlib.Path(workdir) / VOTES_RECORD)  # an older version's, written 0644
   clock.mark("digest")
   restart = config.get("restart", False)
   # Refuses a changed configuration before anything is compiled: one that would replace

@@ -32,7 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax.checkpoint import Checkpointer, data_fingerprint, run_segments, segment_lengths
+from pate_jax.checkpoint import Checkpointer, run_segments, segment_lengths
+from pate_jax.io import data_digest
 from pate_jax.students._data import StudentData, epoch_batches
 
 PyTree = Any
@@ -485,16 +486,14 @@ def _checkpointer(checkpoint_dir: str | None, keys: Mapping[str, jax.Array], dat
                   restart_flag: str) -> Checkpointer | None:
   """The checkpointer of :func:`fit` and :func:`fit_seeds` (None without a directory): its
   fingerprint holds the run's key(s) (``keys``: ``{"key": key}`` or ``{"keys": keys}``),
-  the batch size, ``init_examples``, the data's keyed digest (the KD-GAN's teacher trains on
-  private data) and the caller's ``fingerprint``."""
+  the batch size, ``init_examples``, the data's digest and the caller's ``fingerprint``."""
   if not checkpoint_dir:
     return None
   return Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
                       restart_flag=restart_flag, fingerprint={
       **{name: np.asarray(jax.random.key_data(k)).tolist() for name, k in keys.items()},
       "batch_size": batch_size, "init_examples": init_examples,
-      "data_hmac_sha256": data_fingerprint(checkpoint_dir, data.pool, data.labelled_index,
-                                           data.labels),
+      "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
       **(fingerprint or {})})
 
 
