@@ -62,6 +62,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # accounting, on synthetic data of its shapes (pate_jax.stages.student.compile_ahead).
   # None: when the student trains on an accelerator (compiling is host work).
   c.compile_student_ahead = ml_collections.config_dict.placeholder(bool)
+  # Set by the main job (pate_jax.stages.main_job.wire), not here: each stage's seed from
+  # --config.seed, the aggregate's noise seed from --config.noise_seed, and the student's
+  # labelling from --config.aggregate.*. An override of one of them is refused by name.
+  for stage in (c.teachers, c.aggregate, c.student):
+    stage.seed = ml_collections.config_dict.placeholder(int)
+  c.aggregate.noise_seed = ml_collections.config_dict.placeholder(int)
+  del c.student.aggregate
   c.seed = 0
   # None: secret noise (os.urandom, never written). An int: a research noise seed for exact
   # reproduction; the noise is then public and the run's ε a measurement, not a release.

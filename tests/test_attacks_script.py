@@ -71,6 +71,15 @@ def test_attack_script_writes_results_and_figures(setting, figures, tmp_path, ca
   assert tail[-1].count(".png") == figures and any(c.isdigit() for c in tail[-3])
   record = json.loads((tmp_path / "work" / "results.json").read_text())
   assert record["results"]["setting"] == setting and record["seed"] == config.seed
+  # Teachers trained here on private data: private as a whole, every number's line marked.
+  # The published (Table 1) or synthetic histograms: no private data.
+  private = setting == "adult"
+  assert record["disclosure"] == (experiment.MEASUREMENT if private else
+                                  experiment.NO_PRIVATE_DATA)
+  if private:
+    assert any(line.startswith(experiment.PRIVATE_MARK + "Section 2") for line in tail)
+  else:
+    assert not any("private" in line for line in tail[:-2])
   assert len(results["figures"]) == figures
   assert all(pathlib.Path(p).stat().st_size > 0 for p in results["figures"])
   if setting == "adult":

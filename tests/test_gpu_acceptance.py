@@ -93,6 +93,11 @@ def test_targets_are_computed_from_the_results(tmp_path):
   _write(tmp_path, "tests_slow", {"failures": 0, "errors": 2, "interrupted": True})
   t = ga.targets(c, tmp_path)
   assert t["suite_passes"]["met"] is False and t["suite_passes"]["value"] == "2 failed or errored"
+  # A group that ran no test (its JUnit file elsewhere) does not pass.
+  _write(tmp_path, "tests_slow", {"tests": 0, "failures": 0, "errors": 0})
+  t = ga.targets(c, tmp_path)
+  assert t["suite_passes"]["met"] is False
+  assert t["suite_passes"]["value"] == "0 failed or errored; no test ran in slow"
   _write(tmp_path, "tests_slow", {"failures": 1, "errors": 0})
   (tmp_path / "pate_mnist" / "results.json").unlink()
   (tmp_path / "pate_mnist" / "error.txt").write_text("XlaRuntimeError: RESOURCE_EXHAUSTED: ...")

@@ -589,14 +589,19 @@ def test_property_everything_released_fits_the_budget(tmp_path):
   assert min(totals.values()) > 30 and totals["answers"] > 2000, totals
 
 
-@pytest.mark.parametrize("disclosure", [None, "measurement"])
-def test_a_report_of_a_run_private_as_a_whole_marks_every_line(tmp_path, capsys, disclosure):
-  """A script whose results.json is private as a whole (a research measurement) prints no
-  line a reader could take as publishable: the harness marks every report line that does
-  not already say "private"; a publishable run's lines are printed as they are."""
+@pytest.mark.parametrize("disclosure, name", [(None, "results.json"),
+                                              ("measurement", "results.json"),
+                                              ("measurement", "figure2.json")])
+def test_a_report_of_a_run_private_as_a_whole_marks_every_line(tmp_path, capsys, disclosure,
+                                                               name):
+  """A script whose results file is private as a whole (a research measurement; Figure 2's
+  is figure2.json) prints no line a reader could take as publishable: the harness marks
+  every report line that does not already say "private"; a publishable run's lines are
+  printed as they are."""
   def run(config, workdir):
     kwargs = {"disclosure": experiment.MEASUREMENT} if disclosure else {}
-    experiment.write_results(workdir, {"accuracy": 0.9}, config={}, seed=0, **kwargs)
+    experiment.write_results(workdir, {"accuracy": 0.9}, config={}, seed=0, name=name,
+                             **kwargs)
     return {"accuracy": 0.9}
 
   def report(results):

@@ -343,6 +343,29 @@ def test_main_job_refuses_a_student_its_summary_cannot_report(tmp_path, field, v
     main_job.plan(c)
 
 
+@pytest.mark.parametrize("stage, field, value, instead", [
+    ("aggregate", "noise_seed", 0, "--config.noise_seed"),
+    ("teachers", "seed", 3, "--config.seed"),
+    ("student", "seed", 5, "--config.seed"),
+])
+def test_main_job_refuses_what_it_sets_itself(tmp_path, stage, field, value, instead):
+  """A stage's seed or noise seed given by hand was replaced without a word: a research
+  ``aggregate.noise_seed`` became secret noise and spent the real budget. The student's
+  labelling is the aggregate stage's config, so it has no field of its own here."""
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  assert "aggregate" not in c.student and c[stage][field] is None
+  c[stage][field] = value
+  with pytest.raises(ValueError, match=rf"config.{stage}.{field}: .*{instead}"):
+    run_pate.run(c, str(tmp_path / "work"))
+  assert not (tmp_path / "work").exists()
+  with pytest.raises(ValueError, match=rf"config.{stage}.{field}"):
+    main_job.plan(c)
+  c[stage][field] = None
+  main_job.wire(c, None)  # what the main job sets
+  assert c.teachers.seed == c.aggregate.seed == c.student.seed == c.seed
+  assert c.aggregate.noise_seed is None and c.student.aggregate.noise_seed is None
+
+
 @pytest.mark.slow
 def test_main_job_with_host_work_beside_the_accelerator(tmp_path):
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")

@@ -161,8 +161,10 @@ class BudgetRegistry:
             f"registry {self.directory}). "
             "A second set of teachers on the same data opens a second budget, and the ε of "
             "the two add up. Answer from those teachers (config.votes_dir), or, to spend a "
-            "second budget knowingly, set config.another_budget=True: every run on this "
-            "data then reports how many budgets it has")
+            "second budget knowingly, set config.another_budget=True "
+            "(--config.aggregate.another_budget=True where the aggregate stage is nested: "
+            "the main job, the student script): every run on this data then reports how "
+            "many budgets it has")
       budgets = budgets + [{
           "votes": votes, "teachers": str(pathlib.Path(teachers).resolve()),
           "registered": datetime.datetime.now(datetime.timezone.utc).isoformat(

@@ -249,13 +249,17 @@ def print_private(line: str) -> None:
 
 
 def private_as_a_whole(workdir: str | os.PathLike) -> bool:
-  """Whether ``<workdir>/results.json`` says the whole file is private (its ``disclosure``,
-  e.g. :data:`MEASUREMENT`)."""
-  try:
-    record = json.loads((pathlib.Path(workdir) / "results.json").read_text())
-  except (OSError, ValueError):
-    return False
-  return str(record.get("disclosure", "")).startswith("private")
+  """Whether a results file in ``workdir`` (``results.json``, or another name such as
+  ``figure2.json``) says the whole file is private (its ``disclosure``, e.g.
+  :data:`MEASUREMENT`)."""
+  for path in sorted(pathlib.Path(workdir).glob("*.json")):
+    try:
+      record = json.loads(path.read_text())
+    except (OSError, ValueError):
+      continue
+    if isinstance(record, dict) and str(record.get("disclosure", "")).startswith("private"):
+      return True
+  return False
 
 
 def run_and_report(run: Callable[[Any, str], Any], report: Callable[[Any], None] | None,
@@ -275,7 +279,7 @@ def run_and_report(run: Callable[[Any, str], Any], report: Callable[[Any], None]
 def report_marked(report: Callable[[Any], None], results: Any,
                   workdir: str | os.PathLike) -> None:
   """``report(results)``, every printed line marked private (:func:`mark_private`) where
-  ``<workdir>/results.json`` is private as a whole."""
+  a results file in ``workdir`` is private as a whole (:func:`private_as_a_whole`)."""
   if not private_as_a_whole(workdir):
     report(results)
     return

@@ -241,6 +241,10 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
   lines.append(f"{r['mechanism']} {r['noise']}: {r['num_answered']} of {r['num_queries']} "
                "queries answered, label accuracy "
                + (f"{acc_answered:.1%}" if acc_answered is not None else "n/a"))
+  led = r["ledger"]
+  if r["num_queries"] and not r["num_answered"] and not led["num_charged"]:
+    lines.append(f"  refused: every query (ε_max {_g(led['epsilon_max'])} leaves no room for "
+                 "the first answer's data-independent cost)")
   lines += _epsilon_lines(r["epsilon"], r.get("epsilon_tight"), "")
   if r.get("epsilon_tight"):
     lines.append(f"  ({r['epsilon_convention']})")
@@ -259,7 +263,8 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
   others = led.get("budgets_on_private_data")
   if others is not None and others > 1:
     lines.append(f"  NOTE: {others} budgets are spent on the private data these teachers were "
-                 "trained on (config.another_budget): their ε add up")
+                 "trained on (another_budget in the aggregate stage's config): their ε add "
+                 "up")
   p = r["private"]
   lines.append(f"{experiment.PRIVATE_MARK}plurality accuracy {p['plurality_accuracy']:.1%}")
   lines += _epsilon_lines(p["epsilon"], p.get("epsilon_tight"), experiment.PRIVATE_MARK)

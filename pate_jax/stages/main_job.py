@@ -229,8 +229,22 @@ def wire(config, root: pathlib.Path | None) -> None:
   """One root seed for every stage (pate_jax.rng streams); the student labels with the
   aggregate stage's config, from the teachers' votes and into aggregate/ under ``root``
   (``None``: a dry run, before any stage has written anything). Refuses a student the
-  main job cannot report (:func:`check_student`)."""
+  main job cannot report (:func:`check_student`), and a stage's seed, noise seed or
+  labelling given by hand (configs/pate_mnist.py leaves them unset): they would be
+  replaced, and a research ``aggregate.noise_seed`` would silently become secret noise."""
   check_student(config)
+  owned = {f"{stage}.seed": ("--config.seed", config.seed)
+           for stage in ("teachers", "aggregate", "student")}
+  owned["aggregate.noise_seed"] = ("--config.noise_seed", config.noise_seed)
+  for field, (instead, value) in owned.items():  # unset, or set by an earlier wire()
+    stage, name = field.split(".")
+    if config[stage].get(name) not in (None, value):
+      raise ValueError(f"config.{field}: the main job sets it from {instead}; give {instead} "
+                       "instead")
+  if "aggregate" in config.student and (
+      config.student.aggregate.to_dict() != config.aggregate.to_dict()):
+    raise ValueError("config.student.aggregate: the main job's student labels with the "
+                     "aggregate stage's config; give --config.aggregate.* instead")
   with config.unlocked():
     for stage in (config.teachers, config.aggregate, config.student):
       stage.seed = config.seed

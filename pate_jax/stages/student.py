@@ -126,6 +126,12 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
     if config.labels in ("noisy", "true_answered"):
       label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
       index, labels = students.answered_labels(label_file)
+      if index.size == 0:  # the budget, or Confident-GNMax's threshold, refused every query
+        raise ValueError(
+            f"config.aggregate: none of its {agg.get('num_queries')} queries was answered (the "
+            f"budget's ε_max {agg.get('ledger', {}).get('epsilon_max')} leaves no room for an "
+            "answer, or Confident-GNMax's threshold refused them all): the student has no "
+            "labels; raise config.aggregate.epsilon_max or num_queries, or lower the noise")
       # answering, accounting, release
       results["labels_seconds"] = clock.mark("labels")
     if config.labels == "true_answered":  # the answered rows, their errors taken out

@@ -81,7 +81,7 @@ def run(config, workdir: str) -> dict:
   """Runs the group (module docstring); writes ``results.json``."""
   if not (REPO / "tests").is_dir():
     raise FileNotFoundError(f"{REPO / 'tests'}: the test suite runs from a source checkout")
-  workdir = pathlib.Path(workdir)
+  workdir = pathlib.Path(workdir).resolve()  # pytest runs in the repository, not here
   workdir.mkdir(parents=True, exist_ok=True)
   junit, log = workdir / "junit.xml", workdir / "pytest.log"
   n = workers(config)
