@@ -112,3 +112,22 @@ def test_files_holding_private_values_are_owner_only(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   finally:
     os.umask(old)
+
+
+def test_a_refused_run_leaves_no_workdir_it_created(tmp_path):
+  """A run refused before it wrote anything (a bad value, a refused budget) left an empty
+  workdir holding its lock; the script removes what it created, never a file or a workdir
+  that was there before."""
+  from pate_jax.experiment import _main  # pylint: disable=g-import-not-at-top
+  created = tmp_path / "new"
+  (created / "checkpoints").mkdir(parents=True)
+  for lock in (created / ".lock", created / "checkpoints" / ".lock"):
+    lock.write_text("123\n")
+  assert _main.remove_if_left_empty(created) and not created.exists()
+  kept = tmp_path / "kept"
+  kept.mkdir()
+  (kept / ".lock").write_text("1\n")
+  (kept / "results.json").write_text("{}\n")
+  assert not _main.remove_if_left_empty(kept) and (kept / "results.json").exists()
+  assert not _main.remove_if_left_empty(tmp_path / "absent")
+  assert not _main.remove_if_left_empty(None)

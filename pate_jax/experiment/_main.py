@@ -366,12 +366,16 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
       set_deterministic(wanted)
     if config.get("fast_compile"):  # a rehearsal's: likewise before the backend starts
       set_fast_compile(True)
+    workdir = flags.FLAGS.workdir
+    existed = workdir is not None and os.path.exists(workdir)
     try:
       if flags.FLAGS.dry_run:
         print(dry_run(config, plan))
         return
-      run_and_report(run, report, config, flags.FLAGS.workdir)
+      run_and_report(run, report, config, workdir)
     except user_errors() as e:
+      if not existed:
+        remove_if_left_empty(workdir)
       if os.environ.get("PATE_JAX_TRACEBACK") == "1":
         raise
       print(f"error: {type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the traceback)",
@@ -379,6 +383,20 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
       raise SystemExit(1) from None
 
   app.run(main, argv=argv)
+
+
+def remove_if_left_empty(workdir: str | os.PathLike | None) -> bool:
+  """Removes ``workdir`` if it holds nothing but run locks and empty directories: what a run
+  refused before it wrote anything leaves (call it only for a workdir the run created).
+  Returns whether it was removed."""
+  from pate_jax.checkpoint import LOCK_FILE  # pylint: disable=g-import-not-at-top
+  root = pathlib.Path(workdir) if workdir else None
+  if root is None or not root.is_dir():
+    return False
+  if any((p.is_file() and p.name != LOCK_FILE) or p.is_symlink() for p in root.rglob("*")):
+    return False
+  shutil.rmtree(root)
+  return True
 
 
 def timed(fn: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]]:

@@ -61,7 +61,7 @@ def _mc_keys(config, key) -> jax.Array:
 
 
 def _print_summary(results) -> None:
-  for name, summary in results["summary"].items():
+  for name, summary in experiment.to_jsonable(results["summary"]).items():
     print(name, summary)
 
 
@@ -140,9 +140,10 @@ def run_budget(config, key, workdir) -> dict:
         progress=functools.partial(experiment.progress, desc=f"{ds} ledger"))
     results["datasets"][ds] = out["summary"]
     results["histograms"].extend(out["histograms"])
-    print(f"{ds}: mean error {out['summary']['mean_error']} (paper: "
-          f"{0.11 if ds == 'mnist' else 0.05}); ledger {out['summary'].get('ledger_mean_error')}")
-    print(f"{ds}: Cramér–Rao {out['summary']['cramer_rao']}")
+    shown = experiment.to_jsonable(out["summary"])  # numbers, not np.float64(...)
+    print(f"{ds}: mean error {shown['mean_error']} (paper: "
+          f"{0.11 if ds == 'mnist' else 0.05}); ledger {shown.get('ledger_mean_error')}")
+    print(f"{ds}: Cramér–Rao {shown['cramer_rao']}")
   results["figures"] = [attacks.plot_budget(
       pathlib.Path(workdir) / "fig4_budget_limited.png", results,
       {ds: config.datasets[ds].budget for ds in _DATASETS})]
@@ -175,7 +176,7 @@ def run_defense(config, key, workdir) -> dict:
         rng.stream(key, "attack_ledger"), attacks.table1_histogram("svhn/M3"),
         sigma=float(config.sigmas[0]), num_queries=config.num_queries,
         delta=config.ledger_delta, consistent=c) for c in (False, True)]
-    print("ledger replay:", results["ledger_check"])
+    print("ledger replay:", experiment.to_jsonable(results["ledger_check"]))
   results["figures"] = [attacks.plot_defense(
       pathlib.Path(workdir) / "defense_consistent_answers.png", results)]
   _print_summary(results)
