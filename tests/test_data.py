@@ -153,6 +153,9 @@ class TestLoaders:
       ds = data.load_image_dataset("mnist", tmp_path, use_tfds=False, allow_fallback=True)
     assert ds.fallback and ds.name == "digits" and "FALLBACK" in ds.source
     assert ds.train_images.dtype == np.uint8 and ds.train_images.max() == 255
+    # A data directory that does not exist is a mistyped path: no fallback.
+    with pytest.raises(FileNotFoundError, match="No fallback: the data directory given"):
+      data.load_image_dataset("mnist", tmp_path / "typo", use_tfds=False, allow_fallback=True)
 
   def test_real_mnist(self, data_dir):
     ds = data.load_image_dataset("mnist", data_dir, use_tfds=False)

@@ -15,7 +15,8 @@ Search order for ``load_image_dataset(name, data_dir)``:
    short TCP connection, so that an offline machine falls through at once instead
    of sitting through tensorflow-datasets' download retries);
 4. only if ``allow_fallback=True``: scikit-learn's bundled 8×8 digits, with a
-   loud warning and ``ImageDataset.fallback = True`` so results record it.
+   loud warning and ``ImageDataset.fallback = True`` so results record it (not where
+   the data directory given does not exist: a mistyped path is an error).
 
 If nothing works, a ``FileNotFoundError`` names the dataset, every place looked
 and how to provide the data.
@@ -272,11 +273,13 @@ def load_image_dataset(name: str, data_dir: str | os.PathLike | None = None, *,
       True unless ``$PATE_JAX_OFFLINE=1`` (without a network, tfds retries for
       minutes before giving up).
     allow_fallback: return scikit-learn's 8×8 digits (flagged ``fallback=True``)
-      when ``name`` cannot be found anywhere.
+      when ``name`` cannot be found anywhere; not when the data directory given does not
+      exist (a mistyped path).
 
   Raises:
     ValueError: unknown name, or files of the wrong shape/dtype.
-    FileNotFoundError: nothing found and ``allow_fallback`` is False.
+    FileNotFoundError: nothing found and ``allow_fallback`` is False, or the data
+      directory given does not exist.
   """
   _check_name(name)
   if download is None:
@@ -316,6 +319,10 @@ def load_image_dataset(name: str, data_dir: str | os.PathLike | None = None, *,
              f"directory containing {name}/train.npz and {name}/test.npz (arrays 'image' "
              "uint8 N×H×W×C and 'label'), or the original idx / *_32x32.mat files, or run "
              "on a machine where tensorflow-datasets can download it.")
+  if allow_fallback and root is not None and not root.is_dir():
+    raise FileNotFoundError(f"{message}\nNo fallback: the data directory given ({root}) does "
+                            "not exist, which looks like a mistyped path rather than a "
+                            "machine without the data.")
   if allow_fallback:
     warnings.warn(message + "\nFALLING BACK to scikit-learn's 8x8 digits: results are NOT "
                   f"{name} results.", stacklevel=2)
