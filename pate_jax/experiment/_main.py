@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 from pate_jax.experiment._config import (HELP_FLAGS, _config_arg, _default_config_spec,
                                          help_text, load_config, unknown_overrides)
 from pate_jax.experiment._dry_run import dry_run
+from pate_jax.experiment._results import disclosed_private
 
 DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"
 FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
@@ -257,7 +258,7 @@ def private_as_a_whole(workdir: str | os.PathLike) -> bool:
       record = json.loads(path.read_text())
     except (OSError, ValueError):
       continue
-    if isinstance(record, dict) and str(record.get("disclosure", "")).startswith("private"):
+    if isinstance(record, dict) and disclosed_private(record.get("disclosure")):
       return True
   return False
 

@@ -153,10 +153,16 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
                     private=holds_private(record["results"], disclosure))
 
 
+def disclosed_private(disclosure: Any) -> bool:
+  """Whether a ``disclosure`` says the whole file is private (:data:`MEASUREMENT`)."""
+  return str(disclosure or "").startswith("private")
+
+
 def holds_private(results: Any, disclosure: str = PUBLISHABLE) -> bool:
-  """Whether a results file holds a private value: a measurement as a whole, or results
-  with a ``private`` part (at any depth). Such a file is written owner-only (0600)."""
-  if disclosure == MEASUREMENT:
+  """Whether a results file holds a private value: private as a whole
+  (:func:`disclosed_private`), or results with a ``private`` part (at any depth). Such a
+  file is written owner-only (0600)."""
+  if disclosed_private(disclosure):
     return True
   if isinstance(results, Mapping):
     return any(k == "private" or holds_private(v) for k, v in results.items())

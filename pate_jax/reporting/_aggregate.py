@@ -256,7 +256,6 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
                  f"(release {release['release']}; order {_g(release['order'])}, β "
                  f"{_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])} fixed in the config; "
                  f"{release['conversion']} conversion)")
-  led = r["ledger"]
   lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent "
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "
                f"kept in {led['kept_in']})")
