@@ -87,6 +87,17 @@ def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Pat
   return path
 
 
+def private_directory(path: str | os.PathLike) -> pathlib.Path:
+  """``path`` as a directory only its owner may enter (0700), created if missing and
+  narrowed if wider: one whose files another library writes with its own modes (orbax's
+  checkpoints of parameters trained on the private data)."""
+  path = pathlib.Path(path)
+  path.mkdir(mode=0o700, parents=True, exist_ok=True)
+  if path.stat().st_mode & 0o077:
+    os.chmod(path, 0o700)
+  return path
+
+
 def narrow(path: str | os.PathLike) -> None:
   """Makes an existing file owner-only (0600), if it is not already; a missing one is
   left missing: a record an older version wrote readable by others."""

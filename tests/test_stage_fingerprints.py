@@ -186,7 +186,8 @@ def test_train_teachers_hint_is_accepted_by_the_script_that_runs_it(tmp_path, kw
 def test_records_that_hold_the_datas_digest_are_owner_only(tmp_path):
   """A plain SHA-256 of the private rows tests any guess at one of them: the checkpoints'
   fingerprint, completion record and history and the votes' record are 0600 whatever the
-  umask, an older version's 0644 ones are narrowed, and a refusal names no digest."""
+  umask, an older version's 0644 ones are narrowed, the checkpoints' directory is 0700,
+  and a refusal names no digest."""
   old = os.umask(0o022)
   try:
     ckpt_dir = tmp_path / "checkpoints"
@@ -203,6 +204,11 @@ def test_records_that_hold_the_datas_digest_are_owner_only(tmp_path):
                  ckpt_dir / "history.json", tmp_path / teachers.VOTES_RECORD):
       assert path.stat().st_mode & 0o777 == 0o600, path
       assert "d" * 64 in path.read_text() or path.name == "history.json"
+    # orbax writes the checkpoints themselves with its own modes: no one else may enter.
+    assert ckpt_dir.stat().st_mode & 0o777 == 0o700  # made 0755 above, narrowed
+    with checkpoint.Checkpointer(tmp_path / "new" / "checkpoints") as ckpt:
+      ckpt.save(1, {"w": jnp.zeros(2)})
+    assert (tmp_path / "new" / "checkpoints").stat().st_mode & 0o777 == 0o700
   finally:
     os.umask(old)
   diff = checkpoint.fingerprint_diff(fp, {**fp, "data_sha256": "e" * 64, "seed": 1})

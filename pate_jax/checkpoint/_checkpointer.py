@@ -147,6 +147,8 @@ class Checkpointer:
     self.bad_steps: tuple[int, ...] = ()
     self.blocking_seconds = 0.0
     self.saves = 0
+    if self._main:  # orbax writes its files world-readable: no one else may enter
+      io.private_directory(self.directory)
     if self._lock is not None:
       self._lock.acquire()
     try:
