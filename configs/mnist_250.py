@@ -68,7 +68,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.max_to_keep = 1            # checkpoint steps kept while training (resume needs one).
   c.keep_checkpoints = False   # False: delete them once votes.npz is written (the CPU
                                # run's state is ~0.7 GB a step; votes.npz < 1 MB).
-  c.crash_after_step = -1      # >0: exit abruptly after that checkpoint (resume tests).
   c.restart = False            # True: discard the workdir's checkpoints and start over
                                # (a rerun with other training fields is refused otherwise);
                                # refused once votes.npz exists: use another workdir.

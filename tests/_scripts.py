@@ -50,3 +50,23 @@ def run_result(source: str, *args: str, timeout: int = 300, fast_compile: bool =
   assert proc.returncode == 0, proc.stderr[-3000:]
   line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))
   return json.loads(line[len("RESULT"):])
+
+
+class Killed(Exception):
+  """A teachers run stopped by :func:`kill_teachers_after`."""
+
+
+def kill_teachers_after(monkeypatch, step: int) -> None:
+  """The teachers stage, while ``monkeypatch`` holds, stops as a killed job would after the
+  checkpoint of ``step``: its checkpointer closed (the save on disk), then :class:`Killed`
+  raised from inside training, so that no later line of the stage runs."""
+  from pate_jax import teachers  # pylint: disable=g-import-not-at-top
+  train = teachers.train_with_checkpoints
+
+  def killed_after(ensemble, state, keys, images, labels, ckpt, **kwargs):
+    def after_save(saved: int) -> None:
+      if saved == step:
+        ckpt.close()
+        raise Killed(step)
+    return train(ensemble, state, keys, images, labels, ckpt, after_save=after_save, **kwargs)
+  monkeypatch.setattr(teachers, "train_with_checkpoints", killed_after)

@@ -245,18 +245,12 @@ def test_teachers_killed_after_their_light_last_save_resume_to_the_same_votes(
     script, finished, tmp_path, monkeypatch):
   """Without kept checkpoints the teachers' last save holds their parameters only; a run
   killed after it (while voting) votes from them without training again."""
-  class Exited(Exception):
-    pass
-
-  def exit_(code):
-    raise Exited(code)
-
   workdir = tmp_path / "killed"
   config = lambda **o: _config(keep_checkpoints=False, **o)  # noqa: E731
   with monkeypatch.context() as m:
-    m.setattr(os, "_exit", exit_)
-    with pytest.raises(Exited):
-      script.run(config(crash_after_step=4), str(workdir))
+    _scripts.kill_teachers_after(m, 4)
+    with pytest.raises(_scripts.Killed):
+      script.run(config(), str(workdir))
   saved = lambda step: set(ocp.StandardCheckpointHandler().metadata(  # noqa: E731
       workdir / "checkpoints" / str(step) / "default").keys())
   assert saved(4) == {"params"} and saved(2) == {"params", "opt_state"}  # 2: the whole state

@@ -17,6 +17,8 @@ import pytest
 from pate_jax import experiment
 from pate_jax import votes as votes_lib
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "experiments" / "train_teachers.py"
 SMALL = ["--config.dataset=digits", "--config.num_teachers=4", "--config.num_steps=30",
@@ -38,10 +40,6 @@ def _final_params(workdir, step):
                                             / "default")
 
 
-class _Exited(Exception):
-  """Raised instead of ``os._exit`` so that the killed run ends without ending pytest."""
-
-
 def _small_config(**overrides):
   config = experiment.load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
   config.update({"dataset": "digits", "num_teachers": 4, "num_steps": 30,
@@ -52,23 +50,18 @@ def _small_config(**overrides):
 
 @pytest.mark.slow
 def test_killed_run_resumes_bit_identical(tmp_path, monkeypatch):
-  """In-process: the kill is the script's own ``os._exit(3)`` after the step-20 checkpoint.
-
-  The script closes its checkpointer before exiting, so nothing but the process
-  ending is skipped; the CLI path is exercised by the tests below.
+  """In-process: the run stops inside training after the step-20 checkpoint
+  (``_scripts.kill_teachers_after``), its checkpointer closed; the CLI path is exercised
+  by the tests below.
   """
   script = experiment.load_script(SCRIPT)
   clean, killed = tmp_path / "clean", tmp_path / "killed"
   script.run(_small_config(), str(clean))
-
-  def exit_(code):
-    raise _Exited(code)
-
   with monkeypatch.context() as m:
-    m.setattr(os, "_exit", exit_)
-    with pytest.raises(_Exited) as exited:
-      script.run(_small_config(crash_after_step=20), str(killed))
-  assert exited.value.args == (3,)
+    _scripts.kill_teachers_after(m, 20)
+    with pytest.raises(_scripts.Killed) as exited:
+      script.run(_small_config(), str(killed))
+  assert exited.value.args == (20,)
   assert not (killed / "votes.npz").exists()
   script.run(_small_config(), str(killed))  # the same run again
   results = json.loads((killed / "results.json").read_text())["results"]
@@ -95,13 +88,10 @@ def test_killed_run_in_a_workdir_with_brackets_resumes_from_its_checkpoint(tmp_p
     c.model.kwargs.hidden = (16,)
     return c
 
-  def exit_(code):
-    raise _Exited(code)
-
   with monkeypatch.context() as m:
-    m.setattr(os, "_exit", exit_)
-    with pytest.raises(_Exited):
-      script.run(config(crash_after_step=2), str(workdir))
+    _scripts.kill_teachers_after(m, 2)
+    with pytest.raises(_scripts.Killed):
+      script.run(config(), str(workdir))
   assert [p.name for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()] == ["2"]
   results = script.run(config(), str(workdir))
   assert results["resumed_from_step"] == 2

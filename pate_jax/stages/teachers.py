@@ -20,8 +20,7 @@ uses it.
 The stage owns what the core library (:mod:`pate_jax.teachers`, plain arguments only)
 must not see: the config (:data:`FINGERPRINT_FIELDS`, :func:`check_config`,
 :func:`build_ensemble` from a config), the work directory's files (:func:`protect_votes`,
-:func:`write_votes_record`, :func:`reused_results`) and the resume tests' kill
-(``config.crash_after_step``).
+:func:`write_votes_record`, :func:`reused_results`).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
-import os
 import pathlib
 import time
 from typing import Any
@@ -161,20 +159,6 @@ def build_ensemble(config: ml_collections.ConfigDict, num_classes: int) -> teach
       memory_fraction=config.get("memory_fraction", 0.6),
       compute_dtype=config.get("compute_dtype", "float32"),
       unroll_segments=config.get("unroll_segments", False))
-
-
-def _kill_after(ckpt: Checkpointer, crash_after_step: int):
-  """``config.crash_after_step`` (> 0), the resume tests' killed job: after that step's
-  checkpoint the process exits at once, without cleanup (the checkpointer closed first, so
-  only the process ending is skipped). None when off."""
-  if crash_after_step <= 0:
-    return None
-
-  def after_save(step: int) -> None:
-    if step == crash_after_step:
-      ckpt.close()
-      os._exit(3)  # Simulates a killed job (no cleanup) for the resume tests.
-  return after_save
 
 
 def compiles_ahead(config: ml_collections.ConfigDict, ensemble: teachers.Ensemble) -> bool:
@@ -474,8 +458,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
     state, loss = teachers.train_with_checkpoints(
         ensemble, state, train_keys, shard_x, shard_y, ckpt, step=step,
         num_steps=config.num_steps, checkpoint_every=config.checkpoint_every, num_teachers=t,
-        plan=plan, after_save=_kill_after(ckpt, config.get("crash_after_step", -1)),
-        final_keys=final_keys)
+        plan=plan, final_keys=final_keys)
     train_seconds = clock.mark("train")
     seconds = _head_start(votes_ahead, "the votes")
     if seconds is not None:
