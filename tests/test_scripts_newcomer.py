@@ -256,3 +256,29 @@ def test_tabular_flags_grid_edges():
   assert _script("tabular").grid_edges({"best_order_data_dependent": max(orders),
                                         "best_order_data_independent": orders[1]},
                                        accountant) == ["best_order_data_dependent"]
+
+
+@pytest.mark.slow  # two processes, 3.8 s
+def test_ctrl_c_ends_a_script_with_a_line_not_a_traceback(tmp_path):
+  """Ctrl-C lands wherever the run is (inside orbax's save: a 70-line traceback): the script
+  says what stays and how to resume, exits 130, and removes a workdir it created empty;
+  PATE_JAX_TRACEBACK=1 shows the traceback."""
+  config = tmp_path / "config.py"
+  config.write_text("import ml_collections\n\ndef get_config():\n"
+                    "  return ml_collections.ConfigDict({'steps': 1})\n")
+  source = ("import sys\nfrom pate_jax import experiment\n"
+            "def run(config, workdir):\n  raise KeyboardInterrupt\n"
+            "experiment.run_main(run, argv=sys.argv)\n")
+
+  def interrupted(workdir, traceback=""):
+    return subprocess.run(
+        [sys.executable, "-c", source, f"--config={config}", f"--workdir={workdir}"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATE_JAX_TRACEBACK": traceback, "PYTHONPATH": _scripts.python_path()})
+
+  out = interrupted(tmp_path / "new")
+  assert out.returncode == 130 and "Traceback" not in out.stderr, out.stderr
+  assert out.stderr.startswith(f"interrupted: what was finished stays in {tmp_path / 'new'};")
+  assert not (tmp_path / "new").exists()
+  shown = interrupted(tmp_path / "new", traceback="1")
+  assert shown.returncode != 0 and "KeyboardInterrupt" in shown.stderr

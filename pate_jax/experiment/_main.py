@@ -382,6 +382,14 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
       print(f"error: {type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the traceback)",
             file=sys.stderr)
       raise SystemExit(1) from None
+    except KeyboardInterrupt:  # Ctrl-C: a line, not the traceback of wherever it landed
+      if not existed:
+        remove_if_left_empty(workdir)
+      if os.environ.get("PATE_JAX_TRACEBACK") == "1":
+        raise
+      print(f"interrupted: what was finished stays in {workdir}; the same command resumes "
+            "(a stage with checkpoints from its last complete one)", file=sys.stderr)
+      raise SystemExit(130) from None
 
   app.run(main, argv=argv)
 
