@@ -71,7 +71,12 @@ def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> 
 def open_private(path: str | os.PathLike, append: bool = False):
   """``path`` opened for binary writing (truncated, or appended to), readable by its owner
   only (0600) before a byte is written: a file holding private data (votes, a ledger, an
-  archive of a teachers' directory)."""
+  archive of a teachers' directory).
+
+  Its directory is made owner-only too (:func:`private_directory`): whoever may enter a
+  directory reads the size and times of every file in it, and the size of a compressed
+  file follows its contents (one teacher's vote changes votes.npz's by bytes)."""
+  private_directory(pathlib.Path(path).parent)
   flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
   fd = os.open(path, flags, 0o600)
   os.fchmod(fd, 0o600)  # a file that existed keeps its mode through os.open
@@ -89,8 +94,9 @@ def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Pat
 
 def private_directory(path: str | os.PathLike) -> pathlib.Path:
   """``path`` as a directory only its owner may enter (0700), created if missing and
-  narrowed if wider: one whose files another library writes with its own modes (orbax's
-  checkpoints of parameters trained on the private data)."""
+  narrowed if wider: one that holds an owner-only file (:func:`open_private`), or whose
+  files another library writes with its own modes (orbax's checkpoints of parameters
+  trained on the private data)."""
   path = pathlib.Path(path)
   path.mkdir(mode=0o700, parents=True, exist_ok=True)
   if path.stat().st_mode & 0o077:

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from pate_jax import _checks as v
+from pate_jax import io
 from pate_jax import ledger as ledger_lib
 
 FILENAME = "labels.npz"
@@ -76,17 +77,20 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
       raise ValueError(f"{name} must have shape [N] like labels ({labels.shape}); got shape "
                        f"{col.shape}")
   _check_outcomes(labels, columns["status"], columns["status"] == _ANSWERED, "labels")
-  path = _path(path_or_dir)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(path.name + ".tmp.npz")
-  np.savez_compressed(
-      tmp, query_index=columns["query_index"].astype(np.int64),
+  arrays = dict(
+      query_index=columns["query_index"].astype(np.int64),
       dataset_index=columns["dataset_index"].astype(np.int64),
       labels=labels.astype(np.int32), answered=columns["status"] == _ANSWERED,
       status=columns["status"].astype(np.int32),
       true_labels=columns["true_labels"].astype(np.int32), votes_digest=np.str_(votes_digest),
       mechanism=np.str_(mechanism), epsilon=np.float64(epsilon),
       epsilon_max=np.float64(epsilon_max), delta=np.float64(delta), noise=np.str_(noise))
+  path = _path(path_or_dir)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(path.name + ".tmp.npz")
+  # Labels of research noise (a recorded seed) bound the votes beyond any ε: owner-only.
+  with io.open_private(tmp) if noise != "secret" else open(tmp, "wb") as f:
+    np.savez_compressed(f, **arrays)
   tmp.replace(path)
   return path
 

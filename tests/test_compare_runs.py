@@ -126,5 +126,8 @@ def test_one_run_twice_on_this_checkout_is_equal(tmp_path, digits_votes_dir):
   raw = [json.loads((tmp_path / side / "aggregate" / "results.json").read_text())
          for side in ("a", "b")]
   assert raw[0] != raw[1]
+  # The log holds the run's private lines: owner-only, in an owner-only directory.
+  assert (tmp_path / "a" / "aggregate.log").stat().st_mode & 0o777 == 0o600
+  assert (tmp_path / "a").stat().st_mode & 0o777 == 0o700
   out = cr.compare(tmp_path / "a", tmp_path / "b")
   assert out["equal"] and "aggregate/results.json" in out["files"], out

@@ -3,6 +3,8 @@ budget's record."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -38,6 +40,22 @@ def test_the_file_holds_no_private_value(tmp_path):
   with np.load(path) as f:
     assert sorted(f.files) == sorted(labels_lib.KEYS)
   assert not any("private" in k or "cost" in k or "order" in k for k in labels_lib.KEYS)
+
+
+def test_research_noise_labels_are_owner_only(tmp_path):
+  """With a recorded seed the noise is public and the labels bound the votes beyond any ε:
+  the file and its directory are the owner's only; secret noise's labels keep the umask's."""
+  old = os.umask(0o022)
+  try:
+    research = labels_lib.save_labels(tmp_path / "research", **_record(noise="research:0"))
+    secret = labels_lib.save_labels(tmp_path / "secret", **_record())
+  finally:
+    os.umask(old)
+  assert research.stat().st_mode & 0o777 == 0o600
+  assert research.parent.stat().st_mode & 0o777 == 0o700
+  assert secret.stat().st_mode & 0o777 == 0o644
+  assert secret.parent.stat().st_mode & 0o777 == 0o755
+  assert labels_lib.load_labels(research)["noise"] == "research:0"
 
 
 def test_bad_files_and_arguments(tmp_path):

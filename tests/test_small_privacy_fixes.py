@@ -90,7 +90,8 @@ def test_orders_and_moments_refuse_strings_and_booleans(bad):
 
 def test_files_holding_private_values_are_owner_only(tmp_path):
   """A results.json with a private part (at any depth) or of a measurement, and every
-  figure, is 0600 whatever the umask; a file of public values only keeps the umask's."""
+  figure, is 0600 whatever the umask, in a directory made 0700; a file of public values
+  only keeps the umask's, and so does its directory."""
   from pate_jax import io  # pylint: disable=g-import-not-at-top
   from pate_jax.reporting import _plots  # pylint: disable=g-import-not-at-top
   old = os.umask(0o022)
@@ -104,11 +105,16 @@ def test_files_holding_private_values_are_owner_only(tmp_path):
       path = experiment.write_results(tmp_path / name, results, config={}, seed=0,
                                       disclosure=disclosure)
       mode = path.stat().st_mode & 0o777
-      assert mode == (0o644 if name in ("public", "synthetic") else 0o600), (name, oct(mode))
+      public = name in ("public", "synthetic")
+      assert mode == (0o644 if public else 0o600), (name, oct(mode))
+      # Whoever enters a directory reads its files' sizes, which follow their contents.
+      mode = path.parent.stat().st_mode & 0o777
+      assert mode == (0o755 if public else 0o700), (name, oct(mode))
     fig = _plots._figure(figsize=(2, 2))  # pylint: disable=protected-access
     fig.subplots().plot([0, 1], [1, 0])
-    png = io.save_figure(fig, tmp_path / "f.png", dpi=40)
+    png = io.save_figure(fig, tmp_path / "figures" / "f.png", dpi=40)
     assert png.stat().st_mode & 0o777 == 0o600
+    assert png.parent.stat().st_mode & 0o777 == 0o700
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   finally:
     os.umask(old)

@@ -101,6 +101,7 @@ def test_killed_run_in_a_workdir_with_brackets_resumes_from_its_checkpoint(tmp_p
 
 @pytest.mark.slow
 def test_mnist_results_and_votes(tmp_path, data_dir):
+  tmp_path.chmod(0o755)  # as a workdir made under the usual umask (pytest's are 0700)
   _run(tmp_path, f"--config.data_dir={data_dir}", "--config.num_teachers=5",
        "--config.train_subset=1000", "--config.num_steps=40", "--config.checkpoint_every=20")
   record = json.loads((tmp_path / "results.json").read_text())
@@ -124,6 +125,8 @@ def test_mnist_results_and_votes(tmp_path, data_dir):
   recorded = json.loads((tmp_path / "votes_fingerprint.json").read_text())
   digest = recorded["fingerprint"]["data_sha256"]
   assert v["private_data"] != digest
+  # No one else enters the directory: votes.npz's size follows the votes.
+  assert tmp_path.stat().st_mode & 0o077 == 0
   # The data's digests (a test of any guess at a private row) are in owner-only files only.
   for path in tmp_path.rglob("*"):
     if path.is_file() and path.stat().st_mode & 0o077:

@@ -49,7 +49,7 @@ import sys
 import time
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from pate_jax import experiment
+from pate_jax import experiment, io
 
 __all__ = ["Run", "CATALOGUE", "NOT_COVERED", "VOLATILE_KEYS", "command", "with_prerequisites",
            "run_catalogue", "comparable", "compare_files", "compare", "run", "plan", "report"]
@@ -193,7 +193,8 @@ def run_catalogue(checkout_dir: str | os.PathLike, workdir: str | os.PathLike,
     shutil.rmtree(root / entry.name, ignore_errors=True)
     rc, start = None, time.perf_counter()
     if (checkout / "experiments" / f"{entry.script}.py").is_file():
-      with open(root / f"{entry.name}.log", "w") as f:
+      # Owner-only: a run on the private data prints its private lines into it.
+      with io.open_private(root / f"{entry.name}.log") as f:
         try:
           rc = subprocess.run(cmd, cwd=checkout, env=environ, stdout=f,
                               stderr=subprocess.STDOUT, timeout=timeout_s,

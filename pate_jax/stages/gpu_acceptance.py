@@ -136,7 +136,7 @@ def _run_in_subprocess(module: str, config, workdir: pathlib.Path, env: dict[str
   """
   workdir.mkdir(parents=True, exist_ok=True)
   log = workdir / "subprocess.log"
-  with tempfile.TemporaryDirectory() as tmp, open(log, "w") as f:
+  with tempfile.TemporaryDirectory() as tmp, io.open_private(log) as f:  # its private lines
     spec = pathlib.Path(tmp) / "config.pkl"
     spec.write_bytes(pickle.dumps(config))
     try:
