@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+import stat
+import warnings
 from typing import Any
 
 import numpy as np
@@ -68,15 +70,17 @@ def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> 
   return path
 
 
-def open_private(path: str | os.PathLike, append: bool = False):
+def open_private(path: str | os.PathLike, append: bool = False, *, directory: bool = True):
   """``path`` opened for binary writing (truncated, or appended to), readable by its owner
   only (0600) before a byte is written: a file holding private data (votes, a ledger, an
   archive of a teachers' directory).
 
-  Its directory is made owner-only too (:func:`private_directory`): whoever may enter a
-  directory reads the size and times of every file in it, and the size of a compressed
-  file follows its contents (one teacher's vote changes votes.npz's by bytes)."""
-  private_directory(pathlib.Path(path).parent)
+  ``directory``: make its directory owner-only too (:func:`private_directory`): whoever may
+  enter a directory reads the size and times of every file in it, and the size of a
+  compressed file follows its contents (one teacher's vote changes votes.npz's by bytes).
+  False for a file the user sends somewhere of their choosing (a hand-over archive)."""
+  if directory:
+    private_directory(pathlib.Path(path).parent)
   flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
   fd = os.open(path, flags, 0o600)
   os.fchmod(fd, 0o600)  # a file that existed keeps its mode through os.open
@@ -96,11 +100,22 @@ def private_directory(path: str | os.PathLike) -> pathlib.Path:
   """``path`` as a directory only its owner may enter (0700), created if missing and
   narrowed if wider: one that holds an owner-only file (:func:`open_private`), or whose
   files another library writes with its own modes (orbax's checkpoints of parameters
-  trained on the private data)."""
+  trained on the private data).
+
+  A directory shared on purpose is left as it is, with a warning: another user's, or one
+  with the sticky or setgid bit (``/tmp``, a group's project directory)."""
   path = pathlib.Path(path)
   path.mkdir(mode=0o700, parents=True, exist_ok=True)
-  if path.stat().st_mode & 0o077:
-    os.chmod(path, 0o700)
+  st = path.stat()
+  mode = stat.S_IMODE(st.st_mode)
+  if not mode & 0o077:
+    return path
+  if st.st_uid != os.geteuid() or mode & (stat.S_ISVTX | stat.S_ISGID):
+    warnings.warn(f"{path} is shared (mode {mode:o}, owner uid {st.st_uid}): whoever may "
+                  "enter it sees the sizes and times of the owner-only files written in it; "
+                  "give the run a directory of its own", stacklevel=2)
+    return path
+  os.chmod(path, mode & ~0o077)
   return path
 
 

@@ -137,3 +137,38 @@ def test_a_refused_run_leaves_no_workdir_it_created(tmp_path):
   assert not _main.remove_if_left_empty(kept) and (kept / "results.json").exists()
   assert not _main.remove_if_left_empty(tmp_path / "absent")
   assert not _main.remove_if_left_empty(None)
+
+
+def test_a_directory_shared_on_purpose_is_left_as_it_is(tmp_path):
+  """An owner-only file narrows its own directory, never a shared one: ``/tmp``-like
+  (sticky), a group's project directory (setgid), another user's; those warn instead."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  own = tmp_path / "own"
+  own.mkdir(mode=0o755)
+  own.chmod(0o755)
+  with io.open_private(own / "votes.npz") as f:
+    f.write(b"x")
+  assert own.stat().st_mode & 0o7777 == 0o700
+  shared = {"sticky": 0o1777, "setgid": 0o2775}
+  for name, mode in shared.items():
+    (tmp_path / name).mkdir()
+    (tmp_path / name).chmod(mode)
+    with pytest.warns(UserWarning, match="is shared"):
+      with io.open_private(tmp_path / name / "votes.npz") as f:
+        f.write(b"x")
+    assert (tmp_path / name).stat().st_mode & 0o7777 == mode, name
+  if os.geteuid() == 0:  # only root can give a directory to another user
+    other = tmp_path / "other"
+    other.mkdir(mode=0o777)
+    other.chmod(0o777)
+    os.chown(other, 65534, -1)
+    with pytest.warns(UserWarning, match="owner uid 65534"):
+      io.private_directory(other)
+    assert other.stat().st_mode & 0o777 == 0o777
+  archive = tmp_path / "handover"
+  archive.mkdir(mode=0o755)
+  archive.chmod(0o755)
+  with io.open_private(archive / "a.tar.gz", directory=False) as f:
+    f.write(b"x")
+  assert archive.stat().st_mode & 0o777 == 0o755
+  assert (archive / "a.tar.gz").stat().st_mode & 0o777 == 0o600

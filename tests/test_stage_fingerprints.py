@@ -204,7 +204,8 @@ def test_records_that_hold_the_datas_digest_are_owner_only(tmp_path):
                  ckpt_dir / "history.json", tmp_path / teachers.VOTES_RECORD):
       assert path.stat().st_mode & 0o777 == 0o600, path
       assert "d" * 64 in path.read_text() or path.name == "history.json"
-    # orbax writes the checkpoints themselves with its own modes: no one else may enter.
+    # orbax writes the checkpoints themselves with its own modes: no one else may enter,
+    # even where the checkpointer writes no owner-only file of its own (no fingerprint).
     assert ckpt_dir.stat().st_mode & 0o777 == 0o700  # made 0755 above, narrowed
     with checkpoint.Checkpointer(tmp_path / "new" / "checkpoints") as ckpt:
       ckpt.save(1, {"w": jnp.zeros(2)})
