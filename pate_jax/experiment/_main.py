@@ -18,6 +18,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import time
 from typing import Any, Callable, Mapping
 
@@ -387,9 +388,13 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
         remove_if_left_empty(workdir)
       if os.environ.get("PATE_JAX_TRACEBACK") == "1":
         raise
-      print(f"interrupted: what was finished stays in {workdir}; the same command resumes "
-            "(a stage with checkpoints from its last complete one)", file=sys.stderr)
-      raise SystemExit(130) from None
+      print("interrupted: " + (
+          f"what was finished stays in {workdir}; the same command resumes (a stage with "
+          "checkpoints from its last complete one)" if workdir else "nothing was written"),
+            file=sys.stderr, flush=True)
+      # Ended by SIGINT, as an uncaught KeyboardInterrupt ends Python: a shell loop stops.
+      signal.signal(signal.SIGINT, signal.SIG_DFL)
+      os.kill(os.getpid(), signal.SIGINT)
 
   app.run(main, argv=argv)
 
