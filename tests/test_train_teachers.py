@@ -51,9 +51,8 @@ def _small_config(**overrides):
 @pytest.mark.slow
 def test_killed_run_resumes_bit_identical(tmp_path, monkeypatch):
   """In-process: the run stops inside training after the step-20 checkpoint
-  (``_scripts.kill_teachers_after``), its checkpointer closed; the CLI path is exercised
-  by the tests below.
-  """
+  (``_scripts.kill_teachers_after``), its checkpointer closed, and the same run again
+  resumes there to the clean run's parameters and votes, bit for bit."""
   script = experiment.load_script(SCRIPT)
   clean, killed = tmp_path / "clean", tmp_path / "killed"
   script.run(_small_config(), str(clean))

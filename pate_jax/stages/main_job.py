@@ -355,24 +355,13 @@ def plan(config) -> dict:
           "teachers": teachers_stage.plan(config.teachers),
           "aggregate": {"mechanism": config.aggregate.mechanism,
                         "num_queries": config.aggregate.num_queries},
-          "student": _student_plan(config.student),
+          "student": student_stage.plan(config.student, votes_from=_query_set(config)[0]),
           "attack": ({"histograms": a.num_histograms, "repeats_each": a.num_queries,
                       "seeds": a.num_seeds, "variants": list(a.variants.keys())}
                      if a.enabled and mechanisms.get(
                          config.aggregate.mechanism,
                          "config.aggregate.mechanism") is mechanisms.GNMAX
                      else "skipped (needs gnmax labels and attack.enabled)")}
-
-
-def _student_plan(config) -> dict:
-  """The student stage's plan, its votes named as this job's own: the teachers stage writes
-  them (``<workdir>/teachers/votes.npz``) before the student reads them."""
-  out = student_stage.plan(config)
-  if str(out.get("votes", "")).startswith("MISSING"):
-    out["votes"] = "the teachers stage's, written by this job (<workdir>/teachers/votes.npz)"
-    out["sizes_from"] = str(out.get("sizes_from", "")).replace(
-        "the votes are missing", "the split the teachers' votes will cover")
-  return out
 
 
 def report(s: dict) -> None:

@@ -314,26 +314,34 @@ def _fit_seeds_checked(config, student, data, roots: list, workdir, fit_kwargs
                "game_restarts": failed, "seed_histories": histories}
 
 
-def plan(config) -> dict:
+def plan(config, *, votes_from: data_lib.ImageDataset | None = None) -> dict:
   """``--dry_run``: pool / labelled / held-out sizes, queries, the student's parameters and
   state, the training schedule and the compiled training step's temporary memory per batch
-  (XLA's memory analysis of one step on abstract inputs). Without the teachers' votes
-  (e.g. before the main job's teachers stage) the sizes are those of MNIST's student split,
-  the split the teachers' votes.npz will cover, and the plan says so."""
+  (XLA's memory analysis of one step on abstract inputs).
+
+  ``votes_from``: the dataset of teachers whose votes.npz is yet to be written (the main
+  job's teachers stage): the sizes are those of its student split, the split the votes
+  will cover. Without it and without the votes the sizes are MNIST's, and the plan says
+  the votes are missing."""
   n = int(config.aggregate.num_queries)
   out: dict = {"student": config.student.name, "labels": config.labels,
                "mechanism": config.aggregate.mechanism, "num_queries": n}
-  sizes, votes = experiment.votes_plan(config.votes_dir)
+  if votes_from is None:
+    sizes, votes = experiment.votes_plan(config.votes_dir)
+  else:
+    sizes, votes = {"votes": "the teachers stage's, written by this job "
+                             "(<workdir>/teachers/votes.npz)"}, None
   out.update(sizes)
   if votes is not None:
     pool, eval_x, _, num_classes = students.load_public_data(votes, config.data_dir)
     pool_shape, num_eval = pool.shape, len(eval_x)
   else:
-    ds = data_lib.load_image_dataset("mnist", config.data_dir or None)
+    ds = votes_from or data_lib.load_image_dataset("mnist", config.data_dir or None)
     split = data_lib.student_split(ds.name, len(ds.test_labels))
     pool_shape = (len(split.pool_index), *ds.test_images.shape[1:])
     num_eval, num_classes = len(split.eval_index), ds.num_classes
-    out["sizes_from"] = f"{ds.name} student split ({ds.source}): the votes are missing"
+    out["sizes_from"] = f"{ds.name} student split ({ds.source}): " + (
+        "the split the teachers' votes will cover" if votes_from else "the votes are missing")
   batch, steps = int(config.batch_size), int(config.num_steps)
   active = config.get("active") and config.active.round_sizes
   out.update({
