@@ -49,11 +49,6 @@ REPORT_COMMAND = ("python experiments/report.py --config configs/report.py "
 _DATA = "PATE_JAX_DATA_DIR=../shared/data "
 _V = "--config.votes_dir=runs/pate_mnist_cpu/teachers"
 _SEED0 = "--config.noise_seed=0"  # a research noise seed: exact reproduction, public noise
-_KD_STREAMS = ("measured when the KD-GAN drew from the students' and the baseline's PRNG "
-               "streams; it now has its own (kd_gan_train, kd_gan_data, kd_gan_teacher), so a "
-               "re-run draws other keys (other public rows, teacher and student draws)")
-_KD_NOISE = ("; its soft-label release then used one noise draw for every ε level (each level "
-             "now draws its own, secret unless --config.noise_seed is given)")
 _TFDS = ("SVHN and CIFAR-10 come from tensorflow-datasets, which needs a connected "
          "machine (only MNIST and Adult are in ../shared/data)")
 _GPU = ("the paper's CNN teachers, 300-epoch students and non-private CNN ran on a GPU: "
@@ -453,14 +448,13 @@ RUNS: tuple[Run, ...] = (
                                 "kd_gan_ablation"), "configs/kd_gan_ablation.py"),
     Run("kd_gan_sound", _cmd("train_kd_gan", "configs/kd_gan_sound.py:cpu", "kd_gan_sound",
                              "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers"),
-        "configs/kd_gan_sound.py:cpu", note=_KD_STREAMS + _KD_NOISE),
+        "configs/kd_gan_sound.py:cpu"),
     Run("kd_gan_sound_n1000", _cmd("train_kd_gan", "configs/kd_gan_sound.py:cpu",
                                    "kd_gan_sound_n1000",
                                    "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers",
                                    "--config.curve.num_public=1000",
                                    "--config.segment_rounds=100"),
-        "configs/kd_gan_sound.py:cpu",
-        note=_KD_STREAMS + _KD_NOISE),
+        "configs/kd_gan_sound.py:cpu"),
     _attack("budget"),
     _attack("fixed"),
     _attack("edge"),
