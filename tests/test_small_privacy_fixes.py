@@ -153,6 +153,8 @@ def test_a_directory_shared_on_purpose_is_left_as_it_is(tmp_path):
   for name, mode in shared.items():
     (tmp_path / name).mkdir()
     (tmp_path / name).chmod(mode)
+    if (tmp_path / name).stat().st_mode & 0o7777 != mode:  # the kernel may drop setgid
+      continue
     with pytest.warns(UserWarning, match="is shared"):
       with io.open_private(tmp_path / name / "votes.npz") as f:
         f.write(b"x")
