@@ -70,16 +70,18 @@ def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> 
   return path
 
 
-def open_private(path: str | os.PathLike, append: bool = False, *, directory: bool = True):
+def open_private(path: str | os.PathLike, append: bool = False, *,
+                 narrow_directory: bool = True):
   """``path`` opened for binary writing (truncated, or appended to), readable by its owner
   only (0600) before a byte is written: a file holding private data (votes, a ledger, an
   archive of a teachers' directory).
 
-  ``directory``: make its directory owner-only too (:func:`private_directory`): whoever may
-  enter a directory reads the size and times of every file in it, and the size of a
-  compressed file follows its contents (one teacher's vote changes votes.npz's by bytes).
-  False for a file the user sends somewhere of their choosing (a hand-over archive)."""
-  if directory:
+  ``narrow_directory``: make its directory owner-only too (:func:`private_directory`):
+  whoever may enter a directory reads the size and times of every file in it, and the size
+  of a compressed file follows its contents (one teacher's vote changes votes.npz's by
+  bytes). False for a file the user sends somewhere of their choosing (a hand-over
+  archive)."""
+  if narrow_directory:
     private_directory(pathlib.Path(path).parent)
   flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
   fd = os.open(path, flags, 0o600)

@@ -170,7 +170,7 @@ def test_a_directory_shared_on_purpose_is_left_as_it_is(tmp_path):
   archive = tmp_path / "handover"
   archive.mkdir(mode=0o755)
   archive.chmod(0o755)
-  with io.open_private(archive / "a.tar.gz", directory=False) as f:
+  with io.open_private(archive / "a.tar.gz", narrow_directory=False) as f:
     f.write(b"x")
   assert archive.stat().st_mode & 0o777 == 0o755
   assert (archive / "a.tar.gz").stat().st_mode & 0o777 == 0o600

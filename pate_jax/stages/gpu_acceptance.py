@@ -368,7 +368,8 @@ def _archive(root: pathlib.Path, path: pathlib.Path, max_bytes: int = 8 * 2**20)
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp")
   # It holds the teachers' votes and ledger: readable by its owner only, as they are.
-  with io.open_private(tmp, directory=False) as f, tarfile.open(fileobj=f, mode="w:gz") as tar:
+  with (io.open_private(tmp, narrow_directory=False) as f,  # the user's folder: left alone
+        tarfile.open(fileobj=f, mode="w:gz") as tar):
     for child in sorted(root.iterdir()):
       if child.resolve() not in (path.resolve(), tmp.resolve()):
         tar.add(child, arcname=child.name, filter=keep)
