@@ -285,3 +285,22 @@ def test_ctrl_c_ends_a_script_with_a_line_not_a_traceback(tmp_path):
   assert not (tmp_path / "new").exists()
   shown = interrupted(tmp_path / "new", traceback="1")
   assert shown.returncode != 0 and "KeyboardInterrupt" in shown.stderr
+
+
+def test_side_thread_does_not_hold_an_error_back_behind_its_work():
+  """Ctrl-C (or any error) in a stage reaches the user at once, not after the compilation
+  or attack running beside the accelerator; leaving normally waits for that work."""
+  import threading  # pylint: disable=g-import-not-at-top
+  release = threading.Event()
+  start = time.perf_counter()
+  with pytest.raises(KeyboardInterrupt):
+    with experiment.side_thread() as pool:
+      running = pool.submit(release.wait, 60)
+      queued = pool.submit(lambda: "never")
+      raise KeyboardInterrupt
+  assert time.perf_counter() - start < 10 and queued.cancelled() and not running.done()
+  release.set()
+  assert running.result(timeout=10)
+  with experiment.side_thread() as pool:
+    done = pool.submit(time.sleep, 0.2)
+  assert done.done()

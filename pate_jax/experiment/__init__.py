@@ -28,7 +28,8 @@ from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, F
                                        mark_private, output_files, print_outputs,
                                        print_private, private_as_a_whole, python_path,
                                        quiet_backend_probe, report_marked, run_and_report,
-                                       run_main, set_deterministic, set_fast_compile, timed,
+                                       run_main, set_deterministic, set_fast_compile, side_thread,
+                                       timed,
                                        user_errors,
                                        without_deterministic_flag)
 from pate_jax.experiment._profile import profile_call, trace_summary
@@ -88,6 +89,7 @@ __all__ = [
     "run_main",
     "set_deterministic",
     "set_fast_compile",
+    "side_thread",
     "timed",
     "to_jsonable",
     "trace_summary",

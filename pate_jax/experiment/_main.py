@@ -10,6 +10,7 @@ a stage's privacy accounting runs; :func:`timed` is the benchmarks' timer.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.metadata
 import io
@@ -20,7 +21,7 @@ import re
 import shutil
 import signal
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from pate_jax.experiment._config import (HELP_FLAGS, _config_arg, _default_config_spec,
                                          help_text, load_config, unknown_overrides)
@@ -424,6 +425,21 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]
     wall.append(time.perf_counter() - start)
     cpu.append(time.process_time() - cpu_start)
   return wall, cpu
+
+
+@contextlib.contextmanager
+def side_thread() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
+  """One host thread for work beside the accelerator (a compilation ahead, the attack
+  beside the student). Leaving normally waits for that work; leaving by an exception
+  (Ctrl-C among them) does not: queued work is cancelled and the stage's error reaches
+  the user at once, while what is running finishes in the background."""
+  pool = concurrent.futures.ThreadPoolExecutor(1)
+  try:
+    yield pool
+  except BaseException:
+    pool.shutdown(wait=False, cancel_futures=True)
+    raise
+  pool.shutdown(wait=True)
 
 
 class PhaseClock:

@@ -267,7 +267,7 @@ def run(config, workdir: str) -> dict:
   beside = attack_beside_student(config)
   # One host thread, idle while the accelerator trains: the labels' accounting compiled
   # ahead beside the teachers, then the attack beside the student.
-  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+  with experiment.side_thread() as pool:
     ahead = {name: pool.submit(compile_fn, config) for name, compile_fn, on in (
         ("accounting_compiled_beside_teachers", compile_accounting, accounting_ahead(config)),
         ("student_compiled_beside_teachers", compile_student, student_ahead(config))) if on}

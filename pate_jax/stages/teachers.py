@@ -419,7 +419,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
   # A host thread compiles ahead (``compile_ahead``): the training, from the shards' shapes,
   # while they are converted and placed and the state is initialised; then the votes' pass
   # while the teachers train.
-  with concurrent.futures.ThreadPoolExecutor(1) as thread:
+  with experiment.side_thread() as thread:
     abstract = abstract_inputs(ensemble, shard_x, shard_y) if ahead else None
     training_ahead = (thread.submit(_compile_training, config, ensemble, abstract)
                       if ahead else None)
