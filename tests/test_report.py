@@ -37,6 +37,20 @@ def test_committed_report_regenerates_exactly(monkeypatch):
       "RESULTS.md is stale: regenerate it with " + rp.REPORT_COMMAND)
 
 
+def test_recorded_paths_never_spell_out_the_machines_directories(tmp_path, monkeypatch):
+  """A path inside the run's directory is recorded relative to it; one outside as
+  ``.../<last part>``, never ``../../tmp/...``: no committed results file climbs out."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "runs").mkdir()
+  record = experiment.to_jsonable({"inside": tmp_path / "runs" / "a", "outside": "/srv/x/data",
+                                   "root": "/", "plain": "configs/x.py"})
+  assert record == {"inside": "runs/a", "outside": ".../data", "root": "...",
+                    "plain": "configs/x.py"}
+  climbing = re.compile(r'"(\.\./)+(tmp|root|home|work|srv)/')
+  assert not [str(f.relative_to(REPO)) for f in (REPO / "results" / "runs").rglob("*.json")
+              if climbing.search(f.read_text())]
+
+
 def test_committed_publishable_files_hold_no_research_noise_or_attack_seconds():
   """A committed results.json that says it is publishable answered with secret noise, and
   holds the attack on its votes (a function of them, its seconds too) in its private part

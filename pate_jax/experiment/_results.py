@@ -67,8 +67,15 @@ def device_info() -> dict[str, Any]:
 
 def portable_path(value: str) -> str:
   """An absolute path as a path relative to the working directory (results files and
-  configs name where things are from the run's directory, never the machine's root)."""
-  return os.path.relpath(value) if os.path.isabs(value) else value
+  configs name where things are from the run's directory, never the machine's root); one
+  outside it as ``.../<its last part>`` (``../../tmp/x/data`` would spell the machine's
+  directories out again)."""
+  if not os.path.isabs(value):
+    return value
+  relative = os.path.relpath(value)
+  if relative.split(os.sep, 1)[0] != os.pardir:
+    return relative
+  return "/".join(("...", os.path.basename(os.path.normpath(value)))).rstrip("/")
 
 
 def to_jsonable(value: Any) -> Any:
