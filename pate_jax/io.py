@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+import shutil
 import stat
 import warnings
 from typing import Any
@@ -87,6 +88,18 @@ def open_private(path: str | os.PathLike, append: bool = False, *,
   fd = os.open(path, flags, 0o600)
   os.fchmod(fd, 0o600)  # a file that existed keeps its mode through os.open
   return os.fdopen(fd, "ab" if append else "wb")
+
+
+def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> pathlib.Path:
+  """Copies ``src`` to ``dst``; an owner-only ``src`` (a file holding private values) stays
+  owner-only, in a directory made so (:func:`open_private`)."""
+  src, dst = pathlib.Path(src), pathlib.Path(dst)
+  if src.stat().st_mode & 0o077:
+    shutil.copyfile(src, dst)
+    return dst
+  with open(src, "rb") as f, open_private(dst) as out:
+    shutil.copyfileobj(f, out)
+  return dst
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Path:

@@ -167,6 +167,13 @@ def test_a_deadline_starts_only_the_runs_that_fit_and_each_run_is_handed_over(
   assert "bench_accounting_gpu" in pub and 80 < timeout <= 90  # cut 10 s before the deadline
   assert json.loads((tmp_path / "w" / "results.json").read_text())["results"]["status"] == (
       s["status"])
+  # A copy of an owner-only file (the acceptance's summary, private as a whole) stays so.
+  summary = published / "acceptance_gpu"
+  assert (summary / "results.json").stat().st_mode & 0o777 == 0o600
+  assert summary.stat().st_mode & 0o777 == 0o700
+  for copy in published.glob("*_gpu/results.json"):
+    source = tmp_path / "w" / copy.parent.name.removesuffix("_gpu") / "results.json"
+    assert bool(copy.stat().st_mode & 0o077) == bool(source.stat().st_mode & 0o077), copy
   c.deadline_s = -1
   with pytest.raises(ValueError, match="config.deadline_s"):
     ga.run(c, str(tmp_path / "w2"))

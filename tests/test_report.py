@@ -256,6 +256,29 @@ def test_script_writes_a_partial_report(tmp_path, capsys):
   assert "report: " + str((tmp_path / "RESULTS.md").resolve()) in capsys.readouterr().out
 
 
+def test_a_report_with_private_rows_is_owner_only(tmp_path):
+  """RESULTS.md of runs whose rows are private is the owner's (0600); the folder it was
+  written to is theirs to choose and left as it is; a report of nothing private is not."""
+  script = experiment.load_script(REPO / "experiments" / "report.py")
+  config = experiment.load_config(str(REPO / "configs" / "report.py"))
+  runs = tmp_path / "runs"
+  (runs / "kd_gan_cpu").mkdir(parents=True)
+  (runs / "kd_gan_cpu" / "results.json").write_text(
+      (REPO / "results" / "runs" / "kd_gan_cpu" / "results.json").read_text())
+  old = os.umask(0o022)
+  try:
+    for name, runs_dir in (("private", runs), ("empty", tmp_path / "none")):
+      out = tmp_path / name
+      out.mkdir(mode=0o755)
+      config.runs_dir = str(runs_dir)
+      script.run(config, str(out))
+      mode = (out / "RESULTS.md").stat().st_mode & 0o777
+      assert mode == (0o600 if name == "private" else 0o644), (name, oct(mode))
+      assert out.stat().st_mode & 0o777 == 0o755
+  finally:
+    os.umask(old)
+
+
 def test_published_values_appear_in_the_papers():
   papers = _papers_dir()
   if papers is None:

@@ -44,7 +44,6 @@ import copy
 import os
 import pathlib
 import pickle
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -385,7 +384,9 @@ _PUBLISHED_STAGES = ("teachers", "student")
 def _publish(root: pathlib.Path, names: list[str], out: pathlib.Path) -> list[str]:
   """Copies each finished run's results.json and top-level PNGs to ``out/<run>_gpu/``, and
   the results.json of its teachers' and student's stages, where it has them, to
-  ``out/<run>_<stage>_gpu/``."""
+  ``out/<run>_<stage>_gpu/``; an owner-only file (private values) stays owner-only, in an
+  owner-only folder: the owner decides what of it to publish (the RESULTS.md rows mark
+  its private values)."""
   done = []
   for name in names:
     src = root / name
@@ -397,8 +398,8 @@ def _publish(root: pathlib.Path, names: list[str], out: pathlib.Path) -> list[st
     for run, files in copies.items():
       dst = out / run
       dst.mkdir(parents=True, exist_ok=True)
-      for f in files:
-        shutil.copyfile(f, dst / f.name)
+      for f in files:  # a file holding private values stays owner-only
+        io.copy_file(f, dst / f.name)
       done.append(str(dst))
   return done
 
@@ -443,7 +444,7 @@ def _hand_over(config, root: pathlib.Path, chosen: list[str], status: dict) -> d
                            disclosure=experiment.MEASUREMENT)
   if config.publish_dir:
     (root / "acceptance").mkdir(exist_ok=True)
-    shutil.copyfile(root / "results.json", root / "acceptance" / "results.json")
+    io.copy_file(root / "results.json", root / "acceptance" / "results.json")
     summary["published"] = _publish(root, summary["runs_done"] + ["acceptance"],
                                     pathlib.Path(config.publish_dir))
   if config.archive:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pathlib
 import shutil
 
-from pate_jax import reporting, reproduction
+from pate_jax import io, reporting, reproduction
 
 __all__ = ["run", "plan", "report", "copy_figures"]
 
@@ -39,6 +39,12 @@ def copy_figures(runs_dir: pathlib.Path, figures_dir: pathlib.Path, *,
   return copied
 
 
+def _holds_private(records: dict) -> bool:
+  """Whether a row or figure of the report is private in the runs' ``records``."""
+  return any(item.run in records and item.private_in(records[item.run])
+             for item in (*reproduction.ROWS, *reproduction.FIGURES) if item.run)
+
+
 def run(config, workdir: str) -> dict:
   """Writes the report; returns its path and the rows measured / not run yet / impossible."""
   out_dir = pathlib.Path(workdir)
@@ -51,8 +57,12 @@ def run(config, workdir: str) -> dict:
   output = out_dir / config.output
   text = reproduction.render(runs_dir, output_dir=output.parent, figures_dir=figures_dir)
   output.parent.mkdir(parents=True, exist_ok=True)
-  output.write_text(text)
   present = reproduction.load_runs(runs_dir)
+  if _holds_private(present):  # the owner's document: where it goes is theirs to choose
+    with io.open_private(output, narrow_directory=False) as f:
+      f.write(text.encode("utf-8"))
+  else:
+    output.write_text(text)
   rows = reproduction.ROWS
   return {"output": str(output.resolve()),
           "rows": len(rows),
