@@ -353,6 +353,9 @@ def test_suite_stage_counts_and_is_interrupted_at_its_limit(tmp_path):
   assert r["command"].endswith("--junitxml=junit.xml")
   assert experiment.read_results(tmp_path / "w")["interrupted"]
   assert (tmp_path / "w" / "junit.xml").is_file() and (tmp_path / "w" / "pytest.log").is_file()
+  # The tests' output (from the data directory's files) is the owner's, as is its folder.
+  assert (tmp_path / "w" / "pytest.log").stat().st_mode & 0o777 == 0o600
+  assert (tmp_path / "w").stat().st_mode & 0o777 == 0o700
 
 
 def test_gpu_rows_render_only_once_published_and_quote_the_papers(tmp_path):

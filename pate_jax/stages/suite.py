@@ -29,7 +29,7 @@ import time
 from typing import Any
 from xml.etree import ElementTree
 
-from pate_jax import experiment
+from pate_jax import experiment, io
 
 __all__ = ["run", "plan", "junit_counts", "REPO"]
 
@@ -93,7 +93,9 @@ def run(config, workdir: str) -> dict:
     env["PATE_JAX_REQUIRE_DATA"] = "1"
   print(f"tests {config.group}: {_shown(cmd)} (log: {log})", flush=True)
   t0, interrupted = time.time(), False
-  with open(log, "w") as f:
+  # Owner-only, with junit.xml in the same owner-only folder: the tests train on the data
+  # directory's files, and a failing one prints what it computed from them.
+  with io.open_private(log) as f:
     # SIGINT's default action in the child: a command started in the background (nohup,
     # `&`) inherits SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, env=env,
