@@ -133,30 +133,46 @@ def test_finished_teachers_refuse_a_changed_config_and_keep_their_votes(tmp_path
 
 
 @pytest.mark.parametrize("restart_flag,config_spec", [
-    (None, "configs/mnist_250.py:cpu"),  # experiments/train_teachers.py
+    ("--config.restart", "configs/mnist_250.py:cpu"),  # experiments/train_teachers.py
     ("--config.teachers.restart", "configs/pate_mnist.py:cpu"),  # experiments/run_pate.py
     ("--config.student.restart", "configs/pate_mnist.py:cpu"),
-    (None, "configs/student_pate_g.py:cpu")])  # experiments/train_student.py
+    ("--config.restart", "configs/student_pate_g.py:cpu")])  # experiments/train_student.py
 def test_checkpointer_hint_names_the_flag_of_the_calling_script(tmp_path, restart_flag,
                                                                 config_spec):
-  kwargs = {} if restart_flag is None else {"restart_flag": restart_flag}
   with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}) as ckpt:
     ckpt.save(1, {"w": jnp.ones(2)})
   with pytest.raises(checkpoint.ResumeMismatchError) as err:
-    checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 1}, **kwargs)
+    checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 1},
+                            restart_hint=f"{restart_flag}=True")
   flag = _hint(str(err.value))
-  assert flag == f"{restart_flag or '--config.restart'}=True"
+  assert flag == f"{restart_flag}=True"
   assert _accepted(flag, config_spec)
+
+
+def test_the_core_names_no_command_line_of_its_own(tmp_path):
+  """Without the caller's hint the checkpointer says restart=True, not a script's flag."""
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}) as ckpt:
+    ckpt.save(1, {"w": jnp.ones(2)})
+  with pytest.raises(checkpoint.ResumeMismatchError, match="start over with restart=True, "
+                     "which deletes these checkpoints, or use another directory") as err:
+    checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 1})
+  assert "--" not in str(err.value)
 
 
 def test_hint_check_rejects_the_old_hint_in_the_main_job():
   assert not _accepted("--config.restart=True", "configs/pate_mnist.py:cpu")
 
 
+@pytest.mark.parametrize("bad", ["", "  ", 3])
+def test_bad_restart_hint_is_rejected(tmp_path, bad):
+  with pytest.raises(ValueError, match="restart_hint"):
+    checkpoint.Checkpointer(tmp_path, restart_hint=bad)
+
+
 @pytest.mark.parametrize("bad", ["restart", "--restart", "--config.", 3, None])
-def test_bad_restart_flag_is_rejected(tmp_path, bad):
+def test_bad_restart_flag_is_rejected(bad):
   with pytest.raises(ValueError, match="restart_flag"):
-    checkpoint.Checkpointer(tmp_path, restart_flag=bad)
+    experiment.check_restart_flag(bad)
 
 
 @pytest.mark.parametrize("kwargs,config_spec", [

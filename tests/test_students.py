@@ -382,7 +382,7 @@ def test_fit_refuses_to_resume_another_run(tmp_path):
   # The message names the flag of the script that runs the student (the main job's nests it).
   with pytest.raises(ResumeMismatchError, match=r"--config\.student\.restart=True"):
     students.fit(st, data, jax.random.key(0), num_steps=10, fingerprint={"lr": 2},
-                 restart_flag="--config.student.restart", **kw)
+                 restart_hint="--config.student.restart=True", **kw)
   with pytest.raises(ValueError, match="num_steps"):
     students.fit(st, data, jax.random.key(0), num_steps=3, fingerprint={"lr": 1}, **kw)
   res = students.fit(st, data, jax.random.key(1), num_steps=10, restart=True, **kw)

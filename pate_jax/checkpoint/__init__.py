@@ -6,8 +6,8 @@ resume safe: it continues the *same* run, past a corrupted step, in one process 
   :func:`fingerprint`) as ``fingerprint.json`` beside the step directories. A resume
   whose fingerprint differs is refused with :class:`ResumeMismatchError` naming the
   differing fields, unless ``restart=True`` discards the checkpoints and starts over
-  (the message names the flag that sets it: ``restart_flag``, ``--config.restart`` by
-  default, ``--config.teachers.restart`` in a main job whose stage configs are nested).
+  (the message says how the caller's user asks for it, ``restart_hint``: a script's
+  ``--config.restart=True``, or a main job's ``--config.teachers.restart=True``).
   For PATE this protects the privacy analysis: teachers resumed with another seed would
   continue on *another* partition, so one example could end up in two teachers.
 * **Fallback.** :meth:`Checkpointer.restore_or` tries the steps newest first; a step
@@ -40,9 +40,8 @@ from pate_jax.checkpoint._checkpointer import CORRUPT_DIR, Checkpointer, PyTree
 from pate_jax.checkpoint._fingerprint import (
     COMPLETED_FILE,
     FINGERPRINT_FILE,
-    RESTART_FLAG,
     ResumeMismatchError,
-    check_restart_flag,
+    check_restart_hint,
     fingerprint,
     fingerprint_diff,
     read_completed,

@@ -29,10 +29,9 @@ from pate_jax import io
 from pate_jax.checkpoint._fingerprint import (
     COMPLETED_FILE,
     FINGERPRINT_FILE,
-    RESTART_FLAG,
     ResumeMismatchError,
     _as_fingerprint,
-    check_restart_flag,
+    check_restart_hint,
     fingerprint_diff,
     read_completed,
     restart_hint,
@@ -123,9 +122,8 @@ class Checkpointer:
       skips the check (and stores nothing).
     restart: discard whatever the directory holds and start over.
     lock: take the directory lock (process 0 of a multi-process run only).
-    restart_flag: the flag that sets ``restart`` for the script that runs this stage, named
-      in the mismatch message (``--config.teachers.restart`` in a main job whose stage
-      configs are nested; default ``--config.restart``).
+    restart_hint: how the caller's user asks for ``restart=True``, named in a refusal (a
+      script's ``--config.restart=True``; None: only ``restart=True`` is named).
 
   Raises:
     NotADirectoryError / PermissionError: ``directory`` cannot be used.
@@ -135,11 +133,11 @@ class Checkpointer:
 
   def __init__(self, directory: str | os.PathLike, max_to_keep: int = 1, *,
                fingerprint: Mapping[str, Any] | None = None, restart: bool = False,
-               lock: bool = True, restart_flag: str = RESTART_FLAG):
+               lock: bool = True, restart_hint: str | None = None):
     self.directory = check_directory(directory, "checkpoint directory")
     _checks.positive_int(max_to_keep, "max_to_keep")
     _checks.boolean(restart, "restart")
-    self.restart_flag = check_restart_flag(restart_flag)
+    self.restart_hint = check_restart_hint(restart_hint)
     self._main = jax.process_index() == 0
     self._lock = DirectoryLock(self.directory) if lock and self._main else None
     self._manager = None
@@ -182,12 +180,12 @@ class Checkpointer:
       raise ResumeMismatchError(
           f"{self.directory} holds checkpoints (steps {steps}) but no fingerprint "
           f"({FINGERPRINT_FILE}), so they cannot be checked against this run's "
-          f"configuration; {restart_hint(self.restart_flag)}")
+          f"configuration; {restart_hint(self.restart_hint)}")
     try:
       stored = json.loads(path.read_text())
     except (OSError, ValueError) as e:
       raise ResumeMismatchError(
-          f"{path} is unreadable ({_first_line(e)}); {restart_hint(self.restart_flag)}"
+          f"{path} is unreadable ({_first_line(e)}); {restart_hint(self.restart_hint)}"
           ) from None
     diff = fingerprint_diff(stored, self.fingerprint)
     if diff:
@@ -196,7 +194,7 @@ class Checkpointer:
           "written with another configuration, and continuing them would mix two runs "
           "(for PATE teachers: another partition of the private data). Differing fields: "
           + "; ".join(diff) + f". Rerun with the original values, or "
-          f"{restart_hint(self.restart_flag)}.")
+          f"{restart_hint(self.restart_hint)}.")
 
   def _write_fingerprint(self) -> None:
     # Owner-only, as every record here: the fingerprint holds the training rows' SHA-256
@@ -356,7 +354,7 @@ class Checkpointer:
             raise ResumeMismatchError(
                 f"{self.directory}/{step} holds only {sorted(light)} of a run that ended "
                 f"at step {step} (its last save keeps no optimizer state): ask for {step} "
-                f"steps, or start over with {self.restart_flag}=True")
+                f"steps, or {restart_hint(self.restart_hint)}")
           template = {k: abstract[k] for k in final_keys}
         try:
           restored = self._manager.restore(step, args=ocp.args.StandardRestore(template))

@@ -2,7 +2,7 @@
 
 Owns :func:`fingerprint` (a flat JSON record of what determines a run),
 :func:`fingerprint_diff` (the fields that differ, for :class:`ResumeMismatchError`),
-the restart flag named in its message (:func:`check_restart_flag`, :func:`restart_hint`)
+how to start over, named in its message (:func:`restart_hint`)
 and the completion record of a finished run (:data:`COMPLETED_FILE`,
 :func:`read_completed`). The module docstring of :mod:`pate_jax.checkpoint` says how
 :class:`pate_jax.checkpoint.Checkpointer` uses them.
@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
 from typing import Any, Mapping
 
 import numpy as np
 
 FINGERPRINT_FILE = "fingerprint.json"
 COMPLETED_FILE = "completed.json"
-RESTART_FLAG = "--config.restart"  # the flag of a stage run by its own script
 
 
 class ResumeMismatchError(ValueError):
@@ -66,20 +64,19 @@ def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any],
           for k in sorted(set(stored) | set(current)) if raw(stored, k) != raw(current, k)]
 
 
-def restart_hint(restart_flag: str = RESTART_FLAG) -> str:
-  """How to start over: ``restart_flag`` (``--config.restart``, or the nested stage's
-  ``--config.teachers.restart``) set to True, or another workdir."""
-  return (f"start over with restart=True ({restart_flag}=True), which deletes these "
-          "checkpoints, or use another --workdir")
+def restart_hint(how: str | None = None) -> str:
+  """How to start over: restart=True, which deletes the checkpoints, with ``how`` the
+  caller's user asks for it (a command-line flag, ``--config.restart=True``), or another
+  directory."""
+  return (f"start over with restart=True{f' ({how})' if how else ''}, which deletes these "
+          "checkpoints, or use another directory")
 
 
-def check_restart_flag(restart_flag: Any) -> str:
-  """``restart_flag`` if it names a config flag (``--config.restart``,
-  ``--config.teachers.restart``), else ValueError."""
-  if not isinstance(restart_flag, str) or not re.fullmatch(r"--config(\.\w+)+", restart_flag):
-    raise ValueError("restart_flag must name a config flag such as '--config.restart' or "
-                     f"'--config.teachers.restart'; got {restart_flag!r}")
-  return restart_flag
+def check_restart_hint(how: Any) -> str | None:
+  """``how`` if it is None or a non-empty string, else ValueError."""
+  if how is not None and not (isinstance(how, str) and how.strip()):
+    raise ValueError(f"restart_hint must be None or a non-empty string; got {how!r}")
+  return how
 
 
 def read_completed(directory: str | os.PathLike) -> dict[str, Any] | None:

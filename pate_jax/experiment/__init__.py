@@ -14,7 +14,8 @@ and outputs, deterministic kernels, the accounting's device, the benchmarks' tim
 stages' :class:`PhaseClock`).
 """
 
-from pate_jax.experiment._config import (HELP_FLAGS, _default_config_spec, closest_fields,
+from pate_jax.experiment._config import (HELP_FLAGS, RESTART_FLAG, _default_config_spec,
+                                         check_restart_flag, closest_fields,
                                          config_fields, config_items, help_text, load_config,
                                          load_script, unknown_overrides)
 from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
@@ -47,9 +48,11 @@ __all__ = [
     "DETERMINISTIC_FLAG",
     "FAST_COMPILE_FLAG",
     "HELP_FLAGS",
+    "RESTART_FLAG",
     "MEASUREMENT",
     "NO_PRIVATE_DATA",
     "PUBLISHABLE",
+    "check_restart_flag",
     "closest_fields",
     "compiles_for_cpu_only",
     "compiled_temp_bytes",

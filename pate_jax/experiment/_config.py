@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from typing import Any, Iterable
 
 
@@ -28,6 +29,18 @@ def config_fields(config: Any, fields: Iterable[str]) -> dict[str, Any]:
 
 
 HELP_FLAGS = ("--help", "-h", "-?", "--helpshort")
+RESTART_FLAG = "--config.restart"
+"""The flag that sets a stage's ``config.restart`` when its own script runs it (a main job
+whose stage configs are nested names them: ``--config.teachers.restart``)."""
+
+
+def check_restart_flag(restart_flag: Any) -> str:
+  """``restart_flag`` if it names a config flag (``--config.restart``,
+  ``--config.teachers.restart``), else ValueError: a refused resume names it to the user."""
+  if not isinstance(restart_flag, str) or not re.fullmatch(r"--config(\.\w+)+", restart_flag):
+    raise ValueError("restart_flag must name a config flag such as '--config.restart' or "
+                     f"'--config.teachers.restart'; got {restart_flag!r}")
+  return restart_flag
 
 
 def _config_arg(argv: list[str]) -> str | None:

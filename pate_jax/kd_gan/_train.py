@@ -393,8 +393,8 @@ def check_teacher(gan: KDGAN, public_x: Any, teacher_log_probs: Any, num_runs: i
 def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval_x: Any,
         eval_y: Any, *, num_rounds: int, segment_rounds: int,
         checkpoint_dir: str | None = None, fingerprint: Mapping[str, Any] | None = None,
-        restart: bool = False, log: Callable[[str], None] | None = None,
-        unlabelled_x: Any = None) -> KDGANResult:
+        restart: bool = False, restart_hint: str | None = None,
+        log: Callable[[str], None] | None = None, unlabelled_x: Any = None) -> KDGANResult:
   """Trains ``S = len(keys)`` students at once (vmap over runs) for ``num_rounds`` rounds.
 
   Args:
@@ -409,6 +409,7 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
     checkpoint_dir: orbax checkpoints after every segment (None: none); a rerun resumes.
     fingerprint: what else determines the run (refused if a checkpoint has another).
     restart: discard ``checkpoint_dir``'s checkpoints.
+    restart_hint: how the caller's user asks for ``restart``, named by a refused resume.
     log: one line per segment (default None: silent; the core prints nothing itself).
     unlabelled_x: ``[U, ...]`` inputs the teacher never labels, on which the student's
       samples for D and the adversarial term are drawn (module docstring); None: the
@@ -430,14 +431,16 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
   state = init_runs(gan, keys, x_all[:2])
   ckpt = None
   if checkpoint_dir:
-    ckpt = Checkpointer(checkpoint_dir, restart=restart, fingerprint={
+    run = {
         "keys": np.asarray(jax.random.key_data(keys)).tolist(), "gan": repr(gan),
         # How the keys are used: a checkpoint of the earlier derivation (round r from
         # fold_in(key, r)) does not resume under this one.
         "key_streams": "fold_in(key, 0): init, fold_in(key, 1): rounds",
         "data_sha256": data_digest(np.asarray(public_x, np.float32),
                                    np.asarray(teacher_log_probs, np.float32)),
-        **extra, **(fingerprint or {})})
+        **extra, **(fingerprint or {})}
+    ckpt = Checkpointer(checkpoint_dir, restart=restart, restart_hint=restart_hint,
+                        fingerprint=run)
   try:
     r = 0
     if ckpt is not None:

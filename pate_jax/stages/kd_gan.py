@@ -121,7 +121,8 @@ def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path
     return kd_gan.fit(gan, run_keys, data["public_x"], tl, data["eval_x"], data["eval_y"],
                       num_rounds=rounds, segment_rounds=min(config.segment_rounds, rounds),
                       checkpoint_dir=str(workdir / "checkpoints" / name),
-                      restart=bool(config.restart), log=experiment.print_private)
+                      restart=bool(config.restart), log=experiment.print_private,
+                      restart_hint=f"{experiment.RESTART_FLAG}=True")
 
   sigma, b, delta = config.noise_multiplier, config.batch_size, config.delta
   results = {"teacher_accuracy": teacher_acc, "delta": delta, "tau": config.tau,

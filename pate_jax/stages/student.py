@@ -57,7 +57,7 @@ def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   return labels_lib.load_labels(out), results
 
 
-def run(config, workdir: str, restart_flag: str = "--config.restart",
+def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
         on_labels: Callable[[], Any] | None = None) -> dict:
   """Labels (or reuses) the student's queries, trains it and writes ``results.json``.
 
@@ -83,7 +83,8 @@ def run(config, workdir: str, restart_flag: str = "--config.restart",
                 "segment_steps": int(config.segment_steps),
                 "fingerprint": {"student": config.student.to_dict(), "labels": config.labels},
                 "restart": bool(config.get("restart", False)),
-                "max_to_keep": int(config.get("max_to_keep", 1)), "restart_flag": restart_flag}
+                "max_to_keep": int(config.get("max_to_keep", 1)),
+                "restart_hint": f"{experiment.check_restart_flag(restart_flag)}=True"}
   # Labels the teachers gave without noise, or with noise from a research seed (public: the
   # labels then bound the votes beyond any ε): the student, its accuracy and every line
   # about it are private (a research measurement).

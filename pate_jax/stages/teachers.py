@@ -42,7 +42,7 @@ from pate_jax import _checks as checks
 from pate_jax import checkpoint, data, distributed, experiment, io, memory, reporting, rng
 from pate_jax import teachers
 from pate_jax import votes as votes_lib
-from pate_jax.checkpoint import RESTART_FLAG, Checkpointer, check_restart_flag
+from pate_jax.checkpoint import Checkpointer
 
 # What determines the partition and the training (with the training data's digest);
 # not num_steps (a longer run continues the same one), nor how it is computed.
@@ -84,7 +84,7 @@ def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
 
 
 def run(config: ml_collections.ConfigDict, workdir: str, *,
-        restart_flag: str = RESTART_FLAG) -> dict:
+        restart_flag: str = experiment.RESTART_FLAG) -> dict:
   """Trains (or resumes) the ensemble, computes votes and writes results.
 
   ``restart_flag``: the flag that sets ``config.restart`` on the command line of the script
@@ -97,7 +97,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, *,
   the files.
   """
   check_config(config)
-  check_restart_flag(restart_flag)
+  experiment.check_restart_flag(restart_flag)
   distributed.initialize()  # no-op for one process; precedes any JAX computation
   with experiment.locked_workdir(workdir, enabled=distributed.is_main_process()):
     return _run(config, workdir, restart_flag)
@@ -376,7 +376,7 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
                 restart_flag=restart_flag)
   with Checkpointer(f"{workdir}/checkpoints", max_to_keep=config.get("max_to_keep", 1),
                     fingerprint=fingerprint, restart=restart,
-                    restart_flag=restart_flag) as ckpt:
+                    restart_hint=f"{restart_flag}=True") as ckpt:
     done = reused_results(workdir, ckpt, config.num_steps, _outputs(config))
     if done is not None:
       return done
@@ -438,7 +438,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
     if step > config.num_steps:
       raise ValueError(f"config.num_steps={config.num_steps} is below the step of the "
                        f"checkpoint restored ({step}); ask for at least {step} steps, or "
-                       f"start over with {ckpt.restart_flag}=True")
+                       f"start over with {restart_flag}=True")
     if step:
       print(f"resumed from checkpoint at step {step}")
     resumed_from = step

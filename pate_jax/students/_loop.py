@@ -272,7 +272,7 @@ def _check_schedule(num_steps: int, batch_size: int, segment_steps: int) -> None
 def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
         init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
-        restart: bool = False, max_to_keep: int = 1, restart_flag: str = "--config.restart",
+        restart: bool = False, max_to_keep: int = 1, restart_hint: str | None = None,
         log: Callable[[str], None] | None = print, check: GameCheck | None = None
         ) -> FitResult:
   """Trains ``student`` on ``data`` for ``num_steps`` steps (resuming if checkpointed).
@@ -294,8 +294,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
     restart: discard the checkpoints in ``checkpoint_dir`` and start over.
     max_to_keep: checkpoint steps kept (the newest; at the end, the final state: the
       trained student, which a rerun restores instead of training again).
-    restart_flag: the flag that sets ``restart`` in the calling script, named by a refused
-      resume's message (``--config.student.restart`` in the main job).
+    restart_hint: how the caller's user asks for ``restart``, named by a refused resume's
+      message (the main job's ``--config.student.restart=True``; None: ``restart=True``).
     log: prints one line per segment (None: silent).
     check: a :class:`GameCheck` on the training metrics; a failed check raises
       :class:`GameFailed` after that segment's checkpoint (a resumed run judges its
@@ -311,7 +311,7 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
   state, arrays = _start(student, data, key, init_examples)
   ckpt = _checkpointer(checkpoint_dir, {"key": key}, data, batch_size=batch_size,
                        init_examples=init_examples, fingerprint=fingerprint, restart=restart,
-                       max_to_keep=max_to_keep, restart_flag=restart_flag)
+                       max_to_keep=max_to_keep, restart_hint=restart_hint)
   try:
     return _train(student, data, arrays, key, state, ckpt, num_steps, batch_size,
                   segment_steps, log, check)
@@ -343,8 +343,7 @@ def seeds_accuracy(student: Student, states: PyTree, images: Any, labels: Any,
 def fit_seeds(student: Student, data: StudentData, keys: jax.Array, *, num_steps: int,
               batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
               init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
-              restart: bool = False, max_to_keep: int = 1,
-              restart_flag: str = "--config.restart",
+              restart: bool = False, max_to_keep: int = 1, restart_hint: str | None = None,
               log: Callable[[str], None] | None = print, check: GameCheck | None = None
               ) -> SeedsFitResult:
   """:func:`fit` for ``N`` students at once, one per key of ``keys [N]``, vmapped in one
@@ -369,7 +368,7 @@ def fit_seeds(student: Student, data: StudentData, keys: jax.Array, *, num_steps
   state, arrays = _seeds_start(student, data, keys, init_examples)
   ckpt = _checkpointer(checkpoint_dir, {"keys": keys}, data, batch_size=batch_size,
                        init_examples=init_examples, fingerprint=fingerprint, restart=restart,
-                       max_to_keep=max_to_keep, restart_flag=restart_flag)
+                       max_to_keep=max_to_keep, restart_hint=restart_hint)
   failed: list[GameFailed | None] = [None] * num_seeds
   try:
     state, step = _restore(ckpt, state, num_steps, log)
@@ -483,14 +482,14 @@ def _seeds_start(student: Student, data: StudentData, keys: jax.Array, init_exam
 def _checkpointer(checkpoint_dir: str | None, keys: Mapping[str, jax.Array], data: StudentData,
                   *, batch_size: int, init_examples: int,
                   fingerprint: Mapping[str, Any] | None, restart: bool, max_to_keep: int,
-                  restart_flag: str) -> Checkpointer | None:
+                  restart_hint: str | None) -> Checkpointer | None:
   """The checkpointer of :func:`fit` and :func:`fit_seeds` (None without a directory): its
   fingerprint holds the run's key(s) (``keys``: ``{"key": key}`` or ``{"keys": keys}``),
   the batch size, ``init_examples``, the data's digest and the caller's ``fingerprint``."""
   if not checkpoint_dir:
     return None
   return Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
-                      restart_flag=restart_flag, fingerprint={
+                      restart_hint=restart_hint, fingerprint={
       **{name: np.asarray(jax.random.key_data(k)).tolist() for name, k in keys.items()},
       "batch_size": batch_size, "init_examples": init_examples,
       "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
