@@ -223,7 +223,7 @@ VOLATILE_KEYS = re.compile(
 # The directories of a path: absolute, or relative with segments that name something
 # (results files hold paths relative to the working directory, which differs between the
 # sides); "3/40" or "1/γ" are no paths.
-_SEGMENT = r"(?:\.\.?|[A-Za-z0-9_.+~-]*[A-Za-z_][A-Za-z0-9_.+~-]*)"
+_SEGMENT = r"(?:\.{1,3}|[A-Za-z0-9_.+~-]*[A-Za-z_][A-Za-z0-9_.+~-]*)"  # ...: outside
 _PATH_DIRS = re.compile(rf"(?<![A-Za-z0-9_.+~/-])/?(?:{_SEGMENT}/)+")
 
 
