@@ -1562,6 +1562,29 @@ def _link(target: pathlib.Path, base: pathlib.Path) -> str:
   return pathlib.Path(os.path.relpath(target, base)).as_posix()
 
 
+def _with_present(runs_dir: str | os.PathLike, rows: tuple[Row, ...], runs: tuple[Run, ...],
+                  optional_runs: tuple[Run, ...], optional_rows: tuple[Row, ...]
+                  ) -> tuple[tuple[Row, ...], tuple[Run, ...]]:
+  """``rows`` and ``runs`` with the ``optional_runs`` present under ``runs_dir`` and their
+  ``optional_rows``."""
+  present = tuple(r for r in optional_runs
+                  if all(p.is_file() for p in r.results_paths(runs_dir)))
+  return (rows + tuple(r for r in optional_rows if r.run in {p.name for p in present}),
+          runs + present)
+
+
+def marks_private(runs_dir: str | os.PathLike, *, rows: tuple[Row, ...] = ROWS,
+                  runs: tuple[Run, ...] = RUNS, figures: tuple[Figure, ...] = FIGURES,
+                  optional_runs: tuple[Run, ...] = GPU_RUNS,
+                  optional_rows: tuple[Row, ...] = GPU_ROWS) -> bool:
+  """Whether :func:`render` of ``runs_dir`` (the same arguments) marks a row or a figure
+  private: a report the data owner keeps."""
+  rows, runs = _with_present(runs_dir, rows, runs, optional_runs, optional_rows)
+  records = load_runs(runs_dir, runs)
+  return any(item.run in records and item.private_in(records[item.run])
+             for item in (*rows, *figures) if item.run)
+
+
 def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
            figures_dir: str | os.PathLike | None = None, rows: tuple[Row, ...] = ROWS,
            runs: tuple[Run, ...] = RUNS, figures: tuple[Figure, ...] = FIGURES,
@@ -1573,10 +1596,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
   Raises:
     KeyError: a row names a run missing from ``runs``, or its key is not in a present run.
   """
-  present = tuple(r for r in optional_runs
-                  if all(p.is_file() for p in r.results_paths(runs_dir)))
-  runs = runs + present
-  rows = rows + tuple(r for r in optional_rows if r.run in {p.name for p in present})
+  rows, runs = _with_present(runs_dir, rows, runs, optional_runs, optional_rows)
   by_name = {r.name: r for r in runs}
   for row in rows:
     if row.run is not None and row.run not in by_name:

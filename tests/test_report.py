@@ -261,19 +261,20 @@ def test_a_report_with_private_rows_is_owner_only(tmp_path):
   written to is theirs to choose and left as it is; a report of nothing private is not."""
   script = experiment.load_script(REPO / "experiments" / "report.py")
   config = experiment.load_config(str(REPO / "configs" / "report.py"))
-  runs = tmp_path / "runs"
-  (runs / "kd_gan_cpu").mkdir(parents=True)
-  (runs / "kd_gan_cpu" / "results.json").write_text(
-      (REPO / "results" / "runs" / "kd_gan_cpu" / "results.json").read_text())
+  for run, runs in (("kd_gan_cpu", tmp_path / "runs"), ("pate_g_100_gpu", tmp_path / "gpu_runs")):
+    (runs / run).mkdir(parents=True)  # the GPU's rows are in the report only where present
+    (runs / run / "results.json").write_text(
+        (REPO / "results" / "runs" / run / "results.json").read_text())
   old = os.umask(0o022)
   try:
-    for name, runs_dir in (("private", runs), ("empty", tmp_path / "none")):
+    for name, runs_dir in (("private", tmp_path / "runs"), ("gpu", tmp_path / "gpu_runs"),
+                           ("empty", tmp_path / "none")):
       out = tmp_path / name
       out.mkdir(mode=0o755)
       config.runs_dir = str(runs_dir)
       script.run(config, str(out))
       mode = (out / "RESULTS.md").stat().st_mode & 0o777
-      assert mode == (0o600 if name == "private" else 0o644), (name, oct(mode))
+      assert mode == (0o644 if name == "empty" else 0o600), (name, oct(mode))
       assert out.stat().st_mode & 0o777 == 0o755
   finally:
     os.umask(old)

@@ -39,12 +39,6 @@ def copy_figures(runs_dir: pathlib.Path, figures_dir: pathlib.Path, *,
   return copied
 
 
-def _holds_private(records: dict) -> bool:
-  """Whether a row or figure of the report is private in the runs' ``records``."""
-  return any(item.run in records and item.private_in(records[item.run])
-             for item in (*reproduction.ROWS, *reproduction.FIGURES) if item.run)
-
-
 def run(config, workdir: str) -> dict:
   """Writes the report; returns its path and the rows measured / not run yet / impossible."""
   out_dir = pathlib.Path(workdir)
@@ -58,7 +52,7 @@ def run(config, workdir: str) -> dict:
   text = reproduction.render(runs_dir, output_dir=output.parent, figures_dir=figures_dir)
   output.parent.mkdir(parents=True, exist_ok=True)
   present = reproduction.load_runs(runs_dir)
-  if _holds_private(present):  # the owner's document: where it goes is theirs to choose
+  if reproduction.marks_private(runs_dir):  # the owner's: where it goes is theirs to choose
     with io.open_private(output, narrow_directory=False) as f:
       f.write(text.encode("utf-8"))
   else:
