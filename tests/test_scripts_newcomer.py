@@ -269,18 +269,22 @@ def test_ctrl_c_ends_a_script_with_a_line_not_a_traceback(tmp_path):
   config.write_text("import ml_collections\n\ndef get_config():\n"
                     "  return ml_collections.ConfigDict({'steps': 1})\n")
   source = ("import sys\nfrom pate_jax import experiment\n"
-            "def run(config, workdir):\n  raise KeyboardInterrupt\n"
+            "def run(config, workdir):\n  print('resumed from step 2')\n"
+            "  raise KeyboardInterrupt\n"
             "experiment.run_main(run, argv=sys.argv)\n")
 
   def interrupted(workdir, traceback=""):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout buffered
     return subprocess.run(
         [sys.executable, "-c", source, f"--config={config}", f"--workdir={workdir}"],
         capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PATE_JAX_TRACEBACK": traceback, "PYTHONPATH": _scripts.python_path()})
+        env={**env, "PATE_JAX_TRACEBACK": traceback, "PYTHONPATH": _scripts.python_path()})
 
   out = interrupted(tmp_path / "new")
-  # Ended by SIGINT (a shell reads 130 and stops its loop), as Python's own Ctrl-C.
+  # Ended by SIGINT (a shell reads 130 and stops its loop), as Python's own Ctrl-C, once
+  # what was printed before is written.
   assert out.returncode == -signal.SIGINT and "Traceback" not in out.stderr, out.stderr
+  assert out.stdout == "resumed from step 2\n"
   assert out.stderr.startswith(f"interrupted: what was finished stays in {tmp_path / 'new'};")
   assert not (tmp_path / "new").exists()
   shown = interrupted(tmp_path / "new", traceback="1")

@@ -394,8 +394,14 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
           "checkpoints from its last complete one)" if workdir else "nothing was written"),
             file=sys.stderr, flush=True)
       # Ended by SIGINT, as an uncaught KeyboardInterrupt ends Python: a shell loop stops.
+      # What is buffered is written first (stdout to a file or a pipe is); host work beside
+      # the accelerator is not waited for (experiment.side_thread).
+      import logging as std_logging  # pylint: disable=g-import-not-at-top
+      sys.stdout.flush()
+      std_logging.shutdown()
       signal.signal(signal.SIGINT, signal.SIG_DFL)
       os.kill(os.getpid(), signal.SIGINT)
+      raise SystemExit(130) from None  # where SIGINT is blocked
 
   app.run(main, argv=argv)
 
@@ -430,9 +436,10 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]
 @contextlib.contextmanager
 def side_thread() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
   """One host thread for work beside the accelerator (a compilation ahead, the attack
-  beside the student). Leaving normally waits for that work; leaving by an exception
-  (Ctrl-C among them) does not: queued work is cancelled and the stage's error reaches
-  the user at once, while what is running finishes in the background."""
+  beside the student). Leaving normally waits for that work; leaving by an exception does
+  not: queued work is cancelled and the stage's error reaches the user at once. What is
+  running still holds the process at its exit (Python joins the thread), but for Ctrl-C,
+  which ends it by SIGINT (:func:`run_main`)."""
   pool = concurrent.futures.ThreadPoolExecutor(1)
   try:
     yield pool
