@@ -91,11 +91,11 @@ def open_private(path: str | os.PathLike, append: bool = False, *,
 
 
 def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> pathlib.Path:
-  """Copies ``src`` to ``dst``; an owner-only ``src`` (a file holding private values) stays
-  owner-only, in a directory made so (:func:`open_private`)."""
+  """Copies ``src`` to ``dst`` with its permission bits; an owner-only ``src`` (a file
+  holding private values) stays owner-only, in a directory made so (:func:`open_private`)."""
   src, dst = pathlib.Path(src), pathlib.Path(dst)
   if src.stat().st_mode & 0o077:
-    shutil.copyfile(src, dst)
+    shutil.copy(src, dst)
     return dst
   with open(src, "rb") as f, open_private(dst) as out:
     shutil.copyfileobj(f, out)
@@ -118,14 +118,15 @@ def private_directory(path: str | os.PathLike) -> pathlib.Path:
   trained on the private data).
 
   A directory shared on purpose is left as it is, with a warning: another user's, or one
-  with the sticky or setgid bit (``/tmp``, a group's project directory)."""
+  with the sticky bit (``/tmp``). One of the user's own keeps its setgid bit (a directory
+  made inside a group's project tree inherits it) and loses the group's access."""
   path = pathlib.Path(path)
   path.mkdir(mode=0o700, parents=True, exist_ok=True)
   st = path.stat()
   mode = stat.S_IMODE(st.st_mode)
   if not mode & 0o077:
     return path
-  if st.st_uid != os.geteuid() or mode & (stat.S_ISVTX | stat.S_ISGID):
+  if st.st_uid != os.geteuid() or mode & stat.S_ISVTX:
     warnings.warn(f"{path} is shared (mode {mode:o}, owner uid {st.st_uid}): whoever may "
                   "enter it sees the sizes and times of the owner-only files written in it; "
                   "give the run a directory of its own", stacklevel=2)
