@@ -249,6 +249,9 @@ def test_main_job_and_ablation_plans(data_dir, tmp_path, monkeypatch):
   assert p["student"]["votes"].startswith("the teachers stage's") and (
       p["student"]["pool_size"] == 9_000)
   assert "MISSING" not in experiment.dry_run_text(config, p, {})
+  config.teachers.dataset = "digits"  # the student's sizes follow the teachers' dataset
+  digits = _script("run_pate").plan(config)["student"]
+  assert digits["pool_size"] == 450 and digits["sizes_from"].startswith("digits student split")
   assert p["aggregate"] == {"mechanism": "gnmax", "num_queries": 100}
   assert p["attack"]["histograms"] == 5 and p["attack"]["repeats_each"] == 10_000
   on_accelerator = jax.devices()[0].platform != "cpu"  # host work beside it, else none

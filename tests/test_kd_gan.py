@@ -440,3 +440,22 @@ def test_a_checkpoint_of_the_earlier_key_derivation_does_not_resume(tmp_path):
   with pytest.raises(ValueError, match="key_streams"):
     K.fit(gan, keys, x, tl, x, y, num_rounds=4, segment_rounds=2, log=None,
           checkpoint_dir=str(tmp_path))
+
+
+@pytest.mark.slow  # three trainings, 3.6 s
+def test_the_teacher_is_refused_with_the_callers_hint_and_restarts(tmp_path):
+  """The KD-GAN's teacher (all private images) resumes only its own run: another run's
+  checkpoints are refused naming the caller's flag, and restart=True trains it again."""
+  from pate_jax import checkpoint  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  x, y = rng.random((64, 4, 4, 1), np.float32), np.arange(64) % 3
+  kw = dict(model="mlp", model_kwargs={"hidden": (8,)}, num_steps=4, batch_size=16,
+            checkpoint_dir=str(tmp_path / "teacher"), log=None)
+  K.train_teacher(jax.random.key(0), x, y, x, y, **kw)
+  with pytest.raises(checkpoint.ResumeMismatchError,
+                     match=r"restart=True \(--config\.kd_gan\.restart=True\)"):
+    K.train_teacher(jax.random.key(0), x, y, x, y, learning_rate=3e-3,
+                    restart_hint="--config.kd_gan.restart=True", **kw)
+  *_, accuracy = K.train_teacher(jax.random.key(0), x, y, x, y, learning_rate=3e-3,
+                                 restart=True, **kw)
+  assert 0 <= accuracy <= 1

@@ -44,8 +44,8 @@ from pate_jax.checkpoint._fingerprint import (
     check_restart_hint,
     fingerprint,
     fingerprint_diff,
+    how_to_restart,
     read_completed,
-    restart_hint,
 )
 from pate_jax.checkpoint._lock import LOCK_FILE, DirectoryLock, LockedError, check_directory
 from pate_jax.checkpoint._segments import Segments, run_segments, segment_lengths

@@ -33,8 +33,8 @@ from pate_jax.checkpoint._fingerprint import (
     _as_fingerprint,
     check_restart_hint,
     fingerprint_diff,
+    how_to_restart,
     read_completed,
-    restart_hint,
 )
 from pate_jax.checkpoint._lock import LOCK_FILE, DirectoryLock, check_directory
 
@@ -180,12 +180,12 @@ class Checkpointer:
       raise ResumeMismatchError(
           f"{self.directory} holds checkpoints (steps {steps}) but no fingerprint "
           f"({FINGERPRINT_FILE}), so they cannot be checked against this run's "
-          f"configuration; {restart_hint(self.restart_hint)}")
+          f"configuration; {how_to_restart(self.restart_hint)}")
     try:
       stored = json.loads(path.read_text())
     except (OSError, ValueError) as e:
       raise ResumeMismatchError(
-          f"{path} is unreadable ({_first_line(e)}); {restart_hint(self.restart_hint)}"
+          f"{path} is unreadable ({_first_line(e)}); {how_to_restart(self.restart_hint)}"
           ) from None
     diff = fingerprint_diff(stored, self.fingerprint)
     if diff:
@@ -194,7 +194,7 @@ class Checkpointer:
           "written with another configuration, and continuing them would mix two runs "
           "(for PATE teachers: another partition of the private data). Differing fields: "
           + "; ".join(diff) + f". Rerun with the original values, or "
-          f"{restart_hint(self.restart_hint)}.")
+          f"{how_to_restart(self.restart_hint)}.")
 
   def _write_fingerprint(self) -> None:
     # Owner-only, as every record here: the fingerprint holds the training rows' SHA-256
@@ -354,7 +354,7 @@ class Checkpointer:
             raise ResumeMismatchError(
                 f"{self.directory}/{step} holds only {sorted(light)} of a run that ended "
                 f"at step {step} (its last save keeps no optimizer state): ask for {step} "
-                f"steps, or {restart_hint(self.restart_hint)}")
+                f"steps, or {how_to_restart(self.restart_hint)}")
           template = {k: abstract[k] for k in final_keys}
         try:
           restored = self._manager.restore(step, args=ocp.args.StandardRestore(template))

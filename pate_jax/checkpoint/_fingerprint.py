@@ -2,7 +2,7 @@
 
 Owns :func:`fingerprint` (a flat JSON record of what determines a run),
 :func:`fingerprint_diff` (the fields that differ, for :class:`ResumeMismatchError`),
-how to start over, named in its message (:func:`restart_hint`)
+how to start over, named in its message (:func:`how_to_restart`)
 and the completion record of a finished run (:data:`COMPLETED_FILE`,
 :func:`read_completed`). The module docstring of :mod:`pate_jax.checkpoint` says how
 :class:`pate_jax.checkpoint.Checkpointer` uses them.
@@ -64,7 +64,7 @@ def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any],
           for k in sorted(set(stored) | set(current)) if raw(stored, k) != raw(current, k)]
 
 
-def restart_hint(how: str | None = None) -> str:
+def how_to_restart(how: str | None = None) -> str:
   """How to start over: restart=True, which deletes the checkpoints, with ``how`` the
   caller's user asks for it (a command-line flag, ``--config.restart=True``), or another
   directory."""

@@ -29,9 +29,8 @@ from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, F
                                        mark_private, output_files, print_outputs,
                                        print_private, private_as_a_whole, python_path,
                                        quiet_backend_probe, report_marked, run_and_report,
-                                       run_main, set_deterministic, set_fast_compile, side_thread,
-                                       timed,
-                                       user_errors,
+                                       run_main, set_deterministic, set_fast_compile,
+                                       side_thread, timed, user_errors,
                                        without_deterministic_flag)
 from pate_jax.experiment._profile import profile_call, trace_summary
 from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
@@ -48,10 +47,10 @@ __all__ = [
     "DETERMINISTIC_FLAG",
     "FAST_COMPILE_FLAG",
     "HELP_FLAGS",
-    "RESTART_FLAG",
     "MEASUREMENT",
     "NO_PRIVATE_DATA",
     "PUBLISHABLE",
+    "RESTART_FLAG",
     "check_restart_flag",
     "closest_fields",
     "compiles_for_cpu_only",

@@ -494,10 +494,12 @@ def _log_probs(student: students.Student, state: Any, x: jax.Array) -> jax.Array
 def train_teacher(key: jax.Array, train_x: Any, train_y: Any, eval_x: Any, eval_y: Any, *,
                   model: str, model_kwargs: Mapping[str, Any] | None = None, num_steps: int,
                   batch_size: int, learning_rate: float = 1e-3,
-                  checkpoint_dir: str | None = None, log: Callable[[str], None] | None = None
+                  checkpoint_dir: str | None = None, restart: bool = False,
+                  restart_hint: str | None = None, log: Callable[[str], None] | None = None
                   ) -> tuple[students.Student, Any, float]:
   """The published setting's teacher: the registered ``model`` trained with the repo's
-  supervised student loop (``pate_jax.students.fit``) on *all* the private training data.
+  supervised student loop (``pate_jax.students.fit``) on *all* the private training data
+  (``checkpoint_dir``, ``restart``, ``restart_hint``: ``fit``'s).
 
   Returns:
     ``(network functions, state, held-out accuracy)``.
@@ -510,5 +512,6 @@ def train_teacher(key: jax.Array, train_x: Any, train_y: Any, eval_x: Any, eval_
   result = students.fit(teacher, data, key, num_steps=num_steps, batch_size=batch_size,
                         segment_steps=max(1, num_steps // 4), checkpoint_dir=checkpoint_dir,
                         fingerprint={"model": model, "model_kwargs": dict(model_kwargs or {}),
-                                     "learning_rate": learning_rate}, log=log)
+                                     "learning_rate": learning_rate}, restart=restart,
+                        restart_hint=restart_hint, log=log)
   return teacher, result.state, result.eval_accuracy

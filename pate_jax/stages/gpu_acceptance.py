@@ -193,7 +193,7 @@ def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | Non
     return (teachers_stage.run(config.baseline, out, restart_flag="--config.baseline.restart"),
             teachers_stage.report)
   if name == "kd_gan":
-    return kd_gan.run(config.kd_gan, out), kd_gan.report
+    return kd_gan.run(config.kd_gan, out, "--config.kd_gan.restart"), kd_gan.report
   return suite.run(_tests_config(config, name), out), None
 
 

@@ -61,13 +61,16 @@ def epoch_rounds(config, n: int) -> int:
   return math.ceil(config.epochs * n / (config.batch_size * config.k_s))
 
 
-def run(config, workdir: str) -> dict:
-  """Runs the stage (module docstring); the workdir is locked meanwhile."""
+def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG) -> dict:
+  """Runs the stage (module docstring); the workdir is locked meanwhile. ``restart_flag``:
+  the flag that sets ``config.restart`` for the script that runs it, named in a refused
+  resume (``--config.kd_gan.restart`` in the GPU acceptance)."""
   t0 = time.time()
   workdir = pathlib.Path(workdir)
   noise = rng.noise_record(config.noise_seed)  # validates noise_seed before any training
   with experiment.locked_workdir(workdir):
-    results, png = _run(config, workdir, noise)
+    results, png = _run(config, workdir, noise,
+                        f"{experiment.check_restart_flag(restart_flag)}=True")
     results.update({"wall_seconds": time.time() - t0, "results_json": str(
         (workdir / "results.json").resolve()), "pngs": [str(png.resolve())]})
     experiment.write_results(workdir, results, config=config, seed=config.seed,
@@ -87,11 +90,12 @@ class Setup(NamedTuple):
   teacher_accuracy: float         # held-out
 
 
-def setup(config, workdir: pathlib.Path, num_public: int) -> Setup:
+def setup(config, workdir: pathlib.Path, num_public: int,
+          restart_hint: str = f"{experiment.RESTART_FLAG}=True") -> Setup:
   """The run's keys and streams (module docstring), the public data of ``num_public``
   inputs and the teacher, trained on all private training images under
-  ``<workdir>/teacher`` (restored if it is there). Shared with the discriminator's
-  ablation (:mod:`pate_jax.stages.kd_gan_ablation`)."""
+  ``<workdir>/teacher`` (restored if it is there; trained again with ``config.restart``).
+  Shared with the discriminator's ablation (:mod:`pate_jax.stages.kd_gan_ablation`)."""
   root = rng.root_key(config.seed)
   seeds = list(range(config.num_seeds))
   train_key = rng.stream(root, "kd_gan_train")
@@ -104,16 +108,18 @@ def setup(config, workdir: pathlib.Path, num_public: int) -> Setup:
       rng.stream(root, "kd_gan_teacher"), d["train_x"], d["train_y"], d["eval_x"],
       d["eval_y"], model=t.model, model_kwargs=t.model_kwargs.to_dict(),
       num_steps=t.num_steps, batch_size=t.batch_size, learning_rate=t.learning_rate,
-      checkpoint_dir=str(pathlib.Path(workdir) / "teacher"), log=experiment.print_private)
+      checkpoint_dir=str(pathlib.Path(workdir) / "teacher"), restart=bool(config.restart),
+      restart_hint=restart_hint, log=experiment.print_private)
   print(f"{experiment.PRIVATE_MARK}teacher ({t.model}, all {len(d['train_y'])} private "
         "training images): "
         f"{teacher_acc:.2%} held-out")
   return Setup(seeds, train_key, keys, public, d, teacher, t_state, teacher_acc)
 
 
-def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path]:
+def _run(config, workdir: pathlib.Path, noise: dict,
+         restart_hint: str) -> tuple[dict, pathlib.Path]:
   """The results but their wall time and paths, and the plot's path."""
-  s = setup(config, workdir, config.curve.num_public)
+  s = setup(config, workdir, config.curve.num_public, restart_hint)
   seeds, train_key, keys, public, d = s.seeds, s.train_key, s.keys, s.public, s.data
   teacher, t_state, teacher_acc = s.teacher, s.teacher_state, s.teacher_accuracy
 
@@ -122,7 +128,7 @@ def _run(config, workdir: pathlib.Path, noise: dict) -> tuple[dict, pathlib.Path
                       num_rounds=rounds, segment_rounds=min(config.segment_rounds, rounds),
                       checkpoint_dir=str(workdir / "checkpoints" / name),
                       restart=bool(config.restart), log=experiment.print_private,
-                      restart_hint=f"{experiment.RESTART_FLAG}=True")
+                      restart_hint=restart_hint)
 
   sigma, b, delta = config.noise_multiplier, config.batch_size, config.delta
   results = {"teacher_accuracy": teacher_acc, "delta": delta, "tau": config.tau,

@@ -344,8 +344,9 @@ def run(config, workdir: str) -> dict:
 
 def plan(config) -> dict:
   """``--dry_run``: the teachers' and the student's plans (data sizes, state bytes, the memory
-  planner's chunks; the student sized from MNIST's student split, since the votes do not
-  exist yet), the attack's size, and which host work runs beside the accelerator."""
+  planner's chunks; the student sized from the teachers' dataset's student split, since
+  the votes do not exist yet), the attack's size, and which host work runs beside the
+  accelerator."""
   a = config.attack
   wire(config, None)
   return {"host_work_beside_the_accelerator": {

@@ -314,7 +314,7 @@ def _votes_record(workdir: pathlib.Path) -> dict[str, Any] | None:
 
 
 def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, Any], *,
-                  restart: bool = False, restart_flag: str = "--config.restart") -> None:
+                  restart: bool = False, restart_flag: str = experiment.RESTART_FLAG) -> None:
   """Refuses a run that would replace the votes.npz in ``workdir`` by other votes.
 
   Labels answered from these votes, and the privacy ledger that paid for them, refer to
