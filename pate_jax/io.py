@@ -2,7 +2,8 @@
 
 It owns what the core needs to touch the host side without the harness: a digest of
 arrays (which data a run trained on, for checkpoint fingerprints), an atomic text
-write (a temporary file, then a rename: a reader never sees half a file) and the
+write (a temporary file, then a rename: a reader never sees half a file), owner-only
+files in owner-only directories (a file of private values, its size included) and the
 progress bar of long loops. It reads no config and knows no work directory layout;
 :mod:`pate_jax.experiment` (the harness: ``results.json``, ``run_main``) builds on it
 and re-exports these helpers, never the reverse.
@@ -20,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["data_digest", "file_digest", "narrow", "open_private", "progress",
-           "save_figure", "write_text"]
+__all__ = ["copy_file", "data_digest", "file_digest", "narrow", "open_private",
+           "private_directory", "progress", "save_figure", "write_text"]
 
 
 def data_digest(*arrays: Any) -> str:

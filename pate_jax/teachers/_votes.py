@@ -85,7 +85,8 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
   temperature (None without temperatures; not private), the prediction plan (None for
   the ``"loop"`` strategy; planned with ``state``'s optimizer state still allocated);
   with ``return_predictions``, fifth, each teacher's predicted class ``[num_teachers, Q]``
-  (uint8, padding excluded; checked to give ``votes``), which ``votes.npz`` stores for ablations over teacher subsets (pate_jax.ablation).
+  (uint8, padding excluded; checked to give ``votes``), which ``votes.npz`` stores for
+  ablations over teacher subsets (pate_jax.ablation).
   """
   plan = None
   if ensemble.strategy != "loop":
