@@ -144,26 +144,22 @@ def test_a_directory_shared_on_purpose_is_left_as_it_is(tmp_path):
   (sticky) or another user's, which warn instead; the user's own setgid directory (made
   inside a group's project tree) is narrowed, its setgid bit kept."""
   from pate_jax import io  # pylint: disable=g-import-not-at-top
-  own = tmp_path / "own"
-  own.mkdir(mode=0o755)
-  own.chmod(0o755)
-  with io.open_private(own / "votes.npz") as f:
-    f.write(b"x")
-  assert own.stat().st_mode & 0o7777 == 0o700
-  sticky = tmp_path / "sticky"
-  sticky.mkdir()
-  sticky.chmod(0o1777)
+
+  def written_into(name, mode):
+    """A directory of ``mode`` (what the kernel kept of it) after a votes.npz is written."""
+    directory = tmp_path / name
+    directory.mkdir()
+    directory.chmod(mode)
+    kept = directory.stat().st_mode & 0o7777
+    with io.open_private(directory / "votes.npz") as f:
+      f.write(b"x")
+    return kept, directory.stat().st_mode & 0o7777
+
+  assert written_into("own", 0o755) == (0o755, 0o700)
   with pytest.warns(UserWarning, match="is shared"):
-    with io.open_private(sticky / "votes.npz") as f:
-      f.write(b"x")
-  assert sticky.stat().st_mode & 0o7777 == 0o1777
-  group = tmp_path / "group"
-  group.mkdir()
-  group.chmod(0o2775)
-  if group.stat().st_mode & 0o7777 == 0o2775:  # the kernel may drop setgid
-    with io.open_private(group / "votes.npz") as f:
-      f.write(b"x")
-    assert group.stat().st_mode & 0o7777 == 0o2700
+    assert written_into("sticky", 0o1777) == (0o1777, 0o1777)
+  kept, after = written_into("group", 0o2775)
+  assert after == (0o2700 if kept == 0o2775 else 0o700)  # the kernel may drop setgid
   if os.geteuid() == 0:  # only root can give a directory to another user
     other = tmp_path / "other"
     other.mkdir(mode=0o777)

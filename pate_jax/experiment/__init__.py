@@ -17,7 +17,7 @@ stages' :class:`PhaseClock`).
 from pate_jax.experiment._config import (HELP_FLAGS, RESTART_FLAG, _default_config_spec,
                                          check_restart_flag, closest_fields,
                                          config_fields, config_items, help_text, load_config,
-                                         load_script, unknown_overrides)
+                                         load_script, restart_hint, unknown_overrides)
 from pate_jax.experiment._dry_run import (compiled_temp_bytes, dry_run, dry_run_text,
                                           format_bytes, mesh_info, votes_plan)
 from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, FAST_COMPILE_FLAG,
@@ -87,6 +87,7 @@ __all__ = [
     "read_results",
     "remove_stale",
     "report_marked",
+    "restart_hint",
     "run_and_report",
     "run_main",
     "set_deterministic",

@@ -43,6 +43,12 @@ def check_restart_flag(restart_flag: Any) -> str:
   return restart_flag
 
 
+def restart_hint(restart_flag: str = RESTART_FLAG) -> str:
+  """What the core's refusals name as the way to ``restart=True`` (their ``restart_hint``):
+  ``restart_flag`` (checked, :func:`check_restart_flag`) set to True."""
+  return f"{check_restart_flag(restart_flag)}=True"
+
+
 def _config_arg(argv: list[str]) -> str | None:
   """The ``--config`` value on a command line (``--config=x`` or ``--config x``)."""
   for i, a in enumerate(argv):

@@ -69,8 +69,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG) -> di
   workdir = pathlib.Path(workdir)
   noise = rng.noise_record(config.noise_seed)  # validates noise_seed before any training
   with experiment.locked_workdir(workdir):
-    results, png = _run(config, workdir, noise,
-                        f"{experiment.check_restart_flag(restart_flag)}=True")
+    results, png = _run(config, workdir, noise, experiment.restart_hint(restart_flag))
     results.update({"wall_seconds": time.time() - t0, "results_json": str(
         (workdir / "results.json").resolve()), "pngs": [str(png.resolve())]})
     experiment.write_results(workdir, results, config=config, seed=config.seed,
@@ -91,7 +90,7 @@ class Setup(NamedTuple):
 
 
 def setup(config, workdir: pathlib.Path, num_public: int,
-          restart_hint: str = f"{experiment.RESTART_FLAG}=True") -> Setup:
+          restart_hint: str = experiment.restart_hint()) -> Setup:
   """The run's keys and streams (module docstring), the public data of ``num_public``
   inputs and the teacher, trained on all private training images under
   ``<workdir>/teacher`` (restored if it is there; trained again with ``config.restart``).

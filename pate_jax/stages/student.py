@@ -84,7 +84,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
                 "fingerprint": {"student": config.student.to_dict(), "labels": config.labels},
                 "restart": bool(config.get("restart", False)),
                 "max_to_keep": int(config.get("max_to_keep", 1)),
-                "restart_hint": f"{experiment.check_restart_flag(restart_flag)}=True"}
+                "restart_hint": experiment.restart_hint(restart_flag)}
   # Labels the teachers gave without noise, or with noise from a research seed (public: the
   # labels then bound the votes beyond any ε): the student, its accuracy and every line
   # about it are private (a research measurement).
