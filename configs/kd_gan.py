@@ -34,6 +34,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # OS (pate_jax.rng.noise_key), never written; an int: a research seed, the noise is
   # public and ε is a measurement, not a release (results.json's "noise" says which).
   c.noise_seed = ml_collections.config_dict.placeholder(int)
+  # With secret noise the release is a budget on the teachers' private data (votes.npz's
+  # private_data) in the budget registry ("": $PATE_JAX_BUDGET_REGISTRY, else
+  # ~/.local/share/pate_jax/budgets): refused where that data has another budget (the
+  # teachers' ledger, another release) unless another_budget is True (the ε add up).
+  c.budget_registry = ""
+  c.another_budget = False
   c.data_dir = ""               # "" → $PATE_JAX_DATA_DIR
   c.public = "train"            # train (the paper) | pool (the student split, as votes.npz)
   c.num_seeds = 20              # vmapped seeds (Table 1: the paper's 20 runs)

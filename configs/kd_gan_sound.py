@@ -16,9 +16,12 @@ are alternative releases, each with its own independent noise; publishing all fo
 composes (results.json: sound_all_published.epsilon_if_all_published).
 
 Noise: ``noise_seed`` None (the default): the release's noise is secret (os.urandom,
-never written), so a rerun draws a new release (and the sound fit's checkpoints do not
-resume: their fingerprint names the old release); ``--config.noise_seed=0``: a research
-seed, reproducible, the noise public and ε a measurement, not a release.
+never written). The release is drawn once into ``<workdir>/sound_release.npz``
+(owner-only) and a rerun reads it from there (and the sound fit resumes); it is a budget
+on the teachers' private data in the budget registry, refused where the teachers' ledger
+or another release already holds one unless ``--config.another_budget=True``.
+``--config.noise_seed=0``: a research seed, reproducible, the noise public and ε a
+measurement, not a release (no budget).
 
 Variants: "" (accelerator: CNN teacher, all 9,000 pool rows, 10 seeds), cpu (MLP
 teacher, 3,000 public rows, 2 seeds; the published curve to ε 8), smoke.

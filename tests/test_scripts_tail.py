@@ -82,9 +82,10 @@ def test_train_kd_gan_ends_with_accuracy_epsilon_and_paths(tmp_path, data_dir, c
   assert again["curve"] == r["curve"] and timeless(again["table1"]) == timeless(r["table1"])
 
 
-def _sound_votes(path, num_teachers=250):
+def _sound_votes(path, num_teachers=250, private_data=None):
   """votes.npz of ``num_teachers`` simulated teachers on MNIST's 9,000-row student pool,
-  with averaged probabilities at temperature 1 (the sound variant's input)."""
+  with averaged probabilities at temperature 1 (the sound variant's input), trained on
+  ``private_data`` (a SHA-256; None: not named)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
   rs = np.random.default_rng(0)
@@ -92,7 +93,8 @@ def _sound_votes(path, num_teachers=250):
   probs = 0.5 * np.eye(10)[y] + 0.5 * rs.dirichlet(np.ones(10), 9_000)
   votes = np.stack([rs.multinomial(num_teachers, p) for p in probs])
   votes_lib.save_votes(path / "votes.npz", votes, y, dataset="mnist",
-                       probabilities=probs[None], temperatures=(1.0,))
+                       probabilities=probs[None], temperatures=(1.0,),
+                       private_data=private_data)
   return path
 
 
@@ -115,15 +117,23 @@ def _spy_sound_releases(monkeypatch) -> list:
 @pytest.mark.slow
 def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_dir, capsys,
                                                                monkeypatch):
-  """Secret noise (``noise_seed`` None) is recorded as such and two runs release different
-  soft labels; a research seed repeats the release and says that the noise is public. The
-  curve's points are alternative releases; publishing them all composes."""
-  from pate_jax import kd_gan, rng  # pylint: disable=g-import-not-at-top
+  """Secret noise (``noise_seed`` None) is recorded as such; the release is drawn once (a
+  rerun reads it) and is a budget on the teachers' data: a second release of the same
+  teachers is refused before the teacher trains unless another budget is asked for, and
+  then draws other soft labels. A research seed repeats the release and says that the
+  noise is public. The curve's points are alternative releases; publishing them all
+  composes."""
+  import hashlib  # pylint: disable=g-import-not-at-top
+  from pate_jax import budget, kd_gan, rng  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import kd_gan as stage  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("PATE_JAX_DATA_DIR", str(data_dir))
-  votes = _sound_votes(tmp_path)
+  data = hashlib.sha256(b"private rows").hexdigest()
+  votes = _sound_votes(tmp_path, private_data=data)
   releases = _spy_sound_releases(monkeypatch)
+  registry = tmp_path / "registry"
   small = dict(num_seeds=1, teacher__num_steps=20, curve__num_public=200,
-               curve__max_epsilon=1.0, audit_rounds=0, sound__votes_dir=str(votes))
+               curve__max_epsilon=1.0, audit_rounds=0, sound__votes_dir=str(votes),
+               budget_registry=str(registry))
   r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "a", **small)
   tail = _tail(capsys, tmp_path / "a", 6)
   assert r["noise"] == rng.noise_record(None) and not r["noise"]["public"]
@@ -134,11 +144,19 @@ def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_di
   assert total == kd_gan.soft_label_epsilon(sigmas, 200, r["delta"])[0]
   assert "alternative release" in tail and f"composes to ε {total:.2f}" in tail
   assert "secret" in tail
-  _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", **small)
-  assert len(releases) == 2 and not np.array_equal(*releases)
+  assert (tmp_path / "a" / stage.SOUND_RELEASE).stat().st_mode & 0o077 == 0
+  again = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "a", **small)
+  assert again["sound"] == r["sound"] and len(releases) == 2
+  np.testing.assert_array_equal(*releases)                  # read back, not drawn again
+  with pytest.raises(budget.BudgetError, match=r"was drawn before .*Copy that file here"):
+    _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", **small)
+  assert not (tmp_path / "b" / "teacher").exists()          # refused before any training
+  _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", another_budget=True, **small)
+  assert len(releases) == 3 and not np.array_equal(releases[0], releases[2])
+  assert len(budget.BudgetRegistry(registry).budgets(data)) == 2
   for name in ("c", "d"):
     r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / name, noise_seed=0, **small)
   assert r["noise"]["public"] and r["noise"]["noise_seed"] == 0
   assert "PUBLIC (research noise_seed 0)" in capsys.readouterr().out
-  assert len(releases) == 4
-  np.testing.assert_array_equal(releases[2], releases[3])
+  assert len(releases) == 5 and len(budget.BudgetRegistry(registry).budgets(data)) == 2
+  np.testing.assert_array_equal(releases[3], releases[4])

@@ -56,6 +56,10 @@ What a file may be shown to whom: ledger.npz and the journal are private (for th
 owner only), like votes.npz; what may be published is listed by :meth:`TeachersBudget.
 public_summary`.
 
+A release of the votes drawn outside a ledger (the KD-GAN's sound soft labels) is drawn
+once, kept owner-only and registered as a budget of its own on the data
+(:func:`draw_once`).
+
 Research mode. With a research noise seed the noise is public (anyone holding the seed
 recomputes it), so no budget can be protected: the ledger of a research run lives in its
 work directory (``research_ledger.npz``), records the seed, and measures ε; the outputs
@@ -70,6 +74,7 @@ from pate_jax.budget._files import (
     BudgetError,
     votes_digest,
 )
+from pate_jax.budget._once import draw_once, release_digest
 from pate_jax.budget._registry import REGISTRY_ENV, BudgetRegistry, registry_directory
 from pate_jax.budget._release import (
     DEFAULT_BETA_TIMES_ORDER,
@@ -82,5 +87,5 @@ from pate_jax.budget._teachers import TeachersBudget
 __all__ = [
     "ReleaseSpec", "TeachersBudget", "BudgetError", "votes_digest", "default_release_order",
     "LEDGER_FILE", "RESEARCH_LEDGER_FILE", "JOURNAL_SUFFIX", "BudgetRegistry",
-    "registry_directory", "REGISTRY_ENV",
+    "registry_directory", "REGISTRY_ENV", "draw_once", "release_digest",
 ]

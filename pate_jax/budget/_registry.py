@@ -28,6 +28,13 @@ registry) brings the entry up to date; the directory a budget moved to replaces 
 recorded. A budget registered but never written (a run killed or refused before its first
 write) is provisional: while its directory holds no journal, other teachers may replace it.
 
+A release drawn once from the teachers' votes outside a ledger (the KD-GAN's sound soft
+labels: :func:`pate_jax.budget.draw_once`) is a budget of its own on the data, listed the
+same way (``{"votes": <the entry's id>, "release": <digest of what was released from which
+votes, with which settings>, "path": <its file>, ...}``): it is refused where the data has
+another budget, unless asked for, and teachers' ledgers are refused where it has one. It is
+provisional until its file is written.
+
 The registry is private, like the ledgers (it names the teachers' directories and the
 data's digest): its directory is created owner-only (0700), its files 0600, each written
 atomically and synced to disk. It guards against an honest mistake, not against its owner:
@@ -44,6 +51,7 @@ import datetime
 import json
 import os
 import pathlib
+import secrets
 from typing import Any
 
 from pate_jax import _checks
@@ -153,22 +161,10 @@ class BudgetRegistry:
       # A budget never written whose directory holds no journal spent nothing: it yields.
       budgets = [b for b in budgets if not _provisional(b)]
       if budgets and not another:
-        first = budgets[0]
-        raise BudgetError(
-            f"the private data these teachers were trained on already has a privacy budget: "
-            f"the teachers in {first.get('teachers')} (registered {first.get('registered')}"
-            f"{'' if len(budgets) == 1 else f'; {len(budgets)} budgets in all'}, in the budget "
-            f"registry {self.directory}). "
-            "A second set of teachers on the same data opens a second budget, and the ε of "
-            "the two add up. Answer from those teachers (config.votes_dir), or, to spend a "
-            "second budget knowingly, set config.another_budget=True "
-            "(--config.aggregate.another_budget=True where the aggregate stage is nested: "
-            "the main job, the student script): every run on this data then reports how "
-            "many budgets it has")
+        raise BudgetError(self._refusal(budgets))
       budgets = budgets + [{
           "votes": votes, "teachers": str(pathlib.Path(teachers).resolve()),
-          "registered": datetime.datetime.now(datetime.timezone.utc).isoformat(
-              timespec="seconds"),
+          "registered": _now(),
           "generation": int(generation), "sha256": str(sha256)}]
       self._write(path, private_data, budgets)
       return budgets
@@ -212,6 +208,78 @@ class BudgetRegistry:
       entry.update(generation=int(newest[0]), sha256=str(newest[1]), teachers=here)
       self._write(path, private_data, budgets)
 
+  def _refusal(self, budgets: list[dict[str, Any]]) -> str:
+    """Why a new budget is refused where ``budgets`` are spent on the same data."""
+    first = budgets[0]
+    what = (f"the release in {first.get('path')}" if "release" in first
+            else f"the teachers in {first.get('teachers')}")
+    return (
+        f"the private data these teachers were trained on already has a privacy budget: "
+        f"{what} (registered {first.get('registered')}"
+        f"{'' if len(budgets) == 1 else f'; {len(budgets)} budgets in all'}, in the budget "
+        f"registry {self.directory}). "
+        "A second budget on the same data (other teachers, or another release of these) "
+        "adds its ε to the first. Answer from those teachers (config.votes_dir), or, to "
+        "spend a second budget knowingly, set config.another_budget=True "
+        "(--config.aggregate.another_budget=True where the aggregate stage is nested: "
+        "the main job, the student script): every run on this data then reports how "
+        "many budgets it has")
+
+  def claim_release(self, private_data: str, release: str, path: str | os.PathLike, *,
+                    another: bool = False) -> str:
+    """Registers a release drawn once (the digest ``release``: what is released from which
+    votes, with which settings) to be written to ``path``, before it is drawn; provisional
+    until :meth:`record_release`.
+
+    Returns:
+      The new entry's id.
+
+    Raises:
+      BudgetError: another budget is registered on ``private_data`` and ``another`` is False.
+    """
+    entry_path, lock = self._paths(private_data)
+    with _locked(lock):
+      budgets = [b for b in self._load(entry_path, private_data) if not _provisional(b)]
+      if budgets and not another:
+        raise BudgetError(self._refusal(budgets))
+      entry_id = secrets.token_hex(16)
+      budgets.append({
+          "votes": entry_id, "release": release, "path": str(pathlib.Path(path).resolve()),
+          "registered": _now(), "generation": 0, "sha256": ""})
+      self._write(entry_path, private_data, budgets)
+      return entry_id
+
+  def record_release(self, private_data: str, release: str, path: str | os.PathLike,
+                     sha256: str, entry_id: str | None = None) -> None:
+    """Records that the release ``release`` is written to ``path`` with file hash
+    ``sha256``: in the entry ``entry_id`` (:meth:`claim_release`'s); without one, in the
+    entry of ``release`` that holds this file (a moved copy: its path follows), else the
+    one claimed for ``path`` and never recorded (a crash between the file and this record),
+    else in a new entry: a release drawn where this registry did not follow it (another
+    registry, or one deleted) is spent all the same, and is listed beside the others."""
+    entry_path, lock = self._paths(private_data)
+    here = str(pathlib.Path(path).resolve())
+    with _locked(lock):
+      budgets = self._load(entry_path, private_data)
+      mine = [b for b in budgets if b.get("release") == release]
+      entry = (next((b for b in mine if b["votes"] == entry_id), None) if entry_id else
+               next((b for b in mine if b.get("sha256") == sha256), None) or
+               next((b for b in mine if int(b.get("generation", 0)) == 0
+                     and b.get("path") == here), None))
+      if entry is None:
+        entry = {"votes": secrets.token_hex(16), "release": release, "registered": _now()}
+        budgets.append(entry)
+      if (entry.get("path"), entry.get("sha256"), entry.get("generation")) == (here, sha256, 1):
+        return
+      entry.update(path=here, generation=1, sha256=str(sha256))
+      self._write(entry_path, private_data, budgets)
+
+  def releases(self, private_data: str, release: str) -> list[dict[str, Any]]:
+    """The entries of the release ``release`` on ``private_data`` that were written
+    (:meth:`record_release`), in the order registered."""
+    return [b for b in self.budgets(private_data)
+            if b.get("release") == release and int(b.get("generation", 0)) > 0]
+
   @staticmethod
   def _write(path: pathlib.Path, private_data: str, budgets: list[dict[str, Any]]) -> None:
     """The entry, atomically, durably and owner-only (:func:`pate_jax.io.write_text`)."""
@@ -219,8 +287,16 @@ class BudgetRegistry:
                                    indent=1) + "\n", private=True)
 
 
+def _now() -> str:
+  return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def _provisional(entry: dict[str, Any]) -> bool:
-  """An entry registered but never written, whose directory holds no ledger journal: a
-  run killed or refused before its first write, which spent nothing."""
-  return (int(entry.get("generation", -1)) == 0
-          and not (pathlib.Path(entry["teachers"]) / (LEDGER_FILE + JOURNAL_SUFFIX)).exists())
+  """An entry registered but never written, whose directory holds no ledger journal (a
+  release: whose file does not exist): a run killed or refused before its first write,
+  which spent nothing."""
+  if int(entry.get("generation", -1)) != 0:
+    return False
+  if "release" in entry:
+    return not pathlib.Path(entry["path"]).exists()
+  return not (pathlib.Path(entry["teachers"]) / (LEDGER_FILE + JOURNAL_SUFFIX)).exists()

@@ -10,7 +10,11 @@ mechanism at calibrated σ, same student and discriminator, same public data). T
 curve's points are alternative releases, each valid alone with its own independent noise;
 publishing several composes (``sound_all_published``). Their noise is secret
 (``rng.noise_key``) unless ``noise_seed`` names a research seed (``noise`` in the results
-says which). Writes ``results.json`` (accuracy, ε published and sound, δ, steps, λ, τ, C,
+says which). The release is drawn once, before the teacher is trained, into
+``<workdir>/sound_release.npz`` (owner-only), which every rerun reads instead of drawing
+again; with secret noise it is a budget of its own on the teachers' private data, in the
+budget registry (``budget_registry``): refused where the data has another budget -- the
+teachers' ledger, another release -- unless ``another_budget``. Writes ``results.json`` (accuracy, ε published and sound, δ, steps, λ, τ, C,
 σ, seeds) and ``utility_vs_epsilon.png``; student fits checkpoint under
 ``<workdir>/checkpoints/<fit>``.
 
@@ -33,10 +37,13 @@ from typing import Any, Callable, NamedTuple
 import jax
 import numpy as np
 
-from pate_jax import experiment, kd_gan, rng
+from pate_jax import _checks, experiment, io, kd_gan, rng
+from pate_jax import budget as budget_lib
 from pate_jax import votes as votes_lib
 
-__all__ = ["run", "plan", "report", "make_gan", "setup", "epoch_rounds"]
+__all__ = ["run", "plan", "report", "make_gan", "setup", "epoch_rounds", "SOUND_RELEASE"]
+
+SOUND_RELEASE = "sound_release.npz"  # the sound variant's release, drawn once (owner-only)
 
 
 def make_gan(config, lam: float, noise_multiplier: float | None = None) -> kd_gan.KDGAN:
@@ -90,11 +97,14 @@ class Setup(NamedTuple):
 
 
 def setup(config, workdir: pathlib.Path, num_public: int,
-          restart_hint: str = experiment.restart_hint()) -> Setup:
+          restart_hint: str = experiment.restart_hint(),
+          before_teacher: Callable[[dict], Any] | None = None) -> Setup:
   """The run's keys and streams (module docstring), the public data of ``num_public``
   inputs and the teacher, trained on all private training images under
   ``<workdir>/teacher`` (restored if it is there; trained again with ``config.restart``).
-  Shared with the discriminator's ablation (:mod:`pate_jax.stages.kd_gan_ablation`)."""
+  ``before_teacher(data)`` runs on the public data before the teacher is trained (the
+  sound release, which may be refused). Shared with the discriminator's ablation
+  (:mod:`pate_jax.stages.kd_gan_ablation`)."""
   root = rng.root_key(config.seed)
   seeds = list(range(config.num_seeds))
   train_key = rng.stream(root, "kd_gan_train")
@@ -102,6 +112,8 @@ def setup(config, workdir: pathlib.Path, num_public: int,
   public = lambda n: kd_gan.public_data(rng.stream(root, "kd_gan_data"), config.public, n,
                                         config.data_dir)
   d = public(num_public)
+  if before_teacher is not None:
+    before_teacher(d)
   t = config.teacher
   teacher, t_state, teacher_acc = kd_gan.train_teacher(
       rng.stream(root, "kd_gan_teacher"), d["train_x"], d["train_y"], d["eval_x"],
@@ -118,7 +130,10 @@ def setup(config, workdir: pathlib.Path, num_public: int,
 def _run(config, workdir: pathlib.Path, noise: dict,
          restart_hint: str) -> tuple[dict, pathlib.Path]:
   """The results but their wall time and paths, and the plot's path."""
-  s = setup(config, workdir, config.curve.num_public, restart_hint)
+  release = {}
+  s = setup(config, workdir, config.curve.num_public, restart_hint,
+            (lambda data: release.update(_sound_release(config, workdir, data)))
+            if config.sound.enabled else None)
   seeds, train_key, keys, public, d = s.seeds, s.train_key, s.keys, s.public, s.data
   teacher, t_state, teacher_acc = s.teacher, s.teacher_state, s.teacher_accuracy
 
@@ -153,7 +168,7 @@ def _run(config, workdir: pathlib.Path, noise: dict,
         int(config.audit_rounds))
   sound, all_published = [], None
   if config.sound.enabled:
-    results.update(_sound(config, fit, d, train_key, seeds, noise))
+    results.update(_sound(config, fit, d, train_key, seeds, noise, release))
     sound, all_published = results["sound"], results["sound_all_published"]
   png = kd_gan.plot_utility_vs_epsilon(
       workdir / "utility_vs_epsilon.png", curve, sound,
@@ -198,26 +213,50 @@ def _table1(config, fit: Callable, public: Callable, teacher, t_state,
   return rows
 
 
-def _sound(config, fit: Callable, d: dict, train_key: jax.Array, seeds: list[int],
-           noise: dict) -> dict:
-  """The sound variant: PATE soft labels through the Gaussian mechanism, one student per
-  noise level and seed (every level with the seeds' keys of the other fits)."""
+def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
+  """The sound variant's release: the teachers' averaged probabilities on the public rows
+  through the Gaussian mechanism at each level's calibrated σ, drawn once into
+  ``<workdir>/sound_release.npz`` (owner-only) and read from there by every rerun; with
+  secret noise a budget of its own on the teachers' private data
+  (:func:`pate_jax.budget.draw_once`; ``config.budget_registry``, ``config.another_budget``)."""
   votes = votes_lib.load_votes(config.sound.votes_dir)
   n = len(d["public_rows"])
   sigmas = [kd_gan.calibrate_soft_label_noise(e, n, config.delta)
             for e in config.sound.epsilons]
-  targets = kd_gan.sound_targets(rng.noise_key("aggregation", config.noise_seed), votes,
-                                 d["public_rows"], sigmas, config.sound.temperature)
+  noise = rng.noise_record(config.noise_seed)
+  settings = {"rows": io.data_digest(np.asarray(d["public_rows"])),
+              "noise_multipliers": sigmas, "temperature": float(config.sound.temperature),
+              "noise": noise["source"]}
+  draw = lambda: {"targets": kd_gan.sound_targets(  # noqa: E731
+      rng.noise_key("aggregation", config.noise_seed), votes, d["public_rows"], sigmas,
+      config.sound.temperature)}
+  stored = budget_lib.draw_once(
+      workdir / SOUND_RELEASE, draw, votes_digest=budget_lib.votes_digest(votes),
+      settings=settings, secret=not noise["public"],
+      registry=budget_lib.BudgetRegistry(config.get("budget_registry") or None),
+      private_data=votes.get("private_data"),
+      another_budget=_checks.boolean(config.get("another_budget", False),
+                                     "config.another_budget"))
+  return {"targets": stored["targets"], "sigmas": sigmas, "num_teachers": votes["num_teachers"]}
+
+
+def _sound(config, fit: Callable, d: dict, train_key: jax.Array, seeds: list[int],
+           noise: dict, release: dict) -> dict:
+  """The sound variant: PATE soft labels through the Gaussian mechanism (``release``:
+  :func:`_sound_release`'s), one student per noise level and seed (every level with the
+  seeds' keys of the other fits)."""
+  n = len(d["public_rows"])
+  sigmas, targets = release["sigmas"], release["targets"]
   run_keys = _run_keys(train_key, np.tile(np.arange(len(seeds)), len(sigmas)))
   rounds = epoch_rounds(config, n)
   out = fit(make_gan(config, config.curve.lam, 0.0), "sound", d,
             np.repeat(targets, len(seeds), 0), rounds, run_keys)
   sound, all_published = kd_gan.sound_curve(
-      config.sound.epsilons, sigmas, n, votes["num_teachers"], config.delta,
+      config.sound.epsilons, sigmas, n, release["num_teachers"], config.delta,
       out.eval_accuracy.reshape(len(sigmas), len(seeds)))
   return {"sound": sound, "sound_all_published": all_published, "noise": noise,
           "sound_runs": len(sigmas) * len(seeds), "sound_steps": rounds * config.k_s,
-          "num_teachers": votes["num_teachers"], "sound_num_public": n,
+          "num_teachers": release["num_teachers"], "sound_num_public": n,
           "sound_train_seconds": out.train_seconds}
 
 

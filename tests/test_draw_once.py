@@ -1,0 +1,124 @@
+"""A release of private votes outside a ledger (the KD-GAN's sound soft labels) is drawn
+once and is a budget of its own on the teachers' private data
+(pate_jax.budget.draw_once)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import stat
+
+import numpy as np
+import pytest
+
+from pate_jax import budget as budget_lib
+from pate_jax import io
+from pate_jax import rng
+from pate_jax import votes as votes_lib
+
+DATA = hashlib.sha256(b"the private rows").hexdigest()
+SETTINGS = {"rows": "r", "noise_multipliers": [1.0, 2.0], "noise": "secret"}
+
+
+class _Draws:
+  """A release of fresh random numbers, counting its draws."""
+
+  def __init__(self):
+    self.count = 0
+
+  def __call__(self):
+    self.count += 1
+    return {"targets": np.random.default_rng().normal(size=(4, 3)).astype(np.float32)}
+
+
+def _once(path, draws, registry=None, settings=SETTINGS, secret=True, **kw):
+  return budget_lib.draw_once(path, draws, votes_digest="v" * 64, settings=settings,
+                              secret=secret, registry=registry, private_data=DATA, **kw)
+
+
+def test_a_release_is_drawn_once_and_kept_owner_only(tmp_path):
+  draws, path = _Draws(), tmp_path / "w" / "release.npz"
+  first = _once(path, draws)
+  again = _once(path, draws)
+  assert draws.count == 1
+  np.testing.assert_array_equal(first["targets"], again["targets"])
+  assert set(again) == {"targets"}
+  assert stat.S_IMODE(path.stat().st_mode) == 0o600
+  assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+  # Other settings at the same path: that release was spent; drawing another spends again.
+  with pytest.raises(budget_lib.BudgetError, match="other settings.*another_budget=True"):
+    _once(path, draws, settings={**SETTINGS, "noise_multipliers": [3.0]})
+  assert draws.count == 1
+  other = _once(path, draws, settings={**SETTINGS, "noise_multipliers": [3.0]},
+                another_budget=True)
+  assert draws.count == 2 and not np.array_equal(other["targets"], first["targets"])
+
+
+def test_research_noise_is_replaced_freely_and_never_registered(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  draws, path = _Draws(), tmp_path / "release.npz"
+  _once(path, draws, reg, secret=False, settings={**SETTINGS, "noise": "research:0"})
+  _once(path, draws, reg, secret=False, settings={**SETTINGS, "noise": "research:1"})
+  assert draws.count == 2 and reg.budgets(DATA) == []
+  _once(path, draws, reg)  # secret noise in its place: nothing spent before it
+  assert draws.count == 3 and len(reg.budgets(DATA)) == 1
+
+
+def test_a_release_is_one_budget_beside_the_teachers_ledger(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  votes = np.random.default_rng(0).multinomial(50, np.full(10, 0.1), size=20)
+  teachers = tmp_path / "teachers"
+  votes_lib.save_votes(teachers / "votes.npz", votes, votes.argmax(1), dataset="synthetic",
+                       private_data=DATA)
+  ledger = budget_lib.TeachersBudget(
+      teachers, votes_lib.load_votes(teachers), rng.noise_key("aggregation"),
+      mechanism="gnmax", params={"sigma": 20.0}, epsilon_max=20.0, delta=1e-5,
+      chunk_size=16, orders=np.array([2.0, 8.0, 32.0]), registry=reg)
+  ledger.answer(np.arange(5))
+  draws = _Draws()
+  with pytest.raises(budget_lib.BudgetError, match=r"already has a privacy budget: the "
+                     r"teachers in .*teachers.*another_budget=True"):
+    _once(tmp_path / "a" / "release.npz", draws, reg)
+  assert draws.count == 0 and not (tmp_path / "a" / "release.npz").exists()
+  _once(tmp_path / "a" / "release.npz", draws, reg, another_budget=True)
+  assert ledger.budgets_on_data() == 2
+  assert reg.budgets(DATA)[1]["path"] == str((tmp_path / "a" / "release.npz").resolve())
+  ledger.answer(np.arange(5, 10))  # registered first: it goes on
+
+
+def test_a_registered_release_refuses_other_teachers_and_a_second_draw(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  draws, path = _Draws(), tmp_path / "a" / "release.npz"
+  first = _once(path, draws, reg)
+  with pytest.raises(budget_lib.BudgetError, match=r"budget: the release in .*release.npz"):
+    reg.claim(DATA, "other votes", tmp_path / "teachers")
+  # Moved to another directory: the same release, not drawn again; its entry follows.
+  moved = tmp_path / "b" / "release.npz"
+  moved.parent.mkdir()
+  shutil.move(path, moved)
+  np.testing.assert_array_equal(_once(moved, draws, reg)["targets"], first["targets"])
+  assert draws.count == 1 and [b["path"] for b in reg.budgets(DATA)] == [str(moved.resolve())]
+  # Its file deleted: drawing again spends again.
+  moved.unlink()
+  with pytest.raises(budget_lib.BudgetError, match=r"was drawn before .* Copy that file"):
+    _once(moved, draws, reg)
+  _once(moved, draws, reg, another_budget=True)
+  assert draws.count == 2 and len(reg.budgets(DATA)) == 2
+
+
+def test_a_release_killed_before_its_file_yields_and_one_killed_after_is_adopted(tmp_path):
+  path = tmp_path / "release.npz"
+  release = budget_lib.release_digest("v" * 64, SETTINGS)
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  reg.claim_release(DATA, release, path)   # killed before the file was written
+  reg.claim(DATA, "other votes", tmp_path / "teachers", generation=1, sha256="a" * 64)
+  assert [b["votes"] for b in reg.budgets(DATA)] == ["other votes"]
+  # Killed after the file, before its record: the file is the claimed entry's.
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry2")
+  entry = reg.claim_release(DATA, release, path)
+  draws = _Draws()
+  _once(path, draws)  # the file, written with no registry to record it
+  _once(path, draws, reg)
+  assert draws.count == 1
+  (only,) = reg.budgets(DATA)
+  assert (only["votes"], only["generation"], only["sha256"]) == (entry, 1, io.file_digest(path))
