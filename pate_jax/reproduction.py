@@ -48,6 +48,9 @@ REPORT_COMMAND = ("python experiments/report.py --config configs/report.py "
 
 _DATA = "PATE_JAX_DATA_DIR=../shared/data "
 _V = "--config.votes_dir=runs/pate_mnist_cpu/teachers"
+_EARLIER_N250 = ("the committed run read its 250 teachers' votes from an earlier main job's "
+                 "teachers (`runs/main_job/teachers`, code 6ddf8c7), not `pate_mnist_cpu`'s, as "
+                 "its file records")
 _SEED0 = "--config.noise_seed=0"  # a research noise seed: exact reproduction, public noise
 _TFDS = ("SVHN and CIFAR-10 come from tensorflow-datasets, which needs a connected "
          "machine (only MNIST and Adult are in ../shared/data)")
@@ -302,16 +305,17 @@ RUNS: tuple[Run, ...] = (
                            "--config.num_teachers=100"), "configs/mnist_250.py:cpu"),
     Run("figure3", _cmd("plot_gap", "configs/plot_gap.py", "figure3",
                         "--config.runs=runs/mnist_n10,runs/mnist_n100,runs/pate_mnist_cpu/teachers",
-                        data=False), "configs/plot_gap.py"),
+                        data=False), "configs/plot_gap.py", note=_EARLIER_N250),
     Run("figure2", _cmd("plot_aggregation", "configs/plot_aggregation.py:paper", "figure2",
                         "--config.runs=runs/mnist_n10,runs/mnist_n100,runs/pate_mnist_cpu/teachers",
-                        data=False), "configs/plot_aggregation.py:paper", results_file="figure2.json"),
+                        data=False), "configs/plot_aggregation.py:paper", results_file="figure2.json",
+        note=_EARLIER_N250),
     Run("figure2_g005", _cmd("plot_aggregation", "configs/plot_aggregation.py:paper",
                              "figure2_g005",
                              "--config.runs=runs/mnist_n10,runs/mnist_n100,runs/pate_mnist_cpu/teachers",
                              "--config.eps_min=0.05", "--config.eps_max=0.5",
                              "--config.num_points=2", "--config.num_seeds=10", data=False),
-        "configs/plot_aggregation.py:paper", results_file="figure2.json"),
+        "configs/plot_aggregation.py:paper", results_file="figure2.json", note=_EARLIER_N250),
     Run("agg_q100", _cmd("aggregate", "configs/aggregate_mnist.py", "agg_q100", _V, _SEED0,
                          "--config.num_queries=100", data=False),
         "configs/aggregate_mnist.py"),
@@ -1034,7 +1038,8 @@ ROWS: tuple[Row, ...] = (
     Row("beyond", "Vectorised ablation", "LNMax, 250 teachers, γ = 0.05: label accuracy", "—",
         "ablation", "table[44].accuracy.mean", "pct", "mean of 5 seeds"),
     Row("beyond", "Vectorised ablation", "LNMax, 250 teachers, γ = 0.05: ε (moments to 8)",
-        "—", "ablation", "table[44].epsilon.mean", "f2", "the 1,000-query row of Figure 4"),
+        "—", "ablation", "table[44].epsilon.mean", "f2", "LNMax on the first 1,000 pool rows (Figure 4's 1,000-query row above asks "
+        "class-balanced queries)"),
     Row("beyond", "Vectorised ablation", "Confident-GNMax, 250 teachers, σ₂ 40: answered", "—",
         "ablation", "table[146].answered.mean", "pct", "threshold 0.8·n, σ₁ 0.6·n"),
     Row("beyond", "Vectorised ablation", "Confident-GNMax, 250 teachers, σ₂ 40: ε", "—",
@@ -1137,7 +1142,9 @@ ROWS: tuple[Row, ...] = (
         "its table is not in ../shared/papers"),
     Row("beyond", "Smooth-sensitivity release", "noise std of the released ε (the release "
         "above: order, β and σ_ss fixed)", "—", "release_mnist", "private.fixed.noise_std", "f3",
-        "PATE 2017 §3.3: the noise scale needed is \"smaller than 0.5\" on MNIST (1.0 on SVHN)"),
+        "PATE 2017 §3.3: the noise scale needed is \"smaller than 0.5\" on MNIST (1.0 on SVHN), "
+        "for its own release (100 LNMax queries, the moments accountant); here 640 "
+        "Confident-GNMax queries"),
     Row("beyond", "Smooth-sensitivity release", "the same, tf-privacy's analysis (order and β "
         "chosen on the votes)", "—", "release_mnist",
         "private.expected_tf_privacy.release.noise_std", "f3"),
@@ -1321,7 +1328,8 @@ GPU_ROWS: tuple[Row, ...] = (
           f"targets.{key}.met", "met",
           marked_private=key in PRIVATE_TARGETS + RESEARCH_SEED_TARGETS)
       for key, text in (
-              ("main_job_wall", "default paper config <= 60 s to its student's end"),
+              ("main_job_wall", "default paper config <= 60 s (the committed run judged its wall "
+               "end to end; the code now judges it to its student's end)"),
               ("main_job_no_oom", "default paper config: no out-of-memory"),
               ("teacher_accuracy", "mean teacher accuracy >= 94 %"),
               ("examples_per_second", "teachers >= 300,000 examples/s"),
@@ -1611,6 +1619,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
            "*published*: as printed in the paper (`—`: the paper gives no number for this "
            "setting). *ours*: read from the run's `results.json`; **not run** rows say why "
            "we cannot measure them here, **not run yet** rows give the command to run. "
+           "*mean ± x (n seeds)*: x is the standard error of the mean over the seeds. "
            "The runs' commands, configs, code versions and hardware are under *Runs*.", "",
            DISCLOSURE, ""]
   kinds = {}
