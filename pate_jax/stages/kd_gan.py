@@ -209,7 +209,8 @@ def _table1(config, fit: Callable, public: Callable, teacher, t_state,
           **{k: last[k] for k in ("disc", "disc_accuracy") if k in last},
           "train_seconds": out.train_seconds})
       print(f"{experiment.PRIVATE_MARK}Table 1 n={n} λ={lam:g}: {out.eval_accuracy.mean():.2%} "
-            f"± {out.eval_accuracy.std():.2%} ({num_seeds} seeds), published ε {eps:.2f}")
+            f"± {out.eval_accuracy.std():.2%} (SD over {num_seeds} seeds), published ε "
+            f"{eps:.2f}")
   return rows
 
 
@@ -292,7 +293,7 @@ def report(r: dict) -> None:
   print(f"  teacher {r['teacher_accuracy']:.2%}")
   for row in r["table1"]:
     print(f"  Table 1  n={row['n']:>6} λ={row['lam']:<4g} {row['accuracy_mean']:.2%} "
-          f"± {row['accuracy_std']:.2%}  (published ε {row['epsilon_published']:.2f})")
+          f"± {row['accuracy_std']:.2%} SD  (published ε {row['epsilon_published']:.2f})")
   for row in r["table2"]:
     got = (f"{row['accuracy_mean']:.2%} at published ε {row['epsilon_published']:.2f}"
            if "accuracy_mean" in row else row["note"])
@@ -305,7 +306,7 @@ def report(r: dict) -> None:
           f"(σ {a['noise_multiplier']}): max |Δθ| = {a['max_abs_param_difference']:g}")
   for s in r.get("sound", []):
     print(f"  sound variant (an alternative release): {s['accuracy_mean']:.2%} ± "
-          f"{s['accuracy_std']:.2%} at ε {s['epsilon']:.2f} (σ {s['noise_multiplier']:.1f}, "
+          f"{s['accuracy_std']:.2%} SD at ε {s['epsilon']:.2f} (σ {s['noise_multiplier']:.1f}, "
           f"noise std {s['noise_std']:.3f})")
   if "sound_all_published" in r:
     a, noise = r["sound_all_published"], r["noise"]

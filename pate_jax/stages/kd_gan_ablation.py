@@ -188,7 +188,7 @@ def _run(config, workdir: pathlib.Path, todo: list[dict]) -> dict:
     print(f"{experiment.PRIVATE_MARK}{v['name']}: KD-only {r['kd_only']['accuracy_mean']:.2%}, "
           "joint "
           f"{r['joint']['accuracy_mean']:.2%}, gain {r['gain']['mean']:+.2%} ± "
-          f"{r['gain']['se']:.2%}; D loss {r['disc_first']['loss']:.3f} → "
+          f"{r['gain']['se']:.2%} SE; D loss {r['disc_first']['loss']:.3f} → "
           f"{r['disc_last']['loss']:.3f}, accuracy {r['disc_first']['accuracy']:.1%} → "
           f"{r['disc_last']['accuracy']:.1%}")
   teacher_public = np.asarray(tl).argmax(-1)
