@@ -355,6 +355,7 @@ def test_suite_stage_counts_and_is_interrupted_at_its_limit(tmp_path):
   assert (tmp_path / "w" / "junit.xml").is_file() and (tmp_path / "w" / "pytest.log").is_file()
   # The tests' output (from the data directory's files) is the owner's, as is its folder.
   assert (tmp_path / "w" / "pytest.log").stat().st_mode & 0o777 == 0o600
+  assert (tmp_path / "w" / "junit.xml").stat().st_mode & 0o777 == 0o600
   assert (tmp_path / "w").stat().st_mode & 0o777 == 0o700
 
 

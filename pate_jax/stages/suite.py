@@ -93,7 +93,7 @@ def run(config, workdir: str) -> dict:
     env["PATE_JAX_REQUIRE_DATA"] = "1"
   print(f"tests {config.group}: {_shown(cmd)} (log: {log})", flush=True)
   t0, interrupted = time.time(), False
-  # Owner-only, with junit.xml in the same owner-only folder: the tests train on the data
+  # Owner-only, as junit.xml (below), in an owner-only folder: the tests train on the data
   # directory's files, and a failing one prints what it computed from them.
   with io.open_private(log) as f:
     # SIGINT's default action in the child: a command started in the background (nohup,
@@ -110,6 +110,7 @@ def run(config, workdir: str) -> dict:
       except subprocess.TimeoutExpired:
         proc.kill()
         returncode = proc.wait()
+  io.narrow(junit)  # pytest writes it with the umask's mode; its failures quote the log
   results = {"group": config.group, "command": _shown(cmd), "workers": n,
              "returncode": returncode,
              "interrupted": interrupted, "timeout_s": float(config.timeout_s),
