@@ -51,7 +51,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = load_script(pathlib.Path(__file__).with_name("kd_gan.py")).get_config(
       "smoke" if arg == "smoke" else "cpu")
   for unused in ("curve", "table1", "sound", "audit_rounds", "noise_seed", "segment_rounds",
-                 "delta"):
+                 "delta", "budget_registry", "another_budget"):
     del c[unused]  # the base's Table 2 curve, audit and sound release: not run here
   c.num_public = 1_000          # N: the public inputs (Table 1's middle row)
   c.lam = 0.5                   # the joint fit's λ (the base's Table 1 λ)

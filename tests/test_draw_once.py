@@ -4,9 +4,11 @@ once and is a budget of its own on the teachers' private data
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import shutil
 import stat
+import time
 
 import numpy as np
 import pytest
@@ -17,23 +19,27 @@ from pate_jax import rng
 from pate_jax import votes as votes_lib
 
 DATA = hashlib.sha256(b"the private rows").hexdigest()
-SETTINGS = {"rows": "r", "noise_multipliers": [1.0, 2.0], "noise": "secret"}
+VOTES = "v" * 64
+SETTINGS = {"rows": "r", "epsilons": [1.0, 2.0], "noise": "secret"}
 
 
 class _Draws:
-  """A release of fresh random numbers, counting its draws."""
+  """A release of fresh random numbers, counting its draws (``pause``: seconds per draw)."""
 
-  def __init__(self):
-    self.count = 0
+  def __init__(self, pause=0.0):
+    self.count, self.pause = 0, pause
 
   def __call__(self):
     self.count += 1
+    time.sleep(self.pause)
     return {"targets": np.random.default_rng().normal(size=(4, 3)).astype(np.float32)}
 
 
-def _once(path, draws, registry=None, settings=SETTINGS, secret=True, **kw):
-  return budget_lib.draw_once(path, draws, votes_digest="v" * 64, settings=settings,
-                              secret=secret, registry=registry, private_data=DATA, **kw)
+def _once(path, draws, registry=None, settings=SETTINGS, secret=True, private_data=DATA,
+          **kw):
+  return budget_lib.draw_once(path, draws, votes_digest=VOTES, settings=settings,
+                              secret=secret, registry=registry, private_data=private_data,
+                              **kw)
 
 
 def test_a_release_is_drawn_once_and_kept_owner_only(tmp_path):
@@ -45,13 +51,18 @@ def test_a_release_is_drawn_once_and_kept_owner_only(tmp_path):
   assert set(again) == {"targets"}
   assert stat.S_IMODE(path.stat().st_mode) == 0o600
   assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-  # Other settings at the same path: that release was spent; drawing another spends again.
-  with pytest.raises(budget_lib.BudgetError, match="other settings.*another_budget=True"):
-    _once(path, draws, settings={**SETTINGS, "noise_multipliers": [3.0]})
+  # A secret release is never overwritten: the work directory is its own.
+  for kw in ({}, {"another_budget": True}):
+    with pytest.raises(budget_lib.BudgetError, match="other settings.*another work directory"):
+      _once(path, draws, settings={**SETTINGS, "epsilons": [3.0]}, **kw)
+  with pytest.raises(budget_lib.BudgetError, match="another work directory$"):
+    _once(path, draws, secret=False, settings={**SETTINGS, "noise": "research:0"})
   assert draws.count == 1
-  other = _once(path, draws, settings={**SETTINGS, "noise_multipliers": [3.0]},
-                another_budget=True)
-  assert draws.count == 2 and not np.array_equal(other["targets"], first["targets"])
+  np.testing.assert_array_equal(_once(path, draws)["targets"], first["targets"])
+  # A damaged file is named, not read as no release.
+  path.write_bytes(path.read_bytes()[:40])
+  with pytest.raises(budget_lib.BudgetError, match="not a readable release"):
+    _once(path, draws)
 
 
 def test_research_noise_is_replaced_freely_and_never_registered(tmp_path):
@@ -77,7 +88,8 @@ def test_a_release_is_one_budget_beside_the_teachers_ledger(tmp_path):
   ledger.answer(np.arange(5))
   draws = _Draws()
   with pytest.raises(budget_lib.BudgetError, match=r"already has a privacy budget: the "
-                     r"teachers in .*teachers.*another_budget=True"):
+                     r"teachers in .*teachers.*A release of these teachers' votes on the same "
+                     r"data opens a second budget.*another_budget=True"):
     _once(tmp_path / "a" / "release.npz", draws, reg)
   assert draws.count == 0 and not (tmp_path / "a" / "release.npz").exists()
   _once(tmp_path / "a" / "release.npz", draws, reg, another_budget=True)
@@ -90,7 +102,8 @@ def test_a_registered_release_refuses_other_teachers_and_a_second_draw(tmp_path)
   reg = budget_lib.BudgetRegistry(tmp_path / "registry")
   draws, path = _Draws(), tmp_path / "a" / "release.npz"
   first = _once(path, draws, reg)
-  with pytest.raises(budget_lib.BudgetError, match=r"budget: the release in .*release.npz"):
+  with pytest.raises(budget_lib.BudgetError, match=r"budget: a release of their votes "
+                     r"outside a ledger, in .*release.npz.*Use that release"):
     reg.claim(DATA, "other votes", tmp_path / "teachers")
   # Moved to another directory: the same release, not drawn again; its entry follows.
   moved = tmp_path / "b" / "release.npz"
@@ -98,27 +111,43 @@ def test_a_registered_release_refuses_other_teachers_and_a_second_draw(tmp_path)
   shutil.move(path, moved)
   np.testing.assert_array_equal(_once(moved, draws, reg)["targets"], first["targets"])
   assert draws.count == 1 and [b["path"] for b in reg.budgets(DATA)] == [str(moved.resolve())]
-  # Its file deleted: drawing again spends again.
+  # Its file deleted: drawing again spends again. The same votes without their data's
+  # digest (votes.npz's private_data removed) are known by their own digest.
   moved.unlink()
-  with pytest.raises(budget_lib.BudgetError, match=r"was drawn before .* Copy that file"):
-    _once(moved, draws, reg)
+  for key in (DATA, None):
+    with pytest.raises(budget_lib.BudgetError, match=r"was drawn before .* Copy that file"):
+      _once(tmp_path / "c" / "release.npz", draws, reg, private_data=key)
+  with pytest.raises(budget_lib.BudgetError, match="votes.npz was altered"):
+    _once(moved, draws, reg, private_data=hashlib.sha256(b"other").hexdigest())
   _once(moved, draws, reg, another_budget=True)
   assert draws.count == 2 and len(reg.budgets(DATA)) == 2
 
 
-def test_a_release_killed_before_its_file_yields_and_one_killed_after_is_adopted(tmp_path):
+def test_a_release_killed_before_its_entry_is_adopted(tmp_path):
   path = tmp_path / "release.npz"
-  release = budget_lib.release_digest("v" * 64, SETTINGS)
-  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
-  reg.claim_release(DATA, release, path)   # killed before the file was written
-  reg.claim(DATA, "other votes", tmp_path / "teachers", generation=1, sha256="a" * 64)
-  assert [b["votes"] for b in reg.budgets(DATA)] == ["other votes"]
-  # Killed after the file, before its record: the file is the claimed entry's.
-  reg = budget_lib.BudgetRegistry(tmp_path / "registry2")
-  entry = reg.claim_release(DATA, release, path)
   draws = _Draws()
-  _once(path, draws)  # the file, written with no registry to record it
+  _once(path, draws)  # the file, with no registry to record it (a run killed before)
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
   _once(path, draws, reg)
   assert draws.count == 1
   (only,) = reg.budgets(DATA)
-  assert (only["votes"], only["generation"], only["sha256"]) == (entry, 1, io.file_digest(path))
+  assert (only["generation"], only["sha256"], only["of_votes"]) == (1, io.file_digest(path),
+                                                                    VOTES)
+
+
+def test_two_runs_at_once_cannot_both_draw(tmp_path):
+  """The checks and the draw hold the registry's lock: the second run sees the first."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  draws = _Draws(pause=0.5)
+
+  def run(name):
+    try:
+      _once(tmp_path / name / "release.npz", draws, reg)
+      return "drawn"
+    except budget_lib.BudgetError:
+      return "refused"
+
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    outcomes = sorted(pool.map(run, ["a", "b"]))
+  assert outcomes == ["drawn", "refused"] and draws.count == 1
+  assert len(reg.budgets(DATA)) == 1

@@ -137,6 +137,7 @@ def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_di
   r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "a", **small)
   tail = _tail(capsys, tmp_path / "a", 6)
   assert r["noise"] == rng.noise_record(None) and not r["noise"]["public"]
+  assert r["budgets_on_private_data"] == 1
   sigmas = [p["noise_multiplier"] for p in r["sound"]]
   total = r["sound_all_published"]["epsilon_if_all_published"]
   assert len(sigmas) == 2 and all(p["release"] == "alternative" for p in r["sound"])
@@ -151,12 +152,14 @@ def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_di
   with pytest.raises(budget.BudgetError, match=r"was drawn before .*Copy that file here"):
     _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", **small)
   assert not (tmp_path / "b" / "teacher").exists()          # refused before any training
-  _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", another_budget=True, **small)
-  assert len(releases) == 3 and not np.array_equal(releases[0], releases[2])
+  r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", another_budget=True,
+           **small)
+  assert r["budgets_on_private_data"] == 2 and len(releases) == 3 and not np.array_equal(releases[0], releases[2])
   assert len(budget.BudgetRegistry(registry).budgets(data)) == 2
   for name in ("c", "d"):
     r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / name, noise_seed=0, **small)
   assert r["noise"]["public"] and r["noise"]["noise_seed"] == 0
+  assert r["budgets_on_private_data"] is None
   assert "PUBLIC (research noise_seed 0)" in capsys.readouterr().out
   assert len(releases) == 5 and len(budget.BudgetRegistry(registry).budgets(data)) == 2
   np.testing.assert_array_equal(releases[3], releases[4])

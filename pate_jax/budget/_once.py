@@ -41,19 +41,26 @@ def _load(path: pathlib.Path) -> dict[str, Any] | None:
     with np.load(path, allow_pickle=False) as f:
       out = {k: f[k] for k in f.files}
     out["release"], out["secret"] = str(out["release"]), bool(out["secret"])
-  except (OSError, ValueError, KeyError, EOFError) as e:
+  except Exception as e:  # noqa: BLE001 -- a damaged file, whatever numpy or zipfile raises
     raise BudgetError(f"{path}: not a readable release ({type(e).__name__}: {e}); it may "
                       "hold a release already spent: restore it, or move it away") from e
   return out
 
 
-def _save(path: pathlib.Path, arrays: dict[str, Any], release: str, secret: bool) -> None:
+def _save(path: pathlib.Path, arrays: dict[str, Any], release: str, secret: bool) -> str:
+  """Writes the release atomically and durably, owner-only; returns the file's SHA-256."""
   tmp = path.with_name(path.name + ".tmp.npz")
   with io.open_private(tmp) as f:  # a function of the private votes: the owner's only
     np.savez_compressed(f, **arrays, release=np.str_(release), secret=np.bool_(secret))
     f.flush()
     os.fsync(f.fileno())
   tmp.replace(path)
+  dir_fd = os.open(path.parent, os.O_RDONLY)
+  try:
+    os.fsync(dir_fd)
+  finally:
+    os.close(dir_fd)
+  return io.file_digest(path)
 
 
 def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]], *,
@@ -63,19 +70,21 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
   """The arrays of a release of private votes, drawn by ``draw()`` at most once per budget.
 
   The release is named by :func:`release_digest` of ``votes_digest`` and ``settings``
-  (everything that decides it but the noise: rows, noise levels, the noise's source). Kept
-  in ``path`` (owner-only, written atomically), it is returned as stored by every later
-  call for the same release; ``path`` holding a secret-noise release of other votes or
-  settings is refused (it was spent) unless ``another_budget``, which draws the new one in
-  its place. Research noise (``secret`` False: the noise is public, nothing is protected
-  and nothing is spent) is replaced freely and never registered.
+  (everything that decides it but the noise: rows, privacy targets, the noise's source;
+  not values computed from them, such as a calibrated σ, whose last bits may change with a
+  library). Kept in ``path`` (owner-only, written atomically), it is returned as stored by
+  every later call for the same release. A secret-noise release is never overwritten:
+  ``path`` holding one of other votes or settings is refused (the work directory belongs
+  to that release; use another). Research noise (``secret`` False: the noise is public,
+  nothing is protected and nothing is spent) is replaced freely and never registered.
 
-  With ``registry`` and ``private_data`` (votes.npz's), a secret-noise release registers
-  on the data before it is drawn (:meth:`BudgetRegistry.claim_release`): refused where the
-  data has another budget -- a teachers' ledger, another release -- unless
-  ``another_budget``; a release the registry holds as drawn whose file is not at ``path``
-  (deleted, or drawn in another directory) is refused unless ``another_budget``: copy its
-  file to ``path`` to use it. Written, it is recorded with its file's hash.
+  With ``registry`` and a key -- ``private_data`` (votes.npz's, or the digest the teachers'
+  run recorded) or the one the registry holds these votes under -- a secret-noise release
+  is drawn and registered on the data in one step (:meth:`BudgetRegistry.spend_release`):
+  refused where the data has another budget -- a teachers' ledger, another release --
+  unless ``another_budget``, and a release the registry holds as drawn whose file is not at
+  ``path`` (deleted, or drawn in another directory) is refused unless ``another_budget``:
+  copy its file to ``path`` to use it.
 
   Raises:
     BudgetError: as above, naming the file or the registry entry and the way on.
@@ -93,27 +102,25 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
   stored = _load(path)
   if stored is not None and stored["release"] == release:
     if reg is not None:
-      reg.record_release(private_data, release, path, io.file_digest(path))
+      reg.record_release(private_data, release, votes_digest, path, io.file_digest(path))
     return {k: v for k, v in stored.items() if k not in _META}
-  if stored is not None and stored["secret"] and not another_budget:
+  if stored is not None and stored["secret"]:
     raise BudgetError(
         f"{path} holds a release drawn with secret noise from other votes or with other "
-        "settings: it was spent, and drawing this one spends again. Use another work "
-        "directory, or set config.another_budget=True to draw it here (the budgets add up)")
-  entry = None
-  if reg is not None:
-    drawn = reg.releases(private_data, release)
-    if drawn and not another_budget:
-      raise BudgetError(
-          f"this release was drawn before (registered {drawn[-1]['registered']} in the budget "
-          f"registry {reg.directory}, its file {drawn[-1]['path']}) and {path} does not hold "
-          "it: drawing it again spends again. Copy that file here to use it, or set "
-          "config.another_budget=True to draw a new one (the budgets add up)")
-    entry = reg.claim_release(private_data, release, path, another=another_budget)
-  arrays = {k: np.asarray(v) for k, v in draw().items()}
-  if set(arrays) & set(_META):
-    raise ValueError(f"draw: the names {_META} are the release file's own")
-  _save(path, arrays, release, secret)
-  if reg is not None:
-    reg.record_release(private_data, release, path, io.file_digest(path), entry_id=entry)
-  return arrays
+        "settings: it was spent, and this work directory is its own. Run this one in "
+        "another work directory" + (" (with config.another_budget=True where it is a "
+                                    "second budget on the same data)" if secret else ""))
+  out: dict[str, np.ndarray] = {}
+
+  def write() -> str:
+    out.update({k: np.asarray(v) for k, v in draw().items()})
+    if set(out) & set(_META):
+      raise ValueError(f"draw: the names {_META} are the release file's own")
+    return _save(path, out, release, secret)
+
+  if reg is None:
+    write()
+  else:
+    reg.spend_release(private_data, release, votes_digest, path, write,
+                      another=another_budget)
+  return out

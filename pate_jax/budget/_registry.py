@@ -31,9 +31,11 @@ write) is provisional: while its directory holds no journal, other teachers may 
 A release drawn once from the teachers' votes outside a ledger (the KD-GAN's sound soft
 labels: :func:`pate_jax.budget.draw_once`) is a budget of its own on the data, listed the
 same way (``{"votes": <the entry's id>, "release": <digest of what was released from which
-votes, with which settings>, "path": <its file>, ...}``): it is refused where the data has
+votes, with which settings>, "of_votes": <the votes' salted digest>, "path": <its file>,
+"registered", "generation": 1, "sha256": <its file's>}``): it is refused where the data has
 another budget, unless asked for, and teachers' ledgers are refused where it has one. It is
-provisional until its file is written.
+drawn and registered under the entry's lock (:meth:`BudgetRegistry.spend_release`), so it
+is never provisional.
 
 The registry is private, like the ledgers (it names the teachers' directories and the
 data's digest): its directory is created owner-only (0700), its files 0600, each written
@@ -52,7 +54,7 @@ import json
 import os
 import pathlib
 import secrets
-from typing import Any
+from typing import Any, Callable
 
 from pate_jax import _checks
 from pate_jax import io
@@ -114,14 +116,15 @@ class BudgetRegistry:
 
   def budgets(self, private_data: str) -> list[dict[str, Any]]:
     """The budgets registered on ``private_data``, in the order registered (each
-    ``{"votes", "teachers", "registered", "generation", "sha256"}``)."""
+    ``{"votes", "teachers", "registered", "generation", "sha256"}``, a release's with
+    ``"release"``, ``"of_votes"`` and ``"path"`` instead of ``"teachers"``)."""
     path, lock = self._paths(private_data)
     with _locked(lock):
       return self._load(path, private_data)
 
   def data_of(self, votes: str) -> str | None:
-    """The private data under which a budget of the votes digest ``votes`` is registered,
-    or None: what ties votes to their data where votes.npz's ``private_data`` was removed
+    """The private data under which a budget of the votes digest ``votes`` (a ledger, or a
+    release of them) is registered, or None: what ties votes to their data where votes.npz's ``private_data`` was removed
     or replaced in a copy (the votes' salted digest does not cover it)."""
     if not self.directory.is_dir():
       return None
@@ -134,7 +137,7 @@ class BudgetRegistry:
           budgets = self._load(path, path.stem)
         except BudgetError:  # another data's damaged entry: its own budgets refuse it
           continue
-      if any(b["votes"] == votes for b in budgets):
+      if any(votes in (b["votes"], b.get("of_votes")) for b in budgets):
         return path.stem
     return None
 
@@ -208,77 +211,85 @@ class BudgetRegistry:
       entry.update(generation=int(newest[0]), sha256=str(newest[1]), teachers=here)
       self._write(path, private_data, budgets)
 
-  def _refusal(self, budgets: list[dict[str, Any]]) -> str:
-    """Why a new budget is refused where ``budgets`` are spent on the same data."""
+  def _refusal(self, budgets: list[dict[str, Any]], new: str = "a second set of teachers"
+               ) -> str:
+    """Why a new budget (``new``, in words) is refused where ``budgets`` are spent on the
+    same data."""
     first = budgets[0]
-    what = (f"the release in {first.get('path')}" if "release" in first
-            else f"the teachers in {first.get('teachers')}")
+    if "release" in first:
+      what = (f"a release of their votes outside a ledger, in {first.get('path')} (the "
+              "KD-GAN's sound soft labels)")
+      way = "Use that release (the work directory that holds it)"
+    else:
+      what = f"the teachers in {first.get('teachers')}"
+      way = "Answer from those teachers (config.votes_dir)"
     return (
         f"the private data these teachers were trained on already has a privacy budget: "
         f"{what} (registered {first.get('registered')}"
         f"{'' if len(budgets) == 1 else f'; {len(budgets)} budgets in all'}, in the budget "
         f"registry {self.directory}). "
-        "A second budget on the same data (other teachers, or another release of these) "
-        "adds its ε to the first. Answer from those teachers (config.votes_dir), or, to "
-        "spend a second budget knowingly, set config.another_budget=True "
-        "(--config.aggregate.another_budget=True where the aggregate stage is nested: "
-        "the main job, the student script): every run on this data then reports how "
-        "many budgets it has")
+        f"{new[0].upper() + new[1:]} on the same data opens a second budget, and the ε of "
+        f"the two add up. {way}, or, to spend a second budget knowingly, set "
+        "config.another_budget=True (--config.aggregate.another_budget=True where the "
+        "aggregate stage is nested: the main job, the student script): every run on this "
+        "data then reports how many budgets it has")
 
-  def claim_release(self, private_data: str, release: str, path: str | os.PathLike, *,
-                    another: bool = False) -> str:
-    """Registers a release drawn once (the digest ``release``: what is released from which
-    votes, with which settings) to be written to ``path``, before it is drawn; provisional
-    until :meth:`record_release`.
-
-    Returns:
-      The new entry's id.
+  def spend_release(self, private_data: str, release: str, votes: str,
+                    path: str | os.PathLike, write: Callable[[], str], *,
+                    another: bool = False) -> None:
+    """Draws and registers a release in one step, under the registry's lock: ``write()``
+    draws the release ``release`` (a digest of what is released from which votes, with
+    which settings) of the votes digest ``votes`` into ``path`` and returns the file's
+    SHA-256; the entry is written after it. Holding the lock throughout, two runs cannot
+    both pass the checks before either registers (a release is a quick draw); a run killed
+    after the file and before its entry leaves a file that :meth:`record_release` adopts.
 
     Raises:
-      BudgetError: another budget is registered on ``private_data`` and ``another`` is False.
+      BudgetError, before ``write`` is called: the release was drawn before (its entry
+        holds a file's hash) or another budget is registered on ``private_data``, and
+        ``another`` is False.
     """
     entry_path, lock = self._paths(private_data)
     with _locked(lock):
-      budgets = [b for b in self._load(entry_path, private_data) if not _provisional(b)]
-      if budgets and not another:
-        raise BudgetError(self._refusal(budgets))
-      entry_id = secrets.token_hex(16)
-      budgets.append({
-          "votes": entry_id, "release": release, "path": str(pathlib.Path(path).resolve()),
-          "registered": _now(), "generation": 0, "sha256": ""})
-      self._write(entry_path, private_data, budgets)
-      return entry_id
+      budgets = self._load(entry_path, private_data)
+      drawn = [b for b in budgets if b.get("release") == release]
+      if drawn and not another:
+        raise BudgetError(
+            f"this release was drawn before (registered {drawn[-1]['registered']} in the "
+            f"budget registry {self.directory}, its file {drawn[-1]['path']}) and "
+            f"{pathlib.Path(path)} does not hold it: drawing it again spends again. Copy "
+            "that file here to use it, or set config.another_budget=True to draw a new one "
+            "(the budgets add up)")
+      live = [b for b in budgets if not _provisional(b)]
+      if live and not another:
+        raise BudgetError(self._refusal(live, "a release of these teachers' votes"))
+      sha256 = write()
+      live.append({"votes": secrets.token_hex(16), "release": release, "of_votes": votes,
+                   "path": str(pathlib.Path(path).resolve()), "registered": _now(),
+                   "generation": 1, "sha256": str(sha256)})
+      self._write(entry_path, private_data, live)
 
-  def record_release(self, private_data: str, release: str, path: str | os.PathLike,
-                     sha256: str, entry_id: str | None = None) -> None:
-    """Records that the release ``release`` is written to ``path`` with file hash
-    ``sha256``: in the entry ``entry_id`` (:meth:`claim_release`'s); without one, in the
-    entry of ``release`` that holds this file (a moved copy: its path follows), else the
-    one claimed for ``path`` and never recorded (a crash between the file and this record),
-    else in a new entry: a release drawn where this registry did not follow it (another
-    registry, or one deleted) is spent all the same, and is listed beside the others."""
+  def record_release(self, private_data: str, release: str, votes: str,
+                     path: str | os.PathLike, sha256: str) -> None:
+    """Records that the release ``release`` of the votes digest ``votes`` is in ``path``
+    with file hash ``sha256``: in its entry that holds this file (a moved copy: the path
+    follows), else in a new entry: a release drawn where this registry did not follow it
+    (another registry, one deleted, or a run killed between its file and its entry) is
+    spent all the same, and is listed beside the others."""
     entry_path, lock = self._paths(private_data)
     here = str(pathlib.Path(path).resolve())
     with _locked(lock):
       budgets = self._load(entry_path, private_data)
-      mine = [b for b in budgets if b.get("release") == release]
-      entry = (next((b for b in mine if b["votes"] == entry_id), None) if entry_id else
-               next((b for b in mine if b.get("sha256") == sha256), None) or
-               next((b for b in mine if int(b.get("generation", 0)) == 0
-                     and b.get("path") == here), None))
-      if entry is None:
-        entry = {"votes": secrets.token_hex(16), "release": release, "registered": _now()}
-        budgets.append(entry)
-      if (entry.get("path"), entry.get("sha256"), entry.get("generation")) == (here, sha256, 1):
+      entry = next((b for b in budgets if b.get("release") == release
+                    and b.get("sha256") == sha256), None)
+      if entry is not None and entry.get("path") == here:
         return
-      entry.update(path=here, generation=1, sha256=str(sha256))
+      if entry is None:
+        entry = {"votes": secrets.token_hex(16), "release": release, "of_votes": votes,
+                 "registered": _now(), "generation": 1, "sha256": str(sha256)}
+        budgets.append(entry)
+      entry["path"] = here
       self._write(entry_path, private_data, budgets)
-
-  def releases(self, private_data: str, release: str) -> list[dict[str, Any]]:
-    """The entries of the release ``release`` on ``private_data`` that were written
-    (:meth:`record_release`), in the order registered."""
-    return [b for b in self.budgets(private_data)
-            if b.get("release") == release and int(b.get("generation", 0)) > 0]
 
   @staticmethod
   def _write(path: pathlib.Path, private_data: str, budgets: list[dict[str, Any]]) -> None:
@@ -292,11 +303,8 @@ def _now() -> str:
 
 
 def _provisional(entry: dict[str, Any]) -> bool:
-  """An entry registered but never written, whose directory holds no ledger journal (a
-  release: whose file does not exist): a run killed or refused before its first write,
-  which spent nothing."""
-  if int(entry.get("generation", -1)) != 0:
-    return False
-  if "release" in entry:
-    return not pathlib.Path(entry["path"]).exists()
-  return not (pathlib.Path(entry["teachers"]) / (LEDGER_FILE + JOURNAL_SUFFIX)).exists()
+  """A ledger's entry registered but never written, whose directory holds no ledger
+  journal: a run killed or refused before its first write, which spent nothing. (A
+  release's entry is written once its file is: never provisional.)"""
+  return (int(entry.get("generation", -1)) == 0 and "release" not in entry
+          and not (pathlib.Path(entry["teachers"]) / (LEDGER_FILE + JOURNAL_SUFFIX)).exists())

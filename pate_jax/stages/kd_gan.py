@@ -35,11 +35,13 @@ import time
 from typing import Any, Callable, NamedTuple
 
 import jax
+from absl import logging
 import numpy as np
 
 from pate_jax import _checks, experiment, io, kd_gan, rng
 from pate_jax import budget as budget_lib
 from pate_jax import votes as votes_lib
+from pate_jax.stages import teachers as teachers_stage
 
 __all__ = ["run", "plan", "report", "make_gan", "setup", "epoch_rounds", "SOUND_RELEASE"]
 
@@ -225,20 +227,33 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
   sigmas = [kd_gan.calibrate_soft_label_noise(e, n, config.delta)
             for e in config.sound.epsilons]
   noise = rng.noise_record(config.noise_seed)
+  # What decides the release but its noise (not the σ computed from it, whose last bits
+  # may change with a library version).
   settings = {"rows": io.data_digest(np.asarray(d["public_rows"])),
-              "noise_multipliers": sigmas, "temperature": float(config.sound.temperature),
+              "epsilons": [float(e) for e in config.sound.epsilons],
+              "delta": float(config.delta), "temperature": float(config.sound.temperature),
               "noise": noise["source"]}
   draw = lambda: {"targets": kd_gan.sound_targets(  # noqa: E731
       rng.noise_key("aggregation", config.noise_seed), votes, d["public_rows"], sigmas,
       config.sound.temperature)}
+  digest = budget_lib.votes_digest(votes)
+  registry = budget_lib.BudgetRegistry(config.get("budget_registry") or None)
+  # votes.npz without the field: the digest its teachers' run recorded, if any.
+  key = (votes.get("private_data") or teachers_stage.recorded_data_digest(
+      config.sound.votes_dir))
   stored = budget_lib.draw_once(
-      workdir / SOUND_RELEASE, draw, votes_digest=budget_lib.votes_digest(votes),
-      settings=settings, secret=not noise["public"],
-      registry=budget_lib.BudgetRegistry(config.get("budget_registry") or None),
-      private_data=votes.get("private_data"),
+      workdir / SOUND_RELEASE, draw, votes_digest=digest, settings=settings,
+      secret=not noise["public"], registry=registry, private_data=key,
       another_budget=_checks.boolean(config.get("another_budget", False),
                                      "config.another_budget"))
-  return {"targets": stored["targets"], "sigmas": sigmas, "num_teachers": votes["num_teachers"]}
+  key = None if noise["public"] else key or registry.data_of(digest)
+  if not noise["public"] and key is None:
+    logging.warning("%s carries no digest of the teachers' private data (private_data), and "
+                    "no run recorded one: the budget registry cannot tell this release from "
+                    "other budgets on the same data, whose ε would add up",
+                    config.sound.votes_dir)
+  return {"targets": stored["targets"], "sigmas": sigmas, "num_teachers": votes["num_teachers"],
+          "budgets_on_private_data": None if key is None else len(registry.budgets(key))}
 
 
 def _sound(config, fit: Callable, d: dict, train_key: jax.Array, seeds: list[int],
@@ -258,6 +273,9 @@ def _sound(config, fit: Callable, d: dict, train_key: jax.Array, seeds: list[int
   return {"sound": sound, "sound_all_published": all_published, "noise": noise,
           "sound_runs": len(sigmas) * len(seeds), "sound_steps": rounds * config.k_s,
           "num_teachers": release["num_teachers"], "sound_num_public": n,
+          # Budgets on the teachers' data in the registry, this release's included (their
+          # ε add up); None: research noise, or votes with no digest of their data.
+          "budgets_on_private_data": release["budgets_on_private_data"],
           "sound_train_seconds": out.train_seconds}
 
 
