@@ -360,6 +360,7 @@ _UNDER_JIT = {
                    s * acc.valid_release_orders(40.0, 10, ORDERS),
                    acc.check_release_order(40.0, 10, 8.0)), (1.0,)),
     "release_epsilon": (lambda v, k: acc.release_epsilon(k, _release(v)), (VOTES3, KEY)),
+    "on_release_grid": (lambda x: acc.on_release_grid(x), (1.2345,)),
 }
 _NOT_UNDER_JIT: set[str] = set()  # Every public function runs under a 32-bit jit.
 _SLOW_UNDER_JIT = {"gnmax_local_sensitivity", "sampled_gaussian_rdp", "smooth_sensitivity_release",

@@ -249,7 +249,8 @@ def test_release_data_independent_and_noise():
   assert float(flat.beta) == 0.0 and float(flat.noise_std) == 0.0
   assert float(flat.sigma_ss) == np.inf
   assert float(flat.epsilon) == float(flat.epsilon_before)
-  assert float(acc.release_epsilon(jax.random.key(0), flat)) == float(flat.epsilon)
+  assert float(acc.release_epsilon(jax.random.key(0), flat)) == float(
+      acc.on_release_grid(flat.epsilon))
   out = acc.smooth_sensitivity_release(votes, threshold=200.0, sigma_threshold=150.0,
                                        sigma=40.0, order=20.0, delta=1e-5)
   keys = jax.random.split(jax.random.key(1), 4000)
@@ -260,6 +261,23 @@ def test_release_data_independent_and_noise():
                              float(out.smooth_sensitivity) * float(out.sigma_ss), rtol=1e-14)
   assert float(acc.release_epsilon(jax.random.key(2), out)) == float(
       acc.release_epsilon(jax.random.key(2), out))
+  # Every draw lies on the fixed grid (its float64 bits would name the votes).
+  np.testing.assert_array_equal(draws, np.round(draws / acc.RELEASE_GRID) * acc.RELEASE_GRID)
+
+
+def test_the_release_grid_rounds_to_the_nearest_multiple_and_nothing_else():
+  """on_release_grid: a fixed grid of 2^-10, the nearest multiple, idempotent; the
+  low bits of two values that differ only there are gone."""
+  assert acc.RELEASE_GRID == 2.0 ** -10
+  with jax.enable_x64(True):
+    x = np.array([0.0, 1.0, 2.034, -0.7, 40.58660497975879, 1e4 + 1e-9])
+    g = np.asarray(acc.on_release_grid(x))
+    assert g.dtype == np.float64
+    np.testing.assert_array_equal(g / acc.RELEASE_GRID, np.round(g / acc.RELEASE_GRID))
+    assert np.all(np.abs(g - x) <= acc.RELEASE_GRID / 2)
+    np.testing.assert_array_equal(np.asarray(acc.on_release_grid(g)), g)
+    near = np.nextafter(40.58660497975879, 41.0)
+    assert float(acc.on_release_grid(near)) == float(acc.on_release_grid(40.58660497975879))
 
 
 @pytest.mark.slow

@@ -88,8 +88,10 @@ from pate_jax.accounting._local_sensitivity import (
 )
 from pate_jax.accounting._sampled_gaussian import sampled_gaussian_rdp
 from pate_jax.accounting._smooth_sensitivity import (
+    RELEASE_GRID,
     Release,
     gnss_rdp,
+    on_release_grid,
     release_epsilon,
     smooth_sensitivity,
     smooth_sensitivity_release,
@@ -100,6 +102,7 @@ __all__ = [
     "Accountant",
     "CONVERSIONS",
     "DEFAULT_ORDERS",
+    "RELEASE_GRID",
     "Release",
     "calibrate_noise",
     "check_release_order",
@@ -119,6 +122,7 @@ __all__ = [
     "make_accountant",
     "moments_accountant",
     "moments_to_epsilon",
+    "on_release_grid",
     "rdp_accountant",
     "rdp_to_epsilon",
     "release_epsilon",

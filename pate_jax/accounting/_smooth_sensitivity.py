@@ -39,7 +39,7 @@ reproduces it exactly.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -436,13 +436,35 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
                       num_teachers=num_teachers, conversion=conversion)
 
 
+# The grid a released ε is rounded to (2^-10 ≈ 0.001): see :func:`on_release_grid`.
+RELEASE_GRID = 2.0 ** -10
+
+
+@nm.with_x64
+def on_release_grid(x: Any) -> jax.Array:
+  """``x`` rounded to the nearest multiple of :data:`RELEASE_GRID`: the last step of every
+  release of a noisy float.
+
+  A float64 ``e + s · z``, with ``z`` drawn from a 52-bit uniform grid, can take only a
+  sparse set of values for each ``(e, s)``, so its exact bits tell neighbouring votes
+  apart (Mironov 2012, "On significance of the least significant bits for differential
+  privacy"): one who knows every vote but one finds which neighbour can produce the
+  published value. Rounded to a grid far coarser than those gaps, each cell holds the
+  mass the real-valued mechanism gives it up to the sampler's error (≈ 2^-50 per cell),
+  which adds about ``(cells with mass) · 2^-50`` to δ; the rounding itself is
+  post-processing. The grid is fixed, not drawn from the data.
+  """
+  return jnp.round(nm.as_float(x) / RELEASE_GRID) * RELEASE_GRID
+
+
 @nm.with_x64
 def release_epsilon(key: jax.Array, release: Release) -> jax.Array:
-  """The publishable ε: ``release.epsilon + release.noise_std · N(0, 1)`` (GNSS).
+  """The publishable ε: ``release.epsilon + release.noise_std · N(0, 1)`` (GNSS), on the
+  grid of :func:`on_release_grid`.
 
   The noise is added to the data-dependent RDP; the GNSS cost and the conversion's
   δ term are data-independent constants. Where nothing was data-dependent
-  (``noise_std = 0``) the result is ``release.epsilon`` itself.
+  (``noise_std = 0``) the result is ``release.epsilon`` itself, on the grid.
 
   Args:
     key: a PRNG key (use a stream of its own, e.g. ``rng.stream(root, ...)``).
@@ -452,4 +474,4 @@ def release_epsilon(key: jax.Array, release: Release) -> jax.Array:
     float64 scalar.
   """
   noise = jax.random.normal(key, (), nm.float_dtype())
-  return nm.as_float(release.epsilon) + nm.as_float(release.noise_std) * noise
+  return on_release_grid(nm.as_float(release.epsilon) + nm.as_float(release.noise_std) * noise)

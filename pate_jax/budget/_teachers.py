@@ -472,7 +472,10 @@ class TeachersBudget:
       z = float(jax.random.normal(jax.random.fold_in(key, count), (), jnp.float64))
     f = lambda x: float(np.asarray(x))  # noqa: E731
     expected = f(rel.epsilon) + (count - 1) * f(rel.rdp_release)
-    released = expected + f(rel.noise_std) * z
+    # On a fixed grid: the exact float64 bits of expected + std·z would tell neighbouring
+    # votes apart (accounting.on_release_grid).
+    with jax.enable_x64(True):
+      released = f(acc.on_release_grid(expected + f(rel.noise_std) * z))
     return {
         "public": {"epsilon_released": released, "delta": float(kw["delta"]),
                    "order": spec.order, "beta": spec.beta, "sigma_ss": spec.sigma_ss,
