@@ -256,6 +256,23 @@ def test_a_budget_that_never_wrote_yields_to_other_teachers(tmp_path):
     _budget(a, reg).answer(np.arange(5))           # and a, now, is the second
 
 
+def test_a_budget_between_its_registration_and_first_write_is_not_replaced(tmp_path):
+  """A run that registered and is still spending (its first compile, before the ledger's
+  first write) holds its ledger's lock: other teachers are refused, not registered in its
+  place (two budgets spent, one listed)."""
+  from pate_jax.budget import _files  # pylint: disable=g-import-not-at-top
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  a, b = _teachers(tmp_path / "a", 0), _teachers(tmp_path / "b", 1)
+  first = _budget(a, reg)
+  with _files._locked(first.lock_path):  # a's answer: registered, not written yet
+    first._claim()
+    with pytest.raises(budget_lib.BudgetError, match="already has a privacy budget"):
+      _budget(b, reg).answer(np.arange(5))
+  assert [x["teachers"] for x in reg.budgets(DATA)] == [str(a.resolve())]
+  _budget(b, reg).answer(np.arange(5))  # a let go without writing: it spent nothing
+  assert [x["teachers"] for x in reg.budgets(DATA)] == [str(b.resolve())]
+
+
 def test_the_registry_is_owner_only(tmp_path):
   reg = budget_lib.BudgetRegistry(tmp_path / "registry")
   assert not (tmp_path / "registry").exists()  # made on first use, not by a research run

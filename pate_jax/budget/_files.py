@@ -61,6 +61,25 @@ def _locked(path: pathlib.Path) -> Iterator[None]:
       os.close(fd)
 
 
+def _held(path: pathlib.Path) -> bool:
+  """Whether the lock file ``path`` is held (``flock``) through another open of it: a
+  process -- or another thread of this one -- inside :func:`_locked` on it. A missing
+  file is not held."""
+  try:
+    fd = os.open(path, os.O_RDWR)
+  except OSError:
+    return False
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+  finally:
+    os.close(fd)
+
+
 @dataclasses.dataclass
 class _Loaded:
   """A verified ledger file: the aggregator record and the teachers' bookkeeping."""

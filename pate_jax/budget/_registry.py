@@ -26,7 +26,9 @@ is refused; a ledger whose journal holds it further on (writes the registry miss
 crash between the ledger's journal line and the registry, or writes under another
 registry) brings the entry up to date; the directory a budget moved to replaces the one
 recorded. A budget registered but never written (a run killed or refused before its first
-write) is provisional: while its directory holds no journal, other teachers may replace it.
+write) is provisional: while its directory holds no journal and no run holds its ledger's
+lock, other teachers may replace it (a run between its registration and its first write
+holds that lock, so that two sets of teachers cannot both pass as the first).
 
 A release drawn once from the teachers' votes outside a ledger (the KD-GAN's sound soft
 labels: :func:`pate_jax.budget.draw_once`) is a budget of its own on the data, listed the
@@ -58,7 +60,8 @@ from typing import Any, Callable
 
 from pate_jax import _checks
 from pate_jax import io
-from pate_jax.budget._files import JOURNAL_SUFFIX, LEDGER_FILE, BudgetError, _locked
+from pate_jax.budget._files import (JOURNAL_SUFFIX, LEDGER_FILE, LOCK_SUFFIX, BudgetError,
+                                     _held, _locked)
 
 
 REGISTRY_ENV = "PATE_JAX_BUDGET_REGISTRY"
@@ -304,7 +307,12 @@ def _now() -> str:
 
 def _provisional(entry: dict[str, Any]) -> bool:
   """A ledger's entry registered but never written, whose directory holds no ledger
-  journal: a run killed or refused before its first write, which spent nothing. (A
-  release's entry is written once its file is: never provisional.)"""
-  return (int(entry.get("generation", -1)) == 0 and "release" not in entry
-          and not (pathlib.Path(entry["teachers"]) / (LEDGER_FILE + JOURNAL_SUFFIX)).exists())
+  journal and whose ledger lock no one holds: a run killed or refused before its first
+  write, which spent nothing. (A run between its registration and its first write holds
+  the lock: its entry stands. A release's entry is written once its file is: never
+  provisional.)"""
+  if int(entry.get("generation", -1)) != 0 or "release" in entry:
+    return False
+  teachers = pathlib.Path(entry["teachers"])
+  return (not (teachers / (LEDGER_FILE + JOURNAL_SUFFIX)).exists()
+          and not _held(teachers / (LEDGER_FILE + LOCK_SUFFIX)))
