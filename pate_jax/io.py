@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["copy_file", "data_digest", "file_digest", "narrow", "open_private",
-           "private_directory", "progress", "save_figure", "write_text"]
+           "private_directory", "progress", "save_figure", "shared_directory", "write_text"]
 
 
 def data_digest(*arrays: Any) -> str:
@@ -127,13 +127,22 @@ def private_directory(path: str | os.PathLike) -> pathlib.Path:
   mode = stat.S_IMODE(st.st_mode)
   if not mode & 0o077:
     return path
-  if st.st_uid != os.geteuid() or mode & stat.S_ISVTX:
+  if shared_directory(path):
     warnings.warn(f"{path} is shared (mode {mode:o}, owner uid {st.st_uid}): whoever may "
                   "enter it sees the sizes and times of the owner-only files written in it; "
                   "give the run a directory of its own", stacklevel=2)
     return path
   os.chmod(path, mode & ~0o077)
   return path
+
+
+def shared_directory(path: str | os.PathLike) -> bool:
+  """Whether the existing directory ``path`` is shared on purpose, so that
+  :func:`private_directory` leaves it as it is: another user's, or one with the sticky
+  bit (``/tmp``), that others may enter."""
+  st = os.stat(path)
+  mode = stat.S_IMODE(st.st_mode)
+  return bool(mode & 0o077) and (st.st_uid != os.geteuid() or bool(mode & stat.S_ISVTX))
 
 
 def narrow(path: str | os.PathLike) -> None:

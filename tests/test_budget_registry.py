@@ -279,6 +279,16 @@ def test_the_registry_is_owner_only(tmp_path):
   reg.claim(DATA, "v1", tmp_path)
   assert (tmp_path / "registry").stat().st_mode & 0o777 == 0o700
   assert (tmp_path / "registry" / f"{DATA}.json").stat().st_mode & 0o777 == 0o600
+  # One's own directory opened wider is narrowed; a shared one (sticky, as /tmp) is refused:
+  # the entries' file names are the private data's digest.
+  (tmp_path / "registry").chmod(0o755)
+  reg.budgets(DATA)
+  assert (tmp_path / "registry").stat().st_mode & 0o777 == 0o700
+  (tmp_path / "shared").mkdir(mode=0o777)
+  (tmp_path / "shared").chmod(0o1777)
+  with pytest.raises(budget_lib.BudgetError, match="shared with other users.*own"):
+    budget_lib.BudgetRegistry(tmp_path / "shared").claim(DATA, "v1", tmp_path)
+  assert not list((tmp_path / "shared").iterdir())
 
 
 def test_votes_without_private_data_fall_back_to_the_digest_their_run_recorded(tmp_path):

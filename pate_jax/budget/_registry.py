@@ -40,7 +40,8 @@ drawn and registered under the entry's lock (:meth:`BudgetRegistry.spend_release
 is never provisional.
 
 The registry is private, like the ledgers (it names the teachers' directories and the
-data's digest): its directory is created owner-only (0700), its files 0600, each written
+data's digest, which its file names are): its directory is made owner-only (0700; a
+directory shared with other users is refused), its files 0600, each written
 atomically and synced to disk. It guards against an honest mistake, not against its owner:
 deleting it forgets the budgets (as deleting a ledger did before it), and it is one
 machine's; teachers of the same people in another file or split are another key.
@@ -95,8 +96,12 @@ class BudgetRegistry:
     if not _checks.is_sha256(private_data):
       raise ValueError("private_data must be a SHA-256 of the private data (64 lowercase hex "
                        f"digits); got {private_data!r}")
-    if not self.directory.exists():
-      self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if self.directory.exists() and io.shared_directory(self.directory):
+      raise BudgetError(f"budget registry {self.directory}: the directory is shared with "
+                        "other users (sticky, or another user's), and the registry's file "
+                        "names are digests of private data; give it a directory of its own "
+                        "(config.budget_registry, $PATE_JAX_BUDGET_REGISTRY)")
+    io.private_directory(self.directory)  # made, or narrowed, owner-only
     return (self.directory / f"{private_data}.json", self.directory / f"{private_data}.lock")
 
   def _load(self, path: pathlib.Path, private_data: str) -> list[dict[str, Any]]:
