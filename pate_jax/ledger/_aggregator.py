@@ -51,8 +51,8 @@ class PrivateAggregator:
 
   Example::
 
-    agg = PrivateAggregator(jax.random.key(0), "gnmax", sigma=40.0,
-                            epsilon_max=2.0, delta=1e-5)
+    agg = PrivateAggregator(rng.noise_key("aggregation"), "gnmax", sigma=40.0,
+                            epsilon_max=2.0, delta=1e-5)  # a secret key (Args)
     out = agg.answer(votes)           # BatchResult of numpy arrays
     agg.epsilon, agg.num_answered
 
@@ -75,7 +75,9 @@ class PrivateAggregator:
   ``private_epsilon`` and ``private_best_order``.
 
   Args:
-    key: PRNG key; query ``i`` is answered with noise from ``fold_in(key, id_i)``.
+    key: PRNG key; query ``i`` is answered with noise from ``fold_in(key, id_i)``. It
+      must be secret for the answers to be private (:func:`pate_jax.rng.noise_key`, from
+      ``os.urandom``): with a key anyone can rebuild, each answer's noise is public.
     mechanism: a registered :class:`pate_jax.mechanisms.Mechanism` (or its name):
       ``LNMAX`` (needs ``gamma``), ``GNMAX`` (``sigma``) or ``CONFIDENT_GNMAX``
       (``threshold``, ``sigma_threshold``, ``sigma``).
