@@ -470,6 +470,11 @@ def test_the_aggregate_stage_reports_a_publishable_epsilon(tmp_path):
   assert np.isfinite(rel["epsilon_released"]) and rel["release"] == 1
   assert rel["sigma_ss"] == config.release.sigma_ss and rel["beta"] == 0.4 / rel["order"]
   private = r["private"]["epsilon_release"]
+  # Noisy, it lies on the fixed grid: its float64 bits would tell neighbouring votes apart.
+  from pate_jax import accounting  # pylint: disable=g-import-not-at-top
+  assert private["noise_std"] > 0
+  steps = rel["epsilon_released"] / accounting.RELEASE_GRID
+  assert steps == round(steps)
   # The release costs something on top of the data-dependent ε it publishes.
   assert private["epsilon_expected_release"] >= private["epsilon_data_dependent"]
   config.mechanism, config.gamma = "lnmax", 0.05

@@ -273,6 +273,19 @@ def test_a_budget_between_its_registration_and_first_write_is_not_replaced(tmp_p
   assert [x["teachers"] for x in reg.budgets(DATA)] == [str(b.resolve())]
 
 
+def test_teachers_trained_again_where_a_budget_never_wrote_take_its_place(tmp_path):
+  """A run killed before its first write, then teachers trained again into the same
+  directory (other votes): their run holds that directory's ledger lock itself, and the
+  old entry, which spent nothing, yields to it."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  a = _teachers(tmp_path / "a", 0)
+  reg.claim(DATA, budget_lib.votes_digest(votes_lib.load_votes(a)), a)  # killed after this
+  _teachers(a, 1)                                                         # trained again
+  _budget(a, reg).answer(np.arange(5))
+  (entry,) = reg.budgets(DATA)
+  assert entry["votes"] == budget_lib.votes_digest(votes_lib.load_votes(a))
+
+
 def test_the_registry_is_owner_only(tmp_path):
   reg = budget_lib.BudgetRegistry(tmp_path / "registry")
   assert not (tmp_path / "registry").exists()  # made on first use, not by a research run

@@ -443,7 +443,7 @@ RELEASE_GRID = 2.0 ** -10
 @nm.with_x64
 def on_release_grid(x: Any) -> jax.Array:
   """``x`` rounded to the nearest multiple of :data:`RELEASE_GRID`: the last step of every
-  release of a noisy float.
+  published noisy ε (the smooth-sensitivity release).
 
   A float64 ``e + s · z``, with ``z`` drawn from a 52-bit uniform grid, can take only a
   sparse set of values for each ``(e, s)``, so its exact bits tell neighbouring votes
@@ -464,7 +464,8 @@ def release_epsilon(key: jax.Array, release: Release) -> jax.Array:
 
   The noise is added to the data-dependent RDP; the GNSS cost and the conversion's
   δ term are data-independent constants. Where nothing was data-dependent
-  (``noise_std = 0``) the result is ``release.epsilon`` itself, on the grid.
+  (``noise_std = 0``) the result is ``release.epsilon`` itself (data-independent: not
+  rounded, so never below the bound).
 
   Args:
     key: a PRNG key (use a stream of its own, e.g. ``rng.stream(root, ...)``).
@@ -474,4 +475,7 @@ def release_epsilon(key: jax.Array, release: Release) -> jax.Array:
     float64 scalar.
   """
   noise = jax.random.normal(key, (), nm.float_dtype())
-  return on_release_grid(nm.as_float(release.epsilon) + nm.as_float(release.noise_std) * noise)
+  std = nm.as_float(release.noise_std)
+  exact = nm.as_float(release.epsilon)
+  # No noise, nothing data-dependent: the bound itself, not rounded below it.
+  return jnp.where(std > 0, on_release_grid(exact + std * noise), exact)

@@ -5,13 +5,13 @@ a process or an object. :class:`TeachersBudget` keeps it in one file beside the 
 was spent on, and every consumer (the aggregate stage, the main job, the active student,
 any number of work directories) spends from that one ledger::
 
-  <teachers>/votes.npz        the votes (private)
-  <teachers>/ledger.npz       the budget (private): the ledger record, the votes' digest,
-                              every charged row of votes.npz with its released outcome,
-                              the smooth-sensitivity releases of the private ε, and the
-                              SHA-256 of the generation it follows
-  <teachers>/ledger.journal   one line per spend: generation and SHA-256 of ledger.npz
-  <teachers>/ledger.lock      held (``flock``) while a process reads, spends and writes
+  <teachers>/votes.npz           the votes (private)
+  <teachers>/ledger.npz          the budget (private): the ledger record, the votes'
+                                 digest, every charged row of votes.npz with its released
+                                 outcome, the smooth-sensitivity releases of the private
+                                 ε, and the SHA-256 of the generation it follows
+  <teachers>/ledger.npz.journal  one line per spend: generation and SHA-256 of ledger.npz
+  <teachers>/ledger.npz.lock     held (``flock``) while a process reads, spends and writes
 
 Every operation takes the lock, reads the newest ledger.npz and checks it before
 spending:

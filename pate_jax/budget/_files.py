@@ -66,7 +66,7 @@ def _held(path: pathlib.Path) -> bool:
   process -- or another thread of this one -- inside :func:`_locked` on it. A missing
   file is not held."""
   try:
-    fd = os.open(path, os.O_RDWR)
+    fd = os.open(path, os.O_RDONLY)
   except OSError:
     return False
   try:

@@ -170,7 +170,10 @@ class BudgetRegistry:
       if any(b["votes"] == votes for b in budgets):
         return budgets
       # A budget never written whose directory holds no journal spent nothing: it yields.
-      budgets = [b for b in budgets if not _provisional(b)]
+      # (The caller holds its own ledger's lock: an entry of its own directory is judged
+      # by its journal alone.)
+      budgets = [b for b in budgets
+                 if not _provisional(b, own=str(pathlib.Path(teachers).resolve()))]
       if budgets and not another:
         raise BudgetError(self._refusal(budgets))
       budgets = budgets + [{
@@ -261,6 +264,10 @@ class BudgetRegistry:
     with _locked(lock):
       budgets = self._load(entry_path, private_data)
       drawn = [b for b in budgets if b.get("release") == release]
+      here = str(pathlib.Path(path).resolve())
+      if drawn and any(b.get("path") == here for b in drawn) and pathlib.Path(path).exists():
+        raise BudgetError(f"another run drew this release into {path} meanwhile; run again "
+                          "to read it from there")
       if drawn and not another:
         raise BudgetError(
             f"this release was drawn before (registered {drawn[-1]['registered']} in the "
@@ -273,7 +280,7 @@ class BudgetRegistry:
         raise BudgetError(self._refusal(live, "a release of these teachers' votes"))
       sha256 = write()
       live.append({"votes": secrets.token_hex(16), "release": release, "of_votes": votes,
-                   "path": str(pathlib.Path(path).resolve()), "registered": _now(),
+                   "path": here, "registered": _now(),
                    "generation": 1, "sha256": str(sha256)})
       self._write(entry_path, private_data, live)
 
@@ -310,14 +317,15 @@ def _now() -> str:
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _provisional(entry: dict[str, Any]) -> bool:
+def _provisional(entry: dict[str, Any], own: str | None = None) -> bool:
   """A ledger's entry registered but never written, whose directory holds no ledger
   journal and whose ledger lock no one holds: a run killed or refused before its first
   write, which spent nothing. (A run between its registration and its first write holds
   the lock: its entry stands. A release's entry is written once its file is: never
-  provisional.)"""
+  provisional.) ``own``: the caller's teachers directory, whose lock the caller holds
+  itself; an entry there is judged by its journal alone."""
   if int(entry.get("generation", -1)) != 0 or "release" in entry:
     return False
   teachers = pathlib.Path(entry["teachers"])
   return (not (teachers / (LEDGER_FILE + JOURNAL_SUFFIX)).exists()
-          and not _held(teachers / (LEDGER_FILE + LOCK_SUFFIX)))
+          and (entry["teachers"] == own or not _held(teachers / (LEDGER_FILE + LOCK_SUFFIX))))

@@ -475,7 +475,8 @@ class TeachersBudget:
     # On a fixed grid: the exact float64 bits of expected + std·z would tell neighbouring
     # votes apart (accounting.on_release_grid).
     with jax.enable_x64(True):
-      released = f(acc.on_release_grid(expected + f(rel.noise_std) * z))
+      released = (f(acc.on_release_grid(expected + f(rel.noise_std) * z))
+                  if f(rel.noise_std) > 0 else expected)  # no noise: the bound itself
     return {
         "public": {"epsilon_released": released, "delta": float(kw["delta"]),
                    "order": spec.order, "beta": spec.beta, "sigma_ss": spec.sigma_ss,

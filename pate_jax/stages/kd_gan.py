@@ -235,7 +235,7 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
               "noise": noise["source"]}
   draw = lambda: {"targets": kd_gan.sound_targets(  # noqa: E731
       rng.noise_key("aggregation", config.noise_seed), votes, d["public_rows"], sigmas,
-      config.sound.temperature)}
+      config.sound.temperature), "noise_multipliers": np.asarray(sigmas, np.float64)}
   digest = budget_lib.votes_digest(votes)
   registry = budget_lib.BudgetRegistry(config.get("budget_registry") or None)
   # votes.npz without the field: the digest its teachers' run recorded, if any.
@@ -246,6 +246,13 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
       secret=not noise["public"], registry=registry, private_data=key,
       another_budget=_checks.boolean(config.get("another_budget", False),
                                      "config.another_budget"))
+  # The σ the release was drawn with (a library's update may move today's calibration in
+  # its last bits; the release and its ε are the stored σ's).
+  drawn_with = [float(x) for x in stored["noise_multipliers"]]
+  if not np.allclose(drawn_with, sigmas, rtol=1e-6, atol=0):
+    logging.warning("the stored release was drawn at σ %s; calibrated now: %s; its ε are "
+                    "those of the stored σ", drawn_with, sigmas)
+  sigmas = drawn_with
   key = None if noise["public"] else key or registry.data_of(digest)
   if not noise["public"] and key is None:
     logging.warning("%s carries no digest of the teachers' private data (private_data), and "

@@ -95,6 +95,7 @@ def run(config, workdir: str) -> dict:
   t0, interrupted = time.time(), False
   # Owner-only, as junit.xml (below), in an owner-only folder: the tests train on the data
   # directory's files, and a failing one prints what it computed from them.
+  io.open_private(junit).close()  # pytest rewrites it in place, keeping this mode
   with io.open_private(log) as f:
     # SIGINT's default action in the child: a command started in the background (nohup,
     # `&`) inherits SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
