@@ -273,6 +273,17 @@ def test_a_budget_between_its_registration_and_first_write_is_not_replaced(tmp_p
   assert [x["teachers"] for x in reg.budgets(DATA)] == [str(b.resolve())]
 
 
+def test_a_budget_killed_between_its_ledger_and_its_journal_line_stands(tmp_path):
+  """ledger.npz replaced, its journal line not yet written: the ledger spent (its next
+  read completes the journal), so its entry is not provisional."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  a, b = _teachers(tmp_path / "a", 0), _teachers(tmp_path / "b", 1)
+  reg.claim(DATA, budget_lib.votes_digest(votes_lib.load_votes(a)), a)
+  (a / budget_lib.LEDGER_FILE).write_bytes(b"the first write")
+  with pytest.raises(budget_lib.BudgetError, match="already has a privacy budget"):
+    reg.claim(DATA, "other votes", b)
+
+
 def test_teachers_trained_again_where_a_budget_never_wrote_take_its_place(tmp_path):
   """A run killed before its first write, then teachers trained again into the same
   directory (other votes): their run holds that directory's ledger lock itself, and the

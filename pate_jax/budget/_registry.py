@@ -318,8 +318,8 @@ def _now() -> str:
 
 
 def _provisional(entry: dict[str, Any], own: str | None = None) -> bool:
-  """A ledger's entry registered but never written, whose directory holds no ledger
-  journal and whose ledger lock no one holds: a run killed or refused before its first
+  """A ledger's entry registered but never written, whose directory holds no ledger (nor
+  its journal) and whose ledger lock no one holds: a run killed or refused before its first
   write, which spent nothing. (A run between its registration and its first write holds
   the lock: its entry stands. A release's entry is written once its file is: never
   provisional.) ``own``: the caller's teachers directory, whose lock the caller holds
@@ -327,5 +327,6 @@ def _provisional(entry: dict[str, Any], own: str | None = None) -> bool:
   if int(entry.get("generation", -1)) != 0 or "release" in entry:
     return False
   teachers = pathlib.Path(entry["teachers"])
-  return (not (teachers / (LEDGER_FILE + JOURNAL_SUFFIX)).exists()
+  written = [teachers / LEDGER_FILE, teachers / (LEDGER_FILE + JOURNAL_SUFFIX)]
+  return (not any(f.exists() for f in written)  # (killed between the two: spent)
           and (entry["teachers"] == own or not _held(teachers / (LEDGER_FILE + LOCK_SUFFIX))))
