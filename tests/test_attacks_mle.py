@@ -291,6 +291,7 @@ def test_optax_returns_the_last_iterate_when_it_is_best():
     np.testing.assert_allclose(out.histogram, x1 + (250.0 - x1.sum()) / 3, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_min_step_does_not_continue_past_a_negative_estimate():
   """The paper's budget-limited attacker stops before an estimate turns negative; the
   min_step extension halves only after steps that failed for another reason."""

@@ -129,6 +129,7 @@ def _config(votes_dir, registry, **overrides):
   return c
 
 
+@pytest.mark.slow
 def test_aggregate_stage_refuses_a_second_budget_unless_asked_and_reports_it(tmp_path,
                                                                              capsys):
   registry = tmp_path / "registry"
@@ -315,6 +316,7 @@ def test_the_registry_is_owner_only(tmp_path):
   assert not list((tmp_path / "shared").iterdir())
 
 
+@pytest.mark.slow
 def test_votes_without_private_data_fall_back_to_the_digest_their_run_recorded(tmp_path):
   """votes.npz written before it carried private_data: the key is the training rows'
   digest in the teachers' run record (votes_fingerprint.json)."""

@@ -129,6 +129,7 @@ def test_1_b_the_accounting_runs_on_the_configured_device(tmp_path):
 # --- 2. The release's parameters do not come from the votes -------------------------------
 
 
+@pytest.mark.slow
 def test_2_the_release_parameters_are_the_same_for_any_votes(tmp_path):
   specs = []
   for seed in (1, 2, 3):
@@ -380,6 +381,7 @@ def _perturbed(votes, labels, status, seed):
   return out
 
 
+@pytest.mark.slow
 def test_7_publishable_parts_do_not_depend_on_the_votes(tmp_path, capsys):
   """The same released labels from other votes (the same research noise, standing in for
   secret noise that drew the same): every publishable value, line the stage's report prints

@@ -330,6 +330,7 @@ def test_release_choices():
                              rtol=1e-14)
 
 
+@pytest.mark.slow
 def test_release_padding_rows_never_count():
   """The votes of a release are padded to a bucket of rows (copies of row 0), so that one
   compiled release serves several numbers of queries: no padding row enters a sum."""
