@@ -17,12 +17,13 @@ import pathlib
 import shutil
 import stat
 import warnings
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
 __all__ = ["copy_file", "data_digest", "file_digest", "narrow", "open_private",
-           "private_directory", "progress", "save_figure", "shared_directory", "write_text"]
+           "private_directory", "progress", "save_figure", "shared_directory", "write_private",
+           "write_text"]
 
 
 def data_digest(*arrays: Any) -> str:
@@ -54,13 +55,22 @@ def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> 
   directory are synced to disk before this returns (a record that must survive a crash).
   """
   path = pathlib.Path(path)
+  if private:
+    return write_private(path, lambda f: f.write(text.encode("utf-8")))
   tmp = path.with_name(path.name + ".tmp")
-  if not private:
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
+  tmp.write_text(text)
+  tmp.replace(path)
+  return path
+
+
+def write_private(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> pathlib.Path:
+  """Writes ``path`` atomically, durably and owner-only: ``write(f)`` fills a temporary
+  file opened by :func:`open_private`, which is synced to disk and renamed over ``path``,
+  and then the directory is synced (a record that must survive a crash)."""
+  path = pathlib.Path(path)
+  tmp = path.with_name(path.name + ".tmp")
   with open_private(tmp) as f:
-    f.write(text.encode("utf-8"))
+    write(f)
     f.flush()
     os.fsync(f.fileno())
   tmp.replace(path)

@@ -48,18 +48,10 @@ def _load(path: pathlib.Path) -> dict[str, Any] | None:
 
 
 def _save(path: pathlib.Path, arrays: dict[str, Any], release: str, secret: bool) -> str:
-  """Writes the release atomically and durably, owner-only; returns the file's SHA-256."""
-  tmp = path.with_name(path.name + ".tmp.npz")
-  with io.open_private(tmp) as f:  # a function of the private votes: the owner's only
-    np.savez_compressed(f, **arrays, release=np.str_(release), secret=np.bool_(secret))
-    f.flush()
-    os.fsync(f.fileno())
-  tmp.replace(path)
-  dir_fd = os.open(path.parent, os.O_RDONLY)
-  try:
-    os.fsync(dir_fd)
-  finally:
-    os.close(dir_fd)
+  """Writes the release atomically and durably, owner-only (a function of the private
+  votes); returns the file's SHA-256."""
+  io.write_private(path, lambda f: np.savez_compressed(
+      f, **arrays, release=np.str_(release), secret=np.bool_(secret)))
   return io.file_digest(path)
 
 

@@ -317,23 +317,19 @@ class TeachersBudget:
     last = self._journal_last()  # The file this one follows (its SHA-256: "previous").
     previous = last[1] if last is not None and loaded.generation else ""
     loaded.generation += 1
-    tmp = self.path.with_name(self.path.name + ".tmp.npz")
-    with io.open_private(tmp) as f:  # the answers it caches are the votes': owner only
-      np.savez(f, **loaded.record, votes_digest=np.str_(self.digest),
-               noise=np.str_(self.noise), generation=np.int64(loaded.generation),
-               previous=np.str_(previous),
-               rows=np.asarray(loaded.rows, np.int64),
-               row_labels=np.asarray(loaded.labels, np.int32),
-               row_status=np.asarray(loaded.status, np.int32),
-               release_order=np.float64(spec.order) if spec else nan,
-               release_beta=np.float64(spec.beta) if spec else nan,
-               release_sigma_ss=np.float64(spec.sigma_ss) if spec else nan,
-               release_count=np.int64(loaded.release_count),
-               releases_paid=np.int64(loaded.releases_paid),
-               release_json=np.str_(json.dumps(loaded.release) if loaded.release else ""))
-      f.flush()
-      os.fsync(f.fileno())
-    tmp.replace(self.path)
+    # Atomically and durably (file, then directory), owner-only: its answers are the votes'.
+    io.write_private(self.path, lambda f: np.savez(
+        f, **loaded.record, votes_digest=np.str_(self.digest), noise=np.str_(self.noise),
+        generation=np.int64(loaded.generation), previous=np.str_(previous),
+        rows=np.asarray(loaded.rows, np.int64),
+        row_labels=np.asarray(loaded.labels, np.int32),
+        row_status=np.asarray(loaded.status, np.int32),
+        release_order=np.float64(spec.order) if spec else nan,
+        release_beta=np.float64(spec.beta) if spec else nan,
+        release_sigma_ss=np.float64(spec.sigma_ss) if spec else nan,
+        release_count=np.int64(loaded.release_count),
+        releases_paid=np.int64(loaded.releases_paid),
+        release_json=np.str_(json.dumps(loaded.release) if loaded.release else "")))
     sha = io.file_digest(self.path)
     self._append_journal(loaded.generation, sha)
     self._sync()
