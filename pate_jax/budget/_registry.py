@@ -26,8 +26,8 @@ is refused; a ledger whose journal holds it further on (writes the registry miss
 crash between the ledger's journal line and the registry, or writes under another
 registry) brings the entry up to date; the directory a budget moved to replaces the one
 recorded. A budget registered but never written (a run killed or refused before its first
-write) is provisional: while its directory holds no journal and no run holds its ledger's
-lock, other teachers may replace it (a run between its registration and its first write
+write) is provisional: while its directory holds no ledger (nor journal) and no run holds
+its ledger's lock, other teachers may replace it (a run between its registration and its first write
 holds that lock, so that two sets of teachers cannot both pass as the first).
 
 A release drawn once from the teachers' votes outside a ledger (the KD-GAN's sound soft
@@ -132,8 +132,9 @@ class BudgetRegistry:
 
   def data_of(self, votes: str) -> str | None:
     """The private data under which a budget of the votes digest ``votes`` (a ledger, or a
-    release of them) is registered, or None: what ties votes to their data where votes.npz's ``private_data`` was removed
-    or replaced in a copy (the votes' salted digest does not cover it)."""
+    release of them) is registered, or None: what ties votes to their data where
+    votes.npz's ``private_data`` was removed or replaced in a copy (the votes' salted
+    digest does not cover it)."""
     if not self.directory.is_dir():
       return None
     for path in sorted(self.directory.glob("*.json")):
@@ -169,9 +170,9 @@ class BudgetRegistry:
       budgets = self._load(path, private_data)
       if any(b["votes"] == votes for b in budgets):
         return budgets
-      # A budget never written whose directory holds no journal spent nothing: it yields.
+      # A budget never written whose directory holds no ledger spent nothing: it yields.
       # (The caller holds its own ledger's lock: an entry of its own directory is judged
-      # by its journal alone.)
+      # by its files alone.)
       budgets = [b for b in budgets
                  if not _provisional(b, own=str(pathlib.Path(teachers).resolve()))]
       if budgets and not another:
@@ -323,7 +324,7 @@ def _provisional(entry: dict[str, Any], own: str | None = None) -> bool:
   write, which spent nothing. (A run between its registration and its first write holds
   the lock: its entry stands. A release's entry is written once its file is: never
   provisional.) ``own``: the caller's teachers directory, whose lock the caller holds
-  itself; an entry there is judged by its journal alone."""
+  itself; an entry there is judged by its files alone."""
   if int(entry.get("generation", -1)) != 0 or "release" in entry:
     return False
   teachers = pathlib.Path(entry["teachers"])

@@ -14,9 +14,9 @@ says which). The release is drawn once, before the teacher is trained, into
 ``<workdir>/sound_release.npz`` (owner-only), which every rerun reads instead of drawing
 again; with secret noise it is a budget of its own on the teachers' private data, in the
 budget registry (``budget_registry``): refused where the data has another budget -- the
-teachers' ledger, another release -- unless ``another_budget``. Writes ``results.json`` (accuracy, ε published and sound, δ, steps, λ, τ, C,
-σ, seeds) and ``utility_vs_epsilon.png``; student fits checkpoint under
-``<workdir>/checkpoints/<fit>``.
+teachers' ledger, another release -- unless ``another_budget``. Writes ``results.json``
+(accuracy, ε published and sound, δ, steps, λ, τ, C, σ, seeds) and
+``utility_vs_epsilon.png``; student fits checkpoint under ``<workdir>/checkpoints/<fit>``.
 
 Randomness: the run's root key (``config.seed``) and the KD-GAN's own streams of
 :data:`pate_jax.rng.STREAMS`: ``kd_gan_teacher`` (the teacher), ``kd_gan_data`` (which rows
@@ -259,7 +259,8 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
                     "no run recorded one: the budget registry cannot tell this release from "
                     "other budgets on the same data, whose ε would add up",
                     config.sound.votes_dir)
-  return {"targets": stored["targets"], "sigmas": sigmas, "num_teachers": votes["num_teachers"],
+  return {"targets": stored["targets"], "sigmas": sigmas,
+          "num_teachers": votes["num_teachers"],
           "budgets_on_private_data": None if key is None else len(registry.budgets(key))}
 
 
