@@ -770,10 +770,11 @@ ROWS: tuple[Row, ...] = (
     Row("gao", "Section 5.1 (text)", "MNIST teacher test accuracy", "99.40%", "kd_gan_cpu",
         "teacher_accuracy", "pct2", "ours a 512-512 MLP on all 60,000 private images (a LeNet "
         "needs a GPU for 20 seeds in reasonable time)"),
-    Row("gao", "Figure 3 (a), Figure 4", "MNIST, 10,000 public, 20 epochs: accuracy loss vs teacher",
+    Row("gao", "Figure 3 (a) (the text's Figure 6)",
+        "MNIST, 10,000 public, 20 epochs: accuracy loss vs teacher",
         "0.89%", "kd_gan_cpu", "teacher_accuracy - table1[5].accuracy", "pp",
         "teacher minus the joint student (λ 0.5); the paper plots training curves"),
-    _not_run("gao", "Figure 3 (b, c), Figures 5–6", "SVHN / CIFAR-10 training curves",
+    _not_run("gao", "Figure 3 (b, c) (the text's Figure 6)", "SVHN / CIFAR-10 training curves",
              "2.34% / 13.69%", _TFDS),
     Row("gao", "Table 1", "MNIST, n = 100, KD-only", "66.61", "kd_gan_cpu",
         "table1[0].accuracy", "pct2", "paper: 20 seeds"),
