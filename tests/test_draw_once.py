@@ -37,6 +37,9 @@ class _Draws:
 
 def _once(path, draws, registry=None, settings=SETTINGS, secret=True, private_data=DATA,
           **kw):
+  """draw_once as a stage calls it: the registry's key resolved first (key_of)."""
+  if registry is not None and secret:
+    private_data = registry.key_of(VOTES, private_data, path)
   return budget_lib.draw_once(path, draws, votes_digest=VOTES, settings=settings,
                               secret=secret, registry=registry, private_data=private_data,
                               **kw)

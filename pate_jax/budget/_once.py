@@ -70,9 +70,8 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
   to that release; use another). Research noise (``secret`` False: the noise is public,
   nothing is protected and nothing is spent) is replaced freely and never registered.
 
-  With ``registry`` and a key -- ``private_data`` (votes.npz's, or the digest the teachers'
-  run recorded) or the one the registry holds these votes under -- a secret-noise release
-  is drawn and registered on the data in one step (:meth:`BudgetRegistry.spend_release`):
+  With ``registry`` and its key ``private_data`` (:meth:`BudgetRegistry.key_of`), a
+  secret-noise release is drawn and registered on the data in one step (:meth:`BudgetRegistry.spend_release`):
   refused where the data has another budget -- a teachers' ledger, another release --
   unless ``another_budget``, and a release the registry holds as drawn whose file is not at
   ``path`` (deleted, or drawn in another directory) is refused unless ``another_budget``:
@@ -83,14 +82,7 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
   """
   path = pathlib.Path(path)
   release = release_digest(votes_digest, settings)
-  reg = registry if secret and registry is not None else None
-  if reg is not None:
-    known = reg.data_of(votes_digest)
-    if known is not None and private_data and private_data != known:
-      raise BudgetError(f"votes.npz names other private data than the budget registry "
-                        f"{reg.directory} holds these votes under: votes.npz was altered")
-    private_data = private_data or known
-    reg = reg if private_data else None
+  reg = registry if secret and private_data else None
   stored = _load(path)
   if stored is not None and stored["release"] == release:
     if reg is not None:

@@ -150,6 +150,25 @@ class BudgetRegistry:
         return path.stem
     return None
 
+  def key_of(self, votes: str, private_data: str | None, where: Any) -> str | None:
+    """The registry's key for a budget of the votes digest ``votes``: ``private_data``
+    (votes.npz's, or the digest the teachers' run recorded), else the private data the
+    registry holds these votes under (:meth:`data_of`: a copy whose ``private_data`` was
+    removed), else None (nothing to key a budget by).
+
+    Raises:
+      BudgetError: ``private_data`` is not the data the registry holds these votes under
+        (votes.npz was altered); ``where`` names the votes.
+    """
+    known = self.data_of(votes)
+    if known is not None and private_data and private_data != known:
+      raise BudgetError(
+          f"{where}: votes.npz names other private data than the budget registry "
+          f"{self.directory} holds these votes under (their salted digest {votes[:12]}…): "
+          "votes.npz was altered; its budget is the registry's entry, spent from the "
+          "teachers' own directory")
+    return private_data or known
+
   def claim(self, private_data: str, votes: str, teachers: str | os.PathLike, *,
             another: bool = False, generation: int = 0,
             sha256: str = "") -> list[dict[str, Any]]:

@@ -15,7 +15,6 @@ import pathlib
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import accounting as acc
@@ -114,14 +113,7 @@ class TeachersBudget:
     self.noise = "secret" if research_seed is None else f"research:{int(research_seed)}"
     self.private_data = votes.get("private_data") or private_data
     if registry is not None and research_seed is None:
-      known = registry.data_of(self.digest)
-      if known is not None and self.private_data and self.private_data != known:
-        raise BudgetError(
-            f"{self.directory}: votes.npz names other private data than the budget registry "
-            f"{registry.directory} holds these votes under (their salted digest "
-            f"{self.digest[:12]}…): votes.npz was altered; its budget is the registry's "
-            "entry, spent from the teachers' own directory")
-      self.private_data = self.private_data or known
+      self.private_data = registry.key_of(self.digest, self.private_data, self.directory)
     self.registry = registry if research_seed is None and self.private_data else None
     self.another_budget = bool(another_budget)
     # One empty aggregator up front: validates the settings before anything is read.
@@ -464,15 +456,11 @@ class TeachersBudget:
     key = self.release_key
     if key is None:
       raise ValueError("release_key: a release needs its noise key (pate_jax.rng.noise_key)")
-    with jax.enable_x64(True):
-      z = float(jax.random.normal(jax.random.fold_in(key, count), (), jnp.float64))
     f = lambda x: float(np.asarray(x))  # noqa: E731
     expected = f(rel.epsilon) + (count - 1) * f(rel.rdp_release)
-    # On a fixed grid: the exact float64 bits of expected + std·z would tell neighbouring
-    # votes apart (accounting.on_release_grid).
-    with jax.enable_x64(True):
-      released = (f(acc.on_release_grid(expected + f(rel.noise_std) * z))
-                  if f(rel.noise_std) > 0 else expected)  # no noise: the bound itself
+    # The k-th release's noise from fold_in(key, k), on the fixed grid of release_epsilon.
+    released = f(acc.release_epsilon(jax.random.fold_in(key, count),
+                                     rel._replace(epsilon=np.float64(expected))))
     return {
         "public": {"epsilon_released": released, "delta": float(kw["delta"]),
                    "order": spec.order, "beta": spec.beta, "sigma_ss": spec.sigma_ss,

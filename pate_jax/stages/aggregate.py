@@ -35,7 +35,6 @@ import tempfile
 import time
 from typing import Any
 
-from absl import logging
 import jax
 import numpy as np
 
@@ -133,9 +132,7 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
       # votes.npz without the field: the digest its teachers' run recorded, if any.
       private_data=teachers_stage.recorded_data_digest(teachers))
   if noise_seed is None and budget.private_data is None:  # (the settings were validated)
-    logging.warning("%s carries no digest of the teachers' private data (private_data), and "
-                    "no run recorded one: the budget registry cannot tell other teachers of "
-                    "the same data, whose budgets would add up", teachers)
+    teachers_stage.warn_without_data_digest(teachers)
   return budget
 
 

@@ -238,9 +238,13 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
       config.sound.temperature), "noise_multipliers": np.asarray(sigmas, np.float64)}
   digest = budget_lib.votes_digest(votes)
   registry = budget_lib.BudgetRegistry(config.get("budget_registry") or None)
-  # votes.npz without the field: the digest its teachers' run recorded, if any.
-  key = (votes.get("private_data") or teachers_stage.recorded_data_digest(
-      config.sound.votes_dir))
+  key = None  # research noise: no budget
+  if not noise["public"]:  # votes.npz without the field: the digest its run recorded
+    key = registry.key_of(digest, votes.get("private_data") or
+                          teachers_stage.recorded_data_digest(config.sound.votes_dir),
+                          config.sound.votes_dir)
+    if key is None:
+      teachers_stage.warn_without_data_digest(config.sound.votes_dir)
   stored = budget_lib.draw_once(
       workdir / SOUND_RELEASE, draw, votes_digest=digest, settings=settings,
       secret=not noise["public"], registry=registry, private_data=key,
@@ -253,12 +257,6 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
     logging.warning("the stored release was drawn at σ %s; calibrated now: %s; its ε are "
                     "those of the stored σ", drawn_with, sigmas)
   sigmas = drawn_with
-  key = None if noise["public"] else key or registry.data_of(digest)
-  if not noise["public"] and key is None:
-    logging.warning("%s carries no digest of the teachers' private data (private_data), and "
-                    "no run recorded one: the budget registry cannot tell this release from "
-                    "other budgets on the same data, whose ε would add up",
-                    config.sound.votes_dir)
   return {"targets": stored["targets"], "sigmas": sigmas,
           "num_teachers": votes["num_teachers"],
           "budgets_on_private_data": None if key is None else len(registry.budgets(key))}

@@ -301,6 +301,14 @@ def recorded_data_digest(workdir: Any) -> str | None:
   return digest if checks.is_sha256(digest) else None
 
 
+def warn_without_data_digest(workdir: Any) -> None:
+  """Warns that the votes in ``workdir`` carry no digest of their private data and no run
+  recorded one, so that a secret-noise budget spent on them is not registered."""
+  logging.warning("%s carries no digest of the teachers' private data (private_data), and "
+                  "no run recorded one: the budget registry cannot tell other budgets on "
+                  "the same data, whose ε would add up", workdir)
+
+
 def _votes_record(workdir: pathlib.Path) -> dict[str, Any] | None:
   """The record of the run that wrote ``workdir``'s votes.npz: votes_fingerprint.json, else
   (a workdir of an older version) the completion record of its checkpoints, else None."""
