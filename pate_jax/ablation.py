@@ -92,8 +92,7 @@ def _cell(m, votes, n, scale, key, labels, fractions, orders, delta, max_moment)
   # Counts (exact in float64); as_grid divides on the host, as the loop baseline does.
   out = [jnp.sum((answers == labels) & answered), answered.sum()]
   for dd in (True, False):
-    empty = mech_lib.make_accountant(m, orders if m.accountant == "rdp" else None, "improved",
-                                     max_moment)
+    empty = mech_lib.make_accountant(m, m.accountant_kind.orders_of(orders, max_moment))
     eps, best = empty.compose(m.cost(votes, answered, params, empty.orders, dd)).epsilon(delta)
     out += [eps, best]
   return jnp.stack([jnp.asarray(x, jnp.float64) for x in out])

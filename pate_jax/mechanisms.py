@@ -101,6 +101,11 @@ class Mechanism(NamedTuple):
     return tuple(p.name for p in self.params)
 
   @property
+  def accountant_kind(self) -> acc.AccountantKind:
+    """The :class:`pate_jax.accounting.AccountantKind` its costs compose in."""
+    return acc.accountant_kind(self.accountant, "mechanism.accountant")
+
+  @property
   def noise(self) -> Param:
     """The :class:`Param` that sets the answer noise."""
     return next(p for p in self.params if p.name == self.noise_param)
@@ -316,12 +321,9 @@ def make_accountant(mechanism: Mechanism, orders: Any = None, conversion: str = 
   ``conversion``; the moments accountant uses ``orders`` as moment orders, by default
   ``1..max_moment``.
   """
-  if mechanism.accountant == "moments":
-    if orders is None:
-      return acc.moments_accountant(max_moment)
-    return acc.make_accountant("moments", orders)
-  return acc.make_accountant("rdp", acc.DEFAULT_ORDERS if orders is None else orders,
-                             conversion)
+  kind = mechanism.accountant_kind
+  orders = kind.default_orders(max_moment) if orders is None else orders
+  return acc.make_accountant(kind.name, orders, conversion)
 
 
 def epsilon_report(mechanism: Mechanism, params: dict[str, Any], votes: Any, answered: Any,
@@ -357,19 +359,15 @@ def epsilon_report(mechanism: Mechanism, params: dict[str, Any], votes: Any, ans
   answered = np.asarray(answered, bool)[charged]
   delta = float(delta)
   out: dict[str, dict] = {}
-  conversions = (None,) if mechanism.accountant == "moments" else ("classic", "improved")
+  kind = mechanism.accountant_kind
   for dd in (False, True):
     dd_name = "data_dependent" if dd else "data_independent"
-    for conversion in conversions:
+    for conversion in kind.conversions:
       empty = make_accountant(mechanism, orders, conversion or "improved", max_moment)
       costs = mechanism.cost(votes, answered, params, empty.orders, dd)
       eps, best = empty.compose(costs).epsilon(delta)
-      if conversion is None:
-        out[f"{mechanism.accountant}_{dd_name}"] = {
-            "epsilon": float(eps), "best_moment": int(best), "delta": delta}
-      else:
-        out[f"{mechanism.accountant}_{dd_name}_{conversion}"] = {
-            "epsilon": float(eps), "best_order": float(best), "delta": delta}
+      name = f"{kind.name}_{dd_name}" + (f"_{conversion}" if conversion else "")
+      out[name] = {"epsilon": float(eps), kind.best_key: kind.best_type(best), "delta": delta}
   if mechanism.baselines is not None:
     for name, eps in mechanism.baselines(int(answered.sum()), params, delta).items():
       out[name] = {"epsilon": eps, "delta": delta}

@@ -23,7 +23,9 @@ Public API (per-query costs are arrays ``[Q, ...]``; compose by summing over que
   :func:`check_release_order`.
 * :class:`Accountant` (a pytree), :func:`rdp_accountant`, :func:`moments_accountant`,
   :func:`make_accountant`, :func:`compose`, :func:`epsilon`: compose per-query costs
-  and answer ε, always in float64.
+  and answer ε, always in float64. What differs between its kinds is an
+  :class:`AccountantKind` (:data:`RDP_ACCOUNTANT`, :data:`MOMENTS_ACCOUNTANT`,
+  :func:`accountant_kind`).
 
 Every public function validates concrete inputs (``ValueError`` naming the
 argument; vote histograms are checked on their device in one fused pass, and integer
@@ -51,8 +53,12 @@ float64 either way.
 from __future__ import annotations
 
 from pate_jax.accounting._accountant import KINDS as ACCOUNTANT_KINDS
+from pate_jax.accounting._accountant import MOMENTS as MOMENTS_ACCOUNTANT
+from pate_jax.accounting._accountant import RDP as RDP_ACCOUNTANT
 from pate_jax.accounting._accountant import (
     Accountant,
+    AccountantKind,
+    accountant_kind,
     compose,
     epsilon,
     make_accountant,
@@ -100,6 +106,10 @@ from pate_jax.accounting._smooth_sensitivity import (
 __all__ = [
     "ACCOUNTANT_KINDS",
     "Accountant",
+    "AccountantKind",
+    "MOMENTS_ACCOUNTANT",
+    "RDP_ACCOUNTANT",
+    "accountant_kind",
     "CONVERSIONS",
     "DEFAULT_ORDERS",
     "RELEASE_GRID",

@@ -8,6 +8,11 @@ as static (pytree meta) data its ``kind`` and RDP ``conversion``:
 * ``kind="moments"``: the 2017 moments accountant's log-moments ``α(l)`` at moment
   orders ``l > 0``; ``ε = min_l (α(l) + log 1/δ) / l`` (Papernot et al. 2017, Thm 2).
 
+What differs between the kinds is data, an :class:`AccountantKind` (:data:`RDP`,
+:data:`MOMENTS`, looked up with :func:`accountant_kind`): code reads its fields (its
+conversions, the orders it composes at, how reports name its best order) instead of
+testing a kind's name.
+
 :func:`compose` adds per-query costs ``[..., K]`` (optionally masked) and
 :func:`epsilon` converts; both run with 64-bit mode enabled, so the float64 state never
 passes through a float32 operation (the truncation trap of the package docstring) --
@@ -19,7 +24,7 @@ and conversion are static, so a compiled step computes exactly one accounting.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +35,78 @@ from pate_jax.accounting import _conversion
 from pate_jax.accounting import _lnmax
 from pate_jax.accounting import _numerics as nm
 
-KINDS = ("rdp", "moments")
+
+
+class AccountantKind(NamedTuple):
+  """An accountant kind as data (the module docstring).
+
+  Attributes:
+    name: ``"rdp"`` or ``"moments"``: :attr:`Accountant.kind`, a mechanism's ``accountant``.
+    label: how reports name it (``"RDP"``, ``"2017 moments"``).
+    order_word: what one of its orders is called (``"order"``, ``"moment"``); results
+      name the best one ``best_<order_word>`` (:attr:`best_key`).
+    best_type: the type results store the best order as (``float``; moments ``int``).
+    conversions: its (ε, δ) conversions; ``(None,)``: one, without a choice.
+    takes_orders: whether it composes at a run's Rényi orders (else at moments
+      ``1..max_moment``: :meth:`orders_of`).
+    releasable: whether its data-dependent ε can be released with smooth sensitivity
+      (Papernot et al. 2018, Sec. 4: only RDP).
+    default_orders: ``max_moment -> orders`` when a run names none.
+    check: ``(orders, conversion) -> (orders, conversion)``: validated.
+    to_epsilon: ``(cost, orders, delta, conversion) -> (ε, best order)``, float64 jnp.
+  """
+  name: str
+  label: str
+  order_word: str
+  best_type: type
+  conversions: tuple[str | None, ...]
+  takes_orders: bool
+  releasable: bool
+  default_orders: Callable[[int], Any]
+  check: Callable[[Any, Any], tuple[Any, Any]]
+  to_epsilon: Callable[..., tuple[jax.Array, jax.Array]]
+
+  @property
+  def best_key(self) -> str:
+    """``"best_order"`` or ``"best_moment"``: the results key of the best order."""
+    return f"best_{self.order_word}"
+
+  def orders_of(self, orders: Any = None, max_moment: int = 8) -> Any:
+    """The orders it composes at in a run configured with Rényi ``orders`` (``None``: the
+    default grid) and moments up to ``max_moment``."""
+    if self.takes_orders and orders is not None:
+      return orders
+    return self.default_orders(max_moment)
+
+
+def _moment_orders(max_moment: int) -> np.ndarray:
+  return np.arange(1, v.positive_int(max_moment, "max_moment") + 1, dtype=np.float64)
+
+
+RDP = AccountantKind(
+    name="rdp", label="RDP", order_word="order", best_type=float,
+    conversions=("classic", "improved"), takes_orders=True, releasable=True,
+    default_orders=lambda max_moment: _conversion.DEFAULT_ORDERS,
+    check=lambda orders, conversion: (
+        v.orders(orders), v.choice(conversion, "conversion", _conversion.CONVERSIONS)),
+    to_epsilon=lambda cost, orders, delta, conversion: _conversion.rdp_to_epsilon_core(
+        cost, orders, delta, conversion=conversion))
+
+MOMENTS = AccountantKind(
+    name="moments", label="2017 moments", order_word="moment", best_type=int,
+    conversions=(None,), takes_orders=False, releasable=False,
+    default_orders=_moment_orders,
+    check=lambda orders, conversion: (v.moments(orders), None),
+    to_epsilon=lambda cost, orders, delta, conversion: _lnmax.moments_to_epsilon_core(
+        cost, orders, delta))
+
+KIND_OF: dict[str, AccountantKind] = {k.name: k for k in (RDP, MOMENTS)}
+KINDS = tuple(KIND_OF)
+
+
+def accountant_kind(name: str, name_of_argument: str = "kind") -> AccountantKind:
+  """The :class:`AccountantKind` called ``name`` (``ValueError`` naming the choices)."""
+  return KIND_OF[v.choice(name, name_of_argument, KIND_OF)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +134,11 @@ class Accountant:
     """See :func:`epsilon`."""
     return epsilon(self, delta)
 
+  @property
+  def accountant_kind(self) -> AccountantKind:
+    """Its :class:`AccountantKind`."""
+    return KIND_OF[self.kind]
+
 
 jax.tree_util.register_dataclass(Accountant, data_fields=["cost", "orders"],
                                  meta_fields=["kind", "conversion"])
@@ -74,12 +155,7 @@ def make_accountant(kind: str, orders: Any, conversion: str | None = "improved",
     cost: ``[K]`` non-negative composed cost to start from (default zeros), or
       ``[..., K]``: a batch of composed costs, whose :func:`epsilon` is ``[...]``.
   """
-  v.choice(kind, "kind", KINDS)
-  if kind == "rdp":
-    orders = v.orders(orders)
-    conversion = v.choice(conversion, "conversion", _conversion.CONVERSIONS)
-  else:
-    orders, conversion = v.moments(orders), None
+  orders, conversion = accountant_kind(kind).check(orders, conversion)
   if cost is None:
     cost = np.zeros(np.shape(orders), np.float64)
   elif not v.is_traced(cost):
@@ -98,8 +174,7 @@ def rdp_accountant(orders: Any = _conversion.DEFAULT_ORDERS,
 
 def moments_accountant(max_moment: int = 8) -> Accountant:
   """An empty 2017 moments accountant at ``l = 1..max_moment`` (LNMax)."""
-  max_moment = v.positive_int(max_moment, "max_moment")
-  return make_accountant("moments", np.arange(1, max_moment + 1, dtype=np.float64))
+  return make_accountant("moments", _moment_orders(max_moment))
 
 
 @nm.with_x64
@@ -132,6 +207,4 @@ def epsilon(accountant: Accountant, delta: Any) -> tuple[jax.Array, jax.Array]:
   delta = v.delta(delta)
   cost = nm.as_float(accountant.cost)
   orders = nm.as_float(accountant.orders)
-  if accountant.kind == "moments":
-    return _lnmax.moments_to_epsilon_core(cost, orders, delta)
-  return _conversion.rdp_to_epsilon_core(cost, orders, delta, conversion=accountant.conversion)
+  return accountant.accountant_kind.to_epsilon(cost, orders, delta, accountant.conversion)

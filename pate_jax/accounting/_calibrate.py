@@ -57,10 +57,9 @@ def _epsilon_fn(mechanism, data_dependent: bool, conversion: str, max_moment: in
 
   def eps(log_noise, data, delta, orders):
     params = _noise_params(mechanism, jnp.exp(log_noise))
-    if mechanism.accountant == "rdp":
-      accountant = _accountant.make_accountant("rdp", orders, conversion)
-    else:
-      accountant = _accountant.moments_accountant(max_moment)
+    kind = _accountant.accountant_kind(mechanism.accountant, "mechanism.accountant")
+    accountant = _accountant.make_accountant(kind.name, kind.orders_of(orders, max_moment),
+                                             conversion)
     if data_dependent:
       answered = jnp.ones(data.shape[0], bool)
       costs = mechanism.cost(data, answered, params, accountant.orders, True)

@@ -71,7 +71,7 @@ def default_release_order(mechanism: mechanisms.Mechanism, params: dict[str, Any
       of ``orders`` at which both conditions hold (naming ``orders``).
   """
   num_queries = v.positive_int(num_queries, "num_queries")
-  if mechanism.accountant != "rdp":
+  if not mechanism.accountant_kind.releasable:
     raise ValueError("mechanism: a smooth-sensitivity release exists for GNMax and "
                      f"Confident-GNMax only; got {mechanism.name!r}")
   grid = acc.DEFAULT_ORDERS if orders is None else orders

@@ -101,7 +101,8 @@ class TeachersBudget:
         chunk_size=chunk_size, **self.params)
     self.release_spec = release
     self.release_by_rule = bool(release_by_rule)
-    if release is not None and (self.mechanism.accountant != "rdp" or not data_dependent):
+    if release is not None and (not self.mechanism.accountant_kind.releasable
+                                or not data_dependent):
       raise ValueError("release: a smooth-sensitivity release exists for the data-dependent "
                        "ε of GNMax and Confident-GNMax only; got mechanism "
                        f"{self.mechanism.name!r}, data_dependent={data_dependent}")

@@ -20,7 +20,6 @@ from pate_jax import aggregation
 from pate_jax import mechanisms
 from pate_jax.ledger._record import ledger_record, restore_ledger
 from pate_jax.ledger._state import (
-    DEFAULT_ORDERS,
     BatchResult,
     LedgerState,
     Status,
@@ -83,7 +82,7 @@ class PrivateAggregator:
       (``threshold``, ``sigma_threshold``, ``sigma``).
     epsilon_max: budget ε_max > 0 (``inf`` for none).
     delta: δ in (0, 1).
-    orders: RDP orders (RDP mechanisms; default :data:`DEFAULT_ORDERS`).
+    orders: RDP orders (RDP mechanisms; default :data:`pate_jax.accounting.DEFAULT_ORDERS`).
     max_moment: moments-accountant mechanisms (LNMax): moments ``l = 1..max_moment``.
     data_dependent: data-dependent per-query costs (see module docstring).
     consistent: consistent answers keyed by query ids / hashed inputs.
@@ -112,13 +111,11 @@ class PrivateAggregator:
     for name, value in params.items():
       if name not in m.param_names:
         raise ValueError(f"{name} is not a parameter of mechanism {m.name!r}; got {value!r}")
-    if m.accountant == "moments":
-      if orders is not None:
-        raise ValueError("orders are not used by the moments accountant of "
-                         f"{m.name!r} (it uses l = 1..max_moment); got orders={orders!r}")
-      orders = np.arange(1, v.positive_int(max_moment, "max_moment") + 1, dtype=np.float64)
-    elif orders is None:
-      orders = DEFAULT_ORDERS
+    kind = m.accountant_kind
+    if orders is not None and not kind.takes_orders:
+      raise ValueError(f"orders are not used by the {kind.label} accountant of "
+                       f"{m.name!r} (it uses l = 1..max_moment); got orders={orders!r}")
+    orders = kind.orders_of(orders, max_moment)
     self.chunk_size = v.positive_int(chunk_size, "chunk_size")
     capacity = v.positive_int(capacity, "capacity")
     state = init_ledger(orders=orders, delta=delta, mechanism=m, params=params,
@@ -208,8 +205,9 @@ class PrivateAggregator:
   @property
   def accounting(self) -> str:
     """The accounting in words, e.g. ``"RDP (improved conversion), data-dependent"``."""
-    kind = ("2017 moments" if self._state.accountant.kind == "moments"
-            else f"RDP ({self._state.accountant.conversion} conversion)")
+    accountant = self._state.accountant
+    kind = accountant.accountant_kind.label + (
+        f" ({accountant.conversion} conversion)" if accountant.conversion else "")
     return kind + (", data-independent budget; private data-dependent ε tracked"
                    if self.data_dependent else ", data-independent")
 

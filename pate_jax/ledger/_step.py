@@ -181,7 +181,7 @@ def _check_settings(state: LedgerState, given: dict[str, Any]) -> None:
   m = mechanisms.get(state.mechanism)
   recorded = _settings(state)
   for name, value in given.items():
-    if value is None or (name == "conversion" and m.accountant != "rdp"):
+    if value is None or (name == "conversion" and m.accountant_kind.conversions == (None,)):
       continue
     if name == "orders":
       value = tuple(np.asarray(value, np.float64).reshape(-1).tolist())

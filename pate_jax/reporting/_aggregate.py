@@ -46,7 +46,7 @@ def flag_grid_edges(report: dict[str, dict], mechanism: Any, orders: Any,
 def _tight(mechanism: Any, orders: Any, max_moment: int, tight_max_moment: int) -> bool:
   """Whether a tight report (moments 1..tight_max_moment) is made: moments accountant on
   its default grid only, and a longer grid than ``max_moment``'s."""
-  return (mechanism.accountant == "moments" and orders is None
+  return (not mechanism.accountant_kind.takes_orders and orders is None
           and tight_max_moment > max_moment)
 
 
@@ -99,8 +99,8 @@ def privacy_curve(mechanism: Any, params: dict, votes: np.ndarray, answered: np.
       empty = mechanisms.make_accountant(mechanism, orders, "improved", moment)
       cost = mechanism.cost(votes, answered, params, empty.orders, dd)
       name = ("data-dependent" if dd else "data-independent") + (
-          f", moments to {moment}" if mechanism.accountant == "moments" else "") + (
-          "" if suffix or mechanism.accountant != "moments" else " (2017 code)")
+          "" if mechanism.accountant_kind.takes_orders else f", moments to {moment}" + (
+              "" if suffix else " (2017 code)"))
       # Every prefix at once: the accountant converts a [len(ks), K] cost row by row.
       totals = np.cumsum(np.asarray(cost, np.float64), axis=0)[ks - 1]
       prefixes = dataclasses.replace(empty, cost=totals)

@@ -79,8 +79,7 @@ def loop_cell(mechanism: Any, votes: Any, labels: Any, num_teachers: int, scale:
          else float("nan"), n / answered.shape[0]]
   orders = None if orders is None else np.asarray(orders, np.float64)
   for dd in (True, False):
-    empty = mech_lib.make_accountant(m, orders if m.accountant == "rdp" else None, "improved",
-                                     max_moment)
+    empty = mech_lib.make_accountant(m, m.accountant_kind.orders_of(orders, max_moment))
     eps, best = empty.compose(m.cost(votes, answered, params, empty.orders, dd)).epsilon(delta)
     out += [float(eps), float(best)]
   return tuple(out)

@@ -63,7 +63,7 @@ def teachers_dir(source: str | os.PathLike) -> pathlib.Path:
 def rdp_orders(config: Any, mechanism: mechanisms.Mechanism) -> np.ndarray | None:
   """The config's Rényi orders for an RDP mechanism (``None``: the default grid; the
   moments accountant uses its own moments)."""
-  if config.orders is None or mechanism.accountant != "rdp":
+  if config.orders is None or not mechanism.accountant_kind.takes_orders:
     return None
   return np.asarray(config.orders, np.float64)
 
@@ -101,7 +101,7 @@ def has_release(config: Any, mechanism: mechanisms.Mechanism) -> bool:
   accounting, a ``release`` block not disabled)."""
   release = config.get("release")
   return (release is not None and release.get("enabled", True)
-          and mechanism.accountant == "rdp" and bool(config.data_dependent))
+          and mechanism.accountant_kind.releasable and bool(config.data_dependent))
 
 
 def make_budget(config: Any, data: dict[str, Any], source: Any,

@@ -58,10 +58,10 @@ def single_scale_mechanism(mechanism: Any) -> mechanisms.Mechanism:
 def _per_query_cost(accountant: Accountant, mechanism: mechanisms.Mechanism, votes: Any,
                     scale: float, data_dependent: bool):
   """``(empty accountant, per-query cost [Q, K])`` of answering every row of ``votes``."""
-  rdp_orders = mechanism.accountant == "rdp"
   empty = mechanisms.make_accountant(
-      mechanism, np.asarray(accountant.orders, np.float64) if rdp_orders else None,
-      accountant.conversion, accountant.max_moment)
+      mechanism, mechanism.accountant_kind.orders_of(np.asarray(accountant.orders, np.float64),
+                                                     accountant.max_moment),
+      accountant.conversion)
   answered = np.ones(np.shape(votes)[0], bool)
   cost = mechanism.cost(votes, answered, {mechanism.noise_param: scale}, empty.orders,
                         data_dependent)
@@ -124,14 +124,14 @@ def epsilon(accountant: Accountant, mechanism: Any, votes: Any, scale: float, *,
   m = single_scale_mechanism(mechanism)
   votes = v.votes(votes, equal_totals=m.equal_totals)
   params = mechanisms.check_params(m, {m.noise_param: scale})
-  moments = m.accountant == "moments"
+  kind = m.accountant_kind
   with jax.enable_x64(True):
     eps, best = _epsilon_core(
-        votes, params[m.noise_param], None if moments else v.orders(accountant.orders),
+        votes, params[m.noise_param], v.orders(accountant.orders) if kind.takes_orders else None,
         v.delta(accountant.delta), mechanism=m.name, data_dependent=bool(data_dependent),
         conversion=v.choice(accountant.conversion, "conversion", accounting.CONVERSIONS),
         max_moment=v.positive_int(accountant.max_moment, "max_moment"))
-  return float(eps), int(best) if moments else float(best)
+  return float(eps), kind.best_type(best)
 
 
 def prefix_epsilon(accountant: Accountant, mechanism: Any, votes: Any, scale: float,

@@ -112,7 +112,7 @@ def sweep_mechanism(key: jax.Array, mechanism: Any, votes: Any, labels: Any, plu
   """
   m = single_scale_mechanism(mechanism)
   scale_name = m.noise_param
-  best = "best_moment" if m.accountant == "moments" else "best_order"
+  best = m.accountant_kind.best_key
   repeats = len(random_states)
   labels, plurality = np.asarray(labels), np.asarray(plurality)
   scales = [float(scale), *map(float, grid)]
@@ -143,7 +143,7 @@ def sweep_mechanism(key: jax.Array, mechanism: Any, votes: Any, labels: Any, plu
   }
   if m.inverse_scale:  # LNMax: Laplace noise of scale 1/γ.
     summary["laplace_scale"] = mechanisms.noise_scale(m, {m.noise_param: scale})
-  if m.accountant == "moments":  # The 2017 accountant.
+  if not m.accountant_kind.takes_orders:  # The 2017 accountant: moments 1..max_moment.
     wide = accountant.max_moment_wide
     if wide is not None:
       eps_wide, best_wide = epsilon(accountant._replace(max_moment=int(wide)), m,
