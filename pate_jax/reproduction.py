@@ -1058,11 +1058,12 @@ ROWS: tuple[Row, ...] = (
     Row("beyond", _CGN, "the CPU's CNN teachers (`mnist_250.py:cpu_cnn`: 16/32 channels, "
         "stride-2 convolutions): mean teacher test accuracy", "—", "mnist_cnn_cpu",
         "private.teacher_test_accuracy.mean", "pct2",
-        "the MLP teachers of the rows below: 88.6 %; the paper's CNN on one H100 (d714996): "
-        "94.69 %; 812 s of training, 893 s wall, on the 2-core CPU, mostly idle"),
+        "the MLP teachers of the rows below: 88.6 %; the paper's CNN on one H100 (d714996, "
+        "../shared/measurements/h100-d714996.md): 94.69 %; 812 s of training, 893 s wall, on the 2-core CPU, mostly idle"),
     Row("beyond", _CGN, "the same teachers: plurality (no noise), test set", "—",
         "mnist_cnn_cpu", "private.plurality_accuracy_test", "pct2",
-        "the MLP teachers: 93.9 %; the paper's CNN on one H100 (d714996): 97.14 %"),
+        "the MLP teachers: 93.9 %; the paper's CNN on one H100 (d714996, "
+        "../shared/measurements/h100-d714996.md): 97.14 %"),
     Row("beyond", _CGN, "on the CPU's CNN teachers, 640 class-balanced queries: answered", "—",
         "pate_g_cgn_cnn", "num_answered", "int", "2018: 286; seeds 372, 387, 349"),
     Row("beyond", _CGN, "the same: accuracy of the answered labels", "—", "pate_g_cgn_cnn",
