@@ -73,7 +73,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                               # each run, so a call cut short keeps what it finished
   c.plan_device_gib = 80.0    # --dry_run: the memory planner's chunks on a device this size
   c.plan_allocator_fraction = 0.75  # JAX's default share of it (XLA_PYTHON_CLIENT_MEM_FRACTION)
-  c.period_limit_s = 1_500    # one lent GPU period (the 25 minutes): --dry_run says
+  c.period_limit_s = 1_500    # one GPU period (25 minutes): --dry_run says
                               # whether all the stages together fit it
   c.fast_compile = False      # True: XLA:CPU compiles without LLVM's optimisation (the CPU
                               # rehearsal's tiny programs: experiment.set_fast_compile;
@@ -115,8 +115,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                               "slow": "-m slow tests"})
   c.tests.timeout_s = 480     # then pytest is interrupted (SIGINT) and its partial XML kept
   c.tests.require_data = True  # PATE_JAX_REQUIRE_DATA=1, as CI: missing data is a failure
-  c.tests.workers = 12        # pytest-xdist workers (-n) where it is installed (the lent GPU
-                              # machines have 16 cores: the fast tier took 171 s with 12 on
+  c.tests.workers = 12        # pytest-xdist workers (-n) where it is installed (the H100 and
+                              # H200 hosts have 16 cores: the fast tier took 171 s with 12 on
                               # one H100); 0 or no pytest-xdist: one process
 
   # The targets (results.json's "targets": measured value, met or not).

@@ -33,7 +33,7 @@ reproduction report's GPU rows) and ``config.archive`` a ``.tar.gz`` of the work
 checkpoints, for the next call on a fresh machine.
 
 ``plan(config)`` is ``--dry_run``: every run's own plan, its expected wall against the
-call's limit (and all of them against one lent period, ``period_limit_s``) and, for the
+call's limit (and all of them against one GPU period, ``period_limit_s``) and, for the
 planned chunks, the memory planner's numbers on a device of ``plan_device_gib``
 (:func:`at_budget`). ``report(results)`` prints the statuses and targets.
 """
@@ -627,7 +627,7 @@ def plan(config) -> dict:
 
 
 def _period_fit(per_stage: Mapping[int, float], period: float) -> str:
-  """Whether the stages' expected walls together fit one lent period of ``period`` seconds,
+  """Whether the stages' expected walls together fit one GPU period of ``period`` seconds,
   and if not, which first stages do."""
   total = sum(per_stage.values())
   if total <= period:
