@@ -216,6 +216,7 @@ def test_4_two_workdirs_and_a_restored_labels_file_spend_one_budget(tmp_path):
 # --- 5. Labels and ledgers are checked against the votes ----------------------------------
 
 
+@pytest.mark.slow  # 4.6-6.6 s on the 2-core CPU.
 def test_5_a_spliced_labels_file_and_a_forged_ledger_are_refused(tmp_path):
   teachers = _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
   aggregate.run(_config(teachers), tmp_path / "a")

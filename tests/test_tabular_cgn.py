@@ -86,6 +86,7 @@ def test_the_confident_key_is_not_a_draw_of_lnmax_or_gnmax():
 # ----------------------------------------------------------------------------- ε
 
 
+@pytest.mark.slow  # 4.6-6.6 s on the 2-core CPU.
 def test_epsilon_matches_the_library_accountant_called_directly():
   votes = _votes()
   _, answered = tabular.confident_labels(jax.random.key(1), votes, PARAMS)
