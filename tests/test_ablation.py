@@ -117,9 +117,11 @@ def test_votes_round_trip_with_and_without_predictions(tmp_path):
   votes_lib.save_votes(tmp_path / "b" / "votes.npz", votes, y)  # the older layout
   assert "predictions" not in votes_lib.load_votes(tmp_path / "b")
   wrong = preds.copy()
-  wrong[0, 3] = (wrong[0, 3] + 1) % C
-  with pytest.raises(ValueError, match="histogram of predictions differs from votes"):
+  wrong[0, 3] = (wrong[0, 3] + 1) % C  # teacher 0, query 3
+  with pytest.raises(ValueError, match="histogram of predictions differs from votes") as e:
     votes_lib.save_votes(tmp_path / "c" / "votes.npz", votes, y, predictions=wrong)
+  # The message names the query, not its (private) histograms.
+  assert str(e.value).endswith("(first at query 3)") and "[" not in str(e.value), e.value
   with pytest.raises(ValueError, match=r"predictions must be \[T=12, Q=40\]"):
     votes_lib.save_votes(tmp_path / "c" / "votes.npz", votes, y, predictions=preds[:5])
 

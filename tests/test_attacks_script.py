@@ -83,6 +83,9 @@ def test_attack_script_writes_results_and_figures(setting, figures, tmp_path, ca
   assert len(results["figures"]) == figures
   assert all(pathlib.Path(p).stat().st_size > 0 for p in results["figures"])
   if setting == "adult":
+    # The attribute the attack infers, the query individuals' own: owner-only.
+    assert (tmp_path / "work" / "minority.npy").stat().st_mode & 0o777 == 0o600
+    assert np.load(tmp_path / "work" / "minority.npy").dtype == bool
     # The end-to-end reconstructions sum to the number of teachers of the run.
     for ind in results["end_to_end"]["individuals"]:
       assert np.sum(ind["reconstructed"]) == pytest.approx(8, rel=1e-5)

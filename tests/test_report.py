@@ -368,6 +368,7 @@ def test_copies_of_private_figures_say_private_in_the_image(tmp_path):
     band = stamped[: stamped.shape[0] - source.shape[0], :, :3]
     red = (band[..., 0] > 0.6) & (band[..., 1] < 0.3) & (band[..., 2] < 0.3)
     assert red.any(), name
+    assert (out / name).stat().st_mode & 0o777 == 0o600, name  # the owner's, as the report
 
 
 def test_a_research_runs_data_independent_epsilon_is_private_where_the_votes_chose_the_count():

@@ -15,6 +15,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from pate_jax import budget as budget_lib
+from pate_jax import checkpoint
 from pate_jax import experiment, tabular
 from pate_jax import votes as votes_lib
 from pate_jax.data._partition import partition_indices
@@ -354,6 +355,12 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
   # second budget unless it is asked for (the budget registry, keyed by the rows' digest).
   again_teachers = config.copy_and_resolve_references()
   again_teachers.seed, again_teachers.labels_dir = 1, ""
+  # In the spent workdir itself they are refused before anything is fitted: the ledger
+  # there spent on its votes.npz, which stays as it was.
+  before = (teachers / "votes.npz").read_bytes()
+  with pytest.raises(checkpoint.ResumeMismatchError, match="refusing to replace"):
+    tabular_stage.run(again_teachers, teachers)
+  assert (teachers / "votes.npz").read_bytes() == before
   tabular_stage.run(again_teachers, tmp_path / "teachers_again")
   assert (votes_lib.load_votes(tmp_path / "teachers_again")["private_data"]
           == votes_lib.load_votes(teachers)["private_data"])
@@ -391,3 +398,14 @@ def test_the_budget_key_is_the_training_file_whatever_its_coding(tmp_path):
     tabular.private_data("mnist", tmp_path)
   with pytest.raises(FileNotFoundError, match="adult.data"):
     tabular.private_data("adult_uci", tmp_path)
+
+
+@pytest.mark.parametrize("ledger", ["ledger.npz", "ledger.npz.journal", "research_ledger.npz"])
+def test_votes_a_ledger_spent_on_are_not_replaced(tmp_path, ledger):
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  tabular_stage.refuse_spent_votes(tmp_path)  # nothing there
+  (tmp_path / "votes.npz").write_bytes(b"")
+  tabular_stage.refuse_spent_votes(tmp_path)  # votes no ledger spent on
+  (tmp_path / ledger).write_bytes(b"")
+  with pytest.raises(checkpoint.ResumeMismatchError, match=f"{ledger}.*another --workdir"):
+    tabular_stage.refuse_spent_votes(tmp_path)

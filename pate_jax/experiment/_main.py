@@ -381,8 +381,10 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
         remove_if_left_empty(workdir)
       if os.environ.get("PATE_JAX_TRACEBACK") == "1":
         raise
-      print(f"error: {type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the traceback)",
-            file=sys.stderr)
+      # Marked: a message may quote what a run computed from the private data (in a
+      # research run, anything it computed), and a line without the mark is publishable.
+      print(f"error: {PRIVATE_MARK}{type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the "
+            "traceback)", file=sys.stderr)
       raise SystemExit(1) from None
     except KeyboardInterrupt:  # Ctrl-C: a line, not the traceback of wherever it landed
       if not existed:

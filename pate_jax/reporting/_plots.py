@@ -66,7 +66,7 @@ def stamp_private(src: str | pathlib.Path, dst: str | pathlib.Path,
   itself then says it is private, whatever its own title (a figure drawn before its title
   said so, or one shown away from its caption). The figure's pixels are kept as they are;
   the banner adds a strip of the same width on top (its text not anti-aliased, so that a
-  palette PNG stays one, exactly, where its colours allow).
+  palette PNG stays one, exactly, where its colours allow). ``dst`` is written owner-only.
   """
   from matplotlib import font_manager  # pylint: disable=g-import-not-at-top
   from PIL import Image, ImageDraw, ImageFont  # pylint: disable=g-import-not-at-top
@@ -84,7 +84,10 @@ def stamp_private(src: str | pathlib.Path, dst: str | pathlib.Path,
   draw.fontmode = "1"
   draw.text((width / 2, band / 2), text, fill="white", font=ImageFont.truetype(path, size),
             anchor="mm")
-  _palette_if_exact(out).save(dst, optimize=True)
+  # Owner-only, as the private report beside it (the banner marks it; the mode keeps it
+  # the owner's until they choose to show it). The directory is the owner's choice.
+  with io.open_private(dst, narrow_directory=False) as f:
+    _palette_if_exact(out).save(f, format="PNG", optimize=True)
   return pathlib.Path(dst)
 
 

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax import attacks, experiment, rng
+from pate_jax import attacks, experiment, io, rng
 
 __all__ = ["run", "plan", "reconstruction_variants", "SETTINGS"]
 
@@ -215,7 +215,8 @@ def run_adult(config, key, workdir) -> dict:
   votes_lib.save_votes(pathlib.Path(workdir) / "votes.npz", votes, test.labels,
                        dataset="adult-test-noeducation",
                        private_data=tabular.private_data("adult", config.data_dir or None))
-  np.save(pathlib.Path(workdir) / "minority.npy", minority)
+  # Owner-only: the hidden attribute itself (who holds a doctorate), the attack's target.
+  io.write_private(pathlib.Path(workdir) / "minority.npy", lambda f: np.save(f, minority))
   draws = results["balanced_precision_over_draws"]
   print(f"{experiment.PRIVATE_MARK}Section 2: precision {results['balanced']['precision']:.3f} "
         "on the balanced test set "
@@ -323,16 +324,17 @@ def run(config: Any, workdir: str) -> dict:
   """Runs ``config.setting``'s experiment (module docstring) and writes ``results.json``
   (a measurement: the histograms attacked are the paper's, drawn fresh or, for
   ``near_duplicates``, the votes of teachers trained here)."""
-  key = rng.root_key(config.seed)
-  pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
   if config.setting not in SETTINGS:
     raise ValueError(f"config.setting must be one of {sorted(SETTINGS)}, got "
                      f"{config.setting!r}")
-  results = SETTINGS[config.setting](config, key, workdir)
-  results["setting"] = config.setting
-  experiment.write_results(workdir, results, config=config, seed=config.seed,
-                           disclosure=experiment.MEASUREMENT
-                           if config.setting in ON_PRIVATE_DATA else experiment.NO_PRIVATE_DATA)
+  key = rng.root_key(config.seed)
+  pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
+  with experiment.locked_workdir(workdir):  # a second run there fails at once
+    results = SETTINGS[config.setting](config, key, workdir)
+    results["setting"] = config.setting
+    experiment.write_results(workdir, results, config=config, seed=config.seed,
+                             disclosure=experiment.MEASUREMENT if config.setting in
+                             ON_PRIVATE_DATA else experiment.NO_PRIVATE_DATA)
   return results
 
 
