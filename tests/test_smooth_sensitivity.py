@@ -69,20 +69,21 @@ _THRESHOLD_PUBLISHED = {
 
 @pytest.mark.parametrize("threshold", [16, 2, 50])
 def test_threshold_local_sensitivity_published(threshold):
-  """Equal to tf-privacy's arrays except at d = max(m, T - m) = 20 (top count m = 20 of
-  T = 30), which tf-privacy never fills (its loop stops one short): there the top count
-  can be 0, and our bound is that histogram's local sensitivity."""
+  """tf-privacy's arrays hold max(ls(m + d), ls(m - d)), the two ends; ours is their running
+  maximum (every top count within d), equal to it below d = max(m, T - m) = 20 (top count
+  m = 20 of T = 30), which tf-privacy never fills (its loop stops one short): there the top
+  count can be 0, and our bound covers that histogram's local sensitivity."""
   expected = np.array(_THRESHOLD_PUBLISHED[threshold], np.float64)
   counts = np.array([20, 10, 0])
   out = np.asarray(acc.threshold_local_sensitivity(counts, 30, threshold, 2.0, 10.0))
-  rest = np.arange(30) != 20
   # The published arrays hold 9 digits (entries 7 and 15 of t=16 differ by 2e-8 where
   # they should be equal): 5e-8 relative.
-  np.testing.assert_allclose(out[rest], expected[rest], rtol=5e-8, atol=0)
+  np.testing.assert_allclose(out[:20], np.maximum.accumulate(expected)[:20], rtol=5e-8, atol=0)
   loop = reference.loop_threshold_ls(counts, 30, threshold, 2.0, 10.0)
-  np.testing.assert_allclose(out[20], loop[20], rtol=1e-12)
+  np.testing.assert_allclose(out, loop, rtol=1e-9)
+  assert np.all(np.diff(out) >= 0)
   if threshold == 16:
-    assert out[20] > 0.1  # what tf-privacy leaves at 0: an under-estimate
+    assert out[20] > expected[20] == 0  # what tf-privacy leaves at 0: an under-estimate
 
 
 def test_threshold_local_sensitivity_published_fractional_counts():
@@ -94,8 +95,9 @@ def test_threshold_local_sensitivity_published_fractional_counts():
                       + [0] * 10)
   out = np.asarray(local.threshold_local_sensitivity_core(
       np.array([[19.5, -5.1, 0.0]]), 10.1, 2.0, np.array([10.0]), num_teachers=30))[0, 0]
-  rest = np.arange(30) != 20
-  np.testing.assert_allclose(out[rest], expected[rest], rtol=5e-8, atol=0)
+  # Its two ends' running maximum (the published test above).
+  np.testing.assert_allclose(out[:20], np.maximum.accumulate(expected)[:20], rtol=5e-8, atol=0)
+  assert np.all(np.diff(out) >= 0)
   with pytest.raises(ValueError, match="votes"):
     acc.threshold_local_sensitivity(np.array([19.5, -5.1, 0.0]), 30, 10.1, 2.0, 10.0)
 
@@ -161,6 +163,37 @@ def test_plateau_everywhere_inside_q1_q0():
   out = np.asarray(acc.gnmax_local_sensitivity(votes, 60, sigma, order))[0]
   np.testing.assert_allclose(out, plateau, rtol=0)
   assert plateau > 0
+
+
+def _two_query_threshold_ss(num_teachers, threshold, sigma, order, beta):
+  """``S[m1, m2]``: the threshold step's smooth sensitivity of a release summing two
+  queries whose top counts are m1 and m2 (3 classes; the step depends on the top alone)."""
+  tops = np.arange(-(-num_teachers // 3), num_teachers + 1)
+  hists = np.stack([tops, (num_teachers - tops) // 2, num_teachers - tops - (num_teachers - tops) // 2], 1)
+  a = np.asarray(acc.threshold_local_sensitivity(hists, num_teachers, threshold, sigma, order))
+  return tops, np.asarray(acc.smooth_sensitivity(a[:, None, :] + a[None, :, :], beta))
+
+
+def test_the_threshold_steps_summed_smooth_sensitivity_is_beta_smooth():
+  """Theorem 23 (2018) needs S(D) <= e^β S(D') for neighbours D, D' of the *sum* it releases.
+  One teacher moves each query's top count by at most 1, so over every pair of top counts
+  S(m1, m2) <= e^β S(m1 ± 1, m2 ± 1). With A(d) = max(ls(m + d), ls(m - d)), the two ends
+  only (tf-privacy's), this fails at 40 teachers, threshold 20, σ_T 2, λ 8, β 0.05: S falls
+  from 0.2905 at (32, 28) to 0.2602 at (32, 27) (ratio 0.896 < e^-β); and S(32, 27) must be
+  at least e^{-5β} · 0.376, the change one teacher makes at (32, 32), 5 teachers away."""
+  beta = 0.05
+  tops, ss_sum = _two_query_threshold_ss(40, 20.0, 2.0, 8.0, beta)
+  for d1 in (-1, 0, 1):
+    for d2 in (-1, 0, 1):
+      here = ss_sum[max(0, -d1):len(tops) - max(0, d1), max(0, -d2):len(tops) - max(0, d2)]
+      there = ss_sum[max(0, d1):len(tops) + min(0, d1), max(0, d2):len(tops) + min(0, d2)]
+      assert np.all(here <= math.exp(beta) * there * (1 + 1e-12)), (d1, d2)
+  # The lower bound at (32, 27) from the local sensitivity at (32, 32): the step at a top
+  # count of 32 (to 33) taken by both queries at once.
+  r = lambda m: float(acc.confident_threshold_rdp(np.array([[m, 40 - m, 0]]), 20.0, 2.0,
+                                                  np.array([8.0]))[0, 0])
+  i, j = list(tops).index(32), list(tops).index(27)
+  assert ss_sum[i, j] >= math.exp(-5 * beta) * 2 * abs(r(33) - r(32)) * (1 - 1e-12)
 
 
 # ------------------------------------------------------------------ the loop of the same maths

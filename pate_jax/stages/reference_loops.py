@@ -210,7 +210,8 @@ def loop_gnmax_ls(counts, num_teachers, sigma, order):
 
 
 def loop_threshold_ls(counts, num_teachers, threshold, sigma, order):
-  """``A(d)`` of the threshold step of one histogram (all reachable top counts)."""
+  """``A(d)`` of the threshold step of one histogram: the largest step ``ls(w)`` over every
+  top count ``w`` that ``d`` changed teachers can reach, ``|w - top| <= d``."""
   def r(v_max):
     z = (v_max - threshold) / sigma
     log_q = min(float(log_ndtr(z)), float(log_ndtr(-z)))
@@ -225,7 +226,7 @@ def loop_threshold_ls(counts, num_teachers, threshold, sigma, order):
   top = int(round(max(counts)))
   out = np.zeros(num_teachers)
   for d in range(num_teachers):
-    valid = [w for w in (top - d, top + d) if 0 <= w <= num_teachers]
+    valid = [w for w in range(top - d, top + d + 1) if 0 <= w <= num_teachers]
     if valid:
       out[d] = max(ls_at(w) for w in valid)
   return out
