@@ -72,14 +72,37 @@ def test_an_epsilon_report_is_named_and_typed_by_the_mechanisms_kind(name):
     assert isinstance(report[n][kind.best_key], kind.best_type)
 
 
+_KIND_HOLDERS = ("accountant", "kind", "name")  # m.accountant, a.kind, kind.name, kind
+
+
+def _names_a_kind(node: ast.AST) -> bool:
+  """A kind's name as a constant, or in a tuple, list or set of constants."""
+  if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+    return any(_names_a_kind(e) for e in node.elts)
+  return isinstance(node, ast.Constant) and node.value in acc.ACCOUNTANT_KINDS
+
+
+def _holds_a_kind(node: ast.AST) -> bool:
+  return ((isinstance(node, ast.Attribute) and node.attr in _KIND_HOLDERS)
+          or (isinstance(node, ast.Name) and node.id in _KIND_HOLDERS))
+
+
 def _compares_a_kind_name(node: ast.AST) -> bool:
-  """``x.accountant == "rdp"``, ``"moments" != y.kind`` and the like."""
+  """``x.accountant == "rdp"``, ``"moments" != y.kind``, ``kind.name in ("rdp",)``,
+  ``kind == "moments"`` and the like."""
   if not isinstance(node, ast.Compare):
     return False
   sides = [node.left, *node.comparators]
-  return (any(isinstance(s, ast.Constant) and s.value in acc.ACCOUNTANT_KINDS for s in sides)
-          and any(isinstance(s, ast.Attribute) and s.attr in ("accountant", "kind")
-                  for s in sides))
+  return any(_names_a_kind(s) for s in sides) and any(_holds_a_kind(s) for s in sides)
+
+
+@pytest.mark.parametrize("source, found", [
+    ('m.accountant == "rdp"', True), ('"moments" != a.kind', True),
+    ('m.accountant in ("rdp",)', True), ('kind == "moments"', True),
+    ('m.accountant_kind.name == "rdp"', True), ('m.accountant == other.accountant', False),
+    ('m.name == "gnmax"', False), ('x == "rdp"', False)])
+def test_the_guard_sees_the_forms_of_a_kind_comparison(source, found):
+  assert _compares_a_kind_name(ast.parse(source, mode="eval").body) is found
 
 
 def test_no_module_branches_on_an_accountant_kinds_name():

@@ -246,7 +246,8 @@ def test_5_a_spliced_labels_file_and_a_forged_ledger_are_refused(tmp_path):
 
 def test_5_a_a_forged_private_cost_is_refused_without_showing_it(tmp_path):
   """The data-dependent cost and ε are private: a refusal names the field, not its values
-  (an error message reaches stderr and the acceptance's error files unmarked)."""
+  (an error message's text reaches the acceptance's error files, and a traceback stderr,
+  unmarked)."""
   teachers = _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
   aggregate.run(_config(teachers), tmp_path / "a")
   ledger = teachers / budget_lib.LEDGER_FILE
