@@ -360,7 +360,9 @@ def smooth_sensitivity_release(votes, *, num_teachers=None, threshold=None,
     betas: ``[B]`` smoothing parameters, each ``< 1/(2λ)`` for every order; default
       ``0.30/λ, 0.31/λ, ..., 0.49/λ`` (tf-privacy's grid).
     answered: optional bool ``[Q]``: the realised answers (a ledger's accounting);
-      ``None`` weighs GNMax by ``Pr[answered]``.
+      ``None`` weighs GNMax by ``Pr[answered]`` (tf-privacy's table analysis: an estimate
+      for comparison, not a valid release: its ``A(d)`` weighs the GNMax step's by
+      ``Pr[answered]`` and leaves out how ``Pr[answered]`` itself moves with the votes).
     sigma_ss: optional fixed noise multiplier ``> 0`` (else the optimum per β).
     conversion: RDP -> (ε, δ): ``"classic"`` (the paper, tf-privacy) or ``"improved"``.
 
