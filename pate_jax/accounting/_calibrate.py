@@ -121,9 +121,18 @@ def calibrate_noise_core(target_eps, delta, data, orders, log_lo, log_hi, tol, u
 
   init = (jnp.int32(0), jnp.int32(num_grid - 1), log_lo, log_hi, grid[-1],
           jnp.asarray(jnp.inf, grid.dtype), jnp.int32(0), jnp.int32(0))
-  phase, _, _, _, s, step, it, status = jax.lax.while_loop(cond, body, init)
+  phase, _, _, hi, s, step, it, status = jax.lax.while_loop(cond, body, init)
   capped = (status == 0) & (it >= max_iter + num_grid)
   status = jnp.where(capped, 3, status)
+  # The last iterate may sit a rounding error on the overspending side of the root: return
+  # a noise that spends at most the target, s itself or s nudged up by twice its Newton
+  # step, else the bracket's end (which never overspends).
+  fs, dfs = f_and_df(s)
+  nudged = s + 2.0 * jnp.abs(fs / dfs) + 4.0 * jnp.finfo(s.dtype).eps * jnp.abs(s)
+  safe = jnp.where(fs <= 0.0, s,
+                   jnp.where(jnp.isfinite(nudged) & (f_and_df(nudged)[0] <= 0.0)
+                             & (nudged < hi), nudged, hi))
+  s = jnp.where(status == 0, safe, s)
   return jnp.exp(s), status, it
 
 
