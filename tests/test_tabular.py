@@ -350,6 +350,7 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
       released["labels"][released["answered"]] == released["true_labels"][released["answered"]]))
   assert len(res["student_accuracies"]) == 2 and 0 <= res["student_accuracy_mean"] <= 1
   assert _disclosure(tmp_path / "student") == experiment.PUBLISHABLE
+  assert res["budgets_on_private_data"] == 1
   assert "private" not in capsys.readouterr().out  # nothing it prints is marked private
   # Teachers trained again on the same rows (another seed, another workdir) are refused a
   # second budget unless it is asked for (the budget registry, keyed by the rows' digest).
@@ -370,11 +371,17 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
   assert labels_run("labels_again", another_budget=True).is_dir()
   teachers = first
   # The same labels train the same students (their seeds are the config's).
-  again = tabular_stage.run(config, tmp_path / "student_again")
+  capsys.readouterr()
+  again = experiment.run_and_report(tabular_stage.run, tabular_stage.report, config,
+                                    str(tmp_path / "student_again"))
   assert again["student_accuracies"] == res["student_accuracies"]
+  # The data now has two budgets (the second teachers'): the released student says so.
+  assert again["budgets_on_private_data"] == 2
+  assert "NOTE: 2 budgets are spent on the private data" in capsys.readouterr().out
   # Labels of a research noise seed: a measurement, private as a whole.
   config.labels_dir = str(labels_run("research", noise_seed=3))
-  tabular_stage.run(config, tmp_path / "student_research")
+  assert tabular_stage.run(config, tmp_path / "student_research")[
+      "budgets_on_private_data"] is None
   assert _disclosure(tmp_path / "student_research") == experiment.MEASUREMENT
   # Labels of another task (other query inputs), or of rows outside the pool: refused,
   # naming the field.

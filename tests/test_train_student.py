@@ -190,6 +190,54 @@ def test_active_learning_run_respects_its_budget(tmp_path, teachers_dir):
   assert r["ledger_epsilon"] <= third["ledger_epsilon"] <= 2.2
 
 
+def _teachers_of(path, private_data, seed):
+  """votes.npz of 20 simulated teachers on the digits' student split (as the module's), the
+  simulation's ``seed``, trained on ``private_data``."""
+  from pate_jax import data, votes as votes_lib  # pylint: disable=g-import-not-at-top
+  ds = data.load_image_dataset("digits")
+  split = data.student_split("digits", len(ds.test_labels))
+  index = np.concatenate([split.pool_index, split.eval_index])
+  y = ds.test_labels[index]
+  rs = np.random.RandomState(seed)
+  preds = np.where(rs.rand(20, len(y)) < 0.8, y, rs.randint(0, 10, (20, len(y))))
+  votes = np.stack([np.bincount(p, minlength=10) for p in preds.T])
+  votes_lib.save_votes(path / "votes.npz", votes, y, index=index,
+                       num_pool=len(split.pool_index), dataset="digits",
+                       private_data=private_data)
+  return path
+
+
+@pytest.mark.slow
+def test_an_active_student_on_a_second_budget_reports_the_count(tmp_path, capsys):
+  """Secret noise, two sets of teachers of one private dataset: the active learner spending
+  the second budget (another_budget) reports both budgets, in results.json and on screen."""
+  import hashlib  # pylint: disable=g-import-not-at-top
+  from pate_jax import budget as budget_lib  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import aggregate  # pylint: disable=g-import-not-at-top
+  private_data = hashlib.sha256(b"the digits' private rows").hexdigest()
+  a = _teachers_of(tmp_path / "a", private_data, 1)
+  b = _teachers_of(tmp_path / "b", private_data, 2)
+  registry = str(tmp_path / "registry")
+  first = _config("student_active", votes_dir=str(a)).aggregate
+  first.votes_dir, first.noise_seed, first.budget_registry = str(a), None, registry
+  first.num_queries, first.privacy_plot = 10, False
+  aggregate.run(first, tmp_path / "labels_a")
+  c = _config("student_active", votes_dir=str(b), **TINY_CLASSIFIER)
+  c.active.round_sizes = (5, 5)
+  c.aggregate.noise_seed, c.aggregate.budget_registry = None, registry
+  with pytest.raises(budget_lib.BudgetError, match="another_budget=True"):
+    train_student.run(c, str(tmp_path / "refused"))
+  c.aggregate.another_budget = True
+  capsys.readouterr()
+  r = experiment.run_and_report(train_student.run, train_student.report, c,
+                                str(tmp_path / "second"))
+  assert r["ledger"]["budgets_on_private_data"] == 2
+  assert r["ledger"]["epsilon"] == r["ledger_epsilon"] > 0
+  out = capsys.readouterr().out
+  assert "NOTE: 2 budgets are spent on the private data" in out, out
+  assert f"budget ε {r['ledger_epsilon']:.2f} of " in out, out
+
+
 @pytest.mark.slow
 def test_main_job_teachers_labels_student(tmp_path, capsys):
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")

@@ -22,6 +22,7 @@ from pate_jax.reporting._aggregate import (
     PRIVATE_NOTE,
     aggregate_headline,
     aggregate_results,
+    budgets_note,
     config_record,
     epsilon_reports,
     flag_grid_edges,

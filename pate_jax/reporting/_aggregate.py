@@ -259,11 +259,9 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
   lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent "
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "
                f"kept in {led['kept_in']})")
-  others = led.get("budgets_on_private_data")
-  if others is not None and others > 1:
-    lines.append(f"  NOTE: {others} budgets are spent on the private data these teachers were "
-                 "trained on (another_budget in the aggregate stage's config): their ε add "
-                 "up")
+  note = budgets_note(led.get("budgets_on_private_data"))
+  if note:
+    lines.append(f"  {note}")
   p = r["private"]
   lines.append(f"{experiment.PRIVATE_MARK}plurality accuracy {p['plurality_accuracy']:.1%}")
   lines += _epsilon_lines(p["epsilon"], p.get("epsilon_tight"), experiment.PRIVATE_MARK)
@@ -284,6 +282,15 @@ def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
                 f"{tight['best_moment']:g})")
     lines.append(f"  {prefix}ε {name} = {e['epsilon']:.3g}{where} at δ = {e['delta']:g}")
   return lines
+
+
+def budgets_note(count: int | None) -> str | None:
+  """The line every report prints where more than one budget is spent on the private data
+  (``count`` from :meth:`pate_jax.budget.TeachersBudget.budgets_on_data`), else ``None``."""
+  if count is None or count <= 1:
+    return None
+  return (f"NOTE: {count} budgets are spent on the private data these teachers were trained "
+          "on (another_budget in the config): their ε add up")
 
 
 def _g(x: Any) -> str:

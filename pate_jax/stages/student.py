@@ -122,6 +122,13 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
                     "num_queries": int(sum(r["asked"] for r in out.rounds)),
                     "noise_source": rng.noise_record(config.aggregate.get("noise_seed")),
                     "ledger_epsilon": budget.epsilon, "epsilon": public,
+                    # As the aggregate stage's: the budget's bound, and how many budgets
+                    # the private data has (their ε add up).
+                    "ledger": {"epsilon": float(budget.epsilon),
+                               "epsilon_max": float(budget.aggregator_kwargs["epsilon_max"]),
+                               "accounting": "data-independent bound of the labels and the "
+                                             "releases",
+                               "budgets_on_private_data": budget.budgets_on_data()},
                     "private": reporting.private_part(epsilon=private)})
   else:
     if config.labels in ("noisy", "true_answered"):
@@ -417,6 +424,9 @@ def report(r: dict) -> None:
   release = r.get("epsilon_release")
   released = (f"; released ε {release['epsilon_released']:.2f}"
               if isinstance(release, dict) else "")
+  ledger = r.get("ledger") or {}
+  if "epsilon" in ledger:  # the teachers' budget: every label and release it paid for
+    released += f"; budget ε {ledger['epsilon']:.2f} of {ledger['epsilon_max']:g}"
   seeds = ""
   if r.get("num_seeds", 1) > 1:
     seeds = (f" (mean of {r['num_seeds']} students, seeds {r['seeds'][0]}-{r['seeds'][-1]}: "
@@ -426,6 +436,9 @@ def report(r: dict) -> None:
         f"{r['num_eval']} images; {r['num_labels']} labels (accuracy "
         f"{r['label_accuracy']:.2%}); ε: {fmt(r['epsilon'])}{released} (δ {r['delta']:g}); "
         f"{r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")
+  note = reporting.budgets_note((r.get("ledger") or {}).get("budgets_on_private_data"))
+  if note:
+    print(note)
   private = (r.get("private") or {}).get("epsilon")
   if private:
     print(f"{experiment.PRIVATE_MARK}data-dependent ε: {fmt(private)}")

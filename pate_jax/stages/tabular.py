@@ -106,6 +106,11 @@ def released_student(config, workdir: pathlib.Path) -> dict:
       estimator=tabular.random_forest(config.student_n_estimators, max_depth=config.max_depth))
   acc = tabular.student_accuracies(task, seeds, [y] * len(seeds))
   noise_seed = labels_lib.noise_seed(released)
+  budgets = None  # a research seed's labels spend from no registered budget
+  if noise_seed is None:
+    registry = budget_lib.BudgetRegistry(config.get("budget_registry") or None)
+    data = registry.data_of(str(released["votes_digest"]))
+    budgets = None if data is None else len(registry.budgets(data))
   results = {
       "dataset": name, "released_student": True, "labels_dir": str(config.labels_dir),
       "mechanism": released["mechanism"], "num_pool": num_pool,
@@ -118,6 +123,8 @@ def released_student(config, workdir: pathlib.Path) -> dict:
       "delta": released["delta"], "noise_source": rng.noise_record(noise_seed),
       "epsilon_note": "the teachers' budget's data-independent bound when the labels were "
                       "released (labels.npz); the students add nothing to it",
+      # How many budgets the registry holds on the teachers' private data: their ε add up.
+      "budgets_on_private_data": budgets,
       "timings": {"total_s": time.perf_counter() - t0},
   }
   experiment.write_results(workdir, results, config=config, seed=config.seed,
@@ -391,6 +398,9 @@ def report(res: dict) -> None:
           f"{res['student_repeats']}) on {res['num_eval']} held-out queries | budget's ε "
           f"{res['epsilon']:.3f} of {res['epsilon_max']:g} (δ = {res['delta']:g}) | "
           f"{res['timings']['total_s']:.0f} s")
+    note = reporting.budgets_note(res.get("budgets_on_private_data"))
+    if note:
+      print(note)
     return
   name, non_private, ensemble_res = res["dataset"], res["non_private"], res["ensemble"]
   mech, timings = {"lnmax": res["lnmax"], "gnmax": res["gnmax"]}, res["timings"]
