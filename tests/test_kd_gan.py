@@ -208,6 +208,10 @@ def test_soft_label_epsilon_and_calibration():
     assert eps == pytest.approx(float(acc.rdp_to_epsilon(closed, ORDERS, delta)[0]), rel=1e-9)
   s2 = K.calibrate_soft_label_noise(2.0, n, delta, orders=ORDERS)
   assert K.soft_label_epsilon(s2, n, delta, orders=ORDERS)[0] == pytest.approx(2.0, rel=1e-6)
+  # Settings where σ_g/√2 rounded to a σ 1e-15 over its target: never above it now.
+  for target, queries in ((6.6507411369065, 11740), (1.1215097882959397, 5975)):
+    s = K.calibrate_soft_label_noise(target, queries, delta)
+    assert K.soft_label_epsilon(s, queries, delta)[0] <= target
 
 
 def _sound_votes(q=2000, t=250, seed=0):

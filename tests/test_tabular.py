@@ -16,7 +16,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from pate_jax import budget as budget_lib
 from pate_jax import checkpoint
-from pate_jax import experiment, tabular
+from pate_jax import experiment, reporting, tabular
 from pate_jax import votes as votes_lib
 from pate_jax.data._partition import partition_indices
 
@@ -378,6 +378,13 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
   # The data now has two budgets (the second teachers'): the released student says so.
   assert again["budgets_on_private_data"] == 2
   assert "NOTE: 2 budgets are spent on the private data" in capsys.readouterr().out
+  # Under a registry that does not hold the labels' budget the count is unknown, and said.
+  elsewhere = config.copy_and_resolve_references()
+  elsewhere.budget_registry = str(tmp_path / "another_registry")
+  unknown = tabular_stage.run(elsewhere, tmp_path / "student_elsewhere")
+  assert unknown["budgets_on_private_data"].startswith("unknown")
+  assert reporting.budgets_note(unknown["budgets_on_private_data"]).startswith(
+      "NOTE: budgets on the private data: unknown")
   # Labels of a research noise seed: a measurement, private as a whole.
   config.labels_dir = str(labels_run("research", noise_seed=3))
   assert tabular_stage.run(config, tmp_path / "student_research")[

@@ -377,7 +377,10 @@ def gnmax_local_sensitivity(votes, num_teachers, sigma, order) -> jax.Array:
   ``A(d)`` bounds ``|β(D') - β(D'')|`` over neighbours ``D'' ~ D'`` with ``D'`` at most
   ``d`` teachers from the votes ``D``, ``β`` the per-query RDP of
   :func:`pate_jax.accounting.gnmax_rdp` below ``q0`` and ``λ/σ²`` above (module
-  docstring). All queries, distances and orders are one compiled expression.
+  docstring). All queries, distances and orders are one compiled expression. The bound
+  holds, and its smooth sensitivity is β-smooth, only at orders where conditions C5 and C6
+  hold (:func:`pate_jax.accounting.valid_release_orders`); other orders are computed but
+  not checked here (:func:`pate_jax.accounting.smooth_sensitivity_release` refuses them).
 
   Args:
     votes: ``[C]`` or ``[Q, C]`` non-negative integer vote counts (reals under

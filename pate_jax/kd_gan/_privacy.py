@@ -234,7 +234,14 @@ def calibrate_soft_label_noise(target_epsilon, num_queries: int, delta, *,
   sigma_g = acc.calibrate_noise(target_epsilon, delta, mechanism=mechanisms.GNMAX,
                                 num_queries=n,
                                 orders=np.asarray(orders))
-  return float(sigma_g) / math.sqrt(2.0)
+  sigma = float(sigma_g) / math.sqrt(2.0)
+  # The conversion rounds: step up by an ulp until this mechanism's own accounting spends
+  # at most the target (calibrate_noise's promise, kept through the division).
+  for _ in range(64):
+    if soft_label_epsilon(sigma, n, delta, orders=orders)[0] <= float(target_epsilon):
+      break
+    sigma = float(np.nextafter(sigma, np.inf))
+  return sigma
 
 
 @jax.jit

@@ -284,13 +284,16 @@ def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
   return lines
 
 
-def budgets_note(count: int | None) -> str | None:
+def budgets_note(count: int | str | None) -> str | None:
   """The line every report prints where more than one budget is spent on the private data
-  (``count`` from :meth:`pate_jax.budget.TeachersBudget.budgets_on_data`), else ``None``."""
+  (``count`` from :meth:`pate_jax.budget.TeachersBudget.budgets_on_data`) or the count is
+  unknown (a string that says why, starting "unknown"), else ``None``."""
+  if isinstance(count, str):
+    return f"NOTE: budgets on the private data: {count}" if count.startswith("unknown") else None
   if count is None or count <= 1:
     return None
   return (f"NOTE: {count} budgets are spent on the private data these teachers were trained "
-          "on (another_budget in the config): their ε add up")
+          "on (another_budget in the aggregate config): their ε add up")
 
 
 def _g(x: Any) -> str:

@@ -104,13 +104,14 @@ def released_student(config, workdir: pathlib.Path) -> dict:
   task = tabular.StudentTask(
       x, queries.features[num_pool:], queries.labels[num_pool:], n_jobs=config.n_jobs,
       estimator=tabular.random_forest(config.student_n_estimators, max_depth=config.max_depth))
-  acc = tabular.student_accuracies(task, seeds, [y] * len(seeds))
   noise_seed = labels_lib.noise_seed(released)
-  budgets = None  # a research seed's labels spend from no registered budget
-  if noise_seed is None:
+  budgets = None  # a research seed's labels: no registered budget
+  if noise_seed is None:  # before any forest is fitted: a refused registry fails at once
     registry = budget_lib.BudgetRegistry(config.get("budget_registry") or None)
     data = registry.data_of(str(released["votes_digest"]))
-    budgets = None if data is None else len(registry.budgets(data))
+    budgets = ("unknown: the labels' budget is not in this machine's budget registry"
+               if data is None else len(registry.budgets(data)))
+  acc = tabular.student_accuracies(task, seeds, [y] * len(seeds))
   results = {
       "dataset": name, "released_student": True, "labels_dir": str(config.labels_dir),
       "mechanism": released["mechanism"], "num_pool": num_pool,
@@ -123,7 +124,8 @@ def released_student(config, workdir: pathlib.Path) -> dict:
       "delta": released["delta"], "noise_source": rng.noise_record(noise_seed),
       "epsilon_note": "the teachers' budget's data-independent bound when the labels were "
                       "released (labels.npz); the students add nothing to it",
-      # How many budgets the registry holds on the teachers' private data: their ε add up.
+      # How many budgets the registry holds on the teachers' private data (their ε add
+      # up), or why that is not known here.
       "budgets_on_private_data": budgets,
       "timings": {"total_s": time.perf_counter() - t0},
   }
