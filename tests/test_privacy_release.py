@@ -337,6 +337,23 @@ def test_5_b_the_labels_digest_of_the_votes_is_salted_with_a_secret(tmp_path):
   assert not np.array_equal(changed["salt"], a["salt"])
 
 
+def test_5_b_labels_of_votes_without_a_salt_are_warned_about(tmp_path, monkeypatch):
+  """A votes.npz written before the salt still answers (its budget goes on), but the digest
+  its labels.npz carries can be tested against guesses: the stage says so."""
+  from pate_jax.stages import teachers as teachers_stage  # pylint: disable=g-import-not-at-top
+  warned = []
+  monkeypatch.setattr(teachers_stage, "warn_unsalted_votes", warned.append)
+  _teachers(tmp_path / "salted", _votes(7, 40, concentration=50.0))
+  aggregate.run(_config(tmp_path / "salted"), tmp_path / "w")
+  assert not warned
+  with np.load(tmp_path / "salted" / "votes.npz") as f:
+    arrays = {k: f[k] for k in f.files if k != "salt"}
+  (tmp_path / "legacy").mkdir()
+  np.savez(tmp_path / "legacy" / "votes.npz", **arrays)
+  aggregate.run(_config(tmp_path / "legacy"), tmp_path / "w_legacy")
+  assert [pathlib.Path(w).resolve() for w in warned] == [(tmp_path / "legacy").resolve()]
+
+
 # --- 6. Refusals do not depend on the votes -----------------------------------------------
 
 

@@ -133,6 +133,8 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
       private_data=teachers_stage.recorded_data_digest(teachers))
   if noise_seed is None and budget.private_data is None:  # (the settings were validated)
     teachers_stage.warn_without_data_digest(teachers)
+  if noise_seed is None and "salt" not in data:
+    teachers_stage.warn_unsalted_votes(teachers)
   return budget
 
 

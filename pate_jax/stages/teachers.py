@@ -309,6 +309,16 @@ def warn_without_data_digest(workdir: Any) -> None:
                   "the same data, whose ε would add up", workdir)
 
 
+def warn_unsalted_votes(workdir: Any) -> None:
+  """Warns that the votes in ``workdir`` predate their secret salt, so that the digest of
+  them which labels.npz carries can be recomputed from guessed votes (one who knows every
+  vote but one tests each guess against it): keep such labels private."""
+  logging.warning("%s predates the votes' secret salt: the digest of the votes in the "
+                  "labels.npz it releases is unsalted, and one who knows every vote but one "
+                  "can test guesses against it; keep those labels private, or train the "
+                  "teachers again into a new workdir (their votes get a salt)", workdir)
+
+
 def _votes_record(workdir: pathlib.Path) -> dict[str, Any] | None:
   """The record of the run that wrote ``workdir``'s votes.npz: votes_fingerprint.json, else
   (a workdir of an older version) the completion record of its checkpoints, else None."""
