@@ -635,3 +635,16 @@ def test_a_report_of_a_run_private_as_a_whole_marks_every_line(tmp_path, capsys,
   assert lines[:4] == [mark + "student accuracy 90.0%", "", "private (data owner only): x",
                        "non-private forest 0.85, not private: y, PRIVATE figure"]
   assert experiment.mark_private("non-private forest 0.85").startswith("private (data")
+
+
+def test_a_budget_keeps_its_release_sigma_and_says_so_when_a_rerun_asks_another(tmp_path):
+  """The release's parameters are fixed once per budget: with the order by rule, the
+  stored σ_ss is kept, and a rerun asking for another is told so."""
+  _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
+  first = aggregate.run(_config(tmp_path / "t"), tmp_path / "w")
+  assert first["epsilon_release"]["sigma_ss"] == 10.0
+  again = _config(tmp_path / "t", num_queries=25)
+  again.release.sigma_ss = 20.0
+  with pytest.warns(UserWarning, match="keeps the σ_ss 10 it was created with"):
+    res = aggregate.run(again, tmp_path / "w")
+  assert res["epsilon_release"]["sigma_ss"] == 10.0

@@ -48,13 +48,15 @@ stored release; a new release is drawn only after new answers. Every release's R
 (Theorem 23, at every order below ``1/(2β)``, +inf above) is charged to the budget, so
 the ledger's data-independent ε bounds everything published: the labels and every
 released ε. The first release is paid for when the ledger is created (so that answering
-can never leave too little budget to release what it cost); each later one when it is
-drawn, if it fits. The k-th release publishes ``rdp(D) + k·ε_ss(λ) + SS_β(D)·σ_ss·z +
+can never leave too little budget to release what it cost); each later one is reserved
+with the next new answers, before any of them is answered (none is answered if it does
+not fit). The k-th release publishes ``rdp(D) + k·ε_ss(λ) + SS_β(D)·σ_ss·z +
 δ-term(λ)``.
 
 What a file may be shown to whom: ledger.npz and the journal are private (for the data
-owner only), like votes.npz; what may be published is listed by :meth:`TeachersBudget.
-public_summary`.
+owner only), like votes.npz; what may be published is the publishable part of the
+aggregate stage's results (:func:`pate_jax.reporting.aggregate_results`: everything
+outside its ``private`` entry) and labels.npz.
 
 A release of the votes drawn outside a ledger (the KD-GAN's sound soft labels) is drawn
 once, kept owner-only and registered as a budget of its own on the data

@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 from typing import Any
+import warnings
 
 import jax
 import numpy as np
@@ -245,6 +246,10 @@ class TeachersBudget:
             else ReleaseSpec(float(data["release_order"]), float(data["release_beta"]),
                              float(data["release_sigma_ss"])))
     if spec is not None and self.release_spec is not None and self.release_by_rule:
+      if spec.sigma_ss != self.release_spec.sigma_ss:  # the config's, not the rule's
+        warnings.warn(f"{where}: its release keeps the σ_ss {spec.sigma_ss:g} it was created "
+                      f"with; this run's {self.release_spec.sigma_ss:g} is not used (the "
+                      "release parameters are fixed once per budget)", stacklevel=2)
       self.release_spec = spec  # The rule's value when the ledger was created.
       acc.check_release_order(self.params["sigma"], self.num_classes, spec.order,
                               f"{where}: its release order")

@@ -256,7 +256,9 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
                  f"(release {release['release']}; order {_g(release['order'])}, β "
                  f"{_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])} fixed in the config; "
                  f"{release['conversion']} conversion)")
-  lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent "
+  # The ε lines above are this run's labels alone; the budget bounds all it released.
+  lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent, the "
+               "bound on everything published from these teachers "
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "
                f"kept in {led['kept_in']})")
   note = budgets_note(led.get("budgets_on_private_data"))
