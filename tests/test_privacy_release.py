@@ -645,6 +645,12 @@ def test_a_budget_keeps_its_release_sigma_and_says_so_when_a_rerun_asks_another(
   assert first["epsilon_release"]["sigma_ss"] == 10.0
   again = _config(tmp_path / "t", num_queries=25)
   again.release.sigma_ss = 20.0
-  with pytest.warns(UserWarning, match="keeps the σ_ss 10 it was created with"):
+  with pytest.warns(UserWarning, match="keeps the σ_ss 10 and β"):
     res = aggregate.run(again, tmp_path / "w")
   assert res["epsilon_release"]["sigma_ss"] == 10.0
+  # An explicit β other than the stored one is kept out too, and said.
+  beta = again.release.beta = 0.5 * float(res["epsilon_release"]["beta"])
+  again.release.sigma_ss = 10.0
+  with pytest.warns(UserWarning, match="are not used"):
+    res = aggregate.run(again, tmp_path / "w")
+  assert res["epsilon_release"]["beta"] != beta

@@ -39,8 +39,8 @@ def test_headlines_and_config_record():
       "lnmax {'gamma': 0.05}: 3 of 4 queries answered, label accuracy n/a",
       "  ε strong_composition = 2 at δ = 1e-05",
       "  released ε: lnmax: no smooth-sensitivity analysis",
-      "  budget: ε 2.5 of ε_max 6 spent, the bound on everything published from these "
-      "teachers (4 queries charged, 0 release(s); kept in here)",
+      "  budget: ε 2.5 of ε_max 6 spent, the bound on everything this budget released "
+      "(4 queries charged, 0 release(s); kept in here)",
       "private (data owner only): plurality accuracy 50.0%",
       "  private (data owner only): ε moments_data_dependent = 1.5 (best moment 3) at "
       "δ = 1e-05"]

@@ -10,6 +10,7 @@ rules are described in :mod:`pate_jax.budget`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 from typing import Any
@@ -34,7 +35,7 @@ from pate_jax.budget._files import (
     votes_digest,
 )
 from pate_jax.budget._registry import BudgetRegistry
-from pate_jax.budget._release import ReleaseSpec
+from pate_jax.budget._release import DEFAULT_BETA_TIMES_ORDER, ReleaseSpec
 
 
 _ANSWERED = int(ledger_lib.Status.ANSWERED)
@@ -246,10 +247,13 @@ class TeachersBudget:
             else ReleaseSpec(float(data["release_order"]), float(data["release_beta"]),
                              float(data["release_sigma_ss"])))
     if spec is not None and self.release_spec is not None and self.release_by_rule:
-      if spec.sigma_ss != self.release_spec.sigma_ss:  # the config's, not the rule's
-        warnings.warn(f"{where}: its release keeps the σ_ss {spec.sigma_ss:g} it was created "
-                      f"with; this run's {self.release_spec.sigma_ss:g} is not used (the "
-                      "release parameters are fixed once per budget)", stacklevel=2)
+      asked = self.release_spec
+      explicit_beta = not math.isclose(asked.beta * asked.order, DEFAULT_BETA_TIMES_ORDER)
+      if spec.sigma_ss != asked.sigma_ss or (explicit_beta and spec.beta != asked.beta):
+        warnings.warn(f"{where}: its release keeps the σ_ss {spec.sigma_ss:g} and β "
+                      f"{spec.beta:g} it was created with; this run's ({asked.sigma_ss:g}, "
+                      f"{asked.beta:g}) are not used (the release parameters are fixed once "
+                      "per budget)", stacklevel=2)
       self.release_spec = spec  # The rule's value when the ledger was created.
       acc.check_release_order(self.params["sigma"], self.num_classes, spec.order,
                               f"{where}: its release order")

@@ -20,8 +20,9 @@ text copy in ``shared/papers``, so they may differ from the published ones.
 The privacy unit is a row (an encounter): rows, not patients, are split and later
 partitioned among the teachers, so a patient with several encounters (``patient_nbr``) may
 sit in several teachers' partitions and in the public split, and an ε of teachers trained
-on this task is per encounter, not per patient. The feature columns (those without a
-missing value) are chosen on the whole file, private rows included.
+on this task is per encounter, not per patient. The balanced subset (its size is the
+minority class's count) and the feature columns (those without a missing value) are chosen
+on the whole file, private rows included: a preparation outside the ε.
 
 The file is not available offline: download ``dataset_diabetes.zip`` from the
 UCI repository (dataset 296) and place ``diabetic_data.csv`` under

@@ -239,9 +239,10 @@ def calibrate_soft_label_noise(target_epsilon, num_queries: int, delta, *,
   # at most the target (calibrate_noise's promise, kept through the division).
   for _ in range(64):
     if soft_label_epsilon(sigma, n, delta, orders=orders)[0] <= float(target_epsilon):
-      break
+      return sigma
     sigma = float(np.nextafter(sigma, np.inf))
-  return sigma
+  raise RuntimeError(f"calibrate_soft_label_noise: σ {sigma!r} still spends more than "
+                     f"target_epsilon {target_epsilon!r} after 64 ulps up")
 
 
 @jax.jit

@@ -258,7 +258,7 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
                  f"{release['conversion']} conversion)")
   # The ε lines above are this run's labels alone; the budget bounds all it released.
   lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent, the "
-               "bound on everything published from these teachers "
+               "bound on everything this budget released "
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "
                f"kept in {led['kept_in']})")
   note = budgets_note(led.get("budgets_on_private_data"))
@@ -295,7 +295,7 @@ def budgets_note(count: int | str | None) -> str | None:
   if count is None or count <= 1:
     return None
   return (f"NOTE: {count} budgets are spent on the private data these teachers were trained "
-          "on (another_budget in the aggregate config): their ε add up")
+          "on (each opened with another_budget in its run's config): their ε add up")
 
 
 def _g(x: Any) -> str:
