@@ -637,6 +637,7 @@ def test_a_report_of_a_run_private_as_a_whole_marks_every_line(tmp_path, capsys,
   assert experiment.mark_private("non-private forest 0.85").startswith("private (data")
 
 
+@pytest.mark.slow  # 7.6 s on the 2-core CPU: three aggregate runs.
 def test_a_budget_keeps_its_release_sigma_and_says_so_when_a_rerun_asks_another(tmp_path):
   """The release's parameters are fixed once per budget: with the order by rule, the
   stored σ_ss is kept, and a rerun asking for another is told so."""
