@@ -87,7 +87,8 @@ def calibrate_noise_core(target_eps, delta, data, orders, log_lo, log_hi, tol, u
   (``use_newton``) or bisection.
   """
   eps = _epsilon_fn(mechanism, data_dependent, conversion, max_moment)
-  f_and_df = jax.value_and_grad(lambda s: eps(s, data, delta, orders) - target_eps)
+  f = lambda s: eps(s, data, delta, orders) - target_eps  # noqa: E731
+  f_and_df = jax.value_and_grad(f)
   grid = jnp.linspace(log_lo, log_hi, num_grid)
 
   def cond(state):
@@ -130,7 +131,7 @@ def calibrate_noise_core(target_eps, delta, data, orders, log_lo, log_hi, tol, u
   fs, dfs = f_and_df(s)
   nudged = s + 2.0 * jnp.abs(fs / dfs) + 4.0 * jnp.finfo(s.dtype).eps * jnp.abs(s)
   safe = jnp.where(fs <= 0.0, s,
-                   jnp.where(jnp.isfinite(nudged) & (f_and_df(nudged)[0] <= 0.0)
+                   jnp.where(jnp.isfinite(nudged) & (f(nudged) <= 0.0)
                              & (nudged < hi), nudged, hi))
   s = jnp.where(status == 0, safe, s)
   return jnp.exp(s), status, it

@@ -75,6 +75,7 @@ from pate_jax.budget._files import (
     RESEARCH_LEDGER_FILE,
     BudgetError,
     votes_digest,
+    written_ledgers,
 )
 from pate_jax.budget._once import draw_once, release_digest
 from pate_jax.budget._registry import REGISTRY_ENV, BudgetRegistry, registry_directory
@@ -89,5 +90,5 @@ from pate_jax.budget._teachers import TeachersBudget
 __all__ = [
     "ReleaseSpec", "TeachersBudget", "BudgetError", "votes_digest", "default_release_order",
     "LEDGER_FILE", "RESEARCH_LEDGER_FILE", "JOURNAL_SUFFIX", "BudgetRegistry",
-    "registry_directory", "REGISTRY_ENV", "draw_once", "release_digest",
+    "registry_directory", "REGISTRY_ENV", "draw_once", "release_digest", "written_ledgers",
 ]

@@ -29,6 +29,15 @@ JOURNAL_SUFFIX = ".journal"
 LOCK_SUFFIX = ".lock"
 
 
+def written_ledgers(directory: str | os.PathLike, *,
+                    names: tuple[str, ...] = (LEDGER_FILE,)) -> list[pathlib.Path]:
+  """The files of the ledgers ``names`` (and their journals) that exist in ``directory``:
+  a budget there has spent (a run killed between a ledger and its journal line too)."""
+  directory = pathlib.Path(directory)
+  return [p for name in names for p in (directory / name, directory / (name + JOURNAL_SUFFIX))
+          if p.exists()]
+
+
 _THREAD_LOCKS: dict[str, threading.Lock] = {}
 _THREAD_LOCKS_GUARD = threading.Lock()
 

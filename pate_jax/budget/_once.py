@@ -71,7 +71,8 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
   nothing is protected and nothing is spent) is replaced freely and never registered.
 
   With ``registry`` and its key ``private_data`` (:meth:`BudgetRegistry.key_of`), a
-  secret-noise release is drawn and registered on the data in one step (:meth:`BudgetRegistry.spend_release`):
+  secret-noise release is drawn and registered on the data in one step
+  (:meth:`BudgetRegistry.spend_release`):
   refused where the data has another budget -- a teachers' ledger, another release --
   unless ``another_budget``, and a release the registry holds as drawn whose file is not at
   ``path`` (deleted, or drawn in another directory) is refused unless ``another_budget``:

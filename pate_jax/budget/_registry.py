@@ -27,8 +27,8 @@ crash between the ledger's journal line and the registry, or writes under anothe
 registry) brings the entry up to date; the directory a budget moved to replaces the one
 recorded. A budget registered but never written (a run killed or refused before its first
 write) is provisional: while its directory holds no ledger (nor journal) and no run holds
-its ledger's lock, other teachers may replace it (a run between its registration and its first write
-holds that lock, so that two sets of teachers cannot both pass as the first).
+its ledger's lock, other teachers may replace it (a run between its registration and its
+first write holds that lock, so that two sets of teachers cannot both pass as the first).
 
 A release drawn once from the teachers' votes outside a ledger (the KD-GAN's sound soft
 labels: :func:`pate_jax.budget.draw_once`) is a budget of its own on the data, listed the
@@ -61,8 +61,8 @@ from typing import Any, Callable
 
 from pate_jax import _checks
 from pate_jax import io
-from pate_jax.budget._files import (JOURNAL_SUFFIX, LEDGER_FILE, LOCK_SUFFIX, BudgetError,
-                                     _held, _locked)
+from pate_jax.budget._files import (LEDGER_FILE, LOCK_SUFFIX, BudgetError, _held, _locked,
+                                     written_ledgers)
 
 
 REGISTRY_ENV = "PATE_JAX_BUDGET_REGISTRY"
@@ -347,6 +347,5 @@ def _provisional(entry: dict[str, Any], own: str | None = None) -> bool:
   if int(entry.get("generation", -1)) != 0 or "release" in entry:
     return False
   teachers = pathlib.Path(entry["teachers"])
-  written = [teachers / LEDGER_FILE, teachers / (LEDGER_FILE + JOURNAL_SUFFIX)]
-  return (not any(f.exists() for f in written)  # (killed between the two: spent)
+  return (not written_ledgers(teachers)  # (killed between the ledger and its journal: spent)
           and (entry["teachers"] == own or not _held(teachers / (LEDGER_FILE + LOCK_SUFFIX))))

@@ -289,9 +289,9 @@ def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
 def budgets_note(count: int | str | None) -> str | None:
   """The line every report prints where more than one budget is spent on the private data
   (``count`` from :meth:`pate_jax.budget.TeachersBudget.budgets_on_data`) or the count is
-  unknown (a string that says why, starting "unknown"), else ``None``."""
+  unknown (a string that says why), else ``None``."""
   if isinstance(count, str):
-    return f"NOTE: budgets on the private data: {count}" if count.startswith("unknown") else None
+    return f"NOTE: budgets on the private data: {count}"
   if count is None or count <= 1:
     return None
   return (f"NOTE: {count} budgets are spent on the private data these teachers were trained "

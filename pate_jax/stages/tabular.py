@@ -197,9 +197,9 @@ def refuse_spent_votes(workdir: pathlib.Path) -> None:
   Raises:
     ResumeMismatchError: naming the ledger and saying to use another workdir.
   """
-  ledgers = [workdir / name for base in (budget_lib.LEDGER_FILE, budget_lib.RESEARCH_LEDGER_FILE)
-             for name in (base, base + budget_lib.JOURNAL_SUFFIX)]
-  spent, votes = [p for p in ledgers if p.exists()], workdir / "votes.npz"
+  spent = budget_lib.written_ledgers(
+      workdir, names=(budget_lib.LEDGER_FILE, budget_lib.RESEARCH_LEDGER_FILE))
+  votes = workdir / "votes.npz"
   if votes.exists() and spent:
     raise checkpoint.ResumeMismatchError(
         f"refusing to replace {votes}: the privacy ledger "
