@@ -73,9 +73,39 @@ def test_a_validation_value_error_is_one_line_unless_the_traceback_is_asked(tmp_
                       r"allowed\); got -1\.0 \(PATE_JAX_TRACEBACK=1 shows the traceback\)",
                       lines[0]), lines[0]
   shown = _aggregate(tmp_path, PATE_JAX_TRACEBACK="1")
-  assert shown.returncode != 0
+  assert shown.returncode == 1
   assert "Traceback (most recent call last)" in shown.stderr
   assert "ValueError: epsilon_max must be a real number > 0" in shown.stderr
+  _assert_every_line_marked(shown.stderr)
+
+
+def _assert_every_line_marked(stderr: str) -> None:
+  lines = stderr.rstrip("\n").split("\n")
+  unmarked = [line for line in lines if not line.startswith(experiment.PRIVATE_MARK)]
+  assert lines and not unmarked, unmarked
+
+
+@pytest.mark.parametrize("error,traceback", [("TypeError", ""), ("ValueError", "1")])
+def test_a_traceback_is_marked_private_on_every_line(tmp_path, error, traceback):
+  """A bug's traceback (or a user error's, asked for with PATE_JAX_TRACEBACK=1) quotes its
+  message and the code around it, which may hold what the run computed from the private
+  data: every line of it says private, and the script exits 1."""
+  config = tmp_path / "config.py"
+  config.write_text("import ml_collections\n\ndef get_config():\n"
+                    "  return ml_collections.ConfigDict({'steps': 1})\n")
+  source = ("import sys\nfrom pate_jax import experiment\n"
+            "def run(config, workdir):\n"
+            f"  raise {error}('the votes were\\n[7, 3]')\n"
+            "experiment.run_main(run, argv=sys.argv)\n")
+  proc = subprocess.run(
+      [sys.executable, "-c", source, f"--config={config}", f"--workdir={tmp_path / 'w'}"],
+      capture_output=True, text=True, timeout=120,
+      env={**os.environ, "PATE_JAX_TRACEBACK": traceback,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+  assert proc.returncode == 1, proc.stderr
+  assert "Traceback (most recent call last)" in proc.stderr
+  assert f"{error}: the votes were" in proc.stderr and "[7, 3]" in proc.stderr
+  _assert_every_line_marked(proc.stderr)
 
 
 @pytest.mark.parametrize("bad", [["2", "3"], "2", np.array([True, False])])

@@ -245,6 +245,17 @@ def mark_private(text: str) -> str:
                    else PRIVATE_MARK + line for line in text.split("\n"))
 
 
+def print_private_traceback(error: BaseException) -> None:
+  """Prints ``error``'s traceback to stderr with :data:`PRIVATE_MARK` before every line: its
+  message and its frames' values may quote what the run computed from the private data,
+  and a line without the mark is publishable."""
+  import sys  # pylint: disable=g-import-not-at-top
+  import traceback  # pylint: disable=g-import-not-at-top
+  text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+  print("".join(PRIVATE_MARK + line + "\n" for line in text.rstrip("\n").split("\n")),
+        end="", file=sys.stderr, flush=True)
+
+
 def print_private(line: str) -> None:
   """Prints ``line`` after :data:`PRIVATE_MARK` (a private run's training log, as its
   ``log``)."""
@@ -380,17 +391,18 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
       if not existed:
         remove_if_left_empty(workdir)
       if os.environ.get("PATE_JAX_TRACEBACK") == "1":
-        raise
+        print_private_traceback(e)
+        raise SystemExit(1) from None
       # Marked: a message may quote what a run computed from the private data (in a
       # research run, anything it computed), and a line without the mark is publishable.
       print(f"error: {PRIVATE_MARK}{type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the "
             "traceback)", file=sys.stderr)
       raise SystemExit(1) from None
-    except KeyboardInterrupt:  # Ctrl-C: a line, not the traceback of wherever it landed
+    except KeyboardInterrupt as e:  # Ctrl-C: a line, not the traceback of wherever it landed
       if not existed:
         remove_if_left_empty(workdir)
       if os.environ.get("PATE_JAX_TRACEBACK") == "1":
-        raise
+        print_private_traceback(e)
       print("interrupted: " + (
           f"what was finished stays in {workdir}; the same command resumes (a stage with "
           "checkpoints from its last complete one)" if workdir else "nothing was written"),
@@ -404,6 +416,9 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
       signal.signal(signal.SIGINT, signal.SIG_DFL)
       os.kill(os.getpid(), signal.SIGINT)
       raise SystemExit(130) from None  # where SIGINT is blocked
+    except Exception as e:  # pylint: disable=broad-except  # a bug: its traceback, marked
+      print_private_traceback(e)
+      raise SystemExit(1) from None
 
   app.run(main, argv=argv)
 
