@@ -180,6 +180,13 @@ def test_train_with_checkpoints_calls_after_save_after_each_save(shards):
       del state
       self.steps.append(step)
 
+    def restore_history(self, step, key):
+      del step, key
+      return []
+
+    def save_history(self, entries):
+      self.history = list(entries)
+
   x, y, _ = shards
   ens = teachers.Ensemble(_fns(), "loop")
   keys = jax.random.split(jax.random.key(1), 2)
@@ -188,7 +195,8 @@ def test_train_with_checkpoints_calls_after_save_after_each_save(shards):
   _, loss = teachers.train_with_checkpoints(
       ens, state, keys, x[:2], y[:2], ckpt, step=1, num_steps=5, checkpoint_every=2,
       num_teachers=2, after_save=lambda step: seen.append((step, list(ckpt.steps))))
-  assert ckpt.steps == [3, 5] and loss.shape == (2,)
+  assert ckpt.steps == [3, 5] and isinstance(loss, float)
+  assert [e["step"] for e in ckpt.history] == [3, 5] and ckpt.history[-1]["mean_loss"] == loss
   assert seen == [(3, [3]), (5, [3, 5])]  # called once per save, after it
 
 

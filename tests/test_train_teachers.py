@@ -99,6 +99,29 @@ def test_killed_run_in_a_workdir_with_brackets_resumes_from_its_checkpoint(tmp_p
 
 
 @pytest.mark.slow
+def test_a_run_killed_after_its_last_save_reports_its_final_loss(tmp_path, monkeypatch):
+  """Killed after the checkpoint of its last step, the rerun trains nothing, and reports
+  the final training loss from the checkpoints' history (before: null)."""
+  script = experiment.load_script(SCRIPT)
+
+  def config():
+    c = _small_config(num_teachers=2, num_steps=4, checkpoint_every=2,
+                      distill_temperatures=())
+    c.model.kwargs.hidden = (16,)
+    return c
+
+  clean = script.run(config(), str(tmp_path / "clean"))
+  with monkeypatch.context() as m:
+    _scripts.kill_teachers_after(m, 4)
+    with pytest.raises(_scripts.Killed):
+      script.run(config(), str(tmp_path / "killed"))
+  rerun = script.run(config(), str(tmp_path / "killed"))
+  assert rerun["resumed_from_step"] == 4
+  loss = clean["private"]["final_train_loss"]
+  assert isinstance(loss, float) and rerun["private"]["final_train_loss"] == loss
+
+
+@pytest.mark.slow
 def test_mnist_results_and_votes(tmp_path, data_dir):
   tmp_path.chmod(0o755)  # as a workdir made under the usual umask (pytest's are 0700)
   _run(tmp_path, f"--config.data_dir={data_dir}", "--config.num_teachers=5",

@@ -541,7 +541,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
       # The teachers' accuracy, their votes' gap and loss are functions of the private data.
       "private": reporting.private_part(
           **reporting.vote_summary(votes, labels, num_pool, teacher_acc),
-          final_train_loss=None if loss is None else float(loss[:t].mean())),
+          final_train_loss=loss),
   }
   keep = bool(config.get("keep_checkpoints", False))
   results["checkpoints"]["kept"] = keep

@@ -61,30 +61,39 @@ def train_with_checkpoints(ensemble: Ensemble, state: PyTree, keys: jax.Array,
                            plan: memory.ChunkPlan | None = None,
                            after_save: Callable[[int], None] | None = None,
                            final_keys: tuple[str, ...] = ()
-                           ) -> tuple[PyTree, jax.Array | None]:
+                           ) -> tuple[PyTree, float | None]:
   """Trains from ``step`` to ``num_steps`` in segments of ``checkpoint_every`` steps,
   saving ``state`` to ``ckpt`` (a :class:`pate_jax.checkpoint.Checkpointer`, asynchronous)
   after each, with a progress bar (mean loss of the first ``num_teachers``, the padding
-  left out). Returns the state (ready) and the last segment's loss (None if no step was
-  left). ``after_save(step)`` is called after each save is started. ``final_keys``: the
-  entries of the state saved at ``num_steps`` (``("params",)``: the trained teachers
-  without the optimizer's state; ``()``: all), as :func:`pate_jax.checkpoint.run_segments`."""
+  left out). Returns the state (ready) and the last segment's mean loss over the first
+  ``num_teachers`` (a private value): kept beside the checkpoints with each (their
+  history), so a run killed after its last save and rerun reports it too; ``None`` where
+  no segment has a record (checkpoints of an older version). ``after_save(step)`` is
+  called after each save is started. ``final_keys``: the entries of the state saved at
+  ``num_steps`` (``("params",)``: the trained teachers without the optimizer's state;
+  ``()``: all), as :func:`pate_jax.checkpoint.run_segments`."""
   bar = io.progress(total=num_steps, initial=step, desc="training steps", unit="step")
 
   def segment(state, start, n):
     return ensemble.train(state, keys, images, labels, start, n, plan=plan)
 
+  def record(state, step, loss):
+    del state, step
+    return {"mean_loss": float(loss[:num_teachers].mean())}
+
   def progress(step, n, loss, entry):
+    del loss
     bar.update(n)
     # The teachers' loss on their private data: a private value, said so on the bar.
-    bar.set_postfix_str(f"private: mean loss {float(loss[:num_teachers].mean()):.3f}")
+    bar.set_postfix_str(f"private: mean loss {entry['mean_loss']:.3f}")
     if after_save is not None:
       after_save(step)
 
   try:
     out = checkpoint.run_segments(segment, state, start=step, total=num_steps,
-                                  segment_steps=checkpoint_every, ckpt=ckpt,
+                                  segment_steps=checkpoint_every, ckpt=ckpt, record=record,
                                   after_segment=progress, final_keys=final_keys)
   finally:
     bar.close()
-  return out.state, out.metrics
+  last = out.history[-1] if out.history else {}
+  return out.state, last.get("mean_loss") if last.get("step") == num_steps else None
