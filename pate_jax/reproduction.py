@@ -245,10 +245,29 @@ _UCI = ("uci: a folder holding adult/adult.data and adult/adult.test, the origin
 _FIRST = "--config.aggregate.query_selection=first"
 
 
+# Runs measured before research noise had a flag of its own (their files record
+# noise_seed None): the labels' noise came from the run's seed 0, the stream that
+# noise_seed=0 names today, and the budget was unbounded or, for the active learner, checked
+# against the data-dependent ε. Today a run without noise_seed draws secret noise from the
+# teachers' own budget, checked data-independently: these overrides ask what they measured.
+_BEFORE_NOISE_SEED = ("--config.aggregate.noise_seed=0", "--config.aggregate.epsilon_max=inf")
+_BEFORE_NOISE_SEED_NOTE = (
+    "measured at its recorded commit on the main job's teachers of then "
+    "(runs/main_idle/teachers), before research noise had a flag of its own: its labels' "
+    "noise came from the run's seed 0 (the stream noise_seed=0 names now), its budget was "
+    "unbounded{budget}; the command's noise_seed=0 and epsilon_max=inf ask the same of "
+    "today's code, which without them draws secret noise from the teachers' budget, "
+    "bounded data-independently")
+
+
 def _student(name: str, config: str, *overrides: str) -> Run:
   first = () if config == "student_active" else (_FIRST,)  # active learning picks its own
+  budget = (" (epsilon_max 8.0, checked then against the data-dependent ε: 6.46 for its 500 "
+            "answers; the data-independent bound is 13.26)" if config == "student_active"
+            else "")
   return Run(name, _cmd("train_student", f"configs/{config}.py:cpu", name, _V, *first,
-                        *overrides), f"configs/{config}.py:cpu")
+                        *_BEFORE_NOISE_SEED, *overrides), f"configs/{config}.py:cpu",
+             note=_BEFORE_NOISE_SEED_NOTE.format(budget=budget))
 
 
 # Seeds of the student rows compared with a paper: each seed draws the student's
@@ -287,16 +306,22 @@ RUNS: tuple[Run, ...] = (
         "running: 1,415 s wall, 2,533 s of CPU (private: they hold the attack's seconds)"),
     Run("pate_mnist_cpu_lnmax", _cmd("run_pate", "configs/pate_mnist.py:cpu",
                                      "pate_mnist_cpu_lnmax", "--config.aggregate.mechanism=lnmax",
-                                     _FIRST),
+                                     _FIRST, _SEED0, "--config.aggregate.epsilon_max=inf"),
         "configs/pate_mnist.py:cpu",
         note="the main job as it was when LNMax was its default (commit e1e9b7a, before the "
         "attack stage); the command on commit 53020fd gave identical teachers, ε and student "
-        "accuracy history (780 s, idle machine)"),
+        "accuracy history (780 s, idle machine). Both ran before research noise had a flag "
+        "of its own and before budgets were bounded (the file records epsilon_max inf): the "
+        "labels' noise came from the run's seed 0, the stream noise_seed=0 names now; "
+        "without the two flags today's main job draws secret noise and stops at its budget "
+        "of 2.0, which LNMax's 100 answers (data-independent ε 5.30) exceed"),
     Run("ablation", _cmd("ablate", "configs/ablation_mnist.py", "ablation",
                          "--config.votes_dir=runs/mnist_n250", data=False),
         "configs/ablation_mnist.py",
         note="votes from a rerun of the CPU teachers row (identical votes to the main job's) "
-        "that also stores per-teacher predictions"),
+        "that also stores per-teacher predictions: README's `python experiments/train_teachers.py "
+        "--config configs/mnist_250.py:cpu --workdir runs/mnist_n250` (its file records the "
+        "directory as runs/teachers)"),
     Run("mnist_n10", _cmd("train_teachers", "configs/mnist_250.py:cpu", "mnist_n10",
                           "--config.num_teachers=10"), "configs/mnist_250.py:cpu",
         note="`-dirty`: other engineers edited the tree after this run had imported its "
@@ -372,7 +397,8 @@ RUNS: tuple[Run, ...] = (
         note="three students side by side (seeds 0-2: their initialisation and batches) on one "
         "draw of the labels' noise (research seed 0); the votes of a re-run of mnist_cnn_cpu's "
         "command (code e66bd9a: mean teacher accuracy 92.84 %, plurality 96.52 %, private; "
-        "2,921 s wall beside other runs)"),
+        "2,921 s wall beside other runs; that re-run's teachers file is not committed, the "
+        "committed mnist_cnn_cpu gives 92.83 %)"),
     Run("pate_g_cgn_checked", _cmd("train_student", "configs/student_confident_gnmax.py:cpu",
                                    "pate_g_cgn_checked/seed_1", _V, "--config.seed=1",
                                    "--config.aggregate.noise_seed=1"),
@@ -538,13 +564,15 @@ ROWS: tuple[Row, ...] = (
       for n in (250, 500, 1_000)),
     Row("pate2017", "Figure 2", "MNIST, n = 250, LNMax γ = 0.05: label accuracy, test set",
         "93.18%", "figure2_g005", "curves[2].accuracy_mean[0]", "pct2",
+        "published: Section 4.1's text, the figure's curve at γ = 0.05; the "
         "mean of 10 noise draws, full test set (γ = 0.05 is the first point of "
         "figure2_g005's grid); " + _CPU_TEACHERS),
     Row("pate2017", "Figure 2", "MNIST, n = 100, γ = 0.05: label accuracy", "—", "figure2_g005",
         "curves[1].accuracy_mean[0]", "pct2", "curve only in the paper"),
     Row("pate2017", "Figure 2", "MNIST, n = 10, γ = 0.05: label accuracy", "—", "figure2_g005",
         "curves[0].accuracy_mean[0]", "pct2", "curve only in the paper"),
-    _not_run("pate2017", "Figure 2", "SVHN, n = 250, γ = 0.05: label accuracy", "87.79%", _TFDS),
+    _not_run("pate2017", "Figure 2", "SVHN, n = 250, γ = 0.05: label accuracy", "87.79%",
+             "published: Section 4.1's text, the figure's curve at γ = 0.05; " + _TFDS),
     Row("pate2017", "Figure 3", "MNIST, n = 10: mean normalized top-two gap", "—", "figure3",
         "figure3[0].mean_normalized_gap", "f3", "bars only in the paper"),
     Row("pate2017", "Figure 3", "MNIST, n = 100: mean normalized gap", "—", "figure3",
@@ -636,7 +664,7 @@ ROWS: tuple[Row, ...] = (
         "of the authors' script did not reproduce (README, *Students*)"),
     Row("pate2017", "Figure 4 (context)", "the same, 8,000 steps", "—", "pate_g_true",
         "eval_accuracy", "pct", "that measurement: 96.9 / 95.6 % (raw parameters); our "
-        "second re-implementation of the script: 91.1 / 93.2 %"),
+        "second re-implementation of the script: 91.1 / 93.2 % (not committed)"),
     Row("pate2017", "Figure 4 (context)", "MNIST, supervised student on 100 noisy labels", "—",
         "supervised_100", "eval_accuracy", "pct", "no semi-supervised term (Appendix B students)"),
     Row("pate2017", "Figure 4 (context)", "MNIST, supervised student on 500 noisy labels", "—",
@@ -705,7 +733,7 @@ ROWS: tuple[Row, ...] = (
         "fnlwgt): student forest (LNMax labels)", "—", "adult_uci_rf", "lnmax.student_accuracy",
         "pct2", "Papernot et al. 2018, Table 1: 83.0 % at ε 2.66 (LNMax, 500 queries; not in "
         "../shared/papers, cited from the issue). Its first 500 test rows are 23.0 % positive, "
-        "like the rest (23.6 %)"),
+        "like the rest (23.6 %; counted in the UCI files, not in a committed file)"),
     Row("pate2017", "Appendix C", "the same: ε of the student's labels (LNMax)", "—",
         "adult_uci_rf", "lnmax.epsilon_data_dependent", "f2",
         "2017 data-dependent moments 1..8, δ = 1e-5; published 2.66"),
@@ -1341,7 +1369,9 @@ GPU_ROWS: tuple[Row, ...] = (
                "job's student) >= 98.0 %"),
               ("cgn_accuracy", "PATE-G on Confident-GNMax labels >= 98.5 %"),
               ("cgn_epsilon", "... at a released ε <= 1.97"),
-              ("suite_passes", "the test suite passes on the GPU"),
+              ("suite_passes", "the test suite passes on the GPU (the slow tier's group, interrupted "
+               "at its limit with 2 of its 108 run failed, has no committed file: README, "
+               "*Accelerators*)"),
               ("api_over_kernel", "the accounting API <= 10× its kernel"))),
 )
 

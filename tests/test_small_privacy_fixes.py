@@ -85,11 +85,13 @@ def _assert_every_line_marked(stderr: str) -> None:
   assert lines and not unmarked, unmarked
 
 
-@pytest.mark.parametrize("error,traceback", [("TypeError", ""), ("ValueError", "1")])
+@pytest.mark.parametrize("error,traceback", [("TypeError", ""), ("ValueError", "1"),
+                                             ("ValueError", "")])
 def test_a_traceback_is_marked_private_on_every_line(tmp_path, error, traceback):
   """A bug's traceback (or a user error's, asked for with PATE_JAX_TRACEBACK=1) quotes its
   message and the code around it, which may hold what the run computed from the private
-  data: every line of it says private, and the script exits 1."""
+  data: every line of it says private, and the script exits 1. So does every line of a
+  user error's message of several lines."""
   config = tmp_path / "config.py"
   config.write_text("import ml_collections\n\ndef get_config():\n"
                     "  return ml_collections.ConfigDict({'steps': 1})\n")
@@ -103,9 +105,16 @@ def test_a_traceback_is_marked_private_on_every_line(tmp_path, error, traceback)
       env={**os.environ, "PATE_JAX_TRACEBACK": traceback,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
   assert proc.returncode == 1, proc.stderr
-  assert "Traceback (most recent call last)" in proc.stderr
+  # A user error without the traceback asked for is its message alone, on two lines here.
+  assert ("Traceback (most recent call last)" in proc.stderr) == (error == "TypeError"
+                                                                 or traceback == "1")
   assert f"{error}: the votes were" in proc.stderr and "[7, 3]" in proc.stderr
-  _assert_every_line_marked(proc.stderr)
+  if error == "ValueError" and not traceback:
+    first, *rest = proc.stderr.rstrip("\n").split("\n")
+    assert first.startswith("error: " + experiment.PRIVATE_MARK) and len(rest) == 1
+    _assert_every_line_marked("\n".join(rest))
+  else:
+    _assert_every_line_marked(proc.stderr)
 
 
 @pytest.mark.parametrize("bad", [["2", "3"], "2", np.array([True, False])])

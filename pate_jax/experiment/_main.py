@@ -395,8 +395,12 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
         raise SystemExit(1) from None
       # Marked: a message may quote what a run computed from the private data (in a
       # research run, anything it computed), and a line without the mark is publishable.
-      print(f"error: {PRIVATE_MARK}{type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows the "
-            "traceback)", file=sys.stderr)
+      # A message of several lines (a list of the places a dataset was looked for) is
+      # marked on each.
+      message = (f"error: {PRIVATE_MARK}{type(e).__name__}: {e} (PATE_JAX_TRACEBACK=1 shows "
+                 "the traceback)").split("\n")
+      print("\n".join(message[:1] + [PRIVATE_MARK + line for line in message[1:]]),
+            file=sys.stderr)
       raise SystemExit(1) from None
     except KeyboardInterrupt as e:  # Ctrl-C: a line, not the traceback of wherever it landed
       if not existed:
