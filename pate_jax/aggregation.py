@@ -74,7 +74,12 @@ def _answer_checked(mechanism: Any, key: jax.Array, votes: Any, params: dict[str
   votes = v.votes(votes, equal_totals=m.equal_totals, max_total=mechanisms.MAX_TEACHERS)
   mechanisms.check_params(m, params)  # The values go to the core as given (cast there).
   ids = v.query_ids(query_ids, votes.shape[0])
-  return _answer(key, votes, ids, params, mechanism=m.name)
+  traced = any(v.is_traced(x) for x in (key, votes, ids, *params.values()))
+  if traced and jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
+    raise ValueError("the answers draw float64 noise (pate_jax.mechanisms): inside a jit or "
+                     "vmap of your own, trace it under jax.enable_x64(True)")
+  with jax.enable_x64(True):  # float64 noise (pate_jax.mechanisms)
+    return _answer(key, votes, ids, params, mechanism=m.name)
 
 
 # ---------------------------------------------------------------------------
@@ -253,5 +258,6 @@ def label_accuracy_grid(key: jax.Array, votes: Any, labels: Any, mechanism: Any,
   votes = v.votes(votes)
   labels = v.labels(labels, votes.shape[0], votes.shape[1])
   scales = v.positive_vector(noise_scales, f"noise_scales ({m.noise_param})", "noise scales")
-  return _accuracy_grid(key, votes, labels, scales.astype(np.float32), mechanism=m.name,
-                        num_seeds=int(num_seeds))
+  with jax.enable_x64(True):  # float64 noise (pate_jax.mechanisms)
+    return _accuracy_grid(key, votes, labels, scales.astype(np.float64), mechanism=m.name,
+                          num_seeds=int(num_seeds)).astype(jnp.float32)

@@ -53,6 +53,7 @@ from pate_jax import accounting as acc
 __all__ = [
     "Param", "Mechanism", "REGISTRY", "LNMAX", "GNMAX", "CONFIDENT_GNMAX", "NOT_ANSWERED",
     "get", "names", "register", "check_params", "query_keys", "make_accountant",
+    "sampler_delta", "SAMPLER_CDF_ERROR",
     "epsilon_report", "MAX_TEACHERS", "noise_scale", "params_at", "describe",
 ]
 
@@ -60,12 +61,57 @@ __all__ = [
 NOT_ANSWERED = -1
 
 # Largest number of teachers (row total) a mechanism answers: counts must be exact in
-# its float32 noise arithmetic (pate_jax._checks.MAX_NOISY_TOTAL).
+# its noise arithmetic (pate_jax._checks.MAX_NOISY_TOTAL).
 MAX_TEACHERS = v.MAX_NOISY_TOTAL
 
-# Noise is always drawn in float32 so that answers are bit-identical whether or not
-# the caller has 64-bit mode enabled (the ledger runs under local x64).
-_NOISE_DTYPE = jnp.float32
+# Noise is drawn, scaled and added to the votes in float64. JAX samples a Gaussian or a
+# Laplace variable from a uniform of the float's mantissa bits: in float32 that is one of
+# 2**23 values, each of probability 2**-23 and none beyond 5.4 standard deviations, so a
+# neighbouring histogram's answer could have probability 0 where the analysis assumes the
+# Gaussian's positive tail, and over 100 queries the samplers' distance from the ideal
+# noise (about 2**-23 per coordinate) would be far above a δ of 1e-5. In float64 the
+# sampler's CDF is within SAMPLER_CDF_ERROR of the ideal one everywhere
+# (:func:`sampler_delta` charges it). The answers are the same whether or not the caller
+# has 64-bit mode on: every caller traces them under ``jax.enable_x64(True)`` (a trace
+# without it is refused: :func:`_noise_dtype`).
+_NOISE_DTYPE = jnp.float64
+
+# Largest distance (sup over t) between the CDF of JAX's float64 normal or Laplace sampler
+# and the ideal CDF: its 2**52 equiprobable atoms (2**-52) plus ``erf_inv``'s and
+# ``log1p``'s rounding, measured at most 8.6e-16 (normal) and 4.2e-15 (Laplace) against
+# mpmath at 200 bits on 48,000 points (the tails to 1 - 2**-52 among them), taken with a
+# margin of 3.4 over the larger.
+SAMPLER_CDF_ERROR = 2.0 ** -46
+
+
+def sampler_delta(mechanism: Mechanism, num_queries: Any, num_classes: int,
+                  epsilon: Any) -> float:
+  """What the float64 noise sampler adds to δ: ``(1 + e^ε) · N · SAMPLER_CDF_ERROR`` for
+  the ``N = num_queries · (num_classes + extra_noise_draws)`` noise values drawn.
+
+  Couple each drawn value with an ideal one through the same uniform (both are monotone
+  in it): they fall on either side of a point ``t`` with probability at most the
+  samplers' CDF distance at ``t``, :data:`SAMPLER_CDF_ERROR`. Given the other values of
+  its query, a query's outcome changes with one value at one point at most (its class
+  overtakes the rest, or its noisy top count passes the threshold), so replacing the
+  values one at a time, the whole transcript of answers differs from the ideal
+  mechanism's with probability ``η ≤ N · SAMPLER_CDF_ERROR``. Where the ideal mechanism
+  is ``(ε, δ)``-DP the sampled one is ``(ε, δ + (1 + e^ε) η)``-DP: ``P[R(D) ∈ S] ≤
+  P[I(D) ∈ S] + η ≤ e^ε P[I(D′) ∈ S] + δ + η ≤ e^ε P[R(D′) ∈ S] + δ + (1 + e^ε) η``.
+  Every value here (the queries asked, the classes, the budget's data-independent ε) is
+  public.
+  """
+  n = float(num_queries) * (int(num_classes) + int(mechanism.extra_noise_draws))
+  return float((1.0 + math.exp(min(float(epsilon), 700.0))) * n * SAMPLER_CDF_ERROR)
+
+
+def _noise_dtype():
+  """float64, refused where the trace is not in 64-bit mode (it would silently draw float32
+  noise)."""
+  if jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
+    raise RuntimeError("a mechanism's answers draw float64 noise: trace them under "
+                       "jax.enable_x64(True) (as pate_jax.aggregation and the ledger do)")
+  return _NOISE_DTYPE
 
 
 class Param(NamedTuple):
@@ -95,6 +141,9 @@ class Mechanism(NamedTuple):
   # ``(scale, num_teachers, threshold_fraction, sigma_threshold_fraction) -> params``
   # for mechanisms with parameters besides the noise; None: ``{noise_param: value}``.
   params_at_scale: Callable[..., dict[str, Any]] | None = None
+  # Noise draws per query besides one per class (Confident-GNMax: its threshold check's):
+  # each is charged to δ by :func:`sampler_delta`.
+  extra_noise_draws: int = 0
 
   @property
   def param_names(self) -> tuple[str, ...]:
@@ -132,10 +181,11 @@ def query_keys(key: jax.Array, query_ids: jax.Array) -> jax.Array:
 
 def _lnmax_answer(key, votes, query_ids, params):
   """``argmax_j(n_j + Lap(1/γ))`` (2017, Eq. 1)."""
-  gamma = jnp.asarray(params["gamma"], _NOISE_DTYPE)
+  dtype = _noise_dtype()
+  gamma = jnp.asarray(params["gamma"], dtype)
   keys = query_keys(key, query_ids)
-  noise = jax.vmap(lambda k: jax.random.laplace(k, votes.shape[1:], _NOISE_DTYPE))(keys)
-  labels = jnp.argmax(votes.astype(_NOISE_DTYPE) + noise / gamma, axis=-1).astype(jnp.int32)
+  noise = jax.vmap(lambda k: jax.random.laplace(k, votes.shape[1:], dtype))(keys)
+  labels = jnp.argmax(votes.astype(dtype) + noise / gamma, axis=-1).astype(jnp.int32)
   return labels, jnp.ones(labels.shape, bool)
 
 
@@ -163,10 +213,11 @@ LNMAX = Mechanism(
 
 def _gnmax_answer(key, votes, query_ids, params):
   """``argmax_j(n_j + N(0, σ²))`` (2018, Section 4.1)."""
-  sigma = jnp.asarray(params["sigma"], _NOISE_DTYPE)
+  dtype = _noise_dtype()
+  sigma = jnp.asarray(params["sigma"], dtype)
   keys = query_keys(key, query_ids)
-  noise = jax.vmap(lambda k: jax.random.normal(k, votes.shape[1:], _NOISE_DTYPE))(keys)
-  labels = jnp.argmax(votes.astype(_NOISE_DTYPE) + sigma * noise, axis=-1).astype(jnp.int32)
+  noise = jax.vmap(lambda k: jax.random.normal(k, votes.shape[1:], dtype))(keys)
+  labels = jnp.argmax(votes.astype(dtype) + sigma * noise, axis=-1).astype(jnp.int32)
   return labels, jnp.ones(labels.shape, bool)
 
 
@@ -190,19 +241,20 @@ def _confident_gnmax_answer(key, votes, query_ids, params):
 
   The two noises of query ``i`` come from ``split(fold_in(key, query_ids[i]))``.
   """
+  dtype = _noise_dtype()
   keys = query_keys(key, query_ids)
-  threshold, sigma_threshold, sigma = (jnp.asarray(params[k], _NOISE_DTYPE)
+  threshold, sigma_threshold, sigma = (jnp.asarray(params[k], dtype)
                                        for k in ("threshold", "sigma_threshold", "sigma"))
 
   def one(k, row):
     k_threshold, k_answer = jax.random.split(k)
-    noisy_max = row.max() + sigma_threshold * jax.random.normal(k_threshold, (), _NOISE_DTYPE)
+    noisy_max = row.max() + sigma_threshold * jax.random.normal(k_threshold, (), dtype)
     answered = noisy_max >= threshold
-    scores = row + sigma * jax.random.normal(k_answer, row.shape, _NOISE_DTYPE)
+    scores = row + sigma * jax.random.normal(k_answer, row.shape, dtype)
     label = jnp.argmax(scores).astype(jnp.int32)
     return jnp.where(answered, label, NOT_ANSWERED), answered
 
-  return jax.vmap(one)(keys, votes.astype(_NOISE_DTYPE))
+  return jax.vmap(one)(keys, votes.astype(dtype))
 
 
 def _confident_gnmax_cost(votes, answered, params, orders, data_dependent):
@@ -234,7 +286,7 @@ CONFIDENT_GNMAX = Mechanism(
             Param("sigma_threshold", "positive", "std σ_T of the threshold noise", "σ_T"),
             Param("sigma", "positive", "std σ of the answer noise", "σ")),
     accountant="rdp", answer=_confident_gnmax_answer, cost=_confident_gnmax_cost,
-    params_at_scale=_confident_gnmax_at_scale)
+    params_at_scale=_confident_gnmax_at_scale, extra_noise_draws=1)
 
 
 # ----------------------------------------------------------------------------- registry

@@ -154,15 +154,20 @@ def test_noise_key_is_fold_in_of_query_id():
   got = agg.lnmax(KEY, votes, 0.7, ids)
   for i in (0, Q - 1):
     k = jax.random.fold_in(KEY, ids[i])
-    want = jnp.argmax(votes[i] + jax.random.laplace(k, (C,), jnp.float32) / 0.7)
+    with jax.enable_x64(True):  # the answers' noise is float64
+      want = jnp.argmax(votes[i] + jax.random.laplace(k, (C,), jnp.float64) / 0.7)
     assert int(got[i]) == int(want)
 
 
 def test_works_under_jit_and_with_raw_keys():
   votes = _random_votes(5, Q, C, 10)
-  # Inside a caller's jit and vmap (over gamma), as the experiments use it.
+  # Inside a caller's jit and vmap (over gamma), as the experiments use it: traced in
+  # 64-bit mode, as the float64 noise needs (refused otherwise, not drawn in float32).
   jitted = jax.jit(jax.vmap(lambda k, v, g: agg.lnmax(k, v, g), in_axes=(None, None, 0)))
-  got = jitted(KEY, votes, jnp.array([0.4, 3.0]))
+  with pytest.raises(ValueError, match="float64 noise.*jax.enable_x64"):
+    jitted(KEY, votes, jnp.array([0.4, 3.0]))
+  with jax.enable_x64(True):
+    got = jitted(KEY, votes, jnp.array([0.4, 3.0]))
   np.testing.assert_array_equal(got[0], agg.lnmax(KEY, votes, 0.4))
   np.testing.assert_array_equal(got[1], agg.lnmax(KEY, votes, 3.0))
   raw = jax.random.PRNGKey(0)  # A raw uint32 key gives the answers of its typed key.

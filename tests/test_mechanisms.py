@@ -253,3 +253,60 @@ def test_ledger_state_splits_accountant_and_cache():
   with pytest.raises(ValueError, match="data_dependent must be a boolean; got 'False'"):
     L.answer_batch(state, KEY, VOTES, np.arange(4), mechanism="gnmax", params={"sigma": 1.0},
                    orders=ORDERS, delta=1e-5, epsilon_max=1.0, data_dependent="False")
+
+
+# ----------------------------------------------------------------------------- the sampler
+
+
+def test_answers_are_refused_outside_64_bit_mode():
+  """Traced without 64-bit mode the noise would be float32 (2**23 values, none past 5.4σ):
+  refused rather than drawn."""
+  ids = jnp.arange(VOTES.shape[0], dtype=jnp.uint32)
+  for m in mechanisms.REGISTRY.values():
+    with pytest.raises(RuntimeError, match="float64 noise"):
+      m.answer(KEY, jnp.asarray(VOTES), ids, PARAMS[m.name])
+    with jax.enable_x64(True):
+      labels, _ = m.answer(KEY, jnp.asarray(VOTES), ids, PARAMS[m.name])
+    np.testing.assert_array_equal(labels, agg.answer(m, KEY, VOTES, PARAMS[m.name])[0])
+
+
+def test_the_float64_samplers_cdf_is_within_the_charged_error():
+  """JAX's float64 normal and Laplace samplers are ``√2 erf_inv(u)`` and ``sign(u)
+  log1p(-|u|)`` of a uniform ``u`` of 52 random bits: checked on this backend against the
+  samplers themselves, then ``|F(z(u)) - P[U <= u]|`` against mpmath at 200 bits on points
+  across ``(-1, 1)`` and in both tails to ``1 - 2**-52``, below SAMPLER_CDF_ERROR."""
+  mpmath = pytest.importorskip("mpmath")
+  mpmath.mp.prec = 200
+  with jax.enable_x64(True):
+    lo = np.nextafter(-1.0, 0.0)
+    u = jax.random.uniform(KEY, (64,), jnp.float64, lo, 1.0)
+    np.testing.assert_allclose(jax.random.normal(KEY, (64,), jnp.float64),
+                               np.sqrt(2.0) * jax.lax.erf_inv(u), rtol=1e-15)
+    u = jax.random.uniform(KEY, (64,), jnp.float64, -1.0 + np.finfo(np.float64).epsneg, 1.0)
+    np.testing.assert_allclose(jax.random.laplace(KEY, (64,), jnp.float64),
+                               jnp.sign(u) * jnp.log1p(-jnp.abs(u)), rtol=1e-15)
+    tails = 1.0 - 2.0 ** -np.arange(1, 53)
+    points = np.concatenate([np.random.default_rng(0).uniform(-1, 1, 1500), tails, -tails,
+                             np.linspace(0.40, 0.43, 100), -np.linspace(0.40, 0.43, 100)])
+    normal = np.asarray(np.sqrt(2.0) * jax.lax.erf_inv(jnp.asarray(points)))
+    laplace = np.asarray(jnp.sign(points) * jnp.log1p(-jnp.abs(jnp.asarray(points))))
+  worst = {"normal": 0.0, "laplace": 0.0}
+  for p, zn, zl in zip(points, normal, laplace):
+    p = mpmath.mpf(float(p))
+    worst["normal"] = max(worst["normal"], float(abs(mpmath.ncdf(zn) - (p + 1) / 2)))
+    x = mpmath.mpf(float(zl))  # sign(u) log1p(-|u|) decreases in u: P[Z <= z(u)] = P[U >= u]
+    cdf = mpmath.exp(x) / 2 if x < 0 else 1 - mpmath.exp(-x) / 2
+    worst["laplace"] = max(worst["laplace"], float(abs(cdf - (1 - p) / 2)))
+  assert max(worst.values()) < mechanisms.SAMPLER_CDF_ERROR, worst
+  assert worst["normal"] > 0  # the check sees the rounding
+
+
+def test_sampler_delta_counts_every_noise_value_drawn():
+  d = mechanisms.SAMPLER_CDF_ERROR
+  assert mechanisms.sampler_delta(mechanisms.GNMAX, 100, 10, 2.0) == pytest.approx(
+      (1 + np.exp(2.0)) * 1000 * d, rel=1e-12)
+  assert mechanisms.sampler_delta(mechanisms.CONFIDENT_GNMAX, 100, 10, 2.0) == pytest.approx(
+      (1 + np.exp(2.0)) * 1100 * d, rel=1e-12)  # and the threshold check's
+  assert mechanisms.sampler_delta(mechanisms.LNMAX, 0, 10, 2.0) == 0.0
+  # The main job's scale: far below its δ of 1e-5.
+  assert mechanisms.sampler_delta(mechanisms.GNMAX, 1000, 10, 2.04) < 1e-8

@@ -49,13 +49,14 @@ def test_answered_rows_match_a_hand_computation_with_the_same_keys():
   key = stage.confident_gnmax_key(rng.root_key(0))
   labels, answered = tabular.confident_labels(key, votes, PARAMS)
   for i, row in enumerate(votes):  # query i: split(fold_in(key, i)) -> (check, answer)
-    k_check, k_answer = jax.random.split(jax.random.fold_in(key, i))
-    noisy_max = row.max() + jnp.float32(PARAMS.sigma_threshold) * jax.random.normal(
-        k_check, (), jnp.float32)
-    assert bool(answered[i]) == bool(noisy_max >= PARAMS.threshold)
-    scores = row.astype(np.float32) + jnp.float32(PARAMS.sigma) * jax.random.normal(
-        k_answer, row.shape, jnp.float32)
-    assert labels[i] == (int(jnp.argmax(scores)) if answered[i] else -1)
+    with jax.enable_x64(True):  # the noise is float64 (pate_jax.mechanisms)
+      k_check, k_answer = jax.random.split(jax.random.fold_in(key, i))
+      above = bool(row.max() + PARAMS.sigma_threshold * jax.random.normal(
+          k_check, (), jnp.float64) >= PARAMS.threshold)
+      best = int(jnp.argmax(row.astype(np.float64) + PARAMS.sigma * jax.random.normal(
+          k_answer, row.shape, jnp.float64)))
+    assert bool(answered[i]) == above
+    assert labels[i] == (best if answered[i] else -1)
   assert 0 < answered.sum() < len(votes)  # both outcomes occur
 
 

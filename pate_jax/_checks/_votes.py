@@ -35,9 +35,10 @@ INT32_MAX_TOTAL = int(np.iinfo(np.int32).max)
 int32 (64-bit mode is off by default), so larger counts would wrap around."""
 
 MAX_NOISY_TOTAL = 2**24
-"""Largest row total of the votes given to a noisy mechanism: its noise is added in
-float32, where integers above 2**24 are rounded, so a count could move by more than
-the one vote the privacy analysis assumes (its sensitivity)."""
+"""Largest row total of the votes given to a noisy mechanism: a count must be exact where
+its noise is added, or it could move by more than the one vote the privacy analysis
+assumes (its sensitivity). The noise is added in float64 (:mod:`pate_jax.mechanisms`),
+exact far beyond; the limit is float32's, which also bounds every count's float32 copy."""
 
 
 def votes(x: Any, name: str = "votes", *, equal_totals: bool = False,

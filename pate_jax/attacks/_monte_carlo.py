@@ -52,7 +52,8 @@ def _counts_single(key, h, sigma, threshold, sigma_threshold, num_queries, *, ma
       labels = agg.gnmax(key, votes, sigma, qids)
       ans = jnp.ones((chunk,), bool)
     # one_hot of NOT_ANSWERED (-1) is all zeros.
-    counts = counts + jnp.sum(jax.nn.one_hot(labels, c, dtype=jnp.int32) * valid[:, None], 0)
+    counts = counts + jnp.sum(jax.nn.one_hot(labels, c, dtype=jnp.int32) * valid[:, None], 0,
+                              dtype=jnp.int32)
     answered = answered + jnp.sum(ans & valid, dtype=jnp.int32)
     return counts, answered
 
@@ -116,10 +117,11 @@ def answer_counts(key: jax.Array, histograms: Any, sigma: Any, num_queries: Any,
     named["sigma_threshold"] = v.positive_array(sigma_threshold, "sigma_threshold")
   hb, flat, mb, batch, c, max_q = _prepare(histograms, named, num_queries)
   zeros = jnp.zeros_like(flat["sigma"])
-  counts, answered = answer_counts_core(
-      key, hb, flat["sigma"], flat.get("threshold", zeros), flat.get("sigma_threshold", zeros),
-      mb, max_queries=max_q, chunk=min(int(chunk_size), max_q), consistent=bool(consistent),
-      confident=confident)
+  with jax.enable_x64(True):  # the aggregator's float64 noise (pate_jax.mechanisms)
+    counts, answered = answer_counts_core(
+        key, hb, flat["sigma"], flat.get("threshold", zeros), flat.get("sigma_threshold", zeros),
+        mb, max_queries=max_q, chunk=min(int(chunk_size), max_q), consistent=bool(consistent),
+        confident=confident)
   return counts.reshape(batch + (c,)), answered.reshape(batch)
 
 

@@ -149,7 +149,7 @@ def _checked_votes(state: LedgerState, votes: Any, valid: Any = None) -> tuple[n
   """Validated int32 host counts of a batch and their row total ``T``.
 
   Every real row (``valid``) sums to one ``T`` (at most :data:`pate_jax._checks.
-  MAX_NOISY_TOTAL`, so that counts are exact in the float32 noise arithmetic), and
+  MAX_NOISY_TOTAL`, so that counts are exact in the noise arithmetic), and
   ``T`` is the ledger's number of teachers once the ledger has one.
   """
   votes = v.votes(votes, max_total=v.MAX_NOISY_TOTAL)

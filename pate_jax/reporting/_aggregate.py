@@ -200,7 +200,12 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
                  "num_charged": int(len(state["rows"])),
                  "num_answered": int(np.sum(state["status"] == ledger_lib.Status.ANSWERED)),
                  "releases": int(state["release_count"]), "kept_in": where,
-                 "budgets_on_private_data": budget.budgets_on_data()},
+                 "budgets_on_private_data": budget.budgets_on_data(),
+                 # The noise sampler's share of δ (pate_jax.mechanisms.sampler_delta).
+                 "delta": float(budget.aggregator_kwargs["delta"]),
+                 "sampler_delta": mechanisms.sampler_delta(
+                     m, len(state["rows"]), data["votes"].shape[1],
+                     record["ledger_epsilon"])},
   }
   if public_tight:
     results["epsilon_tight"] = public_tight
@@ -257,8 +262,10 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
                  f"{_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])} fixed in the config; "
                  f"{release['conversion']} conversion)")
   # The ε lines above are this run's labels alone; the budget bounds all it released.
-  lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent, the "
-               "bound on everything this budget released "
+  sampler = ("" if led.get("sampler_delta") is None else
+             f" at δ = {_g(led['delta'])} + {led['sampler_delta']:.1e} (the noise sampler's)")
+  lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent"
+               f"{sampler}, the bound on everything this budget released "
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "
                f"kept in {led['kept_in']})")
   note = budgets_note(led.get("budgets_on_private_data"))

@@ -276,9 +276,10 @@ def plan(config: Any) -> dict[str, Any]:
   out["num_queries_within_pool"] = 0 < n <= data["num_pool"]
   key = rng.stream(rng.root_key(0), "aggregation")  # Shapes only: nothing is drawn.
   votes = jax.ShapeDtypeStruct((chunk, data["votes"].shape[1]), data["votes"].dtype)
-  out["answer_temp_bytes_per_chunk"] = experiment.compiled_temp_bytes(
-      lambda k, x, q: mechanism.answer(k, x, q, params), key, votes,
-      jax.ShapeDtypeStruct((chunk,), np.int32))
+  with jax.enable_x64(True):  # the answers' float64 noise (pate_jax.mechanisms)
+    out["answer_temp_bytes_per_chunk"] = experiment.compiled_temp_bytes(
+        lambda k, x, q: mechanism.answer(k, x, q, params), key, votes,
+        jax.ShapeDtypeStruct((chunk,), np.int32))
   return out
 
 

@@ -73,8 +73,9 @@ def noisy_label_grid(key: jax.Array, votes: Any, mechanism: Any, scales: Sequenc
     raise ValueError(f"num_draws must be >= 1, got {num_draws}")
   votes = v.votes(votes, equal_totals=m.equal_totals)
   scales = v.positive_vector(scales, f"scales ({m.noise_param})", "noise scales")
-  return np.asarray(_label_grid(key, votes, scales.astype(np.float32), mechanism=m.name,
-                                num_draws=int(num_draws)))
+  with jax.enable_x64(True):  # float64 noise (pate_jax.mechanisms)
+    return np.asarray(_label_grid(key, votes, scales.astype(np.float64), mechanism=m.name,
+                                  num_draws=int(num_draws)))
 
 
 def sweep_mechanism(key: jax.Array, mechanism: Any, votes: Any, labels: Any, plurality: Any, *,
