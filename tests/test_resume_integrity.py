@@ -240,6 +240,32 @@ def test_the_last_segment_saves_only_the_final_keys_and_they_restore_there(tmp_p
     assert not (tmp_path / checkpoint.CORRUPT_DIR).exists()  # refused, not set aside
 
 
+def test_a_segments_record_is_written_before_its_checkpoint_starts(tmp_path):
+  """A checkpoint is written asynchronously: started before its segment's record, it could
+  be on disk without it, and a run killed between the two resumed without that record for
+  good (its final accuracy, its curve and its game check read from the records). Each
+  record is now written before its checkpoint starts; a checkpoint that never landed
+  leaves a record ahead, which a restore drops."""
+  calls = []
+
+  class _Recording(checkpoint.Checkpointer):
+    def save(self, step, state):
+      calls.append(("save", step, [e["step"] for e in self.restore_history(10**9)]))
+      return super().save(step, state)
+
+  def segment(state, start, n):
+    return {"w": state["w"] + n, "b": state["b"] + 1}, None
+
+  with _Recording(tmp_path, fingerprint={"seed": 0}, max_to_keep=3) as ckpt:
+    checkpoint.run_segments(segment, _state(0.0), start=0, total=5, segment_steps=2,
+                            ckpt=ckpt, record=lambda state, step, m: {"w": float(state["w"][0, 0])})
+    ckpt.wait()
+  # Each save saw its own step's record on disk already.
+  assert calls == [("save", 2, [2]), ("save", 4, [2, 4]), ("save", 5, [2, 4, 5])]
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}) as ckpt:
+    assert [e["step"] for e in ckpt.restore_history(4)] == [2, 4]  # a record ahead: dropped
+
+
 @pytest.mark.slow
 def test_teachers_killed_after_their_light_last_save_resume_to_the_same_votes(
     script, finished, tmp_path, monkeypatch):

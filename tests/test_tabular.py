@@ -423,3 +423,21 @@ def test_votes_a_ledger_spent_on_are_not_replaced(tmp_path, ledger):
   (tmp_path / ledger).write_bytes(b"")
   with pytest.raises(checkpoint.ResumeMismatchError, match=f"{ledger}.*another --workdir"):
     tabular_stage.refuse_spent_votes(tmp_path)
+
+
+def test_a_new_run_removes_the_earlier_report_before_it_writes_new_votes(tmp_path,
+                                                                         monkeypatch):
+  """Killed after its new votes.npz, a run left the earlier run's results.json beside them
+  (another number of teachers, say); it now removes the report first."""
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  for name in ("results.json", "student_accuracy.png"):
+    (tmp_path / name).write_text("an earlier run's")
+
+  def killed(config):
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(tabular_stage, "_load_task", killed)
+  with pytest.raises(KeyboardInterrupt):
+    tabular_stage.run(_config("cpu"), tmp_path)
+  assert not (tmp_path / "results.json").exists()
+  assert not (tmp_path / "student_accuracy.png").exists()

@@ -79,15 +79,18 @@ def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], stat
     n = min(segment_steps, total - step)
     state, metrics = segment(state, step, n)
     step += n
-    if ckpt is not None:  # asynchronous: training goes on while it is written
-      light = final_keys and step == total
-      ckpt.save(step, {k: state[k] for k in final_keys} if light else state)
     entry = None
+    # The record is written before the checkpoint is started: a checkpoint is on disk only
+    # with its record (a record ahead of the checkpoints is dropped on restore), so a run
+    # killed between the two resumes with every segment's record.
     if record is not None:
       entry = {step_key: step, **record(state, step, metrics)}
       history.append(entry)
       if ckpt is not None:
         ckpt.save_history(history)
+    if ckpt is not None:  # asynchronous: training goes on while it is written
+      light = final_keys and step == total
+      ckpt.save(step, {k: state[k] for k in final_keys} if light else state)
     if after_segment is not None:
       after_segment(step, n, metrics, entry)
   jax.block_until_ready(state)

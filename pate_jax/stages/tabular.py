@@ -210,6 +210,8 @@ def refuse_spent_votes(workdir: pathlib.Path) -> None:
 
 def _run(config, workdir: pathlib.Path) -> dict:
   refuse_spent_votes(workdir)  # before anything is fitted
+  # An earlier run's report would stand beside this run's new votes if it were killed.
+  experiment.remove_stale(workdir, ("results.json", "student_accuracy.png"))
   root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
   timings = {}
   t_start = time.perf_counter()
