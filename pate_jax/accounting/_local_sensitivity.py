@@ -91,9 +91,10 @@ def _theorem6(log_q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax.Arra
   return nm.logaddexp(log1q + lam1 * log_a, log_q + lam1 * log_b) / lam1
 
 
-def _rdp_gnmax(log_q, log_q0, sigma, orders):
-  """``β(q)``: Theorem 6 below ``log q0``, ``λ/σ²`` from there on (tf-privacy's rule)."""
-  dependent = log_q < log_q0
+def _rdp_gnmax(log_q, log_q0, sigma, orders, shift=0.0):
+  """``β(q)``: Theorem 6 below ``log q0``, ``λ/σ²`` from there on (tf-privacy's rule);
+  ``shift`` moves where the rule switches (not where Theorem 6 is evaluated)."""
+  dependent = log_q < log_q0 + shift
   # Theorem 6 holds on (-inf, log q0]; log q below -big is treated as -big (the bound is 0).
   safe = jnp.clip(log_q, -nm.big(log_q.dtype), log_q0)
   return jnp.where(dependent, _theorem6(safe, sigma, orders), orders / sigma**2)
@@ -178,12 +179,28 @@ def _log_bl_bu(log_q, sigma, num_classes):
   return log_bl, log_bu
 
 
+# Where a neighbour's ``log q`` lies within this (relative) distance of ``log q0``, it is
+# taken on the side that makes the local sensitivity larger. β can jump at ``q0`` (where
+# the bracket's end is taken for it: Theorem 6 still below λ/σ² there), and ``bu(bl(q0))``,
+# ``q0`` in exact arithmetic, rounds a few ulps to either side of it: on the wrong side the
+# plateau missed the jump (C 100, σ 0.889, λ 1.25: a bound of 0.575 where one teacher
+# moves the RDP by 1.086).
+_Q0_TOLERANCE = 1e-9
+
+
 def _ls_at_log_q(log_q, log_q0, log_q1, sigma, orders, num_classes):
-  """Algorithm 3: the local sensitivity bound at ``log q`` (the plateau inside [q1, q0])."""
+  """Algorithm 3: the local sensitivity bound at ``log q`` (the plateau inside [q1, q0]).
+
+  The upper neighbour ``bu(q)`` counts as past ``q0`` from ``(1 - 1e-9)`` of its distance
+  on, and the lower one ``bl(q)`` as below ``q0`` up to ``(1 + 1e-9)`` of it
+  (:data:`_Q0_TOLERANCE`): rounding never hides β's jump at ``q0``, at the cost of
+  counting it for neighbours within 1e-9 of it."""
   log_q = jnp.where((log_q >= log_q1) & (log_q <= log_q0), log_q1, log_q)
   log_bl, log_bu = _log_bl_bu(log_q, sigma, num_classes)
-  b, b_up, b_low = _rdp_gnmax(jnp.stack(jnp.broadcast_arrays(log_q, log_bu, log_bl)),
-                              log_q0, sigma, orders)  # one copy of Theorem 6 for all three
+  both = jnp.stack(jnp.broadcast_arrays(log_q, log_bu, log_bl))
+  tol = _Q0_TOLERANCE * (1.0 + jnp.abs(log_q0))
+  shift = jnp.array([0.0, -1.0, 1.0], both.dtype).reshape((3,) + (1,) * (both.ndim - 1)) * tol
+  b, b_up, b_low = _rdp_gnmax(both, log_q0, sigma, orders, shift)  # one Theorem 6 for all
   return jnp.maximum(b_up - b, b - b_low)
 
 
