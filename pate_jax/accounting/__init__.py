@@ -46,8 +46,11 @@ cannot hold a float64 value. There every function computes in float32 and return
 float32, gradients included (relative error ~1e-6 to 1e-4 against the float64 result; the
 local sensitivities, differences of costs, lose the most). For float64 inside a jit,
 trace it with 64-bit mode on (``jax.config.update("jax_enable_x64", True)``, or call and
-trace it inside ``with jax.enable_x64(True):``); eager calls, ``grad`` and ``vmap`` are
-float64 either way.
+trace it inside ``with jax.enable_x64(True):``); eager calls and ``vmap`` are float64
+either way, and so is ``grad`` of one function of this package. ``grad`` of your own
+function combining several (a sum of per-query costs composed by an accountant) adds
+their cotangents in 32-bit mode, in float32: 1.5e-5 relative error where terms cancel
+(16 GNMax queries, classic conversion); take it under ``jax.enable_x64(True)``.
 """
 
 from __future__ import annotations
