@@ -33,7 +33,8 @@ RDP at ``orders`` with the improved conversion otherwise), so a cell's ε equals
 public API gives cell by cell (the loop baseline of :mod:`pate_jax.stages.ablation`, which
 ``experiments/ablate.py`` times against the grid and tests/test_ablation.py compares with
 it). The whole grid is one ``jax.jit`` of nested ``vmap``\\ s (the mechanisms are stacked
-branches of the same program), run in 64-bit mode (the noise is float32 either way).
+branches of the same program), run in 64-bit mode (the noise is float64,
+:mod:`pate_jax.mechanisms`).
 
 References:
   Papernot et al. 2017 (ICLR), Section 2.1, Figure 2; Papernot et al. 2018 (ICLR),

@@ -17,10 +17,12 @@ the same label, so repeated queries reveal nothing new.
 
 The public functions validate their inputs (``ValueError`` naming the argument
 and the bad value) when the inputs are concrete and then call a jitted core;
-under an outer ``jit``/``vmap`` only shapes are checked. Every row of ``votes`` must
-sum to the same number of teachers ``T`` (the privacy analysis moves one vote of a
-row of ``T``), at most ``2**24`` for the noisy aggregators (exact counts in their
-float32 noise) and ``2**31 - 1`` for :func:`plurality` (int32 counts).
+under an outer ``jit``/``vmap`` only shapes are checked, and the noisy aggregators need
+that trace in 64-bit mode (their noise is float64, :mod:`pate_jax.mechanisms`; refused
+otherwise). Every row of ``votes`` must sum to the same number of teachers ``T`` (the
+privacy analysis moves one vote of a row of ``T``), at most ``2**24`` for the noisy
+aggregators (float32's exact integers) and ``2**31 - 1`` for :func:`plurality` (int32
+counts).
 
 References:
   Papernot et al. 2017, "Semi-supervised Knowledge Transfer for Deep Learning

@@ -15,7 +15,9 @@ A :class:`Mechanism` is a NamedTuple of pure functions, like optax's
 
 plus its name, its parameters (:class:`Param`: a name, a symbol and a kind that says how
 it is validated), its **noise scale** and an optional helper (``baselines`` adds
-reference ε values to reports).
+reference ε values to reports). An ``answer`` draws its noise in float64 through
+:func:`_noise_dtype` (traced in 64-bit mode) and counts every noise value it draws per
+query beyond one per class in ``extra_noise_draws``: :func:`sampler_delta` charges each.
 
 The noise scale ``s`` is the one convention for "how much noise" across mechanisms: the
 scale, in votes, of the noise added to each count of the answer — LNMax's Laplace scale
@@ -84,25 +86,36 @@ _NOISE_DTYPE = jnp.float64
 SAMPLER_CDF_ERROR = 2.0 ** -46
 
 
-def sampler_delta(mechanism: Mechanism, num_queries: Any, num_classes: int,
-                  epsilon: Any) -> float:
-  """What the float64 noise sampler adds to δ: ``(1 + e^ε) · N · SAMPLER_CDF_ERROR`` for
-  the ``N = num_queries · (num_classes + extra_noise_draws)`` noise values drawn.
+def sampler_delta(mechanism: Mechanism, params: dict[str, Any], num_queries: Any,
+                  num_classes: int, num_teachers: Any, epsilon: Any) -> float:
+  """What the float64 noise adds to δ: ``(1 + e^ε) · N · η₁`` for the ``N = num_queries ·
+  (num_classes + extra_noise_draws)`` noise values drawn, ``η₁ = SAMPLER_CDF_ERROR +
+  2^-52 · (T/s + 38)`` each (``T`` teachers, ``s`` the smallest noise scale of
+  ``params``: σ, 1/γ, Confident-GNMax's σ_T).
 
   Couple each drawn value with an ideal one through the same uniform (both are monotone
   in it): they fall on either side of a point ``t`` with probability at most the
   samplers' CDF distance at ``t``, :data:`SAMPLER_CDF_ERROR`. Given the other values of
   its query, a query's outcome changes with one value at one point at most (its class
-  overtakes the rest, or its noisy top count passes the threshold), so replacing the
-  values one at a time, the whole transcript of answers differs from the ideal
-  mechanism's with probability ``η ≤ N · SAMPLER_CDF_ERROR``. Where the ideal mechanism
-  is ``(ε, δ)``-DP the sampled one is ``(ε, δ + (1 + e^ε) η)``-DP: ``P[R(D) ∈ S] ≤
-  P[I(D) ∈ S] + η ≤ e^ε P[I(D′) ∈ S] + δ + η ≤ e^ε P[R(D′) ∈ S] + δ + (1 + e^ε) η``.
-  Every value here (the queries asked, the classes, the budget's data-independent ε) is
-  public.
+  overtakes the rest, or its noisy top count passes the threshold); that point is itself
+  moved by the float64 rounding of the scores ``n + s·z`` it is compared through, by at
+  most ``2^-51 (T + 38 s)`` (38: beyond either sampler's largest ``|z|``), ``2^-51 (T/s +
+  38)`` in ``z``, where the noise's density is at most 1/2. Replacing the values one at a
+  time, the whole transcript of answers differs from the ideal mechanism's with
+  probability ``η ≤ N · η₁``. Where the ideal mechanism is ``(ε, δ)``-DP the sampled one
+  is ``(ε, δ + (1 + e^ε) η)``-DP: ``P[R(D) ∈ S] ≤ P[I(D) ∈ S] + η ≤ e^ε P[I(D′) ∈ S] + δ +
+  η ≤ e^ε P[R(D′) ∈ S] + δ + (1 + e^ε) η``.
+
+  Give the queries asked (not the realised number charged, which follows the answers
+  under Confident-GNMax) and the budget's ``ε_max`` where it is finite (the guarantee of a
+  budget that stops at it). Every value is public.
   """
+  scales = [float(noise_scale(mechanism, params))]
+  if "sigma_threshold" in params:
+    scales.append(float(params["sigma_threshold"]))
+  per_value = SAMPLER_CDF_ERROR + 2.0**-52 * (float(num_teachers) / min(scales) + 38.0)
   n = float(num_queries) * (int(num_classes) + int(mechanism.extra_noise_draws))
-  return float((1.0 + math.exp(min(float(epsilon), 700.0))) * n * SAMPLER_CDF_ERROR)
+  return float((1.0 + math.exp(min(float(epsilon), 700.0))) * n * per_value)
 
 
 def _noise_dtype():

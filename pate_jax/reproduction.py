@@ -255,9 +255,10 @@ _BEFORE_NOISE_SEED_NOTE = (
     "measured at its recorded commit on the main job's teachers of then "
     "(runs/main_idle/teachers), before research noise had a flag of its own: its labels' "
     "noise came from the run's seed 0 (the stream noise_seed=0 names now), its budget was "
-    "unbounded{budget}; the command's noise_seed=0 and epsilon_max=inf ask the same of "
-    "today's code, which without them draws secret noise from the teachers' budget, "
-    "bounded data-independently")
+    "unbounded{budget}; the command's noise_seed=0 and epsilon_max=inf ask the same "
+    "settings of today's code (which without them draws secret noise from the teachers' "
+    "budget, bounded data-independently), whose float64 noise draws other labels: the "
+    "figures are the recorded commit's")
 
 
 def _student(name: str, config: str, *overrides: str) -> Run:
@@ -312,9 +313,10 @@ RUNS: tuple[Run, ...] = (
         "attack stage); the command on commit 53020fd gave identical teachers, ε and student "
         "accuracy history (780 s, idle machine). Both ran before research noise had a flag "
         "of its own and before budgets were bounded (the file records epsilon_max inf): the "
-        "labels' noise came from the run's seed 0, the stream noise_seed=0 names now; "
-        "without the two flags today's main job draws secret noise and stops at its budget "
-        "of 2.0, which LNMax's 100 answers (data-independent ε 5.30) exceed"),
+        "labels' noise came from the run's seed 0, the stream noise_seed=0 names now "
+        "(today's float64 noise draws other labels from it); without the two flags today's "
+        "main job draws secret noise and stops at its budget of 2.0, which LNMax's 100 "
+        "answers (data-independent ε 5.30) exceed"),
     Run("ablation", _cmd("ablate", "configs/ablation_mnist.py", "ablation",
                          "--config.votes_dir=runs/mnist_n250", data=False),
         "configs/ablation_mnist.py",
@@ -867,7 +869,9 @@ ROWS: tuple[Row, ...] = (
         "—", "kd_gan_sound", "table2[1].accuracy_mean", "pct2",
         "the published mechanism's own (unsound) ε; curve only in the paper"),
     Row("gao", "Figure 7", "MNIST, sound variant (PATE soft labels), n = 3,000, ε 1", "—",
-        "kd_gan_sound", "sound[0].accuracy_mean", "pct", "2 seeds; a guarantee that holds"),
+        "kd_gan_sound", "sound[0].accuracy_mean", "pct", "2 seeds; the real-valued Gaussian "
+        "mechanism's guarantee (its float32 draws are not a valid release of their bits: "
+        "README, *Noise is secret*)"),
     Row("gao", "Figure 7", "sound variant, n = 3,000, ε 2", "—", "kd_gan_sound",
         "sound[1].accuracy_mean", "pct"),
     Row("gao", "Figure 7", "sound variant, n = 3,000, ε 4", "—", "kd_gan_sound",

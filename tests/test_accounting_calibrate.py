@@ -142,8 +142,8 @@ def test_a_loose_tolerance_still_never_spends_more_than_the_target(mechanism, me
 @pytest.mark.parametrize("seed", [2, 8])
 def test_the_calibrated_noise_spends_at_most_the_target_as_the_accountant_reports_it(seed):
   """The loop's own ε rounds a few ulps from the accountant's (these two settings, found by
-  fuzzing, were 2e-16 and 9e-16 over the target as the accountant composes them): the root
-  is sought 16 ulps under the target."""
+  fuzzing, were 2e-16 and 9e-16 over the target as the accountant composes them outside
+  the test suite's compiler flags): the root is sought 16 ulps under the target."""
   rng = np.random.default_rng(seed)
   classes, teachers = int(rng.choice([2, 3, 10])), int(rng.choice([10, 100, 250, 1000]))
   votes = rng.multinomial(teachers, rng.dirichlet(np.ones(classes)
@@ -154,7 +154,9 @@ def test_the_calibrated_noise_spends_at_most_the_target_as_the_accountant_report
       acc.gnmax_rdp(votes, s, orders)).epsilon(1e-5)[0])
   target = eps(float(10**rng.uniform(0, 2.5)))
   sigma = acc.calibrate_noise(target, 1e-5, mechanism=GN, votes=votes)
-  assert target * (1 - 1e-9) <= eps(sigma) <= target
+  # Room for the accountant's own rounding, whatever the compiler: at least 4 ulps under
+  # (the last iterate used to sit within an ulp of the target, on either side).
+  assert target * (1 - 1e-9) <= eps(sigma) <= target * (1 - 4 * np.finfo(float).eps)
 
 
 def test_data_independent_gnmax_has_the_closed_form_scaling():

@@ -204,7 +204,7 @@ def test_vote_counts_that_do_not_fit_are_refused(tmp_path):
     agg.plurality(np.array([[2**31, 5]]))
   with pytest.raises(ValueError, match="votes must"):
     acc.gnmax_rdp(np.array([[2**31, 2**31 - 1]]), 40.0, ORDERS)
-  big = np.array([[2**24 + 1, 2**24 - 1]])  # Not exact in the float32 noise arithmetic.
+  big = np.array([[2**24 + 1, 2**24 - 1]])  # Past the limit (float32's exact integers).
   with pytest.raises(ValueError, match="votes must"):
     agg.gnmax(KEY, big, 40.0)
   with pytest.raises(ValueError, match="votes must"):

@@ -272,7 +272,7 @@ def test_main_job_and_ablation_plans(data_dir, tmp_path, monkeypatch):
   c.votes_dir, c.num_queries, c.teacher_counts = str(tmp_path), 3, (1, 3)
   p = ablate.plan(c)
   assert p["predictions"] == "[3, 3]" and p["teacher_counts_within_ensemble"]
-  assert p["noise_bytes_estimate"] == 3 * 2 * 10 * 5 * 3 * 3 * 4
+  assert p["noise_bytes_estimate"] == 3 * 2 * 10 * 5 * 3 * 3 * 8  # float64 noise
 
 
 def test_report_plan_counts_the_runs_present(tmp_path):

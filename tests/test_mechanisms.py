@@ -302,11 +302,18 @@ def test_the_float64_samplers_cdf_is_within_the_charged_error():
 
 
 def test_sampler_delta_counts_every_noise_value_drawn():
-  d = mechanisms.SAMPLER_CDF_ERROR
-  assert mechanisms.sampler_delta(mechanisms.GNMAX, 100, 10, 2.0) == pytest.approx(
-      (1 + np.exp(2.0)) * 1000 * d, rel=1e-12)
-  assert mechanisms.sampler_delta(mechanisms.CONFIDENT_GNMAX, 100, 10, 2.0) == pytest.approx(
-      (1 + np.exp(2.0)) * 1100 * d, rel=1e-12)  # and the threshold check's
-  assert mechanisms.sampler_delta(mechanisms.LNMAX, 0, 10, 2.0) == 0.0
+  def each(teachers, scale):  # a value's sampler error and its scores' rounding
+    return mechanisms.SAMPLER_CDF_ERROR + 2.0**-52 * (teachers / scale + 38.0)
+
+  gnmax = mechanisms.sampler_delta(mechanisms.GNMAX, {"sigma": 40.0}, 100, 10, 250, 2.0)
+  assert gnmax == pytest.approx((1 + np.exp(2.0)) * 1000 * each(250, 40.0), rel=1e-12)
+  lnmax = mechanisms.sampler_delta(mechanisms.LNMAX, {"gamma": 0.05}, 100, 10, 250, 2.0)
+  assert lnmax == pytest.approx((1 + np.exp(2.0)) * 1000 * each(250, 20.0), rel=1e-12)
+  # Confident-GNMax: the threshold check's value too, at the smaller of its two scales.
+  cgn = {"threshold": 200.0, "sigma_threshold": 150.0, "sigma": 40.0}
+  assert mechanisms.sampler_delta(mechanisms.CONFIDENT_GNMAX, cgn, 100, 10, 250,
+                                  2.0) == pytest.approx(gnmax * 1.1, rel=1e-12)
+  assert mechanisms.sampler_delta(mechanisms.LNMAX, {"gamma": 0.05}, 0, 10, 250, 2.0) == 0.0
   # The main job's scale: far below its δ of 1e-5.
-  assert mechanisms.sampler_delta(mechanisms.GNMAX, 1000, 10, 2.04) < 1e-8
+  assert mechanisms.sampler_delta(mechanisms.GNMAX, {"sigma": 40.0}, 1000, 10, 250,
+                                  2.04) < 1e-8

@@ -428,16 +428,25 @@ def test_votes_a_ledger_spent_on_are_not_replaced(tmp_path, ledger):
 def test_a_new_run_removes_the_earlier_report_before_it_writes_new_votes(tmp_path,
                                                                          monkeypatch):
   """Killed after its new votes.npz, a run left the earlier run's results.json beside them
-  (another number of teachers, say); it now removes the report first."""
+  (another number of teachers, say); it now removes the report just before the votes (a
+  run refused earlier, a bad config, keeps it)."""
   from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  work = tmp_path / "w"
+  work.mkdir()
   for name in ("results.json", "student_accuracy.png"):
-    (tmp_path / name).write_text("an earlier run's")
+    (work / name).write_text("an earlier run's")
+  config = _tiny_synthetic_task(tmp_path / "data", "cpu")
+  bad = _tiny_synthetic_task(tmp_path / "data", "cpu")
+  bad.num_pool = 10**6
+  with pytest.raises(ValueError, match="num_pool"):  # refused before any fit: report kept
+    tabular_stage.run(bad, work)
+  assert (work / "results.json").exists()
 
-  def killed(config):
+  def killed(*args, **kwargs):
     raise KeyboardInterrupt
 
-  monkeypatch.setattr(tabular_stage, "_load_task", killed)
+  monkeypatch.setattr(votes_lib, "save_votes", killed)
   with pytest.raises(KeyboardInterrupt):
-    tabular_stage.run(_config("cpu"), tmp_path)
-  assert not (tmp_path / "results.json").exists()
-  assert not (tmp_path / "student_accuracy.png").exists()
+    tabular_stage.run(config, work)
+  assert not (work / "results.json").exists()
+  assert not (work / "student_accuracy.png").exists()

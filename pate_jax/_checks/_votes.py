@@ -92,7 +92,7 @@ def votes(x: Any, name: str = "votes", *, equal_totals: bool = False,
     totals = host.sum(axis=1)  # float64: exact far beyond max_total, never wraps.
     if np.any(totals > max_total):
       i = int(np.argmax(totals > max_total))
-      why = ("counts are exact in the float32 noise only up to 2**24"
+      why = ("a noisy mechanism's counts are kept within float32's exact integers, 2**24"
              if max_total == MAX_NOISY_TOTAL else "counts are int32 in the compiled cores")
       raise ValueError(f"{name} must sum to at most {max_total} teachers per row ({why}); "
                        f"row {i} sums to {totals[i]}")

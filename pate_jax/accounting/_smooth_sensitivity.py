@@ -452,10 +452,11 @@ def on_release_grid(x: Any) -> jax.Array:
   apart (Mironov 2012, "On significance of the least significant bits for differential
   privacy"): one who knows every vote but one finds which neighbour can produce the
   published value. Rounded to a grid far coarser than those gaps, each cell holds the
-  mass the real-valued mechanism gives it up to the sampler's error (about 2^-50 per
-  cell edge), about ``(cells with mass) · 2^-50`` of δ that the budget does not charge
-  (the cells' number follows the noise std, a private value); the rounding itself is
-  post-processing. The grid is fixed, not drawn from the data.
+  mass the real-valued mechanism gives it up to the sampler's error (at most
+  :data:`pate_jax.mechanisms.SAMPLER_CDF_ERROR` per cell edge), about ``(1 + e^ε) ·
+  (cell edges with mass) · 2^-46`` of δ that the budget does not charge (the cells' number
+  follows the noise std, a private value); the rounding itself is post-processing. The
+  grid is fixed, not drawn from the data.
   """
   return jnp.round(nm.as_float(x) / RELEASE_GRID) * RELEASE_GRID
 

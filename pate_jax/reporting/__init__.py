@@ -28,6 +28,7 @@ from pate_jax.reporting._aggregate import (
     flag_grid_edges,
     privacy_curve,
     private_part,
+    sampler_part,
     split_epsilon,
 )
 from pate_jax.reporting._main_job import attack_headline, attack_summary, main_job_markdown

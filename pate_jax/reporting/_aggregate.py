@@ -201,11 +201,7 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
                  "num_answered": int(np.sum(state["status"] == ledger_lib.Status.ANSWERED)),
                  "releases": int(state["release_count"]), "kept_in": where,
                  "budgets_on_private_data": budget.budgets_on_data(),
-                 # The noise sampler's share of δ (pate_jax.mechanisms.sampler_delta).
-                 "delta": float(budget.aggregator_kwargs["delta"]),
-                 "sampler_delta": mechanisms.sampler_delta(
-                     m, len(state["rows"]), data["votes"].shape[1],
-                     record["ledger_epsilon"])},
+                 **sampler_part(budget, np.union1d(rows, state["rows"]).size, votes)},
   }
   if public_tight:
     results["epsilon_tight"] = public_tight
@@ -225,6 +221,21 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
                                              **grids)
   results["private"] = private
   return results
+
+
+def sampler_part(budget: Any, num_asked: int, votes: Any) -> dict[str, float]:
+  """The budget's δ and what its answers' float64 noise adds to it
+  (:func:`pate_jax.mechanisms.sampler_delta`): for ``num_asked``, at least the rows asked
+  of it so far (each drawn at most once), at its ε_max where finite (a research budget's:
+  the ε spent). All public: counts, settings and the data-independent ε."""
+  kw = budget.aggregator_kwargs
+  cap = float(kw["epsilon_max"])
+  eps = cap if np.isfinite(cap) else float(budget.epsilon)
+  votes = np.asarray(votes)
+  return {"delta": float(kw["delta"]),
+          "sampler_delta": mechanisms.sampler_delta(
+              budget.mechanism, budget.params, int(num_asked), votes.shape[-1],
+              int(votes[0].sum()) if votes.size else 0, eps)}
 
 
 def _no_release(budget: Any) -> str:
@@ -263,7 +274,8 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
                  f"{release['conversion']} conversion)")
   # The ε lines above are this run's labels alone; the budget bounds all it released.
   sampler = ("" if led.get("sampler_delta") is None else
-             f" at δ = {_g(led['delta'])} + {led['sampler_delta']:.1e} (the noise sampler's)")
+             f" at δ = {_g(led['delta'])} + {led['sampler_delta']:.1e} (the answers' noise "
+             "sampler's; a release's own sampler term is not charged)")
   lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent"
                f"{sampler}, the bound on everything this budget released "
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "

@@ -34,7 +34,7 @@ __all__ = ["run", "plan", "report", "loop_cell", "loop_histograms", "loop_grid",
 
 def plan(config: Any) -> dict[str, Any]:
   """``--dry_run``: the votes (and whether they carry per-teacher predictions), the grid's
-  size and an estimate of its largest intermediate (one float32 noise draw per cell, query
+  size and an estimate of its largest intermediate (one float64 noise draw per cell, query
   and class), without compiling."""
   grid = (len(config.mechanisms), len(config.teacher_counts), len(config.noise_scales),
           int(config.num_seeds))
@@ -53,7 +53,7 @@ def plan(config: Any) -> dict[str, Any]:
                         else "MISSING: rerun experiments/train_teachers.py")
   out["num_queries_within_pool"] = 0 < q <= data["num_pool"]
   out["teacher_counts_within_ensemble"] = max(config.teacher_counts) <= t
-  out["noise_bytes_estimate"] = cells * q * c * 4
+  out["noise_bytes_estimate"] = cells * q * c * 8
   return out
 
 

@@ -128,7 +128,12 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
                                "epsilon_max": float(budget.aggregator_kwargs["epsilon_max"]),
                                "accounting": "data-independent bound of the labels and the "
                                              "releases",
-                               "budgets_on_private_data": budget.budgets_on_data()},
+                               "budgets_on_private_data": budget.budgets_on_data(),
+                               # Rows asked now, and those charged before (an upper
+                               # bound of the rows the budget drew for).
+                               **reporting.sampler_part(
+                                   budget, sum(r["asked"] for r in out.rounds)
+                                   + len(budget.state()["rows"]), votes["votes"])},
                     "private": reporting.private_part(epsilon=private)})
   else:
     if config.labels in ("noisy", "true_answered"):

@@ -210,8 +210,6 @@ def refuse_spent_votes(workdir: pathlib.Path) -> None:
 
 def _run(config, workdir: pathlib.Path) -> dict:
   refuse_spent_votes(workdir)  # before anything is fitted
-  # An earlier run's report would stand beside this run's new votes if it were killed.
-  experiment.remove_stale(workdir, ("results.json", "student_accuracy.png"))
   root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
   timings = {}
   t_start = time.perf_counter()
@@ -253,6 +251,8 @@ def _run(config, workdir: pathlib.Path) -> dict:
   t0 = time.perf_counter()
   votes, preds = tabular.teacher_votes(ensemble, queries.features, n_jobs=config.n_jobs)
   timings["teachers_predict_s"] = time.perf_counter() - t0
+  # An earlier run's report would stand beside these new votes if this run were killed.
+  experiment.remove_stale(workdir, ("results.json", "student_accuracy.png"))
   votes_lib.save_votes(workdir / "votes.npz", votes, queries.labels,
                        index=np.arange(len(queries)), num_pool=config.num_pool, dataset=name,
                        private_data=tabular.private_data(config.dataset, config.data_dir or None))
