@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Callable
 
@@ -31,9 +32,14 @@ class light_jit:  # pylint: disable=invalid-name
   accepts ``compiler_options`` on an outermost ``jit`` only, so inside a
   caller's ``jit``/``vmap``/``grad`` the plain jitted function is used. On
   GPU/TPU it is plain ``jax.jit``.
+
+  ``x64=True``: a top-level call traces and runs in 64-bit mode (a program drawing the
+  mechanisms' float64 noise, :mod:`pate_jax.mechanisms`); inside a caller's trace the
+  caller's mode holds.
   """
 
-  def __init__(self, fun: Callable, *, level: int = 1, **jit_kwargs):
+  def __init__(self, fun: Callable, *, level: int = 1, x64: bool = False, **jit_kwargs):
+    self._x64 = x64
     self._plain = jax.jit(fun, **jit_kwargs)
     self._light = jax.jit(fun, compiler_options={"xla_backend_optimization_level": level},
                           **jit_kwargs)
@@ -41,6 +47,9 @@ class light_jit:  # pylint: disable=invalid-name
 
   def __call__(self, *args, **kwargs):
     traced = any(is_traced(x) for x in jax.tree.leaves((args, kwargs)))
-    if traced or default_platform() != "cpu":
+    if traced:
       return self._plain(*args, **kwargs)
-    return self._light(*args, **kwargs)
+    with jax.enable_x64(True) if self._x64 else contextlib.nullcontext():
+      if default_platform() != "cpu":
+        return self._plain(*args, **kwargs)
+      return self._light(*args, **kwargs)

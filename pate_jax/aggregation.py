@@ -61,7 +61,7 @@ def _answer_core(key, votes, query_ids, params, *, mechanism):
   return mechanisms.get(mechanism).answer(key, votes, query_ids, params)
 
 
-_answer = light_jit(_answer_core, static_argnames=("mechanism",))
+_answer = light_jit(_answer_core, static_argnames=("mechanism",), x64=True)  # float64 noise
 
 
 @jax.jit
@@ -80,8 +80,7 @@ def _answer_checked(mechanism: Any, key: jax.Array, votes: Any, params: dict[str
   if traced and jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
     raise ValueError("the answers draw float64 noise (pate_jax.mechanisms): inside a jit or "
                      "vmap of your own, trace it under jax.enable_x64(True)")
-  with jax.enable_x64(True):  # float64 noise (pate_jax.mechanisms)
-    return _answer(key, votes, ids, params, mechanism=m.name)
+  return _answer(key, votes, ids, params, mechanism=m.name)
 
 
 # ---------------------------------------------------------------------------
@@ -225,7 +224,8 @@ def _accuracy_grid_core(key, votes, labels, noise_scales, mechanism, num_seeds):
   return jax.vmap(over_seeds, in_axes=(0, None))(noise_scales, seed_keys)
 
 
-_accuracy_grid = light_jit(_accuracy_grid_core, static_argnames=("mechanism", "num_seeds"))
+_accuracy_grid = light_jit(_accuracy_grid_core, static_argnames=("mechanism", "num_seeds"),
+                           x64=True)  # float64 noise
 
 
 def label_accuracy_grid(key: jax.Array, votes: Any, labels: Any, mechanism: Any,
@@ -260,6 +260,5 @@ def label_accuracy_grid(key: jax.Array, votes: Any, labels: Any, mechanism: Any,
   votes = v.votes(votes)
   labels = v.labels(labels, votes.shape[0], votes.shape[1])
   scales = v.positive_vector(noise_scales, f"noise_scales ({m.noise_param})", "noise scales")
-  with jax.enable_x64(True):  # float64 noise (pate_jax.mechanisms)
-    return _accuracy_grid(key, votes, labels, scales.astype(np.float64), mechanism=m.name,
-                          num_seeds=int(num_seeds)).astype(jnp.float32)
+  return _accuracy_grid(key, votes, labels, scales.astype(np.float64), mechanism=m.name,
+                        num_seeds=int(num_seeds)).astype(jnp.float32)

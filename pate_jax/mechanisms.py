@@ -16,8 +16,9 @@ A :class:`Mechanism` is a NamedTuple of pure functions, like optax's
 plus its name, its parameters (:class:`Param`: a name, a symbol and a kind that says how
 it is validated), its **noise scale** and an optional helper (``baselines`` adds
 reference ε values to reports). An ``answer`` draws its noise in float64 through
-:func:`_noise_dtype` (traced in 64-bit mode) and counts every noise value it draws per
-query beyond one per class in ``extra_noise_draws``: :func:`sampler_delta` charges each.
+:func:`_noise_dtype` (traced in 64-bit mode) and names the scale of every noise value it
+draws per query beyond one per class in ``extra_noise_params``: :func:`sampler_delta`
+charges each.
 
 The noise scale ``s`` is the one convention for "how much noise" across mechanisms: the
 scale, in votes, of the noise added to each count of the answer — LNMax's Laplace scale
@@ -89,9 +90,9 @@ SAMPLER_CDF_ERROR = 2.0 ** -46
 def sampler_delta(mechanism: Mechanism, params: dict[str, Any], num_queries: Any,
                   num_classes: int, num_teachers: Any, epsilon: Any) -> float:
   """What the float64 noise adds to δ: ``(1 + e^ε) · N · η₁`` for the ``N = num_queries ·
-  (num_classes + extra_noise_draws)`` noise values drawn, ``η₁ = SAMPLER_CDF_ERROR +
-  2^-52 · (T/s + 38)`` each (``T`` teachers, ``s`` the smallest noise scale of
-  ``params``: σ, 1/γ, Confident-GNMax's σ_T).
+  (num_classes + len(extra_noise_params))`` noise values drawn, ``η₁ = SAMPLER_CDF_ERROR +
+  2^-52 · (T/s + 38)`` each (``T`` teachers, ``s`` the smallest noise scale: σ or 1/γ and
+  the ``extra_noise_params``, Confident-GNMax's σ_T).
 
   Couple each drawn value with an ideal one through the same uniform (both are monotone
   in it): they fall on either side of a point ``t`` with probability at most the
@@ -110,11 +111,10 @@ def sampler_delta(mechanism: Mechanism, params: dict[str, Any], num_queries: Any
   under Confident-GNMax) and the budget's ``ε_max`` where it is finite (the guarantee of a
   budget that stops at it). Every value is public.
   """
-  scales = [float(noise_scale(mechanism, params))]
-  if "sigma_threshold" in params:
-    scales.append(float(params["sigma_threshold"]))
-  per_value = SAMPLER_CDF_ERROR + 2.0**-52 * (float(num_teachers) / min(scales) + 38.0)
-  n = float(num_queries) * (int(num_classes) + int(mechanism.extra_noise_draws))
+  extra = mechanism.extra_noise_params
+  scale = min([float(noise_scale(mechanism, params)), *(float(params[p]) for p in extra)])
+  per_value = SAMPLER_CDF_ERROR + 2.0**-52 * (float(num_teachers) / scale + 38.0)
+  n = float(num_queries) * (int(num_classes) + len(extra))
   return float((1.0 + math.exp(min(float(epsilon), 700.0))) * n * per_value)
 
 
@@ -154,9 +154,10 @@ class Mechanism(NamedTuple):
   # ``(scale, num_teachers, threshold_fraction, sigma_threshold_fraction) -> params``
   # for mechanisms with parameters besides the noise; None: ``{noise_param: value}``.
   params_at_scale: Callable[..., dict[str, Any]] | None = None
-  # Noise draws per query besides one per class (Confident-GNMax: its threshold check's):
-  # each is charged to δ by :func:`sampler_delta`.
-  extra_noise_draws: int = 0
+  # The parameters setting the scale of each noise value drawn per query besides one per
+  # class (Confident-GNMax: its threshold check's, σ_T): each is charged to δ by
+  # :func:`sampler_delta`.
+  extra_noise_params: tuple[str, ...] = ()
 
   @property
   def param_names(self) -> tuple[str, ...]:
@@ -299,7 +300,7 @@ CONFIDENT_GNMAX = Mechanism(
             Param("sigma_threshold", "positive", "std σ_T of the threshold noise", "σ_T"),
             Param("sigma", "positive", "std σ of the answer noise", "σ")),
     accountant="rdp", answer=_confident_gnmax_answer, cost=_confident_gnmax_cost,
-    params_at_scale=_confident_gnmax_at_scale, extra_noise_draws=1)
+    params_at_scale=_confident_gnmax_at_scale, extra_noise_params=("sigma_threshold",))
 
 
 # ----------------------------------------------------------------------------- registry

@@ -137,12 +137,11 @@ def _answer_core_impl(state, key, votes, ids, valid, num_teachers):
   return new_state, BatchResult(out_labels.astype(jnp.int32), out_status, repeated)
 
 
-_answer_core = light_jit(_answer_core_impl, level=0)
+_answer_core = light_jit(_answer_core_impl, level=0, x64=True)  # float64 state and noise
 
 
 def _step(state, key, votes, ids, valid, num_teachers):
-  with jax.enable_x64(True):
-    return _answer_core(state, key, votes, ids, valid, np.int32(num_teachers))
+  return _answer_core(state, key, votes, ids, valid, np.int32(num_teachers))
 
 
 def _checked_votes(state: LedgerState, votes: Any, valid: Any = None) -> tuple[np.ndarray, int]:

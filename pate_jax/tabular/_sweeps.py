@@ -44,7 +44,8 @@ def _label_grid_core(key, votes, scales, *, mechanism, num_draws):
   return jax.vmap(lambda s: jax.vmap(lambda r: labels(s, r))(draws))(scales)
 
 
-_label_grid = light_jit(_label_grid_core, static_argnames=("mechanism", "num_draws"))
+_label_grid = light_jit(_label_grid_core, static_argnames=("mechanism", "num_draws"),
+                        x64=True)  # float64 noise
 
 
 def noisy_label_grid(key: jax.Array, votes: Any, mechanism: Any, scales: Sequence[float],
@@ -73,9 +74,8 @@ def noisy_label_grid(key: jax.Array, votes: Any, mechanism: Any, scales: Sequenc
     raise ValueError(f"num_draws must be >= 1, got {num_draws}")
   votes = v.votes(votes, equal_totals=m.equal_totals)
   scales = v.positive_vector(scales, f"scales ({m.noise_param})", "noise scales")
-  with jax.enable_x64(True):  # float64 noise (pate_jax.mechanisms)
-    return np.asarray(_label_grid(key, votes, scales.astype(np.float64), mechanism=m.name,
-                                  num_draws=int(num_draws)))
+  return np.asarray(_label_grid(key, votes, scales.astype(np.float64), mechanism=m.name,
+                                num_draws=int(num_draws)))
 
 
 def sweep_mechanism(key: jax.Array, mechanism: Any, votes: Any, labels: Any, plurality: Any, *,
