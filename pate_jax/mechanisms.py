@@ -56,7 +56,7 @@ from pate_jax import accounting as acc
 __all__ = [
     "Param", "Mechanism", "REGISTRY", "LNMAX", "GNMAX", "CONFIDENT_GNMAX", "NOT_ANSWERED",
     "get", "names", "register", "check_params", "query_keys", "make_accountant",
-    "sampler_delta", "SAMPLER_CDF_ERROR",
+    "sampler_delta", "release_sampler_delta", "SAMPLER_CDF_ERROR",
     "epsilon_report", "MAX_TEACHERS", "noise_scale", "params_at", "describe",
 ]
 
@@ -116,6 +116,28 @@ def sampler_delta(mechanism: Mechanism, params: dict[str, Any], num_queries: Any
   per_value = SAMPLER_CDF_ERROR + 2.0**-52 * (float(num_teachers) / scale + 38.0)
   n = float(num_queries) * (int(num_classes) + len(extra))
   return float((1.0 + math.exp(min(float(epsilon), 700.0))) * n * per_value)
+
+
+def release_sampler_delta(num_releases: Any, upper: Any, epsilon: Any) -> float:
+  """What the float64 noise of ``num_releases`` smooth-sensitivity releases of ε adds to
+  δ: ``(1 + e^ε) · R · (upper / RELEASE_GRID + 2) · (SAMPLER_CDF_ERROR + 2^-51)``.
+
+  A release (:func:`pate_jax.accounting.release_epsilon`) publishes the grid cell of the
+  exact real ``e + std·z``, clipped to ``[0, upper]``: it changes at most at the
+  ``upper / RELEASE_GRID + 2`` cell edges in that range. Coupled through the same uniform
+  with the ideal ``z``, the sampler's falls across a given edge with probability at most
+  :data:`SAMPLER_CDF_ERROR`, and the product ``std·z``'s rounding (``2^-53 |z|`` in ``z``,
+  ``|z| < 8.3``, where the normal's density is at most 0.4) moves it across with at most
+  ``2^-51`` more. The δ term follows as in :func:`sampler_delta`. ``upper`` must bound
+  every release's clip (the budget's data-independent ε when drawn is at most its ``ε_max``,
+  or its ε now); ``inf`` where a release is not clipped. Every value is public.
+  """
+  releases = int(num_releases)
+  if releases == 0:
+    return 0.0
+  edges = float(upper) / acc.RELEASE_GRID + 2.0
+  per_release = edges * (SAMPLER_CDF_ERROR + 2.0**-51)
+  return float((1.0 + math.exp(min(float(epsilon), 700.0))) * releases * per_release)
 
 
 def _noise_dtype():

@@ -359,14 +359,14 @@ _UNDER_JIT = {
                    acc.smooth_sensitivity_conditions(40.0, 10, ORDERS),
                    s * acc.valid_release_orders(40.0, 10, ORDERS),
                    acc.check_release_order(40.0, 10, 8.0)), (1.0,)),
-    "release_epsilon": (lambda v, k: acc.release_epsilon(k, _release(v)), (VOTES3, KEY)),
     "on_release_grid": (lambda x: acc.on_release_grid(x), (1.2345,)),
 }
 # Every public function on arrays runs under a 32-bit jit; accountant_kind looks a kind up
-# by its name (a string, not an array).
-_NOT_UNDER_JIT = {"accountant_kind"}
-_SLOW_UNDER_JIT = {"gnmax_local_sensitivity", "sampled_gaussian_rdp", "smooth_sensitivity_release",
-                   "release_epsilon"}  # compiles of 3 s and more
+# by its name (a string, not an array); release_epsilon draws noise that protects data, and
+# refuses a 32-bit trace (its noise would be float32: test below).
+_NOT_UNDER_JIT = {"accountant_kind", "release_epsilon"}
+_SLOW_UNDER_JIT = {"gnmax_local_sensitivity", "sampled_gaussian_rdp",
+                   "smooth_sensitivity_release"}  # compiles of 3 s and more
 
 
 def test_every_public_function_is_run_under_a_32_bit_jit():
@@ -375,13 +375,18 @@ def test_every_public_function_is_run_under_a_32_bit_jit():
   assert covered | _NOT_UNDER_JIT == public
 
 
-def _eager_float64(name, fn, args):
-  """The eager result (64-bit locally), as the 32-bit jit should compute it."""
-  if name == "release_epsilon":  # The jit draws its N(0, 1) in float32 from the same key.
-    release = _release(args[0])
-    noise = np.float64(jax.random.normal(args[1], (), jnp.float32))
-    return np.float64(release.epsilon) + np.float64(release.noise_std) * noise
-  return fn(*args)
+def test_the_release_refuses_a_32_bit_jit_and_draws_float64_under_x64():
+  """Under a caller's 32-bit jit the release's N(0, 1) would be float32 (2^23 values, none
+  beyond 5.4 std): refused. The same jit under 64-bit mode gives the eager draw."""
+  release = acc.Release(*[np.float64(x) for x in (8.0, 0.05, 0.3, 6.0, 1.8, 1.0, 0.2, 1.5,
+                                                  1.7, 5.0, 10.0, 0.0, 0.0)])
+  with jax.enable_x64(False):
+    with pytest.raises(RuntimeError, match="float64"):
+      jax.jit(acc.release_epsilon)(KEY, release)
+  eager = float(acc.release_epsilon(KEY, release))
+  with jax.enable_x64(True):
+    assert float(jax.jit(acc.release_epsilon)(KEY, release)) == eager
+  assert eager != 1.7 and eager / acc.RELEASE_GRID == round(eager / acc.RELEASE_GRID)
 
 
 @pytest.mark.parametrize("name", [
@@ -395,7 +400,7 @@ def test_public_functions_work_under_jit_with_x64_off(name):
     got = jax.jit(fn)(*args)
     # Then eagerly (float64) with the same array objects: the jit did not leave them,
     # or DEFAULT_ORDERS, as float32 in JAX's canonicalisation cache.
-    want = _eager_float64(name, fn, args)
+    want = fn(*args)  # the eager result (64-bit locally)
     assert not jax.config.jax_enable_x64
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
     if jnp.issubdtype(g.dtype, jnp.floating):

@@ -473,8 +473,15 @@ def test_the_aggregate_stage_reports_a_publishable_epsilon(tmp_path):
   # Noisy, it lies on the fixed grid: its float64 bits would tell neighbouring votes apart.
   from pate_jax import accounting  # pylint: disable=g-import-not-at-top
   assert private["noise_std"] > 0
+  # Clipped to [0, the budget's data-independent ε]: public, so the sampler's δ term for its
+  # cell edges is too, and it is charged with the answers'.
+  assert rel["clipped_to"] == [0.0, r["ledger"]["epsilon"]]
+  assert 0.0 <= rel["epsilon_released"] <= r["ledger"]["epsilon"]
   steps = rel["epsilon_released"] / accounting.RELEASE_GRID
-  assert steps == round(steps)
+  assert steps == round(steps) or rel["epsilon_released"] == r["ledger"]["epsilon"]
+  assert r["ledger"]["sampler_delta_releases"] == mechanisms.release_sampler_delta(
+      1, config.epsilon_max, config.epsilon_max) > 0
+  assert r["ledger"]["sampler_delta"] > r["ledger"]["sampler_delta_releases"]
   # The release costs something on top of the data-dependent ε it publishes.
   assert private["epsilon_expected_release"] >= private["epsilon_data_dependent"]
   config.mechanism, config.gamma = "lnmax", 0.05

@@ -317,3 +317,16 @@ def test_sampler_delta_counts_every_noise_value_drawn():
   # The main job's scale: far below its δ of 1e-5.
   assert mechanisms.sampler_delta(mechanisms.GNMAX, {"sigma": 40.0}, 1000, 10, 250,
                                   2.04) < 1e-8
+
+
+def test_release_sampler_delta_counts_the_cell_edges_below_the_clip():
+  """A release clipped to [0, upper] changes at upper / 2^-10 + 2 edges at most, each
+  charged the sampler's CDF error and the product's rounding (2^-51)."""
+  per_edge = mechanisms.SAMPLER_CDF_ERROR + 2.0**-51
+  one = mechanisms.release_sampler_delta(1, 2.0, 2.0)
+  assert one == pytest.approx((1 + np.exp(2.0)) * (2.0 * 1024 + 2) * per_edge, rel=1e-12)
+  assert mechanisms.release_sampler_delta(3, 2.0, 2.0) == pytest.approx(3 * one, rel=1e-12)
+  assert mechanisms.release_sampler_delta(0, 2.0, 2.0) == 0.0
+  assert mechanisms.release_sampler_delta(1, np.inf, 2.0) == np.inf
+  # At the main job's budget (ε_max 2.04 is its ε), a release adds about 2.6e-10.
+  assert 2e-10 < mechanisms.release_sampler_delta(1, 2.04, 2.04) < 3e-10

@@ -46,8 +46,8 @@ def test_headlines_and_config_record():
       "δ = 1e-05"]
   agg["ledger"].update(delta=1e-5, sampler_delta=2.0164e-10)  # as the aggregate stage's
   assert reporting.aggregate_headline(agg)[4] == (
-      "  budget: ε 2.5 of ε_max 6 spent at δ = 1e-05 + 2.0e-10 (the answers' noise "
-      "sampler's; a release's own sampler term is not charged), the bound on everything "
-      "this budget released (4 queries charged, 0 release(s); kept in here)")
+      "  budget: ε 2.5 of ε_max 6 spent at δ = 1e-05 + 2.0e-10 (the float64 noise "
+      "samplers' error, answers and releases), the bound on everything this budget "
+      "released (4 queries charged, 0 release(s); kept in here)")
   record = reporting.config_record({"gamma": 0.1, "sigma": 40.0, "seed": 0}, mechanisms.LNMAX)
   assert record == {"gamma": 0.1, "seed": 0}

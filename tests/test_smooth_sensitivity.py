@@ -341,6 +341,63 @@ def test_the_release_grid_rounds_to_the_nearest_multiple_and_nothing_else():
     assert float(acc.on_release_grid(near)) == float(acc.on_release_grid(40.58660497975879))
 
 
+def _release_at(epsilon, noise_std):
+  """A Release with the given expectation and noise std (the other fields play no part)."""
+  return acc.Release(*[np.float64(x) for x in (8.0, 0.05, 0.3, 6.0, noise_std, 1.0, 0.2, 1.5,
+                                               epsilon, 5.0, 10.0, 0.0, 0.0)])
+
+
+def test_the_released_cell_is_that_of_the_exact_real_sum():
+  """Where the float64 sum ε + std·z rounds onto a cell's edge from either side, the
+  released cell is the exact real sum's (fractions), not the rounded sum's: a rounding
+  could otherwise move a draw across an edge, outside what the sampler's δ term charges."""
+  from fractions import Fraction  # pylint: disable=g-import-not-at-top
+  g, std = acc.RELEASE_GRID, 1.0
+  jitted = jax.jit(acc.release_epsilon)
+  checked = moved = 0
+  for i in range(40):
+    key = jax.random.key(i)
+    z = float(jax.random.normal(key, (), jnp.float64))
+    b = (std / g) * z  # exact: a power-of-two scaling
+    edge = 3000.5 + i
+    # a: the floats nearest ``edge - b``, where ``a + b`` rounds onto the edge or near it.
+    below, above = [edge - b], [edge - b]
+    for _ in range(3):
+      below.append(np.nextafter(below[-1], -np.inf))
+      above.append(np.nextafter(above[-1], np.inf))
+    for a in below + above[1:]:
+      exact = Fraction(a) + Fraction(b)
+      want = math.floor(exact + Fraction(1, 2))
+      if exact - math.floor(exact) == Fraction(1, 2):
+        want = round(exact)  # a tie: to even, as jnp.round
+      got = float(acc.release_epsilon(key, _release_at(a * g, std)))
+      assert got == want * g, (i, a, b)
+      # Compiled as one program too (the compiler must not simplify the two-sum away).
+      assert float(jitted(key, _release_at(a * g, std))) == want * g, (i, a, b)
+      moved += float(np.round(a + b)) != want
+      checked += 1
+  assert moved > 0, "no case where the float sum's rounding crosses an edge"
+  assert checked == 40 * 7
+
+
+def test_the_released_epsilon_is_clipped_to_zero_and_upper():
+  """A draw below 0 is published as 0; one above ``upper`` as ``upper`` (both public); the
+  bound is checked."""
+  low = _release_at(0.001, 50.0)
+  draws = np.array([float(acc.release_epsilon(jax.random.key(i), low, 2.0))
+                    for i in range(30)])
+  assert draws.min() == 0.0 and draws.max() == 2.0
+  inside = draws[(draws > 0) & (draws < 2.0)]
+  np.testing.assert_array_equal(inside, np.round(inside / acc.RELEASE_GRID) * acc.RELEASE_GRID)
+  unclipped = np.array([float(acc.release_epsilon(jax.random.key(i), low)) for i in range(30)])
+  assert unclipped.min() == 0.0 and unclipped.max() > 2.0
+  # Where nothing is data-dependent, the bound itself (data-independent) is published.
+  assert float(acc.release_epsilon(jax.random.key(0), _release_at(3.0, 0.0), 2.0)) == 3.0
+  for bad in (-1.0, float("nan"), "2", None):
+    with pytest.raises(ValueError, match="upper"):
+      acc.release_epsilon(jax.random.key(0), low, bad)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("conversion", ["classic", "improved"])
 def test_release_epsilons_use_its_conversion_and_its_cost_is_the_sum(conversion):

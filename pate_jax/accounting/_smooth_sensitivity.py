@@ -444,42 +444,83 @@ RELEASE_GRID = 2.0 ** -10
 
 @nm.with_x64
 def on_release_grid(x: Any) -> jax.Array:
-  """``x`` rounded to the nearest multiple of :data:`RELEASE_GRID`: the last step of every
-  published noisy ε (the smooth-sensitivity release).
+  """``x`` rounded to the nearest multiple of :data:`RELEASE_GRID`: the fixed grid every
+  published noisy ε (the smooth-sensitivity release) lies on.
 
   A float64 ``e + s · z``, with ``z`` drawn from a 52-bit uniform grid, can take only a
   sparse set of values for each ``(e, s)``, so its exact bits tell neighbouring votes
   apart (Mironov 2012, "On significance of the least significant bits for differential
   privacy"): one who knows every vote but one finds which neighbour can produce the
   published value. Rounded to a grid far coarser than those gaps, each cell holds the
-  mass the real-valued mechanism gives it up to the sampler's error (at most
-  :data:`pate_jax.mechanisms.SAMPLER_CDF_ERROR` per cell edge), about ``(1 + e^ε) ·
-  (cell edges with mass) · 2^-46`` of δ that the budget does not charge (the cells' number
-  follows the noise std, a private value); the rounding itself is post-processing. The
-  grid is fixed, not drawn from the data.
+  mass the real-valued mechanism gives it up to the sampler's error at the cell's edges
+  (:func:`release_epsilon` rounds the sum exactly; what is left is charged by
+  :func:`pate_jax.mechanisms.release_sampler_delta`). The grid is fixed, not drawn from
+  the data.
   """
   return jnp.round(nm.as_float(x) / RELEASE_GRID) * RELEASE_GRID
 
 
+def _round_sum(a: jax.Array, b: jax.Array) -> jax.Array:
+  """The integer nearest the exact real ``a + b`` (float64 ``a``, ``b``; ties to even),
+  where ``round(a + b)`` could err by one cell when the float sum rounds onto a half.
+
+  Knuth's two-sum gives ``a + b = s + t`` exactly; ``round`` is monotone, so ``round(s)``
+  is the exact answer unless ``s`` is itself a half-integer, where the sign of ``t``
+  decides.
+  """
+  s = a + b
+  bb = s - a
+  t = (a - (s - bb)) + (b - bb)
+  k = jnp.round(s)
+  r = s - k  # Exact: k is s's nearest integer.
+  return k + jnp.where((r == 0.5) & (t > 0), 1.0, 0.0) - jnp.where((r == -0.5) & (t < 0),
+                                                                   1.0, 0.0)
+
+
 @nm.with_x64
-def release_epsilon(key: jax.Array, release: Release) -> jax.Array:
-  """The publishable ε: ``release.epsilon + release.noise_std · N(0, 1)`` (GNSS), on the
-  grid of :func:`on_release_grid`.
+def release_epsilon(key: jax.Array, release: Release, upper: Any = np.inf) -> jax.Array:
+  """The publishable ε: ``release.epsilon + release.noise_std · N(0, 1)`` (GNSS), rounded
+  to the grid of :func:`on_release_grid` and clipped to ``[0, upper]``.
 
   The noise is added to the data-dependent RDP; the GNSS cost and the conversion's
   δ term are data-independent constants. Where nothing was data-dependent
   (``noise_std = 0``) the result is ``release.epsilon`` itself (data-independent: not
   rounded, so never below the bound).
 
+  The draw is float64, and the cell it falls in is that of the exact real sum
+  ``release.epsilon + noise_std · z`` (no rounding of the sum can move it across a cell
+  edge), so the released cell differs from the real-valued mechanism's only where the
+  sampler's ``z`` does at an edge: at most :data:`pate_jax.mechanisms.SAMPLER_CDF_ERROR`
+  plus the product's rounding for each edge. Clipping to a public ``upper`` (the budget's
+  data-independent ε, which bounds the privacy loss whatever the draw) leaves a fixed
+  number of edges, ``upper / RELEASE_GRID + 2``, so that what the sampler adds to δ is
+  public (:func:`pate_jax.mechanisms.release_sampler_delta`); with ``upper = inf`` it is
+  not bounded. Clipping at 0 too: a negative ε says nothing. Both are post-processing.
+
+  Refused inside a caller's trace (``jax.jit``) begun in 32-bit mode: the noise would be
+  float32, one of 2^23 values.
+
   Args:
     key: a PRNG key (use a stream of its own, e.g. ``rng.stream(root, ...)``).
     release: from :func:`smooth_sensitivity_release`.
+    upper: the largest value published (public, not drawn from the data); ``inf`` for
+      none.
 
   Returns:
     float64 scalar.
   """
-  noise = jax.random.normal(key, (), nm.float_dtype())
+  if not v.is_traced(upper):
+    value = v.real_number(upper)
+    if value is None or not value >= 0:
+      raise ValueError(f"upper must be a real number >= 0 (inf for none); got {upper!r}")
+  if nm.float_dtype() != jnp.float64:
+    raise RuntimeError("release_epsilon draws float64 noise: call it outside a 32-bit jit, "
+                       "or trace it under jax.enable_x64(True)")
+  noise = jax.random.normal(key, (), jnp.float64)
   std = nm.as_float(release.noise_std)
   exact = nm.as_float(release.epsilon)
+  # Exact scalings by the grid (a power of two); only the product's rounding is left.
+  cell = _round_sum(exact / RELEASE_GRID, (std / RELEASE_GRID) * noise)
+  released = jnp.clip(cell * RELEASE_GRID, 0.0, nm.as_float(upper))
   # No noise, nothing data-dependent: the bound itself, not rounded below it.
-  return jnp.where(std > 0, on_release_grid(exact + std * noise), exact)
+  return jnp.where(std > 0, released, exact)

@@ -426,8 +426,9 @@ class TeachersBudget:
 
     Returns:
       ``{"public": {...}, "private": {...}}``: ``public`` may be published (the released
-      ε, δ, the fixed λ, β, σ_ss, the conversion, which release of this ledger it is and
-      how many queries it covers); ``private`` is for the data owner only.
+      ε and the range it is clipped to, δ, the fixed λ, β, σ_ss, the conversion, which
+      release of this ledger it is and how many queries it covers); ``private`` is for
+      the data owner only.
     """
     if self.release_spec is None:
       return None
@@ -468,11 +469,15 @@ class TeachersBudget:
       raise ValueError("release_key: a release needs its noise key (pate_jax.rng.noise_key)")
     f = lambda x: float(np.asarray(x))  # noqa: E731
     expected = f(rel.epsilon) + (count - 1) * f(rel.rdp_release)
-    # The k-th release's noise from fold_in(key, k), on the fixed grid of release_epsilon.
+    # The k-th release's noise from fold_in(key, k), on the fixed grid of release_epsilon,
+    # clipped to the budget's data-independent ε with this release charged (public; it
+    # bounds the loss whatever the draw, and makes the sampler's δ term public).
+    upper = float(loaded.aggregator.ledger_record()["ledger_epsilon"])
     released = f(acc.release_epsilon(jax.random.fold_in(key, count),
-                                     rel._replace(epsilon=np.float64(expected))))
+                                     rel._replace(epsilon=np.float64(expected)), upper))
     return {
-        "public": {"epsilon_released": released, "delta": float(kw["delta"]),
+        "public": {"epsilon_released": released, "clipped_to": [0.0, upper],
+                   "delta": float(kw["delta"]),
                    "order": spec.order, "beta": spec.beta, "sigma_ss": spec.sigma_ss,
                    "conversion": kw["conversion"], "release": count,
                    "num_charged": int(loaded.rows.size)},

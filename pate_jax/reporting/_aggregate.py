@@ -201,7 +201,8 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
                  "num_answered": int(np.sum(state["status"] == ledger_lib.Status.ANSWERED)),
                  "releases": int(state["release_count"]), "kept_in": where,
                  "budgets_on_private_data": budget.budgets_on_data(),
-                 **sampler_part(budget, np.union1d(rows, state["rows"]).size, votes)},
+                 **sampler_part(budget, np.union1d(rows, state["rows"]).size, votes,
+                                int(state["release_count"]))},
   }
   if public_tight:
     results["epsilon_tight"] = public_tight
@@ -223,19 +224,23 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
   return results
 
 
-def sampler_part(budget: Any, num_asked: int, votes: Any) -> dict[str, float]:
-  """The budget's δ and what its answers' float64 noise adds to it
-  (:func:`pate_jax.mechanisms.sampler_delta`): for ``num_asked``, at least the rows asked
-  of it so far (each drawn at most once), at its ε_max where finite (a research budget's:
-  the ε spent). All public: counts, settings and the data-independent ε."""
+def sampler_part(budget: Any, num_asked: int, votes: Any, num_releases: int) -> dict[str, float]:
+  """The budget's δ and what the float64 noise of its answers and of its
+  ``num_releases`` releases of ε add to it (:func:`pate_jax.mechanisms.sampler_delta`,
+  :func:`pate_jax.mechanisms.release_sampler_delta`): for ``num_asked``, at least the rows
+  asked of it so far (each drawn at most once), at its ε_max where finite (a research
+  budget's: the ε spent; a release is clipped to the budget's ε when drawn). All public:
+  counts, settings and the data-independent ε."""
   kw = budget.aggregator_kwargs
   cap = float(kw["epsilon_max"])
   eps = cap if np.isfinite(cap) else float(budget.epsilon)
   votes = np.asarray(votes)
-  return {"delta": float(kw["delta"]),
-          "sampler_delta": mechanisms.sampler_delta(
-              budget.mechanism, budget.params, int(num_asked), votes.shape[-1],
-              int(votes[0].sum()) if votes.size else 0, eps)}
+  answers = mechanisms.sampler_delta(budget.mechanism, budget.params, int(num_asked),
+                                     votes.shape[-1], int(votes[0].sum()) if votes.size else 0,
+                                     eps)
+  releases = mechanisms.release_sampler_delta(num_releases, eps, eps)
+  return {"delta": float(kw["delta"]), "sampler_delta": answers + releases,
+          "sampler_delta_releases": releases}
 
 
 def _no_release(budget: Any) -> str:
@@ -274,8 +279,8 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
                  f"{release['conversion']} conversion)")
   # The ε lines above are this run's labels alone; the budget bounds all it released.
   sampler = ("" if led.get("sampler_delta") is None else
-             f" at δ = {_g(led['delta'])} + {led['sampler_delta']:.1e} (the answers' noise "
-             "sampler's; a release's own sampler term is not charged)")
+             f" at δ = {_g(led['delta'])} + {led['sampler_delta']:.1e} (the float64 noise "
+             "samplers' error, answers and releases)")
   lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent"
                f"{sampler}, the bound on everything this budget released "
                f"({led['num_charged']} queries charged, {led['releases']} release(s); "

@@ -118,6 +118,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
         budget.aggregator_kwargs["orders"],
         delta=config.aggregate.delta, max_moment=int(config.aggregate.max_moment))
     public, private = reporting.split_epsilon(eps["epsilon"])
+    state = budget.state()
     results.update({"active_rounds": out.rounds, "stopped_by_budget": out.stopped_by_budget,
                     "num_queries": int(sum(r["asked"] for r in out.rounds)),
                     "noise_source": rng.noise_record(config.aggregate.get("noise_seed")),
@@ -133,7 +134,8 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
                                # bound of the rows the budget drew for).
                                **reporting.sampler_part(
                                    budget, sum(r["asked"] for r in out.rounds)
-                                   + len(budget.state()["rows"]), votes["votes"])},
+                                   + len(state["rows"]), votes["votes"],
+                                   int(state["release_count"]))},
                     "private": reporting.private_part(epsilon=private)})
   else:
     if config.labels in ("noisy", "true_answered"):
