@@ -25,6 +25,9 @@ elsewhere).
   epsilon        float64      the budget's data-independent ε (publishable) when written
   epsilon_max, delta float64  the budget and its δ
   noise          str          "secret" or "research:<seed>" (public noise)
+  sampler_delta  float64      what the float64 noise samplers add to δ when written
+                              (:func:`pate_jax.reporting.sampler_part`; absent from files
+                              written before it was recorded: ``None`` when loaded)
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def _path(path_or_dir: str | os.PathLike) -> pathlib.Path:
 def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, true_labels: Any,
                 dataset_index: Any, query_index: Any, votes_digest: str, mechanism: str,
                 epsilon: float, epsilon_max: float, delta: float,
-                noise: str) -> pathlib.Path:
+                noise: str, sampler_delta: float | None = None) -> pathlib.Path:
   """Writes ``labels.npz`` (module docstring) atomically; returns its path.
 
   Args:
@@ -65,7 +68,8 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
     true_labels: int ``[N]`` true labels.
     dataset_index: int ``[N]`` row of each query input in its dataset split.
     query_index: int ``[N]`` rows of votes.npz.
-    votes_digest, mechanism, epsilon, epsilon_max, delta, noise: see the layout.
+    votes_digest, mechanism, epsilon, epsilon_max, delta, noise, sampler_delta: see the
+      layout (``sampler_delta`` ``None``: not written).
   """
   labels = np.asarray(labels)
   n = labels.shape[0] if labels.ndim == 1 else -1
@@ -85,6 +89,8 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
       true_labels=columns["true_labels"].astype(np.int32), votes_digest=np.str_(votes_digest),
       mechanism=np.str_(mechanism), epsilon=np.float64(epsilon),
       epsilon_max=np.float64(epsilon_max), delta=np.float64(delta), noise=np.str_(noise))
+  if sampler_delta is not None:
+    arrays["sampler_delta"] = np.float64(sampler_delta)
   path = _path(path_or_dir)
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp.npz")
@@ -135,6 +141,7 @@ def load_labels(path_or_dir: str | os.PathLike, votes_digest: str | None = None
   noise_seed(out, str(path))  # "secret" or "research:<seed>"
   for k in ("epsilon", "epsilon_max", "delta"):
     out[k] = float(out[k])
+  out["sampler_delta"] = float(out["sampler_delta"]) if "sampler_delta" in out else None
   if votes_digest is not None and out["votes_digest"] != votes_digest:
     raise ValueError(f"{path} was answered on other votes than these (digest "
                      f"{out['votes_digest'][:12]}... vs {votes_digest[:12]}...): labels "

@@ -24,7 +24,8 @@ def test_round_trip_in_a_work_directory(tmp_path):
   path = labels_lib.save_labels(tmp_path / "run", **_record())
   assert path == tmp_path / "run" / "labels.npz"
   out = labels_lib.load_labels(tmp_path / "run", votes_digest="ab" * 32)
-  assert set(out) == set(labels_lib.KEYS)
+  assert set(out) == set(labels_lib.KEYS) | {"sampler_delta"}
+  assert out["sampler_delta"] is None  # not given: not written
   np.testing.assert_array_equal(out["query_index"], [0, 1, 2])
   np.testing.assert_array_equal(out["answered"], [True, False, False])
   np.testing.assert_array_equal(out["labels"], [3, -1, -1])
@@ -32,6 +33,13 @@ def test_round_trip_in_a_work_directory(tmp_path):
   assert (out["epsilon"], out["epsilon_max"], out["delta"]) == (1.25, 2.0, 1e-5)
   assert out["mechanism"] == "gnmax" and out["noise"] == "secret"
   assert labels_lib.load_labels(path)["mechanism"] == "gnmax"  # The file itself.
+
+
+def test_the_samplers_delta_term_travels_with_the_labels(tmp_path):
+  """What the float64 samplers add to δ (public) is written beside δ, and read back; a
+  file written without it reads as None."""
+  labels_lib.save_labels(tmp_path, **_record(sampler_delta=2.5e-10))
+  assert labels_lib.load_labels(tmp_path)["sampler_delta"] == 2.5e-10
 
 
 def test_the_file_holds_no_private_value(tmp_path):

@@ -355,6 +355,28 @@ def test_5_b_labels_of_votes_without_a_salt_are_warned_about(tmp_path, monkeypat
   assert [pathlib.Path(w).resolve() for w in warned] == [(tmp_path / "legacy").resolve()]
 
 
+def test_5_d_every_published_delta_carries_the_samplers_term_and_a_large_one_is_warned_about(
+    tmp_path, monkeypatch):
+  """The float64 samplers' δ term (answers and releases) is printed with every public
+  (ε, δ) pair and written in labels.npz; where it passes δ itself (ε_max 20: e^20 ≈ 5e8),
+  the stage warns before drawing anything. At ε_max 2 it is 1e-8 of δ's 1e-5: no warning."""
+  warned = []
+  monkeypatch.setattr(aggregate.logging, "warning",
+                      lambda *a: warned.extend([a[0] % a[1:]] if "samplers" in a[0] else []))
+  teachers = _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
+  r = aggregate.run(_config(teachers), tmp_path / "w")
+  term = r["ledger"]["sampler_delta"]
+  assert term > 1e-5 and len(warned) == 1 and "config.epsilon_max" in warned[0]
+  assert labels_lib.load_labels(tmp_path / "w")["sampler_delta"] == term
+  public = [line for line in reporting.aggregate_headline(r)
+            if line.lstrip().startswith("ε ")]
+  assert public and all(f"at δ = 1e-05 + {term:.1e}" in line for line in public), public
+  warned.clear()
+  other = _teachers(tmp_path / "t2", _votes(8, 40))
+  r = aggregate.run(_config(other, epsilon_max=2.0), tmp_path / "w2")
+  assert not warned and 0 < r["ledger"]["sampler_delta"] < 1e-7
+
+
 # --- 6. Refusals do not depend on the votes -----------------------------------------------
 
 

@@ -24,6 +24,7 @@ from pate_jax.reporting._aggregate import (
     aggregate_results,
     budgets_note,
     config_record,
+    delta_text,
     epsilon_reports,
     flag_grid_edges,
     privacy_curve,

@@ -170,6 +170,11 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
   grids = {"delta": config.delta, "max_moment": int(config.max_moment),
            "tight_max_moment": int(config.get("tight_max_moment") or 0)}
   reports = epsilon_reports(m, params, votes, answered, charged, orders, **grids)
+  sampler = sampler_part(budget, np.union1d(rows, state["rows"]).size, votes,
+                         int(state["release_count"]))
+  for entries in (reports["epsilon"], reports.get("epsilon_tight") or {}):
+    for e in entries.values():  # These labels were drawn by the samplers the budget charges.
+      e["sampler_delta"] = sampler["sampler_delta"]
   public_eps, private_eps = split_epsilon(reports["epsilon"])
   public_tight, private_tight = split_epsilon(reports.get("epsilon_tight") or {})
   edges = reports["epsilon_at_grid_edge"]
@@ -201,8 +206,7 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
                  "num_answered": int(np.sum(state["status"] == ledger_lib.Status.ANSWERED)),
                  "releases": int(state["release_count"]), "kept_in": where,
                  "budgets_on_private_data": budget.budgets_on_data(),
-                 **sampler_part(budget, np.union1d(rows, state["rows"]).size, votes,
-                                int(state["release_count"]))},
+                 **sampler},
   }
   if public_tight:
     results["epsilon_tight"] = public_tight
@@ -274,12 +278,13 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
     lines.append(f"  released ε: {release}")
   elif isinstance(release, dict):
     lines.append(f"  ε released with smooth sensitivity = {release['epsilon_released']:.3g} "
+                 f"at δ = {delta_text(release['delta'], led.get('sampler_delta'))} "
                  f"(release {release['release']}; order {_g(release['order'])}, β "
                  f"{_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])} fixed in the config; "
                  f"{release['conversion']} conversion)")
   # The ε lines above are this run's labels alone; the budget bounds all it released.
   sampler = ("" if led.get("sampler_delta") is None else
-             f" at δ = {_g(led['delta'])} + {led['sampler_delta']:.1e} (the float64 noise "
+             f" at δ = {delta_text(led['delta'], led['sampler_delta'])} (the float64 noise "
              "samplers' error, answers and releases)")
   lines.append(f"  budget: ε {led['epsilon']:.3g} of ε_max {_g(led['epsilon_max'])} spent"
                f"{sampler}, the bound on everything this budget released "
@@ -294,6 +299,12 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
   return lines
 
 
+def delta_text(delta: float, sampler_delta: float | None = None) -> str:
+  """How a report writes the δ of an (ε, δ) pair: the budget's δ, plus what the float64
+  noise samplers add to it (:func:`sampler_part`) where known (``"1e-05 + 2.0e-10"``)."""
+  return f"{delta:g}" + ("" if sampler_delta is None else f" + {sampler_delta:.1e}")
+
+
 def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
                    prefix: str) -> list[str]:
   lines = []
@@ -306,7 +317,8 @@ def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
     if tight is not None and tight["epsilon"] != e["epsilon"]:
       where += (f"; tight {tight['epsilon']:.3g} (moments to {tight['grid'][1]:g}, best "
                 f"{tight['best_moment']:g})")
-    lines.append(f"  {prefix}ε {name} = {e['epsilon']:.3g}{where} at δ = {e['delta']:g}")
+    lines.append(f"  {prefix}ε {name} = {e['epsilon']:.3g}{where} at δ = "
+                 f"{delta_text(e['delta'], e.get('sampler_delta'))}")
   return lines
 
 

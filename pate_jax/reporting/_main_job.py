@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pate_jax.reporting._aggregate import _g
+from pate_jax.reporting._aggregate import _g, delta_text
 
 
 def attack_summary(r: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +97,7 @@ def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
   else:
     released = f"No released ε: {release}."
   led = s["ledger"]
+  lab_sampler = (lab.get("ledger") or {}).get("sampler_delta")
   out += [f"Data: {s['data']['data_source']}. Wall time to the student's end "
           f"{s['wall_seconds']:.0f} s (the attack's, private, aside). Numbers from "
           "`results.json` here and in each stage's directory. " + noise, "",
@@ -112,7 +113,9 @@ def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
           "### Noisy labels and their privacy cost", "",
           f"{lab['mechanism']} {lab['noise']}: {lab['num_answered']} of {lab['num_queries']} "
           f"queries answered, label accuracy {_pct(lab['label_accuracy_answered'])}. ε at "
-          f"δ = {lab['delta']:g}:", "",
+          f"δ = {delta_text(lab['delta'], lab_sampler)}"
+          + ("" if lab_sampler is None else
+             " (the budget's δ and what its float64 noise samplers add)") + ":", "",
           *_table(["data-independent ε of the labels", "value", "best order"],
                   _epsilon_rows(lab["epsilon"])), "",
           released, "",

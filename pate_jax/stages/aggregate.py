@@ -35,6 +35,7 @@ import tempfile
 import time
 from typing import Any
 
+from absl import logging
 import jax
 import numpy as np
 
@@ -138,6 +139,28 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
   return budget
 
 
+def warn_sampler_delta(budget: budget_lib.TeachersBudget, num_asked: int, votes: Any,
+                       where: str) -> None:
+  """Warns, before anything is drawn, where a secret-noise budget's float64 samplers would
+  add more than its δ (:func:`pate_jax.reporting.sampler_part`) once ``num_asked`` rows are
+  asked of it, counting one more release: the (ε, δ) it publishes is then (ε, more than
+  2δ), as every report of it says. The term grows as ``e^ε_max``: past ε_max ≈ 10 it passes
+  a δ of 1e-5 within a few hundred queries. Research noise publishes nothing."""
+  if budget.research_seed is not None:
+    return
+  state = budget.state()
+  term = reporting.sampler_part(budget, num_asked, votes, int(state["release_count"])
+                                + (budget.release_spec is not None))["sampler_delta"]
+  delta = float(budget.aggregator_kwargs["delta"])
+  if not term <= delta:
+    logging.warning(
+        "%s: at ε_max %g the float64 noise samplers of %d queries (and a release) add %.2g to "
+        "δ, more than δ = %g itself (the term grows as e^ε_max: "
+        "pate_jax.mechanisms.sampler_delta); every (ε, δ) this budget publishes says so. "
+        "Lower epsilon_max for a δ near the one asked", where,
+        budget.aggregator_kwargs["epsilon_max"], num_asked, term, delta)
+
+
 def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:
   """Runs the stage (module docstring); the workdir is locked meanwhile. The accounting
   runs on ``config.accounting_device`` (:func:`pate_jax.experiment.accounting_device`:
@@ -196,6 +219,8 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
                               data["votes"].shape[1])
   budget = make_budget(config, data, source, workdir)
   done = _check_prior(workdir, budget)
+  warn_sampler_delta(budget, np.union1d(rows, budget.state()["rows"]).size, data["votes"],
+                      "config.epsilon_max")
   experiment.remove_stale(workdir, ("results.json", "privacy.png"))
   out = budget.answer(rows)
   release = budget.release()
@@ -238,7 +263,10 @@ def _labels_file(data: dict[str, Any], rows: np.ndarray, out: Any, state: dict[s
           "votes_digest": budget.digest, "mechanism": budget.mechanism.name,
           "epsilon": float(record["ledger_epsilon"]),
           "epsilon_max": float(record["ledger_epsilon_max"]),
-          "delta": float(record["ledger_delta"]), "noise": budget.noise}
+          "delta": float(record["ledger_delta"]), "noise": budget.noise,
+          "sampler_delta": reporting.sampler_part(
+              budget, np.union1d(rows, state["rows"]).size, data["votes"],
+              int(state["release_count"]))["sampler_delta"]}
 
 
 def release_plan(config: Any, num_classes: int | None) -> Any:

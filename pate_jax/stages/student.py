@@ -104,6 +104,9 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
     with config.aggregate.unlocked():
       config.aggregate.seed = config.seed
     budget = aggregate.make_budget(config.aggregate, votes, config.votes_dir, workdir)
+    aggregate.warn_sampler_delta(
+        budget, sum(config.active.round_sizes) + len(budget.state()["rows"]), votes["votes"],
+        "config.aggregate.epsilon_max")
     empty = np.zeros((0,), np.int64)
     out = students.active_learning(
         student, students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes),
@@ -441,7 +444,8 @@ def report(r: dict) -> None:
              + f"; sd {r['eval_accuracy_std']:.2%})")
   print(f"\n{r['student']} student: held-out accuracy {r['eval_accuracy']:.2%}{seeds} on "
         f"{r['num_eval']} images; {r['num_labels']} labels (accuracy "
-        f"{r['label_accuracy']:.2%}); ε: {fmt(r['epsilon'])}{released} (δ {r['delta']:g}); "
+        f"{r['label_accuracy']:.2%}); ε: {fmt(r['epsilon'])}{released} (δ "
+        f"{reporting.delta_text(r['delta'], ledger.get('sampler_delta'))}); "
         f"{r['epochs']:.0f} epochs, {r['wall_seconds']:.0f} s")
   note = reporting.budgets_note((r.get("ledger") or {}).get("budgets_on_private_data"))
   if note:

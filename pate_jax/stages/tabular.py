@@ -121,7 +121,8 @@ def released_student(config, workdir: pathlib.Path) -> dict:
       "student_accuracy_mean": float(acc.mean()), "student_accuracies": acc.tolist(),
       "student_repeats": len(seeds),
       "epsilon": released["epsilon"], "epsilon_max": released["epsilon_max"],
-      "delta": released["delta"], "noise_source": rng.noise_record(noise_seed),
+      "delta": released["delta"], "sampler_delta": released["sampler_delta"],
+      "noise_source": rng.noise_record(noise_seed),
       "epsilon_note": "the teachers' budget's data-independent bound when the labels were "
                       "released (labels.npz); the students add nothing to it",
       # How many budgets the registry holds on the teachers' private data (their ε add
@@ -400,7 +401,8 @@ def report(res: dict) -> None:
           f"{res['mechanism']} labels released (labels {res['label_accuracy_answered']:.4f} "
           f"right): accuracy {res['student_accuracy_mean']:.4f} (mean of "
           f"{res['student_repeats']}) on {res['num_eval']} held-out queries | budget's ε "
-          f"{res['epsilon']:.3f} of {res['epsilon_max']:g} (δ = {res['delta']:g}) | "
+          f"{res['epsilon']:.3f} of {res['epsilon_max']:g} (δ = "
+          f"{reporting.delta_text(res['delta'], res.get('sampler_delta'))}) | "
           f"{res['timings']['total_s']:.0f} s")
     note = reporting.budgets_note(res.get("budgets_on_private_data"))
     if note:
