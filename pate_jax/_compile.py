@@ -22,7 +22,7 @@ class light_jit:  # pylint: disable=invalid-name
 
   The aggregators, the budget ledger and the attack's Monte Carlo sampler are
   small programs whose cost on a CPU is dominated by LLVM optimisation at
-  compile time, not by running them. Measured on the 2-core CPU box
+  compile time, not by running them. Measured on a 2-core CPU
   (tests/test_ledger.py, two tests): 16 s of CPU with levels 0/1 against 29 s
   at the default, with the same run time of each step.
 

@@ -1706,7 +1706,7 @@ def render(runs_dir: str | os.PathLike, *, output_dir: str | os.PathLike = ".",
             "Each run's `results.json` records its resolved config, seed, package versions, "
             "git hash (`-dirty`: the working tree had uncommitted changes) and device. Runs on "
             "an older commit than the report's were not repeated on the current code: the "
-            "students and teachers runs take too long on this CPU; the cheap ones "
+            "students and teachers runs take too long on a 2-core CPU; the cheap ones "
             "(aggregation, release, attacks, tabular, plots) and the KD-GAN's were.", ""]
   for run in runs:
     lines += [f"### run {run.name}", "", f"- command: `{run.commands()}`",
