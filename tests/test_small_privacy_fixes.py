@@ -117,6 +117,28 @@ def test_a_traceback_is_marked_private_on_every_line(tmp_path, error, traceback)
     _assert_every_line_marked(proc.stderr)
 
 
+def test_pdb_post_mortem_opens_the_debugger_on_a_caught_error(tmp_path):
+  """absl's --pdb_post_mortem still opens the debugger at the failing frame, although the
+  harness catches the exception to print its traceback marked."""
+  config = tmp_path / "config.py"
+  config.write_text("import ml_collections\n\ndef get_config():\n"
+                    "  return ml_collections.ConfigDict({'steps': 1})\n")
+  source = ("import sys\nfrom pate_jax import experiment\n"
+            "def run(config, workdir):\n"
+            "  secret_value = 41\n"
+            "  raise TypeError('a bug')\n"
+            "experiment.run_main(run, argv=sys.argv)\n")
+  proc = subprocess.run(
+      [sys.executable, "-c", source, f"--config={config}", f"--workdir={tmp_path / 'w'}",
+       "--pdb_post_mortem"], input="p secret_value + 1\nq\n", capture_output=True,
+      text=True, timeout=120,
+      env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO),
+                                                        os.environ.get("PYTHONPATH", "")])})
+  assert proc.returncode == 1, proc.stderr
+  assert "(Pdb)" in proc.stdout and "42" in proc.stdout, proc.stdout
+  _assert_every_line_marked(proc.stderr)
+
+
 @pytest.mark.parametrize("bad", [["2", "3"], "2", np.array([True, False])])
 def test_orders_and_moments_refuse_strings_and_booleans(bad):
   with pytest.raises(ValueError, match="orders must be a 1-D array of real"):

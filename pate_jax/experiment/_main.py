@@ -256,6 +256,16 @@ def print_private_traceback(error: BaseException) -> None:
         end="", file=sys.stderr, flush=True)
 
 
+def _post_mortem(error: BaseException) -> None:
+  """absl's ``--pdb_post_mortem`` (``--pdb``): the debugger on ``error``'s traceback, as
+  absl would open it for an exception ``main`` let through (these are caught, to print
+  their traceback marked private)."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  if flags.FLAGS.is_parsed() and flags.FLAGS["pdb_post_mortem"].value:
+    import pdb  # pylint: disable=g-import-not-at-top
+    pdb.post_mortem(error.__traceback__)
+
+
 def print_private(line: str) -> None:
   """Prints ``line`` after :data:`PRIVATE_MARK` (a private run's training log, as its
   ``log``)."""
@@ -392,6 +402,7 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
         remove_if_left_empty(workdir)
       if os.environ.get("PATE_JAX_TRACEBACK") == "1":
         print_private_traceback(e)
+        _post_mortem(e)
         raise SystemExit(1) from None
       # Marked: a message may quote what a run computed from the private data (in a
       # research run, anything it computed), and a line without the mark is publishable.
@@ -422,6 +433,7 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
       raise SystemExit(130) from None  # where SIGINT is blocked
     except Exception as e:  # pylint: disable=broad-except  # a bug: its traceback, marked
       print_private_traceback(e)
+      _post_mortem(e)
       raise SystemExit(1) from None
 
   app.run(main, argv=argv)
