@@ -352,13 +352,14 @@ def test_the_released_cell_is_that_of_the_exact_real_sum():
   released cell is the exact real sum's (fractions), not the rounded sum's: a rounding
   could otherwise move a draw across an edge, outside what the sampler's δ term charges."""
   from fractions import Fraction  # pylint: disable=g-import-not-at-top
-  g, std = acc.RELEASE_GRID, 1.0
+  g = acc.RELEASE_GRID
   jitted = jax.jit(acc.release_epsilon)
   checked = moved = 0
   for i in range(40):
     key = jax.random.key(i)
+    std = (1.0, 2.169507668846216, 0.7)[i % 3]  # not only powers of two: the product rounds
     z = float(jax.random.normal(key, (), jnp.float64))
-    b = (std / g) * z  # exact: a power-of-two scaling
+    b = (std / g) * z  # the one rounding: the grid's scaling is a power of two
     edge = 3000.5 + i
     # a: the floats nearest ``edge - b``, where ``a + b`` rounds onto the edge or near it.
     below, above = [edge - b], [edge - b]
@@ -391,8 +392,14 @@ def test_the_released_epsilon_is_clipped_to_zero_and_upper():
   np.testing.assert_array_equal(inside, np.round(inside / acc.RELEASE_GRID) * acc.RELEASE_GRID)
   unclipped = np.array([float(acc.release_epsilon(jax.random.key(i), low)) for i in range(30)])
   assert unclipped.min() == 0.0 and unclipped.max() > 2.0
-  # Where nothing is data-dependent, the bound itself (data-independent) is published.
-  assert float(acc.release_epsilon(jax.random.key(0), _release_at(3.0, 0.0), 2.0)) == 3.0
+  # Where nothing is data-dependent, the bound itself (data-independent) is published,
+  # not rounded, but clipped.
+  assert float(acc.release_epsilon(jax.random.key(0), _release_at(1.2345, 0.0), 2.0)) == 1.2345
+  assert float(acc.release_epsilon(jax.random.key(0), _release_at(3.0, 0.0), 2.0)) == 2.0
+  # A std that is no std publishes nothing (NaN); so does a traced upper below 0.
+  for std in (-1.0, float("nan")):
+    assert np.isnan(float(acc.release_epsilon(jax.random.key(0), _release_at(1.0, std))))
+  assert np.isnan(float(jax.jit(acc.release_epsilon)(jax.random.key(0), low, -1.0)))
   for bad in (-1.0, float("nan"), "2", None):
     with pytest.raises(ValueError, match="upper"):
       acc.release_epsilon(jax.random.key(0), low, bad)

@@ -466,7 +466,8 @@ def _round_sum(a: jax.Array, b: jax.Array) -> jax.Array:
 
   Knuth's two-sum gives ``a + b = s + t`` exactly; ``round`` is monotone, so ``round(s)``
   is the exact answer unless ``s`` is itself a half-integer, where the sign of ``t``
-  decides.
+  decides. Exact for ``|a + b| < 2^52`` where ``t`` is not subnormal (XLA flushes
+  subnormals to zero): a published ε is clipped far inside that range.
   """
   s = a + b
   bb = s - a
@@ -485,7 +486,7 @@ def release_epsilon(key: jax.Array, release: Release, upper: Any = np.inf) -> ja
   The noise is added to the data-dependent RDP; the GNSS cost and the conversion's
   δ term are data-independent constants. Where nothing was data-dependent
   (``noise_std = 0``) the result is ``release.epsilon`` itself (data-independent: not
-  rounded, so never below the bound).
+  rounded, so never below the bound; clipped to ``upper``).
 
   The draw is float64, and the cell it falls in is that of the exact real sum
   ``release.epsilon + noise_std · z`` (no rounding of the sum can move it across a cell
@@ -516,11 +517,16 @@ def release_epsilon(key: jax.Array, release: Release, upper: Any = np.inf) -> ja
   if nm.float_dtype() != jnp.float64:
     raise RuntimeError("release_epsilon draws float64 noise: call it outside a 32-bit jit, "
                        "or trace it under jax.enable_x64(True)")
-  noise = jax.random.normal(key, (), jnp.float64)
+  # The sampler's z as drawn (the barrier keeps a compiler from folding its √2 into the
+  # scaling below, which would round the product more than once).
+  noise = jax.lax.optimization_barrier(jax.random.normal(key, (), jnp.float64))
   std = nm.as_float(release.noise_std)
   exact = nm.as_float(release.epsilon)
+  upper = nm.as_float(upper)
   # Exact scalings by the grid (a power of two); only the product's rounding is left.
   cell = _round_sum(exact / RELEASE_GRID, (std / RELEASE_GRID) * noise)
-  released = jnp.clip(cell * RELEASE_GRID, 0.0, nm.as_float(upper))
-  # No noise, nothing data-dependent: the bound itself, not rounded below it.
-  return jnp.where(std > 0, released, exact)
+  released = jnp.clip(cell * RELEASE_GRID, 0.0, upper)
+  # No noise, nothing data-dependent: the bound itself, not rounded below it (but clipped).
+  # A negative or NaN std, or a traced upper below 0, gives NaN: nothing is published.
+  out = jnp.where(std > 0, released, jnp.where(std == 0, jnp.minimum(exact, upper), jnp.nan))
+  return jnp.where(upper >= 0, out, jnp.nan)

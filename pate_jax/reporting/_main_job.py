@@ -88,16 +88,16 @@ def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
   noise = (f"**The noise of this run is public**: {source['note']}." if source["public"]
            else "The noise of this run is secret (drawn from the operating system, never "
            "written).")
+  lab_sampler = (lab.get("ledger") or {}).get("sampler_delta")
   release = s.get("epsilon_release")
   if isinstance(release, dict):
     released = (f"ε released with smooth sensitivity: **{release['epsilon_released']:.3f}** "
-                f"(release {release['release']} of this budget; order {_g(release['order'])}, "
+                f"at δ = {delta_text(release['delta'], lab_sampler)} (release {release['release']} of this budget; order {_g(release['order'])}, "
                 f"β {_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])}, all fixed in the "
                 f"config before the data was seen; {release['conversion']} conversion).")
   else:
     released = f"No released ε: {release}."
   led = s["ledger"]
-  lab_sampler = (lab.get("ledger") or {}).get("sampler_delta")
   out += [f"Data: {s['data']['data_source']}. Wall time to the student's end "
           f"{s['wall_seconds']:.0f} s (the attack's, private, aside). Numbers from "
           "`results.json` here and in each stage's directory. " + noise, "",
@@ -120,6 +120,8 @@ def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
                   _epsilon_rows(lab["epsilon"])), "",
           released, "",
           f"The teachers' budget: ε {led['epsilon']:.3f} of ε_max {_g(led['epsilon_max'])} "
+          + ("" if lab_sampler is None else
+             f"at δ = {delta_text(lab['delta'], lab_sampler)} ") +
           f"spent ({led['num_charged']} queries charged and {led['releases']} release(s); the "
           f"data-independent bound of everything published), kept in {led['kept_in']}.", "",
           "### Student", "",
