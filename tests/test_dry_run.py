@@ -149,6 +149,19 @@ def test_train_student_plan_with_and_without_votes(digits_votes_dir, data_dir, m
   assert p["image_shape"] == (28, 28, 1)
 
 
+@pytest.mark.slow
+def test_the_release_plan_says_the_rules_order_is_for_this_query_count():
+  """The rule's order is for this run's num_queries; a budget already created keeps its
+  own (the dry run cannot tell which without reading the private ledger)."""
+  from pate_jax.stages import aggregate  # pylint: disable=g-import-not-at-top
+  gnmax = aggregate.release_plan(_config("aggregate_mnist", "cpu", mechanism="gnmax"), 10)
+  assert gnmax["order_from"].startswith("the data-independent rule for config.num_queries")
+  config = _config("aggregate_mnist", "cpu", mechanism="gnmax")
+  config.release.order = 20.0
+  fixed = aggregate.release_plan(config, 10)
+  assert "order_from" not in fixed and fixed["order"] == 20.0
+
+
 def test_votes_scripts_plan_with_votes_and_say_when_missing(digits_votes_dir, tmp_path):
   votes = str(digits_votes_dir)
   missing = str(tmp_path / "none")

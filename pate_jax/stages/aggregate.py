@@ -280,7 +280,12 @@ def release_plan(config: Any, num_classes: int | None) -> Any:
     return ("not fixed yet: the order must satisfy conditions C5 and C6 for the votes' "
             "number of classes")
   params = {name: float(config[name]) for name in mechanism.param_names}
-  return release_spec(config, mechanism, params, num_classes)._asdict()
+  plan_ = release_spec(config, mechanism, params, num_classes)._asdict()
+  if config.release.get("order") is None:
+    plan_["order_from"] = (f"the data-independent rule for config.num_queries = "
+                           f"{int(config.num_queries)}; a budget already created keeps the "
+                           "order it was created with")
+  return plan_
 
 
 def plan(config: Any) -> dict[str, Any]:
