@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -10,8 +11,10 @@ import numpy as np
 import pytest
 
 from pate_jax.checkpoint import ResumeMismatchError
-from pate_jax import models, students
+from pate_jax import experiment, models, students
 from pate_jax.students import _pate_g
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 SHAPE = (4, 4, 1)
 C = 3
@@ -494,6 +497,21 @@ def test_judge_reads_the_first_record_at_or_after_the_step():
     students.judge(check, [{"step": 20, "loss_gen": float("nan")}])
   with pytest.raises(ValueError, match="'loss_gen' is not a training metric"):
     students.judge(check, [{"step": 20, "loss": 1.0}])
+  # A metric the student has not is refused at its first record, long before the step.
+  with pytest.raises(ValueError, match="'loss_gen' is not a training metric"):
+    students.judge(check, [{"step": 10, "loss": 1.0}])
+
+
+@pytest.mark.parametrize("name", ["student_supervised", "student_vat", "student_distillation",
+                                  "student_active", "student_pate_g",
+                                  "student_confident_gnmax"])
+@pytest.mark.parametrize("variant", [None, "cpu"])
+def test_a_student_config_checks_the_game_only_of_a_gan_student(name, variant):
+  """The game check watches the generator's loss: a config of another student has it off
+  (on, the supervised student's 9,000-step run failed at step 3,600, and every rerun)."""
+  config = experiment.load_script(REPO / "configs" / f"{name}.py").get_config(variant)
+  gan = config.student.name == "pate_g"
+  assert bool(config.game_check.max_restarts) == gan, config.student.name
 
 
 def test_judge_holds_every_later_record_to_the_late_bound():

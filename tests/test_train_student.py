@@ -559,3 +559,22 @@ def test_main_job_student_curve_is_titled_private_where_its_noise_was_a_research
   secret = main_job.student_plot_title(student, {"public": False})
   assert research.startswith(experiment.PRIVATE_TITLE) and "100 noisy labels" in research
   assert secret == "pate_g student, 100 noisy labels"
+
+
+def test_a_rerun_removes_the_earlier_report_before_it_spends(tmp_path, teachers_dir):
+  """The student stage removes an earlier run's results.json before its labels are asked:
+  a rerun that then fails (here: more queries than the pool) leaves no report of less than
+  the budget spent. A config refused before that keeps the old report."""
+  from pate_jax.stages import student as student_stage  # pylint: disable=g-import-not-at-top
+  work = tmp_path / "w"
+  work.mkdir()
+  (work / "results.json").write_text("{}")
+  bad_labels = _config("student_supervised", votes_dir=str(teachers_dir), labels="none")
+  with pytest.raises(ValueError, match="config.labels"):
+    student_stage.run(bad_labels, str(work))
+  assert (work / "results.json").exists()
+  too_many = _config("student_supervised", votes_dir=str(teachers_dir),
+                     **{"aggregate.num_queries": 10**6})
+  with pytest.raises(ValueError, match="num_queries"):
+    student_stage.run(too_many, str(work))
+  assert not (work / "results.json").exists()

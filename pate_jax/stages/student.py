@@ -99,6 +99,9 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   if config.labels not in LABELS:
     raise ValueError(f"config.labels must be one of {', '.join(map(repr, LABELS))}, got "
                      f"{config.labels!r}")
+  # Before anything is spent: a run killed or refused from here on leaves no earlier run's
+  # report beside what it spent (a rerun with more queries charges them first).
+  experiment.remove_stale(workdir, ("results.json",))
   clock.mark("data")
   if config.get("active") and config.active.round_sizes:
     with config.aggregate.unlocked():

@@ -115,6 +115,8 @@ def judge(check: GameCheck | None, history: list[dict]) -> None:
   ``check.late_max_value``; nothing before that step, or no check."""
   if check is None:
     return
+  if history and check.metric not in history[0]:  # at the first record, not at check.step
+    _judge_entry(check, history[0], late=False)
   judged = [e for e in history if e["step"] >= check.step]
   for i, entry in enumerate(judged if check.late_max_value is not None else judged[:1]):
     _judge_entry(check, entry, late=i > 0)
@@ -124,7 +126,8 @@ def _judge_entry(check: GameCheck, entry: dict, late: bool) -> None:
   """One history entry against ``check``'s first bound, or its later one if ``late``."""
   if check.metric not in entry:
     raise ValueError(f"check.metric: {check.metric!r} is not a training metric of this "
-                     f"student ({', '.join(sorted(entry))})")
+                     f"student ({', '.join(sorted(entry))}); a student config's "
+                     "game_check.max_restarts = 0 turns the check off")
   bound = check.late_max_value if late else check.max_value
   value = float(entry[check.metric])
   if not value <= bound:  # NaN fails too
