@@ -455,7 +455,7 @@ def test_active_learner_never_exceeds_its_budget(tmp_path):
   assert out.stopped_by_budget
   assert budget.epsilon <= eps_max
   assert 0 < out.labelled_index.size < 50
-  assert all(r["epsilon"] <= eps_max for r in out.rounds)
+  assert all(r["budget_epsilon"] <= eps_max for r in out.rounds)
   assert np.unique(out.labelled_index).size == out.labelled_index.size
 
 

@@ -180,7 +180,8 @@ def test_active_learning_run_respects_its_budget(tmp_path, teachers_dir):
   assert (tmp_path / "research_ledger.npz").exists()
   again = train_student.run(c, str(tmp_path))
   assert again["ledger_epsilon"] == r["ledger_epsilon"]
-  assert again["active_rounds"][-1]["epsilon"] == r["active_rounds"][-1]["epsilon"]
+  assert again["active_rounds"][-1]["budget_epsilon"] == r["active_rounds"][-1][
+      "budget_epsilon"]
   assert again["num_labels"] == r["num_labels"]
   # Another seed without the checkpoints: new students may ask other rows, and pay for
   # them from what the first run left (never a fresh budget).

@@ -157,7 +157,8 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
     release: :meth:`pate_jax.budget.TeachersBudget.release` (``None``: none drawn).
     budget: the :class:`pate_jax.budget.TeachersBudget`.
     config: the stage's config (δ, the moment grids, orders).
-    num_asked_now: rows not asked by an earlier run of this workdir.
+    num_asked_now: rows new to the budget in this call (not answered before, by this
+      workdir's killed run or any other: ``out.repeated``).
   """
   labels, status = np.asarray(out.labels), np.asarray(out.status)
   n = int(labels.shape[0])

@@ -92,7 +92,8 @@ def main_job_markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
   release = s.get("epsilon_release")
   if isinstance(release, dict):
     released = (f"ε released with smooth sensitivity: **{release['epsilon_released']:.3f}** "
-                f"at δ = {delta_text(release['delta'], lab_sampler)} (release {release['release']} of this budget; order {_g(release['order'])}, "
+                f"at δ = {delta_text(release['delta'], lab_sampler)} (release "
+                f"{release['release']} of this budget; order {_g(release['order'])}, "
                 f"β {_g(release['beta'])}, σ_ss {_g(release['sigma_ss'])}, all fixed in the "
                 f"config before the data was seen; {release['conversion']} conversion).")
   else:

@@ -219,7 +219,7 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   rows = votes_lib.query_rows(config.query_selection, data["labels"][:data["num_pool"]], n,
                               data["votes"].shape[1])
   budget = make_budget(config, data, source, workdir)
-  done = _check_prior(workdir, budget)
+  _check_prior(workdir, budget)
   warn_sampler_delta(budget, np.union1d(rows, budget.state()["rows"]).size, data["votes"],
                       "config.epsilon_max")
   experiment.remove_stale(workdir, ("results.json", "privacy.png"))
@@ -227,8 +227,9 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   release = budget.release()
   state = budget.state()
   labels_lib.save_labels(workdir, **_labels_file(data, rows, out, state, budget))
+  new_now = int(np.sum(~np.asarray(out.repeated)))  # not answered before, by any run
   results = reporting.aggregate_results(data, rows, out, state, release, budget, config,
-                                        num_asked_now=max(n - done, 0))
+                                        num_asked_now=new_now)
   results["time_s"] = time.perf_counter() - t0
   results["accounting_platform"] = _checks.default_platform()  # where the accounting ran
   curve = results["private"].get("privacy_curve")

@@ -34,7 +34,10 @@ class ActiveResult(NamedTuple):
   fit: FitResult                 # the final training
   labelled_index: np.ndarray     # pool rows with an answered label, in query order
   labels: np.ndarray             # their noisy labels
-  rounds: list[dict]             # per round: queries asked/answered, ε, held-out accuracy
+  rounds: list[dict]             # per round: queries asked/answered, the budget's ε when
+                                 # the round was recorded (budget_epsilon: a resumed run's
+                                 # rows come back recorded, so it then holds the killed
+                                 # run's later rounds too), held-out accuracy
   stopped_by_budget: bool
   charged_index: np.ndarray      # pool rows charged to the budget (answered or not
                                  # confident), in query order: what the ε is of
@@ -100,7 +103,8 @@ def active_learning(student: Student, data: StudentData, budget: Any, key: jax.A
                  checkpoint_dir=ckpt, log=None, **fit_kwargs)
     rounds.append({"round": r, "asked": int(rows.size), "answered": int(ok.sum()),
                    "charged": int(paid.sum()),
-                   "num_labels": int(lab_index.size), "epsilon": float(budget.epsilon),
+                   "num_labels": int(lab_index.size),
+                   "budget_epsilon": float(budget.epsilon),
                    "eval_accuracy": result.eval_accuracy,
                    "train_seconds": result.train_seconds})
     if log:
