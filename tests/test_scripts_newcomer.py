@@ -285,7 +285,8 @@ def test_ctrl_c_ends_a_script_with_a_line_not_a_traceback(tmp_path):
   # what was printed before is written.
   assert out.returncode == -signal.SIGINT and "Traceback" not in out.stderr, out.stderr
   assert out.stdout == "resumed from step 2\n"
-  assert out.stderr.startswith(f"interrupted: what was finished stays in {tmp_path / 'new'};")
+  assert out.stderr.startswith(f"interrupted: {experiment.PRIVATE_MARK}what was finished "
+                               f"stays in {tmp_path / 'new'};")
   assert not (tmp_path / "new").exists()
   shown = interrupted(tmp_path / "new", traceback="1")
   assert shown.returncode != 0 and "KeyboardInterrupt" in shown.stderr

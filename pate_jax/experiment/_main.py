@@ -418,7 +418,8 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
         remove_if_left_empty(workdir)
       if os.environ.get("PATE_JAX_TRACEBACK") == "1":
         print_private_traceback(e)
-      print("interrupted: " + (
+      # Marked like an error: every line a research run prints says private.
+      print(f"interrupted: {PRIVATE_MARK}" + (
           f"what was finished stays in {workdir}; the same command resumes (a stage with "
           "checkpoints from its last complete one)" if workdir else "nothing was written"),
             file=sys.stderr, flush=True)
