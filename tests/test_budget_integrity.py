@@ -117,10 +117,15 @@ def test_reruns_of_the_aggregate_stage_spend_the_teachers_budget(tmp_path):
   script, config = _aggregate_setup(tmp_path)
   work = tmp_path / "work"
   releases: dict[int, set[int]] = {}
-  files = []
+  files, first = [], None
   for seed in (0, 1, 2):  # Other seeds, other workdirs: the same budget, the same answers.
     config.seed = seed
-    script.run(config, work if seed != 1 else tmp_path / "other")
+    r = script.run(config, work if seed != 1 else tmp_path / "other")
+    # Rows new to the budget: all of the first run's; after it, only those it refused
+    # (the budget keeps no record of them), whatever the workdir.
+    first = first or r
+    assert r["num_asked_now"] == (config.num_queries if seed == 0
+                                  else first["num_refused_budget"]), seed
     f = labels_lib.load_labels(work if seed != 1 else tmp_path / "other")
     files.append(f)
     for q, label, answered in zip(f["query_index"], f["labels"], f["answered"]):

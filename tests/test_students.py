@@ -502,6 +502,24 @@ def test_judge_reads_the_first_record_at_or_after_the_step():
     students.judge(check, [{"step": 10, "loss": 1.0}])
 
 
+@pytest.mark.slow
+def test_training_refuses_a_check_of_a_metric_the_student_has_not_after_one_segment():
+  """A supervised student has no loss_gen: fit and fit_seeds stop at the first segment's
+  record (step 5 here), not at the check's step (20) or at the end."""
+  data, _ = _toy_data()
+  sup = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
+  check = students.GameCheck(step=20, metric="loss_gen", max_value=40.0)
+  lines = []
+  with pytest.raises(ValueError, match="'loss_gen' is not a training metric"):
+    students.fit(sup, data, jax.random.key(0), num_steps=20, batch_size=8, segment_steps=5,
+                 log=lines.append, check=check)
+  assert len(lines) == 1 and lines[0].startswith("step=5 "), lines
+  with pytest.raises(ValueError, match="'loss_gen' is not a training metric"):
+    students.fit_seeds(sup, data, jax.random.split(jax.random.key(0), 2), num_steps=20,
+                       batch_size=8, segment_steps=5, log=lines.append, check=check)
+  assert len(lines) == 1, lines  # refused before the seeds' first line
+
+
 @pytest.mark.parametrize("name", ["student_supervised", "student_vat", "student_distillation",
                                   "student_active", "student_pate_g",
                                   "student_confident_gnmax"])

@@ -244,16 +244,15 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   return results
 
 
-def _check_prior(workdir: pathlib.Path, budget: budget_lib.TeachersBudget) -> int:
-  """Rows in an earlier ``labels.npz`` of the workdir (0 if none), after checking that it
-  is this budget's: answered on these votes, every outcome the budget's record."""
+def _check_prior(workdir: pathlib.Path, budget: budget_lib.TeachersBudget) -> None:
+  """Checks that an earlier ``labels.npz`` of the workdir, if any, is this budget's:
+  answered on these votes, every outcome the budget's record."""
   path = workdir / labels_lib.FILENAME
   if not path.exists():
-    return 0
+    return
   prior = labels_lib.load_labels(path, votes_digest=budget.digest)
   state = budget.state()
   labels_lib.check_against(prior, state["rows"], state["labels"], state["status"], str(path))
-  return int(prior["labels"].shape[0])
 
 
 def _labels_file(data: dict[str, Any], rows: np.ndarray, out: Any, state: dict[str, Any],

@@ -126,8 +126,7 @@ def _judge_entry(check: GameCheck, entry: dict, late: bool) -> None:
   """One history entry against ``check``'s first bound, or its later one if ``late``."""
   if check.metric not in entry:
     raise ValueError(f"check.metric: {check.metric!r} is not a training metric of this "
-                     f"student ({', '.join(sorted(entry))}); a student config's "
-                     "game_check.max_restarts = 0 turns the check off")
+                     f"student ({', '.join(sorted(entry))})")
   bound = check.late_max_value if late else check.max_value
   value = float(entry[check.metric])
   if not value <= bound:  # NaN fails too
@@ -385,6 +384,8 @@ def fit_seeds(student: Student, data: StudentData, keys: jax.Array, *, num_steps
               **{k: [float(x) for x in np.asarray(v)] for k, v in metrics.items()}}
 
     def after(step, n, metrics, entry):
+      if check is not None and check.metric not in entry:  # refused at the first record
+        _judge_entry(check, entry, late=False)
       if log:
         acc = entry["eval_accuracy"]
         log(f"step={step} eval_accuracy mean={np.mean(acc):.4f} seeds="
@@ -533,6 +534,8 @@ def _train(student, data, arrays, key, state, ckpt, num_steps, batch_size, segme
     if log:
       log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in entry.items()))
+    if check is not None and check.metric not in entry:  # refused at the first record
+      _judge_entry(check, entry, late=False)
     if check is not None and check.step <= step:
       first = step - n < max(check.step, 1)  # the first record at or after check.step
       if first or check.late_max_value is not None:
