@@ -187,6 +187,22 @@ def test_corrupted_latest_falls_back_to_previous(tmp_path, corrupt, capfd, caplo
   assert len(logged.splitlines()) < 20  # a warning, not pages of tracebacks
 
 
+def test_a_step_left_half_deleted_below_the_restored_one_is_removed(tmp_path):
+  """Killed while orbax deleted an old step, a run leaves it half-deleted; a resume with
+  nothing left to train saves no more, so the restore removes what max_to_keep would not
+  keep (and the next save still works)."""
+  _saved(tmp_path, fingerprint={"seed": 0})   # steps 1, 2, 3 (max_to_keep 3)
+  for f in (tmp_path / "1").rglob("*METADATA"):
+    f.unlink()                                # half-deleted
+  with checkpoint.Checkpointer(tmp_path, max_to_keep=2, fingerprint={"seed": 0}) as ckpt:
+    state, step = ckpt.restore_or(_state(0.0))
+    assert step == 3 and sorted(int(p.name) for p in tmp_path.iterdir()
+                                if p.name.isdigit()) == [2, 3]
+    ckpt.save(4, _state(4.0))
+  chex.assert_trees_all_equal(state, _state(3.0))
+  assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [3, 4]
+
+
 def test_empty_step_directory_does_not_block_resume(tmp_path):
   _saved(tmp_path, fingerprint={"seed": 0})
   (tmp_path / "99").mkdir()

@@ -370,12 +370,28 @@ class Checkpointer:
         if bad:
           _log.warning("%s: resuming from step %d, the newest checkpoint that restores",
                        self.directory, step)
+        self._drop_older(step)
         return restored, step
       if bad:
         _log.warning("%s: no checkpoint restores; starting from step 0", self.directory)
       return state, 0
     finally:
       self.bad_steps = tuple(bad)
+
+  def _drop_older(self, step: int) -> None:
+    """Deletes the step directories below the restored ``step`` that ``max_to_keep`` would
+    not keep: what orbax's next save deletes, done now, since a run killed while orbax was
+    deleting one leaves it half-deleted, and a resumed run with nothing left to train
+    saves no more."""
+    if not self._main:
+      return
+    older = [s for s in _step_dirs(self.directory) if s < step]
+    dropped = older[:max(len(older) - (self._options.max_to_keep - 1), 0)]
+    for s in dropped:
+      shutil.rmtree(self.directory / str(s), ignore_errors=True)
+    if dropped:  # The manager listed them when it was made: a fresh one, as after a quarantine.
+      self._manager.close()
+      self._manager = self._new_manager()
 
   def _quarantine(self, step: int, error: BaseException) -> None:
     path = self.directory / str(step)
