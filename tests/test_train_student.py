@@ -540,6 +540,7 @@ def test_seeds_train_side_by_side_as_their_own_runs(tmp_path, teachers_dir, caps
   again = train_student.run(c, str(tmp_path / "both"))  # every try restored
   assert again["eval_accuracy_seeds"] == r["eval_accuracy_seeds"]
   assert again["resumed_from_step"] == 6
+  assert r["resumed_from_step_tries"] == [0, 0] and again["resumed_from_step_tries"] == [6, 6]
 
 
 @pytest.mark.parametrize("overrides, match", [

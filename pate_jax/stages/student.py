@@ -304,7 +304,7 @@ def _fit_seeds_checked(config, student, data, roots: list, workdir, fit_kwargs
   accuracy: list = [None] * len(roots)
   histories: list = [None] * len(roots)
   failed: list[dict] = []
-  pending, seconds, resumed_from = list(range(len(roots))), 0.0, None
+  pending, seconds, resumed = list(range(len(roots))), 0.0, []
   for attempt in range(restarts + 1):
     keys = jnp.stack([rng.stream(roots[i], "student_train") if attempt == 0 else
                       _restart_key(roots[i], attempt) for i in pending])
@@ -312,7 +312,7 @@ def _fit_seeds_checked(config, student, data, roots: list, workdir, fit_kwargs
     out = students.fit_seeds(student, data, keys, checkpoint_dir=str(directory),
                              check=check if attempt < restarts else None, **fit_kwargs)
     seconds += out.train_seconds
-    resumed_from = out.resumed_from if resumed_from is None else resumed_from
+    resumed.append(out.resumed_from)
     again = []
     for j, i in enumerate(pending):
       if out.failed[j] is None:
@@ -328,11 +328,14 @@ def _fit_seeds_checked(config, student, data, roots: list, workdir, fit_kwargs
   mean_history = [
       {k: (v if k == "step" else float(np.mean([h[n][k] for h in histories])))
        for k, v in entry.items()} for n, entry in enumerate(histories[0])]
-  fit = students.FitResult(None, float(np.mean(accuracy)), mean_history, resumed_from,
+  fit = students.FitResult(None, float(np.mean(accuracy)), mean_history, resumed[0],
                            seconds)
+  # resumed_from_step is the first try's; each try's (the failed seeds' retrained beside
+  # each other) is here.
   return fit, {"num_seeds": len(seeds), "seeds": seeds, "eval_accuracy_seeds": accuracy,
                "eval_accuracy_std": float(np.std(accuracy, ddof=1)),
-               "game_restarts": failed, "seed_histories": histories}
+               "game_restarts": failed, "seed_histories": histories,
+               "resumed_from_step_tries": resumed}
 
 
 def plan(config, *, votes_from: data_lib.ImageDataset | None = None) -> dict:
