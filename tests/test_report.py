@@ -339,6 +339,42 @@ def test_a_measurement_written_before_disclosures_and_its_timings(tmp_path):
       text.split("| loop | — | ")[1].split("|")[0])
 
 
+def test_every_committed_run_that_answered_queries_before_disclosures_is_private():
+  """Before results.json carried a disclosure, every noise was seeded (research noise): a
+  committed run of that time that answered queries (or whose labels did) has its every
+  value private, as the report marks it; attacks on synthetic or published histograms
+  answer no private votes."""
+  def answered(node):
+    if isinstance(node, dict):
+      return any(k in ("num_answered", "active_rounds", "accuracy_mean") for k in node) or any(
+          answered(v) for v in node.values())
+    return isinstance(node, list) and any(answered(v) for v in node)
+  runs = REPO / "results" / "runs"
+  unmarked = []
+  for path in sorted(runs.glob("*/results.json")) + sorted(runs.glob("*/*/results.json")):
+    name = path.relative_to(runs).parts[0]
+    records = json.loads(path.read_text())
+    for r in records if isinstance(records, list) else [records]:
+      if ("disclosure" not in r and answered(r.get("results")) and not name.startswith("attack")
+          and not rp.disclosed_private(r, name)):
+        unmarked.append(str(path.relative_to(runs)))
+  assert not unmarked, unmarked
+
+
+def test_no_committed_file_holds_the_checkpoints_compressed_size_outside_private():
+  """The teachers' checkpoints' size on disk is their trained parameters compressed, a
+  function of the private data: the stage writes it in the private part, and so must every
+  committed file (written before, amended)."""
+  def outside(node, private=False):
+    if isinstance(node, dict):
+      return any((k == "bytes_deleted_at_completion" and not private)
+                 or outside(v, private or k == "private") for k, v in node.items())
+    return isinstance(node, list) and any(outside(v, private) for v in node)
+  found = [str(p) for p in (REPO / "results" / "runs").rglob("*.json")
+           if outside(json.loads(p.read_text()))]
+  assert not found, found
+
+
 def test_copies_of_private_figures_say_private_in_the_image(tmp_path):
   """The report copies a figure of a run private as a whole (or a private figure) under a
   red banner, same width, taller; a publishable run's figure byte for byte."""
