@@ -226,10 +226,11 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   out = budget.answer(rows)
   release = budget.release()
   state = budget.state()
-  labels_lib.save_labels(workdir, **_labels_file(data, rows, out, state, budget))
   new_now = int(np.sum(~np.asarray(out.repeated)))  # not answered before, by any run
   results = reporting.aggregate_results(data, rows, out, state, release, budget, config,
                                         num_asked_now=new_now)
+  labels_lib.save_labels(workdir, **_labels_file(data, rows, out, state, budget,
+                                                 results["ledger"]["sampler_delta"]))
   results["time_s"] = time.perf_counter() - t0
   results["accounting_platform"] = _checks.default_platform()  # where the accounting ran
   curve = results["private"].get("privacy_curve")
@@ -256,8 +257,9 @@ def _check_prior(workdir: pathlib.Path, budget: budget_lib.TeachersBudget) -> No
 
 
 def _labels_file(data: dict[str, Any], rows: np.ndarray, out: Any, state: dict[str, Any],
-                 budget: budget_lib.TeachersBudget) -> dict[str, Any]:
-  """The arguments of :func:`pate_jax.labels.save_labels` for ``rows`` of votes.npz."""
+                 budget: budget_lib.TeachersBudget, sampler_delta: float) -> dict[str, Any]:
+  """The arguments of :func:`pate_jax.labels.save_labels` for ``rows`` of votes.npz
+  (``sampler_delta``: the results' ``ledger.sampler_delta``)."""
   record = state["record"]
   return {"labels": out.labels, "status": out.status, "true_labels": data["labels"][rows],
           "dataset_index": data["index"][rows], "query_index": rows,
@@ -265,9 +267,7 @@ def _labels_file(data: dict[str, Any], rows: np.ndarray, out: Any, state: dict[s
           "epsilon": float(record["ledger_epsilon"]),
           "epsilon_max": float(record["ledger_epsilon_max"]),
           "delta": float(record["ledger_delta"]), "noise": budget.noise,
-          "sampler_delta": reporting.sampler_part(
-              budget, np.union1d(rows, state["rows"]).size, data["votes"],
-              int(state["release_count"]))["sampler_delta"]}
+          "sampler_delta": sampler_delta}
 
 
 def release_plan(config: Any, num_classes: int | None) -> Any:
