@@ -115,7 +115,13 @@ def sampler_delta(mechanism: Mechanism, params: dict[str, Any], num_queries: Any
   scale = min([float(noise_scale(mechanism, params)), *(float(params[p]) for p in extra)])
   per_value = SAMPLER_CDF_ERROR + 2.0**-52 * (float(num_teachers) / scale + 38.0)
   n = float(num_queries) * (int(num_classes) + len(extra))
-  return float((1.0 + math.exp(min(float(epsilon), 700.0))) * n * per_value)
+  return _delta_of_distance(epsilon, n * per_value)
+
+
+def _delta_of_distance(epsilon: Any, eta: float) -> float:
+  """``(1 + e^ε) η``: what a mechanism within total variation ``η`` of an ``(ε, δ)``-DP one
+  adds to δ (:func:`sampler_delta`)."""
+  return float((1.0 + math.exp(min(float(epsilon), 700.0))) * eta)
 
 
 def release_sampler_delta(num_releases: Any, upper: Any, epsilon: Any) -> float:
@@ -136,8 +142,7 @@ def release_sampler_delta(num_releases: Any, upper: Any, epsilon: Any) -> float:
   if releases == 0:
     return 0.0
   edges = float(upper) / acc.RELEASE_GRID + 2.0
-  per_release = edges * (SAMPLER_CDF_ERROR + 2.0**-51)
-  return float((1.0 + math.exp(min(float(epsilon), 700.0))) * releases * per_release)
+  return _delta_of_distance(epsilon, releases * edges * (SAMPLER_CDF_ERROR + 2.0**-51))
 
 
 def _noise_dtype():

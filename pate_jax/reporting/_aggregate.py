@@ -173,9 +173,6 @@ def aggregate_results(data: dict[str, Any], rows: Any, out: Any, state: dict[str
   reports = epsilon_reports(m, params, votes, answered, charged, orders, **grids)
   sampler = sampler_part(budget, np.union1d(rows, state["rows"]).size, votes,
                          int(state["release_count"]))
-  for entries in (reports["epsilon"], reports.get("epsilon_tight") or {}):
-    for e in entries.values():  # These labels were drawn by the samplers the budget charges.
-      e["sampler_delta"] = sampler["sampler_delta"]
   public_eps, private_eps = split_epsilon(reports["epsilon"])
   public_tight, private_tight = split_epsilon(reports.get("epsilon_tight") or {})
   edges = reports["epsilon_at_grid_edge"]
@@ -271,7 +268,8 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
   if r["num_queries"] and not r["num_answered"] and not led["num_charged"]:
     lines.append(f"  refused: every query (ε_max {_g(led['epsilon_max'])} leaves no room for "
                  "the first answer's data-independent cost)")
-  lines += _epsilon_lines(r["epsilon"], r.get("epsilon_tight"), "")
+  # These labels were drawn by the samplers the budget charges: their δ carries the term.
+  lines += _epsilon_lines(r["epsilon"], r.get("epsilon_tight"), "", led.get("sampler_delta"))
   if r.get("epsilon_tight"):
     lines.append(f"  ({r['epsilon_convention']})")
   release = r.get("epsilon_release")
@@ -296,7 +294,8 @@ def aggregate_headline(r: dict[str, Any]) -> list[str]:
     lines.append(f"  {note}")
   p = r["private"]
   lines.append(f"{experiment.PRIVATE_MARK}plurality accuracy {p['plurality_accuracy']:.1%}")
-  lines += _epsilon_lines(p["epsilon"], p.get("epsilon_tight"), experiment.PRIVATE_MARK)
+  lines += _epsilon_lines(p["epsilon"], p.get("epsilon_tight"), experiment.PRIVATE_MARK,
+                          led.get("sampler_delta"))
   return lines
 
 
@@ -307,7 +306,7 @@ def delta_text(delta: float, sampler_delta: float | None = None) -> str:
 
 
 def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
-                   prefix: str) -> list[str]:
+                   prefix: str, sampler_delta: float | None) -> list[str]:
   lines = []
   for name, e in report.items():
     best = e.get("best_moment", e.get("best_order"))
@@ -319,7 +318,7 @@ def _epsilon_lines(report: dict[str, Any], tight_report: dict[str, Any] | None,
       where += (f"; tight {tight['epsilon']:.3g} (moments to {tight['grid'][1]:g}, best "
                 f"{tight['best_moment']:g})")
     lines.append(f"  {prefix}ε {name} = {e['epsilon']:.3g}{where} at δ = "
-                 f"{delta_text(e['delta'], e.get('sampler_delta'))}")
+                 f"{delta_text(e['delta'], sampler_delta)}")
   return lines
 
 
