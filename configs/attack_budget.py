@@ -12,7 +12,7 @@ the realised-cost ledger (pate_jax.ledger.PrivateAggregator). Samples:
 ``gnmax_all`` -- every allowed query answered by plain GNMax (what the paper's
 code simulates). Reconstruction stops before an estimate turns negative (the
 paper's rule for this setting). Paper: mean error 0.11 (MNIST), 0.05 (SVHN).
-Beyond the paper (issue 12): the maximum-likelihood reconstruction (variant
+Beyond the paper: the maximum-likelihood reconstruction (variant
 ``mle``; on ``confident`` it reads the ⊥ outcomes too), the Cramér–Rao bound of
 the queries allowed, and the queries it says are needed for errors 0.05 / 0.10.
 ``:cpu``: one seed, no ledger run, the paper's and the MLE.

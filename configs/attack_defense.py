@@ -9,7 +9,7 @@ query input (pate_jax.aggregation's query ids; every repeat gets the same
 answer). Errors side by side, with what the top class alone reveals (the same
 solver on a one-hot q̄ on the true top class, and the guess "all N votes on the
 top class"); a replay against the consistent-mode ledger checks that the repeats
-are charged once. Beyond the paper (issue 12): the maximum-likelihood
+are charged once. Beyond the paper: the maximum-likelihood
 reconstruction against both, and the Cramér–Rao bound: ``n`` fresh answers carry
 ``n·I(H)``, the defense's cached answers one draw's ``I(H)`` whatever ``n``.
 """

@@ -3,7 +3,7 @@
   python experiments/attack.py --config configs/attack_dirichlet.py --workdir runs/attack_dirichlet
   python experiments/attack.py --config configs/attack_dirichlet.py:cpu --workdir runs/attack_dirichlet
 
-Issue 12's acceptance set: histograms drawn like Table 1's but fresh, 250 votes
+The benchmark set: histograms drawn like Table 1's but fresh, 250 votes
 over 10 classes from Dirichlet(α·1), α ∈ {0.05, 0.3, 1} (``num_per_alpha`` each;
 stream ``attack_sample``), 10^4 GNMax queries at σ = 40. Per histogram: the
 paper's estimator, the maximum-likelihood estimate and the Cramér–Rao bound

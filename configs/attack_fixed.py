@@ -8,7 +8,7 @@ The 30 Table-1 histograms (250 teachers), 10^4 GNMax queries each at σ ∈ {40,
 normalized-L1 error per histogram and σ, the privacy cost of the 10^4 queries
 (expected Confident-GNMax cost with the dataset's threshold, as in the paper's
 code, and plain data-dependent GNMax cost), and the Pearson correlation of
-error and cost (paper: r = -0.20). Beyond the paper (issue 12): the
+error and cost (paper: r = -0.20). Beyond the paper: the
 maximum-likelihood reconstruction (variant ``mle``), the Cramér–Rao bound per
 histogram and σ with the queries it says are needed for errors 0.05 / 0.10, and
 error against the number of queries at σ = 40 (``error_vs_queries.png``: paper,

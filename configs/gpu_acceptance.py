@@ -119,7 +119,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                               # H200 hosts have 16 cores: the fast tier took 171 s with 12 on
                               # one H100); 0 or no pytest-xdist: one process
 
-  # The targets (results.json's "targets": measured value, met or not).
+  # The acceptance targets (results.json's "targets": measured value, met or not).
   c.targets = ml_collections.ConfigDict({
       "main_job_wall_s": 60.0, "teacher_accuracy": 0.94, "examples_per_second": 300_000.0,
       "pate_g_queries": 100, "pate_g_accuracy": 0.98, "pate_g_epsilon": 2.04,

@@ -8,7 +8,7 @@
 (Figures 5-7), ``budget`` (Figure 4), ``edge`` (Figure 9), ``defense`` (Section 5),
 ``adult`` (Section 2, Figure 1, Appendix E, Figure 8) and, beyond the paper,
 ``dirichlet`` (fresh histograms: the maximum-likelihood reconstruction and the
-Cramér–Rao bound, issue 12) and ``near_duplicates`` (the consistent-answer defense caches
+Cramér–Rao bound) and ``near_duplicates`` (the consistent-answer defense caches
 exact repeats only: near-duplicate queries to real teachers). Every run writes
 ``results.json`` (per-histogram queries, ε and error) and PNG figures into ``--workdir``. The stage, its randomness and the
 settings: :mod:`pate_jax.stages.attack`; the experiments: :mod:`pate_jax.attacks`.

@@ -739,7 +739,7 @@ ROWS: tuple[Row, ...] = (
     Row("pate2017", "Appendix C", "Adult, the original UCI files and split, 13 features (no "
         "fnlwgt): student forest (LNMax labels)", "—", "adult_uci_rf", "lnmax.student_accuracy",
         "pct2", "Papernot et al. 2018, Table 1: 83.0 % at ε 2.66 (LNMax, 500 queries; not in "
-        "../shared/papers, cited from the issue). Its first 500 test rows are 23.0 % positive, "
+        "../shared/papers: quoted, not checked here). Its first 500 test rows are 23.0 % positive, "
         "like the rest (23.6 %; counted in the UCI files, not in a committed file)"),
     Row("pate2017", "Appendix C", "the same: ε of the student's labels (LNMax)", "—",
         "adult_uci_rf", "lnmax.epsilon_data_dependent", "f2",
@@ -1019,7 +1019,7 @@ ROWS: tuple[Row, ...] = (
     # ---------------------------------------------------------------- beyond
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "MNIST, 100 GNMax (σ 40) labels: accuracy", "—", _MAIN,
-        "aggregate.label_accuracy_overall", "pct", "the main job's default since issue 14"),
+        "aggregate.label_accuracy_overall", "pct", "the main job's default"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "ε data-dependent (RDP, improved conversion; private)", "—", _MAIN,
         "private.epsilon.rdp_data_dependent_improved.epsilon", "f3",
@@ -1112,7 +1112,7 @@ ROWS: tuple[Row, ...] = (
         "release)"),
     Row("beyond", _CGN, "the same: PATE-G student, 300 epochs, real images shifted by ≤ 2 "
         "pixels", "—", "pate_g_cgn_cnn", "eval_accuracy", "pct",
-        "Papernot et al. 2018, Table 1 (not in ../shared/papers; cited from the issue). Seeds "
+        "Papernot et al. 2018, Table 1 (not in ../shared/papers: quoted, not checked here). Seeds "
         "98.2, 98.6, 98.9 %; every game passed the check at step 3,600 (no restart); "
         "1,861–1,866 s of training each, the three side by side (load ≈ 3)"),
     Row("beyond", _CGN, "the same with secret noise (the release; student seed 0): answered",
@@ -1129,7 +1129,7 @@ ROWS: tuple[Row, ...] = (
     Row("beyond", _CGN, "on the CPU's MLP teachers (the main job's, `mnist_250.py:cpu`), 640 "
         "class-balanced queries: answered", "—", "pate_g_cgn",
         "num_answered", "int", "Papernot et al. 2018, Table 1: 286 (their text is not in "
-        "../shared/papers; cited from the issue); our CPU teachers pass T = 200 more often"),
+        "../shared/papers: quoted, not checked here); our CPU teachers pass T = 200 more often"),
     Row("beyond", _CGN, "accuracy of the answered labels", "—", "pate_g_cgn", "label_accuracy",
         "pct"),
     Row("beyond", _CGN, "ε released with smooth sensitivity (publishable, δ = 1e-5)", "—",
@@ -1304,7 +1304,7 @@ GPU_ROWS: tuple[Row, ...] = (
         "one teacher of the teachers stage, 20,000 steps of batch 64; 10,000 test images"),
     Row("beyond", _CGN + _G, "MNIST, 640 class-balanced queries, CNN teachers: answered",
         "—", "pate_g_cgn_gpu", "num_answered", "int",
-        "2018, Table 1: 286 (their text is not in ../shared/papers; cited from the issue)"),
+        "2018, Table 1: 286 (their text is not in ../shared/papers: quoted, not checked here)"),
     Row("beyond", _CGN + _G, "ε released with smooth sensitivity (δ = 1e-5)", "—",
         "pate_g_cgn_gpu", "epsilon_release.epsilon_released", "f2",
         "2018: ε 1.97; target <= 1.97"),

@@ -1,4 +1,4 @@
-"""Maximum-likelihood reconstruction, Fisher information and the Cramér–Rao bound (issue 12)."""
+"""Maximum-likelihood reconstruction, Fisher information and the Cramér–Rao bound."""
 
 from __future__ import annotations
 

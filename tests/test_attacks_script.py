@@ -66,7 +66,7 @@ def test_attack_script_writes_results_and_figures(setting, figures, tmp_path, ca
   script = _load("experiments", "attack.py")
   config = _config(setting, tmp_path)
   results = experiment.run_and_report(script.run, None, config, str(tmp_path / "work"))
-  tail = capsys.readouterr().out.strip().splitlines()  # issue 15: numbers, then the paths
+  tail = capsys.readouterr().out.strip().splitlines()  # the numbers, then the paths
   assert tail[-2] == f"results: {(tmp_path / 'work' / 'results.json').resolve()}"
   assert tail[-1].count(".png") == figures and any(c.isdigit() for c in tail[-3])
   record = json.loads((tmp_path / "work" / "results.json").read_text())

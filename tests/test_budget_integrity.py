@@ -1,4 +1,4 @@
-"""The privacy budget cannot leak (issue 16, points 1-8 and the npz part of 12).
+"""The privacy budget cannot leak.
 
 Each test attacks one way of releasing more than ε_max (threads, copies, reruns of the
 aggregate stage, a functional state used with other settings, int32 wrap-around, rows
@@ -467,7 +467,7 @@ def test_property_released_epsilon_never_exceeds_the_budget():
 @pytest.mark.slow
 def test_the_aggregate_stage_reports_a_publishable_epsilon(tmp_path):
   # GNMax: the data-dependent ε is released with smooth sensitivity at parameters fixed in
-  # the config (issue 23); the private part is kept apart. LNMax has none and says so.
+  # the config; the private part is kept apart. LNMax has none and says so.
   script, config = _aggregate_setup(tmp_path)
   config.epsilon_max, config.data_dependent = 20.0, True
   r = script.run(config, tmp_path / "gnmax")

@@ -1,4 +1,4 @@
-"""Bad data fails early, naming the file, the key or the column (issue 16, point 12)."""
+"""Bad data fails early, naming the file, the key or the column."""
 
 from __future__ import annotations
 

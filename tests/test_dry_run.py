@@ -1,4 +1,4 @@
-"""``--dry_run`` (issue 14): every script's ``plan(config)`` on its cheapest config, the
+"""``--dry_run``: every script's ``plan(config)`` on its cheapest config, the
 printed text, and one command line that exits 0 without creating its workdir.
 
 The plans run in-process (``experiment.load_script``); one subprocess checks the flag on 8

@@ -1,4 +1,4 @@
-"""The house in three layers (issue 30): imports point down only.
+"""The house in three layers: imports point down only.
 
 Every module of ``pate_jax/`` is parsed with :mod:`ast` (every import statement, those
 inside functions included, since a deferred import is still a dependency) and:

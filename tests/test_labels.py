@@ -43,7 +43,7 @@ def test_the_samplers_delta_term_travels_with_the_labels(tmp_path):
 
 
 def test_the_file_holds_no_private_value(tmp_path):
-  # Issue 23: labels.npz goes to the student: the released labels and public facts only.
+  # labels.npz goes to the student: the released labels and public facts only.
   path = labels_lib.save_labels(tmp_path, **_record())
   with np.load(path) as f:
     assert sorted(f.files) == sorted(labels_lib.KEYS)

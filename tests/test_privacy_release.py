@@ -1,10 +1,11 @@
-"""What pate_jax publishes is a valid (ε, δ) release of the teachers' data (issue 23).
+"""What pate_jax publishes is a valid (ε, δ) release of the teachers' data.
 
-One test per finding of the issue (1-7 here; 8 in test_kd_gan.py, 9 in
-test_stage_fingerprints.py, 10 in test_small_privacy_fixes.py, test_accounting.py and
-test_resume_integrity.py), then two properties over random usage: the ε recomputed from
-everything released never exceeds ε_max, and nothing outside a ``private`` part is a
-function of the private votes other than the released labels and the released ε.
+One test per way a release could leak (numbered 1-7 here; the KD-GAN's sound release is
+in test_kd_gan.py, the teachers stage's fingerprint in test_stage_fingerprints.py, smaller
+fixes in test_small_privacy_fixes.py, test_accounting.py and test_resume_integrity.py),
+then two properties over random usage: the ε recomputed from everything released never
+exceeds ε_max, and nothing outside a ``private`` part is a function of the private votes
+other than the released labels and the released ε.
 """
 
 from __future__ import annotations

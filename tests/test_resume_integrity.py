@@ -1,4 +1,4 @@
-"""Resume integrity (issue 16, points 9-11): a resume continues the same run or is refused;
+"""Resume integrity: a resume continues the same run or is refused;
 a corrupted checkpoint falls back to an intact one; nothing hangs; one run per workdir.
 
 The unit tests use a tiny pytree; the script tests share one finished two-teacher run
@@ -130,7 +130,7 @@ def test_train_teachers_refuses_a_changed_config(script, finished, tmp_path):
   with changed.unlocked():
     changed.restart = True
   with pytest.raises(checkpoint.ResumeMismatchError, match="labels answered from these"):
-    script.run(changed, str(workdir))  # issue 23: the finished votes are never discarded
+    script.run(changed, str(workdir))  # the finished votes are never discarded
   assert (workdir / "results.json").read_bytes() == before
   (workdir / "votes.npz").unlink()  # no votes (none paid from): a restart discards checkpoints
   results = script.run(changed, str(workdir))

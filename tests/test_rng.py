@@ -72,7 +72,7 @@ def test_a_shared_stream_id_is_caught():
 
 
 def test_teacher_init_keys_are_not_query_noise_keys():
-  """The defect of issue 9: split(fold_in(root, 1), T)[t] was the noise key of query t."""
+  """A former defect: split(fold_in(root, 1), T)[t] was the noise key of query t."""
   root = rng.root_key(0)
   init = _words(jax.random.split(rng.stream(root, "teacher_init"), 250))
   noise = _words(_children(rng.stream(root, "aggregation"), 250))
@@ -122,7 +122,7 @@ def test_every_stage_takes_its_keys_from_the_table():
 
 
 def test_kd_gan_draws_from_its_own_streams():
-  """The KD-GAN stage folds only its own streams into the root (issue 30), not the main
+  """The KD-GAN stage folds only its own streams into the root, not the main
   job's student / baseline streams; its sound release's noise is the private noise key."""
   text = (REPO / "pate_jax" / "stages" / "kd_gan.py").read_text()
   used = set(re.findall(r'rng\.stream\(\s*\w+\s*,\s*"(\w+)"\s*\)', text))

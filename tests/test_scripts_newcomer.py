@@ -1,4 +1,4 @@
-"""A newcomer's first hour (issue 15): what the scripts print last, --help, one-line errors
+"""A newcomer's first hour: what the scripts print last, --help, one-line errors
 for unknown config fields, checkpoints deleted at completion, tensorflow-datasets failing
 fast offline, and the aggregate stage's ε conventions.
 
@@ -64,10 +64,10 @@ def test_aggregate_prints_labels_and_both_epsilons_then_the_paths(tmp_path, vote
   assert "40 of 40 queries answered, label accuracy" in tail
   assert "private (data owner only): ε moments_data_dependent" in tail
   assert "tight" in tail and "δ = 1e-05" in tail
-  assert "NOTE: this run's noise came from a research seed" in tail  # issue 23
+  assert "NOTE: this run's noise came from a research seed" in tail
   assert f"figures: {(work / 'privacy.png').resolve()}" in tail
   assert "{" not in tail.replace("{'gamma': 0.05}", "")  # no raw dicts
-  # 8: the paper's convention, the tight value, and the grid-edge flags (private here).
+  # The paper's convention, the tight value, and the grid-edge flags (private here).
   record = json.loads((work / "results.json").read_text())
   private = record["results"]["private"]
   eps, tight = private["epsilon"], private["epsilon_tight"]
@@ -79,7 +79,7 @@ def test_aggregate_prints_labels_and_both_epsilons_then_the_paths(tmp_path, vote
   assert (("moments_data_dependent" in r["private"]["epsilon_at_grid_edge"])
           == dd["best_at_grid_edge"])
   assert not any("data_dependent" in k for k in record["results"]["epsilon"])
-  # 7: an LNMax run records no GNMax fields; the privacy curve ends at the reported ε.
+  # An LNMax run records no GNMax fields; the privacy curve ends at the reported ε.
   assert "gamma" in record["config"]
   assert not {"sigma", "threshold", "sigma_threshold"} & set(record["config"])
   curve = r["private"]["privacy_curve"]
@@ -115,7 +115,7 @@ def test_train_teachers_prints_accuracy_deletes_checkpoints_and_reuses_votes(tmp
   tail = _tail(capsys, work, 3)
   assert "2 teachers × " in tail and "test accuracy mean" in tail and "plurality" in tail
   assert f"figures: {(work / 'gap.png').resolve()}" in tail
-  # 2: the stage's outputs replace its checkpoints.
+  # The stage's outputs replace its checkpoints.
   ckpts = work / "checkpoints"
   assert not [p for p in ckpts.iterdir() if p.name.isdigit()]
   assert (ckpts / checkpoint.COMPLETED_FILE).exists()

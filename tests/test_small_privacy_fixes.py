@@ -1,4 +1,4 @@
-"""Privacy issue 23, finding 10: budgets given as real numbers only, and a validation
+"""Small privacy fixes: budgets given as real numbers only, and a validation
 ``ValueError`` reported by a script in one line. (The accountants under a 32-bit ``jax.jit``
 are tested in test_accounting.py.)"""
 

@@ -541,7 +541,7 @@ def test_release_epsilon_script(tmp_path):
   # It spends from no budget: a research measurement, private as a whole.
   assert written["disclosure"] == experiment.MEASUREMENT
   record = written["results"]
-  # Issue 23: the published release's parameters are the config's (the order from the
+  # The published release's parameters are the config's (the order from the
   # data-independent rule), never chosen on the votes; the rest is in the private part.
   spec = record["release"]
   assert spec["sigma_ss"] == config.release.sigma_ss

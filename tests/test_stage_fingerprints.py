@@ -1,4 +1,4 @@
-"""Issue 23, finding 9 and part of 10: a finished teachers stage keeps its fingerprint
+"""A finished teachers stage keeps its fingerprint
 with its votes, so that votes labels were paid from are never replaced by another run's;
 and the messages that refuse a resume name a restart flag the script accepts.
 
@@ -100,7 +100,7 @@ def test_votes_of_an_older_workdir_are_checked_against_its_completion_record(tmp
 
 @pytest.mark.slow
 def test_finished_teachers_refuse_a_changed_config_and_keep_their_votes(tmp_path):
-  """The issue's case: the stage finished (checkpoints deleted), then a rerun with
+  """The case this guards against: the stage finished (checkpoints deleted), then a rerun with
   ``--config.seed=5`` retrained on another partition and overwrote votes.npz."""
   script = experiment.load_script(TEACHERS)
 

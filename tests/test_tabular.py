@@ -277,11 +277,11 @@ def test_experiment_end_to_end_on_synthetic_adult(tmp_path, capsys):
   work = tmp_path / "work"
   res = experiment.run_and_report(tabular_experiment.run, tabular_experiment.report, config,
                                   str(work))
-  tail = capsys.readouterr().out.strip().splitlines()[-3:]  # issue 15: numbers, then paths
+  tail = capsys.readouterr().out.strip().splitlines()[-3:]  # the numbers, then the paths
   assert "LNMax labels" in tail[0] and "eps" in tail[0]
   assert tail[1] == f"results: {(work / 'results.json').resolve()}"
   assert tail[2] == f"figures: {(work / 'student_accuracy.png').resolve()}"
-  for m in ("lnmax", "gnmax"):  # issue 15, item 8: grid-edge flags
+  for m in ("lnmax", "gnmax"):  # grid-edge flags
     assert isinstance(res[m]["epsilon_at_grid_edge"], list)
   assert res["dataset"] == "adult-noeducation" and "education" not in res["feature_names"]
   assert res["num_pool"] == 40 and res["num_eval"] == 50

@@ -60,7 +60,7 @@ def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
   c.student.kwargs.update(TINY_GAN)
   r = experiment.run_and_report(train_student.run, train_student.report, c, str(tmp_path))
   lines = capsys.readouterr().out.strip().splitlines()
-  tail = lines[-4:]  # issue 15: headline, then paths
+  tail = lines[-4:]  # the headline, then the paths
   # A research noise seed: every line but the paths says private (the training log too).
   said = [l for l in lines if l.strip() and not l.startswith(("results: ", "figures: "))]
   assert any("eval_accuracy=" in l for l in said)
@@ -69,7 +69,7 @@ def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
   # The research noise seed makes the run private as a whole: every line says so.
   assert tail[0].startswith(experiment.PRIVATE_MARK + "pate_g student: held-out accuracy")
   assert "ε: " in tail[0]
-  assert tail[1].startswith("private (data owner only): data-dependent ε: ")  # issue 23
+  assert tail[1].startswith("private (data owner only): data-dependent ε: ")
   assert tail[2] == f"results: {(tmp_path / 'results.json').resolve()}"
   assert tail[3] == f"figures: {(tmp_path / 'labels' / 'privacy.png').resolve()}"
   assert r["num_queries"] == 30 and r["num_labels"] == 30
@@ -255,7 +255,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   s = experiment.run_and_report(run_pate.run, run_pate.report, c, str(tmp_path))
   assert s["student"]["num_labels"] == 20
   assert s["aggregate"]["mechanism"] == "gnmax"
-  # Issue 23: the data-dependent ε is private; the published ε are data-independent or
+  # The data-dependent ε is private; the published ε are data-independent or
   # released with smooth sensitivity, and the noise was secret.
   assert s["private"]["epsilon"]["rdp_data_dependent_improved"]["epsilon"] > 0
   assert not any("data_dependent" in k for k in s["epsilon"])
@@ -264,7 +264,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert (tmp_path / "teachers" / "ledger.npz").exists()  # the budget lives with the votes
   record = json.loads((tmp_path / "results.json").read_text())
   assert record["results"]["student"]["eval_accuracy"] == s["student"]["eval_accuracy"]
-  # Issue 15: the job ends with its headline numbers and the absolute paths of its files.
+  # The job ends with its headline numbers and the absolute paths of its files.
   tail = capsys.readouterr().out.strip().splitlines()[-18:]
   assert tail[-2] == f"results: {(tmp_path / 'results.json').resolve()}"
   assert tail[-1].startswith("figures: ") and "privacy.png" in tail[-1]
@@ -285,7 +285,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
                                "plurality", "attack ", "end to end")):
       assert line.lstrip().startswith("private (data owner only)"), line
   assert (tmp_path / "aggregate" / "privacy.png").stat().st_size > 1000
-  # Issue 14: the attack on the run's own lowest-consensus answered queries, and report.md.
+  # The attack on the run's own lowest-consensus answered queries, and report.md.
   attack = s["private"]["attack"]
   labels = np.load(tmp_path / "aggregate" / "labels.npz")
   votes = np.load(tmp_path / "teachers" / "votes.npz")["votes"]
@@ -336,7 +336,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert hist in private and hist not in public
   for figure in ("student/accuracy.png", "attack/defense_consistent_answers.png"):
     assert (tmp_path / figure).stat().st_size > 1000
-  # Issue 15, item 2: the finished teachers' checkpoints are gone, the student keeps one.
+  # The finished teachers' checkpoints are gone, the student keeps one.
   assert not [p for p in (tmp_path / "teachers" / "checkpoints").iterdir() if p.name.isdigit()]
   assert [p.name for p in (tmp_path / "student" / "checkpoints").iterdir()
           if p.name.isdigit()] == ["4"]
@@ -467,7 +467,7 @@ def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys)
   capsys.readouterr()
   out = experiment.run_and_report(plot_students.run, plot_students.report, c,
                                   str(tmp_path / "plots"))
-  tail = capsys.readouterr().out.strip().splitlines()  # issue 15: numbers, then paths
+  tail = capsys.readouterr().out.strip().splitlines()  # the numbers, then the paths
   assert "accuracy" in tail[-3] and "queries" in tail[-3]
   assert tail[-2].startswith(f"results: {(tmp_path / 'plots').resolve()}")
   assert tail[-1] == f"figures: {(tmp_path / 'plots' / 'students.png').resolve()}"

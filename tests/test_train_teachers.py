@@ -76,7 +76,7 @@ def test_killed_run_resumes_bit_identical(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_killed_run_in_a_workdir_with_brackets_resumes_from_its_checkpoint(tmp_path,
                                                                            monkeypatch):
-  """Issue 23, 10: under ``run[1]`` every checkpoint was set aside as corrupt (orbax globs
+  """Under ``run[1]`` every checkpoint was once set aside as corrupt (orbax globs
   the path unescaped) and the resumed run started from step 0."""
   script = experiment.load_script(SCRIPT)
   workdir = tmp_path / "run[1]"

@@ -1,6 +1,6 @@
 """The attacker's model of the answers, ``log π(H)``, and the batching of its cores.
 
-Beyond the attack paper (issue 12). The attacker's answers to one repeated input are
+Beyond the attack paper. The attacker's answers to one repeated input are
 i.i.d. draws from a categorical distribution ``π(H)`` over
 
 * GNMax: the ``C`` classes, ``π = Q(H)`` (Theorem 1 of the attack paper);

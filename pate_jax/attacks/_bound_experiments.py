@@ -1,4 +1,4 @@
-"""Beyond the attack paper (issue 12): the reconstruction against the Cramér–Rao bound.
+"""Beyond the attack paper: the reconstruction against the Cramér–Rao bound.
 
 Like :mod:`pate_jax.attacks._experiments`, each function composes the pieces of
 :mod:`pate_jax.attacks` from explicit arguments and returns a JSON-ready ``dict``;
@@ -6,7 +6,7 @@ every variant's error (a ``"method": "mle"`` variant is the maximum-likelihood
 reconstruction) is reported next to the bound of :func:`pate_jax.attacks.cramer_rao`
 and the queries it says an attacker needs for the errors :data:`TARGETS`:
 
-* :func:`fresh_histograms` -- fresh Dirichlet histograms (issue 12's acceptance set).
+* :func:`fresh_histograms` -- fresh Dirichlet histograms (the ``dirichlet`` setting's set).
 * :func:`query_sweep` -- error against the number of queries, with the bound.
 
 Monte Carlo repetition ``r`` uses ``keys[r]``; the errors are kept in float64.
@@ -68,7 +68,7 @@ def fresh_histograms(keys: jax.Array, histograms: Any, names: list[str], *, sigm
                      budget: Mapping[str, Any] | None = None, conversion: str = "improved",
                      num_teachers: float = _histograms.NUM_TEACHERS) -> dict[str, Any]:
   """Fresh histograms (e.g. :func:`pate_jax.attacks.dirichlet_histograms`), ``M`` GNMax
-  queries each: every variant's error next to the Cramér–Rao bound (issue 12).
+  queries each: every variant's error next to the Cramér–Rao bound.
 
   Args:
     keys: ``[R]`` Monte Carlo keys.

@@ -1,6 +1,6 @@
 """The information the answers carry about the vote histogram: its Cramér–Rao bound.
 
-Beyond the attack paper (issue 12); ``π(H)`` is the answer distribution of
+Beyond the attack paper; ``π(H)`` is the answer distribution of
 :mod:`pate_jax.attacks._answer_probabilities` (GNMax, or Confident-GNMax with ``⊥``).
 
 Information bound (:func:`fisher_information`, :func:`cramer_rao`): the Fisher

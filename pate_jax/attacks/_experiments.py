@@ -14,7 +14,7 @@ histograms and returns a JSON-ready ``dict`` of numpy arrays and numbers (the
 * :func:`produced_histograms` -- the same on the histograms of a PATE run (the main job),
   chosen by :func:`lowest_consensus`.
 
-Beyond the paper (issue 12): a variant with ``"method": "mle"`` is the
+Beyond the paper: a variant with ``"method": "mle"`` is the
 maximum-likelihood reconstruction (with Confident-GNMax it reads the ``⊥``
 outcomes too), and every setting reports the Cramér–Rao bound of
 :func:`pate_jax.attacks.cramer_rao` next to the errors, with the queries it says

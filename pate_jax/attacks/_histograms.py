@@ -115,7 +115,7 @@ def dirichlet_histograms(key, alphas, num_per_alpha: int, *, num_teachers: int =
   """Fresh histograms drawn like Table 1's: ``p ~ Dirichlet(α·1)``, ``H ~ Multinomial(N, p)``.
 
   Small ``α`` gives near-unanimous histograms (most classes 0, like SVHN's high
-  consensus rows), ``α = 1`` spread ones (issue 12's acceptance set: α in
+  consensus rows), ``α = 1`` spread ones (the ``dirichlet`` setting's set: α in
   {0.05, 0.3, 1}, 250 votes, 10 classes).
 
   Args:

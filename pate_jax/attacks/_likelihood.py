@@ -1,6 +1,6 @@
 """Maximum-likelihood reconstruction of the vote histogram from the answer frequencies.
 
-Beyond the attack paper (issue 12). The attacker's ``n`` answers to one repeated
+Beyond the attack paper. The attacker's ``n`` answers to one repeated
 input are i.i.d. draws from a categorical distribution ``π(H)`` over
 
 * GNMax: the ``C`` classes, ``π = Q(H)`` (Theorem 1 of the attack paper);

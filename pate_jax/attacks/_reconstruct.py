@@ -31,7 +31,7 @@ Methods (all ``jit``-compiled, ``vmap``-ped over histograms and σ):
 ``normalize=True`` uses the objective of the paper's released code,
 ``‖Q/‖Q‖ - q̄/‖q̄‖‖₂``, instead of the paper's ``‖Q - q̄‖₂``.
 
-* ``"mle"`` (beyond the paper, issue 12): the maximum-likelihood estimate
+* ``"mle"`` (beyond the paper): the maximum-likelihood estimate
   ``argmax Σ_k q̄_k log π_k(H)`` over ``{H ≥ 0, Σ H = N}`` by a damped Newton method
   in the softmax chart (:mod:`pate_jax.attacks._likelihood`); with
   ``threshold``/``sigma_threshold`` the answers are Confident-GNMax's and ``q̄`` has

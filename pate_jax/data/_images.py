@@ -233,7 +233,7 @@ def _load_tfds(name: str, download: bool) -> dict[str, tuple]:
                               f"(${OFFLINE_ENV_VAR}=1)")
     url = getattr(builder, "URL", None) or TFDS_SOURCES.get(name)
     why = unreachable(url) if url else None
-    if why:  # tfds would retry for minutes (issue 15: 3 min 24 s) before failing
+    if why:  # tfds would retry for minutes (3 min 24 s measured) before failing
       raise SourceUnreachableError(f"not prepared in {builder.data_dir} and its source {url} "
                                    f"is unreachable ({why})")
     builder.download_and_prepare()

@@ -4,7 +4,7 @@
 ``configs/attack_*.py`` docstring): ``fixed`` (Figures 5-7), ``budget`` (Figure 4),
 ``edge`` (Figure 9), ``defense`` (Section 5), ``adult`` (Section 2, Figure 1, Appendix E,
 Figure 8) and, beyond the paper, ``dirichlet`` (fresh histograms: the maximum-likelihood
-reconstruction and the Cramér–Rao bound, issue 12) and ``near_duplicates`` (the defense
+reconstruction and the Cramér–Rao bound) and ``near_duplicates`` (the defense
 caches exact repeats only: near-duplicate queries to real teachers). Every run writes
 ``results.json`` (per-histogram queries, ε and error) and PNG figures into the workdir, and
 prints its

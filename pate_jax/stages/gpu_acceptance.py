@@ -24,7 +24,7 @@ Each run writes into ``<workdir>/<run>/`` and is skipped when its ``results.json
 (a test run interrupted at ``tests.timeout_s`` does not count): a call resumes from what the
 earlier calls left, and each stage resumes from its own checkpoints where it has them. A
 run that raises is recorded (``<run>/error.txt``) and the next one goes on. After the runs,
-``<workdir>/results.json`` holds every run's status and the ``targets`` (the issue's
+``<workdir>/results.json`` holds every run's status and the ``targets`` (the acceptance
 thresholds beside the measured values, met or not, computed from the runs' results) and
 ``deterministic_slowdown`` (the teachers benchmark's examples/s without deterministic GPU
 kernels over those with them, per strategy: a measurement, not a target), and
@@ -230,7 +230,7 @@ def _target(what: str, run: str, value: Any, op: str, threshold: float, *,
 
 
 def targets(config, root: pathlib.Path) -> dict[str, dict]:
-  """The issue's targets, each with the measured value and whether it was met (``None``:
+  """The acceptance targets, each with the measured value and whether it was met (``None``:
   its run has not finished), computed from the runs' results in ``root``. Two are private
   (``private``: the teachers' accuracy and the data-dependent ε, and so whether they met
   their thresholds): :func:`report` prints them as such and ``RESULTS.md`` marks them."""

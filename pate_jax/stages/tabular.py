@@ -379,7 +379,7 @@ def plan(config) -> dict:
 def grid_edges(summary: dict, accountant) -> list[str]:
   """The ``best_moment*`` / ``best_order*`` keys of a mechanism's summary whose best sits at
   the end of its grid (moments ``1..max_moment`` or ``..max_moment_N``: the last; RDP
-  orders: either end), where a wider grid would give a smaller ε (issue 15, item 8)."""
+  orders: either end), where a wider grid would give a smaller ε."""
   edges = []
   for key, best in summary.items():
     if key.startswith("best_moment"):
