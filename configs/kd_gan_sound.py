@@ -8,10 +8,10 @@ Public data: the repo's student split of the MNIST test split (the 9,000-row poo
 ``votes.npz``; held out: its 1,000 evaluation rows). Published mechanism: one teacher
 trained on all 60,000 private training images, Eq. 5, ε as published (sound ε: none).
 Sound variant: the same student and discriminator trained on the 250 PATE teachers'
-averaged probability vectors (``votes.npz``, configs/mnist_250.py; L2 sensitivity √2/T),
-each of the n public inputs released once through the Gaussian mechanism (σ calibrated
-to ε ∈ {1, 2, 4, 8}, δ = 1e-5, RDP over n releases), projected onto the simplex and
-cached; Eq. 5's noise is off (it does nothing anyway). No table 1 here. The four levels
+averaged probability vectors (``votes.npz``'s integer ``soft_counts``, configs/mnist_250.py;
+L2 sensitivity √2/T), each of the n public inputs released once through the Gaussian
+mechanism, exactly: the discrete Gaussian on the counts (σ calibrated to ε ∈ {1, 2, 4, 8},
+δ = 1e-5, RDP over n releases), projected onto the simplex and cached; Eq. 5's noise is off (it does nothing anyway). No table 1 here. The four levels
 are alternative releases, each with its own independent noise; publishing all four
 composes (results.json: sound_all_published.epsilon_if_all_published).
 

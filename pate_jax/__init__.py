@@ -19,9 +19,9 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "ablation", "accounting", "aggregation", "attacks", "augment", "budget", "checkpoint",
-    "data", "distributed", "experiment", "flops", "io", "kd_gan", "labels", "ledger",
-    "mechanisms", "memory", "models", "reporting", "reproduction", "rng", "stages",
-    "students", "tabular", "teachers", "votes",
+    "data", "discrete_gaussian", "distributed", "experiment", "flops", "io", "kd_gan",
+    "labels", "ledger", "mechanisms", "memory", "models", "reporting", "reproduction", "rng",
+    "stages", "students", "tabular", "teachers", "votes",
 )
 
 

@@ -874,9 +874,8 @@ ROWS: tuple[Row, ...] = (
         "—", "kd_gan_sound", "table2[1].accuracy_mean", "pct2",
         "the published mechanism's own (unsound) ε; curve only in the paper"),
     Row("gao", "Figure 7", "MNIST, sound variant (PATE soft labels), n = 3,000, ε 1", "—",
-        "kd_gan_sound", "sound[0].accuracy_mean", "pct", "2 seeds; the real-valued Gaussian "
-        "mechanism's guarantee (its float32 draws are not a valid release of their bits: "
-        "README, *Noise is secret*)"),
+        "kd_gan_sound", "sound[0].accuracy_mean", "pct", "2 seeds; the exact discrete Gaussian on "
+        "the teachers' integer soft counts (README, *Noise is secret*)"),
     Row("gao", "Figure 7", "sound variant, n = 3,000, ε 2", "—", "kd_gan_sound",
         "sound[1].accuracy_mean", "pct"),
     Row("gao", "Figure 7", "sound variant, n = 3,000, ε 4", "—", "kd_gan_sound",

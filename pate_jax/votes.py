@@ -15,9 +15,15 @@ forests) reduce their predictions to this array and save it with
                              rows ``[num_pool:]`` its held-out evaluation set
   num_teachers int64 []      T
   dataset      str   []      dataset name
+  soft_counts  int32 [K, Q, C]  optional: the teachers' summed class probabilities at each
+                             temperature, each teacher's quantized to integers
+                             (:func:`soft_counts`, ``soft_count_scale`` per teacher): the
+                             exact integer query of the KD-GAN's sound soft labels. Private,
+                             as the votes.
+  soft_count_scale int64 []  with ``soft_counts``: the scale ``S`` of one teacher's counts
   probabilities float32 [K, Q, C]  optional: the teachers' averaged class probabilities
                              at each temperature (distillation's un-noised targets: private,
-                             as the votes)
+                             as the votes), ``soft_counts / (S T)`` where those are written
   temperatures float32 [K]   optional: those temperatures
   predictions  uint8 [T, Q]  optional: each teacher's predicted class per query (padding
                              excluded); its histogram equals ``votes``. Written by
@@ -89,6 +95,35 @@ def _histogram(predictions: jax.Array, num_classes: int, num_teachers: int) -> j
   return one_hot.sum(axis=0)
 
 
+SOFT_COUNT_SCALE = 2**16
+"""``S``: one teacher's probability vector as integers summing to at most ``S``
+(:func:`soft_counts`); ``T S < 2^31`` keeps the ensemble's int32 sums exact."""
+
+
+def soft_counts(probabilities: jax.Array, scale: int = SOFT_COUNT_SCALE) -> jax.Array:
+  """Probability vectors ``[..., C]`` as int32 counts: ``⌊S·p⌋`` of ``p`` clipped to
+  ``[0, 1]`` (NaN as 0) and divided by its sum where that passes 1, less the excess of
+  the counts over ``S`` (float rounding, a few units) taken from the largest entry.
+
+  Whatever floats come in, every output row is non-negative with sum ``<= S``: two such
+  rows lie at most ``√2 S`` apart in L2, so the sum over ``T`` teachers moves by at most
+  ``√2 S`` when one teacher (one partition of the private data) changes: the sensitivity
+  of the sound soft labels' integer query (:mod:`pate_jax.kd_gan`). Each entry is within
+  ``1/S`` of ``p`` (plus the excess, at most a few float ulps of ``S``).
+  """
+  scale = _checks.positive_int(scale, "scale")
+  if scale >= 2**31:
+    raise ValueError(f"scale must be < 2^31 (int32 counts); got {scale}")
+  p = jnp.clip(jnp.nan_to_num(jnp.asarray(probabilities, jnp.float32), nan=0.0), 0.0, 1.0)
+  p = p / jnp.maximum(p.sum(axis=-1, keepdims=True), 1.0)
+  counts = jnp.floor(p * jnp.float32(scale)).astype(jnp.int32)
+  excess = jnp.maximum(counts.sum(axis=-1, keepdims=True) - scale, 0)
+  top = jax.nn.one_hot(jnp.argmax(counts, axis=-1), counts.shape[-1], dtype=jnp.int32)
+  # The largest entry holds at least (S − excess)/C of the counts, far above the excess;
+  # the clip at 0 keeps the rows non-negative even so.
+  return jnp.maximum(counts - top * excess, 0)
+
+
 def normalized_gap(votes: jax.Array) -> jax.Array:
   """(top count − second count) / T per query: the paper's Figure 3 quantity."""
   votes = jnp.asarray(votes)
@@ -99,8 +134,13 @@ def normalized_gap(votes: jax.Array) -> jax.Array:
 def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any | None = None,
                num_pool: int | None = None, dataset: str = "", probabilities: Any = None,
                temperatures: Any = None, predictions: Any = None,
-               private_data: str | None = None) -> pathlib.Path:
+               private_data: str | None = None, soft_counts: Any = None,
+               soft_count_scale: int = SOFT_COUNT_SCALE) -> pathlib.Path:
   """Writes ``votes.npz`` (see module docstring) atomically, after :func:`check_votes`.
+
+  ``soft_counts``: optional ``[K, Q, C]`` teachers' summed :func:`soft_counts` at the
+  ``temperatures``, with their ``soft_count_scale``; ``probabilities`` (where not given)
+  are then ``soft_counts / (S T)``.
 
   ``predictions``: optional ``[T, Q]`` per-teacher predicted classes (stored as uint8);
   their histogram must equal ``votes``. ``private_data``: optional SHA-256 (64 hex digits)
@@ -117,6 +157,12 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
             "num_pool": np.int64(q if num_pool is None else num_pool),
             "num_teachers": np.int64(votes.sum(axis=1)[0] if q else 0),
             "dataset": np.str_(dataset)}
+  if soft_counts is not None:
+    arrays["soft_counts"] = np.asarray(soft_counts)
+    arrays["soft_count_scale"] = np.int64(_checks.positive_int(soft_count_scale,
+                                                               "soft_count_scale"))
+    if probabilities is None:
+      probabilities = arrays["soft_counts"] / (float(soft_count_scale) * arrays["num_teachers"])
   if probabilities is not None:
     arrays["probabilities"] = np.asarray(probabilities, np.float32)
     arrays["temperatures"] = np.asarray(temperatures, np.float32).reshape(-1)
@@ -191,6 +237,8 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
       raise ValueError(f"{where}: probabilities must be [K={temperatures.size}, Q, C] = "
                        f"{(temperatures.size, q, c)}, got {probabilities.shape}")
     out.update(probabilities=probabilities, temperatures=temperatures)
+  if "soft_counts" in arrays:
+    out.update(_check_soft_counts(arrays, out, where))
   if "predictions" in arrays:
     out["predictions"] = _check_predictions(arrays["predictions"], votes, where)
   if "salt" in arrays:
@@ -206,6 +254,26 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
                        f"got {len(digest)} characters")
     out["private_data"] = np.str_(digest)
   return out
+
+
+def _check_soft_counts(arrays: dict[str, Any], out: dict[str, Any],
+                       where: str) -> dict[str, Any]:
+  """``soft_counts [K, Q, C]`` (beside ``probabilities``) of non-negative integers whose
+  rows sum to at most ``S T``, and their scale ``S`` (``soft_count_scale``)."""
+  counts = np.asarray(arrays["soft_counts"])
+  scale = np.asarray(arrays.get("soft_count_scale", -1))
+  if scale.shape != () or scale.dtype.kind not in "iu" or not 0 < int(scale) < 2**31:
+    raise ValueError(f"{where}: soft_count_scale must be an integer in [1, 2^31) beside "
+                     f"soft_counts; got {scale!r}")
+  bound = int(scale) * int(out["num_teachers"])
+  if "probabilities" not in out or counts.shape != out["probabilities"].shape or (
+      counts.dtype.kind not in "iu"):
+    raise ValueError(f"{where}: soft_counts must be integers of the probabilities' shape "
+                     f"[K, Q, C]; got {counts.dtype} {counts.shape}")
+  if counts.size and (counts.min() < 0 or counts.sum(axis=-1).max() > bound):
+    raise ValueError(f"{where}: soft_counts must be >= 0 with rows summing to at most "
+                     f"soft_count_scale × num_teachers = {bound}")
+  return {"soft_counts": counts.astype(np.int32), "soft_count_scale": np.int64(scale)}
 
 
 def _check_predictions(predictions: Any, votes: np.ndarray, where: str) -> np.ndarray:
@@ -247,8 +315,9 @@ def load_votes(path: str | os.PathLike) -> dict[str, Any]:
   out["dataset"] = str(out["dataset"])
   if "private_data" in out:
     out["private_data"] = str(out["private_data"])
-  for k in ("num_pool", "num_teachers"):
-    out[k] = int(out[k])
+  for k in ("num_pool", "num_teachers", "soft_count_scale"):
+    if k in out:
+      out[k] = int(out[k])
   return out
 
 

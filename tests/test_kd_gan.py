@@ -4,6 +4,7 @@ bad inputs, and a tiny end-to-end fit."""
 
 from __future__ import annotations
 
+import fractions
 import math
 
 import dp_accounting
@@ -16,6 +17,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from pate_jax import accounting as acc
 from pate_jax import kd_gan as K
 from pate_jax import rng
+from pate_jax import votes as votes_lib
 
 ORDERS = np.array([2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0])
 C = 10
@@ -163,33 +165,57 @@ def test_published_epsilon_is_the_papers_accounting():
   assert K.published_epsilon(q, sigma, steps, delta)[0] <= 8.0
 
 
-def test_soft_label_sensitivity_by_changing_one_teacher():
-  t, q = 25, 40
+def test_soft_count_sensitivity_by_changing_one_teacher():
+  """One teacher moves the integer query by at most √2 S in L2 (S = the counts' scale),
+  whatever floats it outputs: vertex to vertex reaches it; sums above 1, NaN and values
+  outside [0, 1] stay within it."""
+  t, q, s = 25, 40, votes_lib.SOFT_COUNT_SCALE
   rng = np.random.default_rng(0)
-  probs = rng.dirichlet(np.ones(C), size=(t, q)).astype(np.float64)
-  base = np.asarray(K.ensemble_soft_labels(jnp.asarray(probs)))
-  bound = K.soft_label_sensitivity(t)
-  assert bound == pytest.approx(math.sqrt(2) / t)
+  probs = rng.dirichlet(np.ones(C), size=(t, q)).astype(np.float32)
+  base = K.ensemble_soft_counts(probs)
+  assert K.soft_label_sensitivity(t) == pytest.approx(math.sqrt(2) / t)
+  np.testing.assert_allclose(base / (s * t), probs.mean(0), atol=1.0 / s)
   # Worst case: teacher 7 moves from one vertex of the simplex to another.
   worst_a, worst_b = probs.copy(), probs.copy()
   worst_a[7, 0], worst_b[7, 0] = np.eye(C)[2], np.eye(C)[5]
-  diff = np.asarray(K.ensemble_soft_labels(worst_a)) - np.asarray(K.ensemble_soft_labels(worst_b))
-  assert np.linalg.norm(diff[0]) == pytest.approx(bound, rel=1e-6)
-  assert np.abs(diff[1:]).max() == 0.0
-  # Any change of one teacher's vectors moves every soft label by at most √2/T.
-  other = probs.copy()
-  other[3] = rng.dirichlet(np.full(C, 0.05), size=q)
-  moved = np.linalg.norm(np.asarray(K.ensemble_soft_labels(other)) - base, axis=1)
-  assert moved.max() <= bound + 1e-12 and moved.max() > 0.5 * bound
+  diff = K.ensemble_soft_counts(worst_a) - K.ensemble_soft_counts(worst_b)
+  assert np.linalg.norm(diff[0]) == pytest.approx(math.sqrt(2) * s, rel=1e-12)
+  assert np.abs(diff[1:]).max() == 0
+  # A teacher whose floats are not a probability vector still moves it by at most √2 S.
+  for bad in (np.ones((q, C)), np.full((q, C), 0.1000001), rng.uniform(-1, 2, (q, C)),
+              np.where(rng.random((q, C)) < 0.3, np.nan, 0.5), rng.dirichlet(np.full(C, 0.05), q)):
+    other = probs.copy()
+    other[3] = bad
+    counts = np.asarray(votes_lib.soft_counts(other[3]))
+    assert counts.min() >= 0 and counts.sum(-1).max() <= s
+    moved = np.linalg.norm(K.ensemble_soft_counts(other) - base, axis=1)
+    assert moved.max() <= math.sqrt(2) * s
 
 
 def test_release_noise_scale_and_consistency():
-  soft = jnp.full((2000, C), 0.1)
-  out = K.release_soft_labels(jax.random.key(0), soft, 50, 3.0)
-  assert float(jnp.std(out - soft)) == pytest.approx(3.0 * math.sqrt(2) / 50, rel=0.03)
-  ids = jnp.asarray([5, 17])
-  sub = K.release_soft_labels(jax.random.key(0), soft[ids], 50, 3.0, query_ids=ids)
-  np.testing.assert_allclose(sub, out[ids], rtol=1e-6)  # an answer does not depend on the batch
+  """The release is ``counts/(S T)`` plus noise of std ``σ√2/T``: the discrete Gaussian of
+  variance ``⌈2σ²S²⌉``, exactly; an answer depends on its id only, not on the batch."""
+  s = votes_lib.SOFT_COUNT_SCALE
+  counts = np.full((2000, C), s * 50 // C)
+  out = K.release_soft_labels(jax.random.key(0), counts, 50, 3.0)
+  assert out.dtype == np.float64 and out.shape == (2000, C)
+  assert float(np.std(out - 0.1)) == pytest.approx(3.0 * math.sqrt(2) / 50, rel=0.03)
+  noise = (out - 0.1) * (s * 50)
+  np.testing.assert_allclose(noise, np.round(noise), atol=1e-6)  # integers
+  assert K.soft_count_variance(3.0) == 2 * 9 * s * s
+  assert K.soft_count_variance(0.1) >= 2 * 0.1**2 * s * s  # rounded up, never down
+  assert K.soft_count_variance(0.1) - 2 * fractions.Fraction(0.1) ** 2 * s * s < 1
+  ids = np.asarray([5, 17])
+  sub = K.release_soft_labels(jax.random.key(0), counts[ids], 50, 3.0, query_ids=ids)
+  np.testing.assert_array_equal(sub, out[ids])  # an answer does not depend on the batch
+  np.testing.assert_array_equal(K.release_soft_labels(jax.random.key(0), counts, 50, 0.0),
+                                counts / (s * 50))
+  for bad, match in (((counts + 0.5), "soft_counts"), (-counts, "soft_counts"),
+                     (counts * C, "soft_counts")):
+    with pytest.raises(ValueError, match=match):
+      K.release_soft_labels(jax.random.key(0), bad, 50, 3.0)
+  with pytest.raises(ValueError, match="noise_multiplier"):
+    K.release_soft_labels(jax.random.key(0), counts, 50, float("nan"))
   p = K.project_to_simplex(out[:50])
   np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-5)
   assert float(p.min()) >= 0.0
@@ -215,12 +241,14 @@ def test_soft_label_epsilon_and_calibration():
 
 
 def _sound_votes(q=2000, t=250, seed=0):
-  """A votes dict as :func:`K.sound_targets` reads it: ``T`` teachers' averaged
-  probabilities at temperature 1, every entry in ``[0.05, 0.55]`` (inside the simplex,
-  so that projecting a slightly noisy release only removes its mean)."""
+  """A votes dict as :func:`K.sound_targets` reads it: ``T`` teachers' soft counts at
+  temperature 1, every averaged entry in ``[0.05, 0.55]`` (inside the simplex, so that
+  projecting a slightly noisy release only removes its mean)."""
   soft = 0.05 + 0.5 * np.random.default_rng(seed).dirichlet(np.full(C, 5.0), size=q)
-  return {"probabilities": soft[None].astype(np.float32), "temperatures": np.ones(1),
-          "num_teachers": t}
+  s = votes_lib.SOFT_COUNT_SCALE
+  counts = np.floor(soft * s * t).astype(np.int32)
+  return {"soft_counts": counts[None], "probabilities": (counts / (s * t))[None],
+          "soft_count_scale": s, "temperatures": np.ones(1), "num_teachers": t}
 
 
 def _levels(votes, sigmas, key=None, rows=None):
@@ -233,7 +261,7 @@ def _levels(votes, sigmas, key=None, rows=None):
 
 
 def test_two_sound_levels_do_not_give_back_the_soft_labels():
-  """Finding 8 of issue 23: with one noise draw ``z`` for every level, ``r_e = p̄ + s_e z``
+  """With one noise draw ``z`` for every level, ``r_e = p̄ + s_e z``
   (projected: minus its mean) and ``p̂ = (s_2 r_1 − s_1 r_2)/(s_2 − s_1)`` was ``p̄`` to
   float rounding. Independent levels leave ``p̂ − p̄ = s_1 s_2 (z_1 − z_2)/(s_2 − s_1)``."""
   (r1, r2), p, (s1, s2) = _levels(_sound_votes(), [0.5, 1.0])
@@ -256,16 +284,16 @@ def test_sound_levels_noises_are_uncorrelated():
 def test_release_levels_key_derivation_and_consistency():
   """Level ``e`` is :func:`K.release_soft_labels` with ``fold_in(key, e)``; an answer
   depends on its query id, not on its position; σ must be a non-empty [E] of σ ≥ 0."""
-  key, soft = jax.random.key(3), jnp.full((40, C), 0.1)
+  key, soft = jax.random.key(3), np.full((40, C), votes_lib.SOFT_COUNT_SCALE * 5)
   out = K.release_soft_label_levels(key, soft, 50, [1.0, 4.0])
   assert out.shape == (2, 40, C)
   for e, sigma in enumerate([1.0, 4.0]):
-    np.testing.assert_allclose(
-        out[e], K.release_soft_labels(jax.random.fold_in(key, e), soft, 50, sigma), rtol=1e-6)
-  ids = jnp.arange(40)[::-1]  # the same queries in another order (and the same shapes)
+    np.testing.assert_array_equal(
+        out[e], K.release_soft_labels(jax.random.fold_in(key, e), soft, 50, sigma))
+  ids = np.arange(40)[::-1]  # the same queries in another order (and the same shapes)
   moved = K.release_soft_label_levels(key, soft[ids], 50, [1.0, 4.0], query_ids=ids)
-  np.testing.assert_allclose(moved, out[:, ids], rtol=1e-6)
-  for bad in ([], [1.0, -1.0], [[1.0]]):
+  np.testing.assert_array_equal(moved, out[:, ids])
+  for bad in ([], [1.0, -1.0], [[1.0]], [float("inf")]):
     with pytest.raises(ValueError, match="noise_multipliers"):
       K.release_soft_label_levels(key, soft, 50, bad)
 
@@ -283,6 +311,15 @@ def test_sound_noise_is_secret_unless_a_research_seed_is_named():
   np.testing.assert_array_equal(public[0], public[1])
   np.testing.assert_array_equal(public[0], K.sound_targets(
       rng.stream(rng.root_key(0), "aggregation"), votes, rows, sigmas))
+
+
+def test_sound_targets_refuse_votes_without_soft_counts():
+  """Votes written with float probabilities only (before the integer soft counts) have no
+  exact query to release: refused, saying what to do; not released from the floats."""
+  votes = _sound_votes(q=20)
+  del votes["soft_counts"], votes["soft_count_scale"]
+  with pytest.raises(ValueError, match="no soft_counts in votes.npz"):
+    K.sound_targets(jax.random.key(0), votes, np.arange(10), [1.0])
 
 
 def test_table2_reads_the_papers_rows_off_the_curve():

@@ -1,8 +1,8 @@
-"""The last lines of the scripts not covered elsewhere (issue 15): the accounting benchmark
+"""The last lines of the scripts not covered elsewhere: the accounting benchmark
 and the KD-GAN script end with their headline numbers and the absolute path of their
 results JSON. Run in-process on their smallest configs through
 ``experiment.run_and_report`` (what ``run_main`` does after parsing flags). The KD-GAN's
-sound variant (issue 23, finding 8): secret noise by default, its levels composed."""
+sound variant: secret noise by default, its levels composed."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_train_kd_gan_ends_with_accuracy_epsilon_and_paths(tmp_path, data_dir, c
 
 def _sound_votes(path, num_teachers=250, private_data=None):
   """votes.npz of ``num_teachers`` simulated teachers on MNIST's 9,000-row student pool,
-  with averaged probabilities at temperature 1 (the sound variant's input), trained on
+  with soft counts at temperature 1 (the sound variant's input), trained on
   ``private_data`` (a SHA-256; None: not named)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
@@ -92,8 +92,9 @@ def _sound_votes(path, num_teachers=250, private_data=None):
   y = rs.integers(0, 10, 9_000)
   probs = 0.5 * np.eye(10)[y] + 0.5 * rs.dirichlet(np.ones(10), 9_000)
   votes = np.stack([rs.multinomial(num_teachers, p) for p in probs])
+  counts = np.floor(probs * votes_lib.SOFT_COUNT_SCALE * num_teachers).astype(np.int32)
   votes_lib.save_votes(path / "votes.npz", votes, y, dataset="mnist",
-                       probabilities=probs[None], temperatures=(1.0,),
+                       soft_counts=counts[None], temperatures=(1.0,),
                        private_data=private_data)
   return path
 

@@ -10,7 +10,7 @@ import numpy as np
 import optax
 import pytest
 
-from pate_jax import data, experiment, memory, models, teachers
+from pate_jax import data, experiment, memory, models, teachers, votes
 from tests._scripts import run_result
 
 T, N = 6, 40
@@ -144,7 +144,7 @@ def test_train_and_predict_reject_bad_sizes(shards):
     with pytest.raises(ValueError, match="query_chunk"):
       ens.predict(state["params"], x[0], query_chunk=chunk)
   with pytest.raises(ValueError, match="query_chunk"):
-    teachers.mean_probabilities(ens.fns, state["params"], x[0], (1.0,), T, query_chunk=0)
+    teachers.soft_counts(ens.fns, state["params"], x[0], (1.0,), T, query_chunk=0)
 
 
 def test_unknown_strategy():
@@ -567,39 +567,51 @@ def test_planner_arithmetic():
     ("vmap", 3, 16), pytest.param("chunked", 3, None, marks=pytest.mark.slow)])
 def test_predictions_and_distillation_targets_come_from_one_pass(strategy, chunk_size,
                                                                  query_chunk, float32_matmuls):
-  """predict_with_probabilities gives predict's classes and mean_probabilities' averages
-  (the last teachers left out), through overlapping teacher chunks and query chunks."""
+  """predict_with_soft_counts gives predict's classes and soft_counts' integer sums (the
+  last teachers left out), through overlapping teacher chunks and query chunks: each
+  teacher counted once, so the sums agree to a unit per teacher (a float's last bit at
+  a floor's edge) and are the averaged probabilities to 1/S."""
   fns = teachers.TeacherFns(models.get_model("mlp", 10, hidden=(16,)), optax.adam(1e-3), None)
   t, x = 7, jax.random.normal(jax.random.key(0), (37, 28, 28, 1))
   params = jax.vmap(lambda k: fns.init(k, x)["params"])(jax.random.split(jax.random.key(1), t))
   ens = teachers.Ensemble(fns, strategy, chunk_size=chunk_size,
                           mesh=None if strategy == "loop" else teachers.teacher_mesh())
-  preds, probs = ens.predict_with_probabilities(params, x, (1.0, 5.0), t - 2, query_chunk)
-  want = teachers.mean_probabilities(fns, params, x, (1.0, 5.0), t - 2, query_chunk=8)
-  np.testing.assert_allclose(probs, want, rtol=1e-5, atol=1e-7)
+  preds, counts = ens.predict_with_soft_counts(params, x, (1.0, 5.0), t - 2, query_chunk)
+  want = teachers.soft_counts(fns, params, x, (1.0, 5.0), t - 2, query_chunk=8)
+  assert counts.dtype == want.dtype == jnp.int32
+  assert np.abs(np.asarray(counts) - np.asarray(want)).max() <= t - 2
+  logits = jnp.stack([fns.model.apply(jax.tree.map(lambda a: a[i], params), x)
+                      for i in range(t - 2)])
+  for k, temp in enumerate((1.0, 5.0)):
+    mean = np.asarray(jax.nn.softmax(logits / temp, axis=-1)).mean(0)
+    np.testing.assert_allclose(np.asarray(counts[k]) / (votes.SOFT_COUNT_SCALE * (t - 2)),
+                               mean, atol=2.0 / votes.SOFT_COUNT_SCALE)
   np.testing.assert_array_equal(preds, jnp.stack(
       [fns.predict(jax.tree.map(lambda a: a[i], params), x) for i in range(t)]))
-  assert ens.predict_with_probabilities(params, x, (), t, query_chunk)[1] is None
+  assert ens.predict_with_soft_counts(params, x, (), t, query_chunk)[1] is None
   with pytest.raises(ValueError, match="num_teachers"):
-    ens.predict_with_probabilities(params, x, (1.0,), t + 1)
+    ens.predict_with_soft_counts(params, x, (1.0,), t + 1)
   with pytest.raises(ValueError, match="temperatures must be positive"):
-    ens.predict_with_probabilities(params, x, (0.0,), t)
+    ens.predict_with_soft_counts(params, x, (0.0,), t)
 
 
 @pytest.mark.slow
-def test_mean_probabilities_average_each_teachers_softmax(shards):
+def test_soft_counts_sum_each_teachers_quantized_softmax(shards):
   fns = _fns(batch_size=16)
   ens = teachers.Ensemble(fns, "vmap")
   state, _ = _train(ens, shards, [5])
   x = jnp.asarray(data.to_float(shards[2].test_images[:70]))
   params = state["params"]
-  got = teachers.mean_probabilities(fns, params, x, (1.0, 5.0), num_teachers=T - 1,
-                                    query_chunk=32)
+  got = teachers.soft_counts(fns, params, x, (1.0, 5.0), num_teachers=T - 1, query_chunk=32)
   logits = np.stack([np.asarray(fns.model.apply(jax.tree.map(lambda a: a[t], params), x))
                      for t in range(T - 1)])  # the last teacher is left out
   for i, temp in enumerate((1.0, 5.0)):
-    want = np.asarray(jax.nn.softmax(logits / temp, axis=-1)).mean(0)
-    np.testing.assert_allclose(got[i], want, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(got.sum(-1), 1.0, rtol=1e-5)
+    want = np.asarray(votes.soft_counts(jax.nn.softmax(logits / temp, axis=-1))).sum(0)
+    assert np.abs(np.asarray(got[i]) - want).max() <= T - 1  # a floor's edge per teacher
+  s = votes.SOFT_COUNT_SCALE * (T - 1)
+  assert int(got.min()) >= 0 and int(got.sum(-1).max()) <= s
+  np.testing.assert_allclose(np.asarray(got.sum(-1)) / s, 1.0, atol=10 / votes.SOFT_COUNT_SCALE)
   with pytest.raises(ValueError, match="temperatures must be positive"):
-    teachers.mean_probabilities(fns, params, x, (0.0,), num_teachers=T)
+    teachers.soft_counts(fns, params, x, (0.0,), num_teachers=T)
+  with pytest.raises(ValueError, match="num_teachers"):
+    teachers.soft_counts(fns, params, x, (1.0,), num_teachers=2**15)

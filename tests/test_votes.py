@@ -112,3 +112,44 @@ def test_the_salt_is_fresh_when_the_same_votes_are_of_other_rows(tmp_path):
   np.testing.assert_array_equal(votes_lib.load_votes(path)["salt"], first)  # same rows: kept
   votes_lib.save_votes(path, votes, np.array([0, 1]), index=np.array([5, 6]))
   assert not np.array_equal(votes_lib.load_votes(path)["salt"], first)    # other rows: fresh
+
+
+def test_soft_counts_are_written_checked_and_give_the_probabilities(tmp_path):
+  """``soft_counts`` and their scale go into votes.npz beside the probabilities they give
+  (``counts / (S T)``); counts that are negative, fractional, of another shape or above
+  ``S T`` per row are refused, naming the field."""
+  v = np.array([[3, 1], [2, 2]])
+  counts = np.array([[[3 * 60_000, 4 * 65_536 - 3 * 60_000 - 5], [10, 20]]])
+  path = votes_lib.save_votes(tmp_path / "votes.npz", v, [0, 1], soft_counts=counts,
+                          temperatures=(1.0,))
+  out = votes_lib.load_votes(path)
+  np.testing.assert_array_equal(out["soft_counts"], counts)
+  assert out["soft_counts"].dtype == np.int32 and out["soft_count_scale"] == 65_536
+  np.testing.assert_allclose(out["probabilities"], counts / (4 * 65_536), rtol=1e-6)
+  for bad, match in ((-counts, "soft_counts must be >= 0"),
+                     (counts + 0.5, "soft_counts must be integers"),
+                     (counts[:, :1], "soft_counts must be integers"),
+                     (counts * 2, "at most soft_count_scale")):
+    with pytest.raises(ValueError, match=match):
+      votes_lib.save_votes(tmp_path / "bad.npz", v, [0, 1], soft_counts=bad, temperatures=(1.0,),
+                       probabilities=np.zeros((1, 2, 2)))
+  with pytest.raises(ValueError, match="soft_count_scale"):
+    votes_lib.save_votes(tmp_path / "bad.npz", v, [0, 1], soft_counts=counts, temperatures=(1.0,),
+                     soft_count_scale=0)
+
+
+def test_soft_counts_of_any_floats_are_rows_of_at_most_the_scale():
+  """Probabilities summing past 1 by float rounding, all ones, NaN, negatives: every row
+  of counts is >= 0 and sums to at most S; a probability vector loses < 1 per entry."""
+  rng = np.random.default_rng(0)
+  p = rng.dirichlet(np.ones(10), size=500).astype(np.float32)
+  up = np.nextafter(p, np.float32(2))
+  for x in (p, up, np.ones((4, 10)), np.full((4, 10), np.nan), rng.uniform(-1, 2, (50, 10))):
+    c = np.asarray(votes_lib.soft_counts(x))
+    assert c.dtype == np.int32 and c.min() >= 0 and c.sum(-1).max() <= votes_lib.SOFT_COUNT_SCALE
+  c = np.asarray(votes_lib.soft_counts(up))
+  assert np.abs(c / votes_lib.SOFT_COUNT_SCALE - p).max() < 2.0 / votes_lib.SOFT_COUNT_SCALE
+  assert np.asarray(votes_lib.soft_counts(p, scale=4)).sum(-1).max() <= 4
+  for scale in (0, 2**31):
+    with pytest.raises(ValueError, match="scale"):
+      votes_lib.soft_counts(p, scale=scale)

@@ -12,7 +12,8 @@ The paper: ``../shared/papers/gao-private-kd-gan.txt``. Pieces:
 * privacy (``_privacy.py``): the published ε (sampled-Gaussian RDP over the steps),
   what the published loop really certifies (no finite ε for the private records, and
   why), and the sound variant: PATE soft labels (sensitivity √2/T) released once per
-  public input through the Gaussian mechanism, with RDP accounting and calibration;
+  public input through the Gaussian mechanism (exactly: integer soft counts and the
+  discrete Gaussian), with RDP accounting and calibration;
   several noise levels are alternative releases with independent noise (publishing
   several composes);
 * experiment pieces (``_experiments.py``): public data, the ε curves, Table 2's look-up,
@@ -24,10 +25,11 @@ from pate_jax.kd_gan._losses import (Discriminator, adversarial_loss, clip_by_no
                                      discriminator_loss, dp_losses, gumbel_softmax, kd_losses,
                                      soften)
 from pate_jax.kd_gan._privacy import (SOUND_REASON, calibrate_soft_label_noise, check_rate,
-                                      ensemble_soft_labels, project_to_simplex,
+                                      ensemble_soft_counts, project_to_simplex,
                                       published_epsilon, published_sound_epsilon,
                                       release_soft_label_levels, release_soft_labels,
-                                      soft_label_epsilon, soft_label_sensitivity)
+                                      soft_count_variance, soft_label_epsilon,
+                                      soft_label_sensitivity)
 from pate_jax.kd_gan._train import (KDGAN, KDGANResult, accuracy, batch_capacity, check_teacher,
                                     discriminator_step, fit, init, init_runs, make_kd_gan, poisson_batch,
                                     student_log_probs, student_loss, student_step,

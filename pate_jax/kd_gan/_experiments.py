@@ -113,7 +113,9 @@ SOUND_LEVELS_NOTE = (
 def sound_targets(key: jax.Array, votes: dict, public_rows: np.ndarray,
                   noise_multipliers: Sequence[float], temperature: float = 1.0) -> np.ndarray:
   """The sound variant's cached answers: per noise level, log of the projected release
-  of the ensemble's averaged probabilities on the public rows, ``[E, N, C]``.
+  of the ensemble's soft labels on the public rows, ``[E, N, C]``: the teachers' integer
+  soft counts (``votes["soft_counts"]``) through the exact discrete Gaussian
+  (:func:`pate_jax.kd_gan.release_soft_labels`).
 
   Level ``e`` is an alternative release
   (:func:`pate_jax.kd_gan.release_soft_label_levels`): query ``i`` is pool row
@@ -121,15 +123,18 @@ def sound_targets(key: jax.Array, votes: dict, public_rows: np.ndarray,
   whatever else is asked, independent across levels. ``key``: the noise key of the
   release (:func:`pate_jax.rng.noise_key`: secret unless a research seed is named).
   """
-  if "probabilities" not in votes:
-    raise ValueError("votes: no averaged teacher probabilities in votes.npz; train the "
-                     "teachers with distill_temperatures set")
+  if "soft_counts" not in votes:
+    raise ValueError(
+        "votes: no soft_counts in votes.npz (the teachers' integer soft labels, which the "
+        "exact release needs; files written before them hold float probabilities only): "
+        "run experiments/train_teachers.py with distill_temperatures set, in a new workdir")
   temps = [float(t) for t in votes["temperatures"]]
   if float(temperature) not in temps:
     raise ValueError(f"temperature: {temperature} is not among the saved {temps}")
-  soft = np.asarray(votes["probabilities"][temps.index(float(temperature))][public_rows])
-  released = P.release_soft_label_levels(key, soft, votes["num_teachers"], noise_multipliers,
-                                         public_rows)
+  counts = np.asarray(votes["soft_counts"][temps.index(float(temperature))][public_rows])
+  released = P.release_soft_label_levels(key, counts, votes["num_teachers"],
+                                         noise_multipliers, public_rows,
+                                         votes["soft_count_scale"])
   with np.errstate(divide="ignore"):
     return np.log(np.asarray(P.project_to_simplex(released))).astype(np.float32)
 

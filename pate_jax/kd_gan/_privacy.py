@@ -24,10 +24,24 @@ partitions; the soft label of public input ``x`` is the average of their probabi
 vectors ``p̄(x) = (1/T) Σ_t p_t(x)``. One private record lies in one partition, so it
 changes one ``p_t(x)``, by at most ``√2`` in L2 (two points of the simplex), and
 ``p̄(x)`` by at most ``Δ = √2/T`` (:func:`soft_label_sensitivity`). Each of the ``n``
-public inputs is released once, ``p̄(x) + N(0, (σΔ)² I)``
+public inputs is released once, ``p̄(x)`` plus Gaussian noise of std ``σΔ``
 (:func:`release_soft_labels`), and reused in every epoch (post-processing), so the
 cost is ``n`` Gaussian mechanisms: ``RDP(α) = n α / (2σ²)`` (:func:`soft_label_epsilon`;
 :func:`calibrate_soft_label_noise` inverts it).
+
+**Exactly that mechanism, in integers.** A floating-point normal is not the normal of
+the analysis (float32's takes 2^23 values within about ±5.4σ; float64's would need a
+δ term per cell edge, which at ε 8 over ``n C`` values passes δ itself:
+:mod:`pate_jax.discrete_gaussian`). So the query is an integer one: each teacher's
+probability vector becomes integers ``≥ 0`` summing to at most ``S``
+(:func:`pate_jax.votes.soft_counts`, ``S`` = :data:`pate_jax.votes.SOFT_COUNT_SCALE`),
+summed exactly over the teachers (``votes.npz``'s ``soft_counts``), so one teacher moves
+the sum by at most ``√2 S`` in L2 whatever the floats did; the noise is the discrete
+Gaussian of variance ``⌈2σ²S²⌉ ≥ (σ √2 S)²``, sampled exactly
+(:func:`soft_count_variance`), whose RDP is the continuous one's ``α Δ²/(2σ²)``
+(Canonne, Kamath, Steinke 2020). The release is ``(counts + noise) / (S T)``: ``p̄`` to
+within ``1/S`` per entry, with noise of std ``σ√2/T`` (to within the rounding up of its
+variance). No sampler term is charged: the distribution drawn is the one analysed.
 
 **Several noise levels** (the utility-vs-ε curve) are *alternative* releases of the same
 ``p̄``: level ``e`` at ``σ_e`` is valid alone at its own ε, with its own noise, drawn
@@ -42,6 +56,7 @@ given every level's ``σ``. The key is the caller's: secret in a release
 
 from __future__ import annotations
 
+import fractions
 import math
 
 import jax
@@ -50,7 +65,8 @@ import numpy as np
 
 from pate_jax import _checks as v
 from pate_jax import accounting as acc
-from pate_jax import mechanisms
+from pate_jax import discrete_gaussian, mechanisms
+from pate_jax import votes as votes_lib
 from pate_jax.attacks import _reconstruct
 
 SOUND_REASON = (
@@ -110,42 +126,59 @@ def soft_label_sensitivity(num_teachers: int) -> float:
   return math.sqrt(2.0) / v.positive_int(num_teachers, "num_teachers")
 
 
-def ensemble_soft_labels(teacher_probs) -> jax.Array:
-  """``p̄ [Q, C]``: the mean over the teacher axis of ``teacher_probs [T, Q, C]``."""
+def ensemble_soft_counts(teacher_probs, scale: int = votes_lib.SOFT_COUNT_SCALE) -> np.ndarray:
+  """The integer query ``[Q, C]`` of ``teacher_probs [T, Q, C]``: the sum over teachers of
+  their :func:`pate_jax.votes.soft_counts` (what the teachers stage writes as ``votes.npz``'s
+  ``soft_counts``); divided by ``S T`` it is the averaged ``p̄``."""
   teacher_probs = jnp.asarray(teacher_probs)
   if teacher_probs.ndim != 3:
     raise ValueError(f"teacher_probs must be [T, Q, C]; got shape {teacher_probs.shape}")
-  return jnp.mean(teacher_probs, axis=0)
+  counts = np.asarray(votes_lib.soft_counts(teacher_probs, scale), np.int64).sum(axis=0)
+  return counts
 
 
-def release_soft_labels(key: jax.Array, soft_labels, num_teachers: int, noise_multiplier,
-                        query_ids=None) -> jax.Array:
-  """The Gaussian mechanism on averaged soft labels: ``p̄ + N(0, (σ√2/T)²)``, ``[Q, C]``.
+def soft_count_variance(noise_multiplier, scale: int = votes_lib.SOFT_COUNT_SCALE) -> int:
+  """The discrete Gaussian's integer variance ``⌈2σ²S²⌉``: at least ``(σ Δ_S)²`` for the
+  counts' sensitivity ``Δ_S = √2 S``, so the release spends at most the ε of ``σ``
+  (computed exactly from the float ``σ``)."""
+  sigma = float(noise_multiplier)
+  if not (math.isfinite(sigma) and sigma >= 0.0):
+    raise ValueError(f"noise_multiplier must be a finite value >= 0; got {noise_multiplier!r}")
+  exact = fractions.Fraction(sigma) ** 2 * 2 * v.positive_int(scale, "scale") ** 2
+  return math.ceil(exact)
+
+
+def release_soft_labels(key: jax.Array, soft_counts, num_teachers: int, noise_multiplier,
+                        query_ids=None, scale: int = votes_lib.SOFT_COUNT_SCALE
+                        ) -> np.ndarray:
+  """The Gaussian mechanism on the soft labels, exactly: ``(counts + N_Z(0, ⌈2σ²S²⌉)) /
+  (S T)``, float64 ``[Q, C]`` (the module docstring; :mod:`pate_jax.discrete_gaussian`).
 
   Query ``i``'s noise is drawn from ``fold_in(key, query_ids[i])``, so an answer does
   not depend on which other queries are released with it (the cache's consistency).
 
   Args:
-    key: the release's key.
-    soft_labels: ``[Q, C]`` averaged probabilities (:func:`ensemble_soft_labels`).
+    key: the release's key (:func:`pate_jax.rng.noise_key`).
+    soft_counts: ``[Q, C]`` the teachers' summed soft counts (``votes.npz``'s
+      ``soft_counts`` at one temperature, or :func:`ensemble_soft_counts`).
     num_teachers: ``T``.
     noise_multiplier: ``σ`` (noise std in units of the sensitivity ``√2/T``), ``≥ 0``.
     query_ids: ``[Q]`` ids of the public inputs (default ``0..Q-1``).
+    scale: ``S``, the counts' scale per teacher.
   """
-  soft_labels, ids = _queries(soft_labels, query_ids)
-  sigma = float(noise_multiplier)
-  if not sigma >= 0.0:
-    raise ValueError(f"noise_multiplier must be >= 0; got {noise_multiplier!r}")
-  std = sigma * soft_label_sensitivity(num_teachers)
-  return _release(key, soft_labels, ids, jnp.float32(std))
+  counts, ids = _queries(soft_counts, query_ids, num_teachers, scale)
+  noise = discrete_gaussian.sample(key, ids, counts.shape[1],
+                                   soft_count_variance(noise_multiplier, scale))
+  return (counts + noise) / (float(scale) * num_teachers)
 
 
-def release_soft_label_levels(key: jax.Array, soft_labels, num_teachers: int,
-                              noise_multipliers, query_ids=None) -> jax.Array:
+def release_soft_label_levels(key: jax.Array, soft_counts, num_teachers: int,
+                              noise_multipliers, query_ids=None,
+                              scale: int = votes_lib.SOFT_COUNT_SCALE) -> np.ndarray:
   """Alternative releases of the same soft labels at ``E`` noise levels, ``[E, Q, C]``.
 
   Level ``e`` is :func:`release_soft_labels` at ``σ_e`` with the key
-  ``fold_in(key, e)``: query ``i`` at level ``e`` draws ``N(0, I)`` from
+  ``fold_in(key, e)``: query ``i`` at level ``e`` draws its noise from
   ``fold_in(fold_in(key, e), query_ids[i])``, so the levels' noises are independent
   (and an answer still does not depend on the other queries). Each level alone is
   ``n`` Gaussian mechanisms at ``σ_e``; publishing several composes
@@ -154,25 +187,34 @@ def release_soft_label_levels(key: jax.Array, soft_labels, num_teachers: int,
 
   Args:
     key: the release's key (:func:`pate_jax.rng.noise_key`).
-    soft_labels: ``[Q, C]`` averaged probabilities.
+    soft_counts: ``[Q, C]`` the teachers' summed soft counts.
     num_teachers: ``T``.
     noise_multipliers: ``[E]`` the levels' ``σ_e ≥ 0`` (units of ``√2/T``).
     query_ids: ``[Q]`` ids of the public inputs (default ``0..Q-1``).
+    scale: ``S``, the counts' scale per teacher.
   """
-  soft_labels, ids = _queries(soft_labels, query_ids)
+  _queries(soft_counts, query_ids, num_teachers, scale)
   sigmas = _noise_levels(noise_multipliers, "noise_multipliers")
-  stds = jnp.asarray(sigmas * soft_label_sensitivity(num_teachers), jnp.float32)
-  return _release_levels(key, soft_labels, ids, stds)
+  return np.stack([release_soft_labels(jax.random.fold_in(key, e), soft_counts, num_teachers,
+                                       s, query_ids, scale) for e, s in enumerate(sigmas)])
 
 
-def _queries(soft_labels, query_ids) -> tuple[jax.Array, jax.Array]:
-  """``soft_labels`` as float32 ``[Q, C]`` and the ``[Q]`` uint32 ids (default ``0..Q-1``)."""
-  soft_labels = jnp.asarray(soft_labels, jnp.float32)
-  if soft_labels.ndim != 2:
-    raise ValueError(f"soft_labels must be [Q, C]; got shape {soft_labels.shape}")
-  ids = (jnp.arange(soft_labels.shape[0], dtype=jnp.uint32) if query_ids is None
-         else jnp.asarray(query_ids, jnp.uint32))
-  return soft_labels, ids
+def _queries(soft_counts, query_ids, num_teachers, scale) -> tuple[np.ndarray, np.ndarray]:
+  """``soft_counts`` as int64 ``[Q, C]`` (non-negative, rows at most ``S T``) and the
+  ``[Q]`` ids (default ``0..Q-1``); a ``ValueError`` naming the argument otherwise."""
+  t = v.positive_int(num_teachers, "num_teachers")
+  bound = v.positive_int(scale, "scale") * t
+  counts = np.asarray(soft_counts)
+  if counts.ndim != 2 or counts.dtype.kind not in "iu":
+    raise ValueError(f"soft_counts must be integers [Q, C] (votes.npz's soft_counts); got "
+                     f"{counts.dtype} {counts.shape}")
+  if counts.size and (counts.min() < 0 or counts.sum(axis=1).max() > bound):
+    raise ValueError(f"soft_counts must be >= 0 with rows summing to at most scale × "
+                     f"num_teachers = {bound}")
+  ids = np.arange(counts.shape[0]) if query_ids is None else np.asarray(query_ids)
+  if ids.shape != (counts.shape[0],):
+    raise ValueError(f"query_ids must be [Q={counts.shape[0]}]; got shape {ids.shape}")
+  return counts.astype(np.int64), ids
 
 
 def _noise_levels(noise_multipliers, name: str, *, positive: bool = False) -> np.ndarray:
@@ -180,24 +222,10 @@ def _noise_levels(noise_multipliers, name: str, *, positive: bool = False) -> np
   values ``≥ 0``, or ``> 0`` if ``positive``; a ``ValueError`` naming ``name``."""
   sigmas = np.atleast_1d(np.asarray(noise_multipliers, np.float64))
   ok = sigmas > 0 if positive else sigmas >= 0
-  if sigmas.ndim != 1 or sigmas.size == 0 or not np.all(ok):
-    raise ValueError(f"{name} must be a non-empty [E] of values {'>' if positive else '>='} 0; "
-                     f"got {noise_multipliers!r}")
+  if sigmas.ndim != 1 or sigmas.size == 0 or not np.all(ok & np.isfinite(sigmas)):
+    raise ValueError(f"{name} must be a non-empty [E] of finite values "
+                     f"{'>' if positive else '>='} 0; got {noise_multipliers!r}")
   return sigmas
-
-
-@jax.jit
-def _release(key, soft_labels, ids, std):
-  noise = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i),
-                                               soft_labels.shape[1:]))(ids)
-  return soft_labels + std * noise
-
-
-@jax.jit
-def _release_levels(key, soft_labels, ids, stds):
-  levels = jnp.arange(stds.shape[0], dtype=jnp.uint32)
-  keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, levels)  # level e: fold_in(key, e)
-  return jax.vmap(_release, in_axes=(0, None, None, 0))(keys, soft_labels, ids, stds)
 
 
 def soft_label_epsilon(noise_multiplier, num_queries: int, delta, *,

@@ -217,8 +217,8 @@ def _table1(config, fit: Callable, public: Callable, teacher, t_state,
 
 
 def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
-  """The sound variant's release: the teachers' averaged probabilities on the public rows
-  through the Gaussian mechanism at each level's calibrated σ, drawn once into
+  """The sound variant's release: the teachers' soft counts on the public rows through the
+  exact discrete Gaussian at each level's calibrated σ, drawn once into
   ``<workdir>/sound_release.npz`` (owner-only) and read from there by every rerun; with
   secret noise a budget of its own on the teachers' private data
   (:func:`pate_jax.budget.draw_once`; ``config.budget_registry``, ``config.another_budget``)."""
@@ -229,7 +229,8 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
   noise = rng.noise_record(config.noise_seed)
   # What decides the release but its noise (not the σ computed from it, whose last bits
   # may change with a library version).
-  settings = {"rows": io.data_digest(np.asarray(d["public_rows"])),
+  settings = {"mechanism": "discrete Gaussian on soft counts",
+              "rows": io.data_digest(np.asarray(d["public_rows"])),
               "epsilons": [float(e) for e in config.sound.epsilons],
               "delta": float(config.delta), "temperature": float(config.sound.temperature),
               "noise": noise["source"]}

@@ -486,7 +486,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
   queries = jnp.asarray(data.to_float(ds.test_images[index]))
   labels = ds.test_labels[index]
   temps = _temperatures(config)
-  votes, teacher_acc, probs, predict_plan, predictions = teachers.compute_votes(
+  votes, teacher_acc, counts, predict_plan, predictions = teachers.compute_votes(
       ensemble, state, queries, labels, num_classes=ds.num_classes, num_teachers=t,
       query_chunk=config.query_chunk or None, temperatures=temps, return_predictions=True)
   votes_seconds = clock.mark("votes")
@@ -497,7 +497,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
   if distributed.is_main_process():
     write_votes_record(workdir, ckpt.fingerprint, _outputs(config))
     votes_lib.save_votes(f"{workdir}/votes.npz", votes, labels, index=index,
-                         num_pool=num_pool, dataset=ds.name, probabilities=probs,
+                         num_pool=num_pool, dataset=ds.name, soft_counts=counts,
                          temperatures=temps or None, predictions=predictions,
                          private_data=private_data)
     if config.gap_plot:

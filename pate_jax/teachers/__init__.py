@@ -38,7 +38,7 @@ and the resume tests' kill belong to the stage, :mod:`pate_jax.stages.teachers`.
 The package's modules: ``_single`` (one teacher's pure functions), ``_sharding`` (the
 teacher mesh, padding, chunked loops), ``_ensemble`` (the strategies and their memory
 plans), ``_training`` (building an ensemble, checkpointed training), ``_votes`` (the
-query set, votes, accuracies, distillation probabilities) and ``_planning`` (the memory
+query set, votes, accuracies, soft counts) and ``_planning`` (the memory
 plan a dry run reports).
 """
 
@@ -48,7 +48,7 @@ from pate_jax.teachers._sharding import (TEACHER_AXIS, PyTree, chunked_over_teac
                                          pad_leading, teacher_mesh)
 from pate_jax.teachers._single import TeacherFns, random_shift
 from pate_jax.teachers._training import build_ensemble, train_with_checkpoints
-from pate_jax.teachers._votes import accuracy_of, compute_votes, mean_probabilities, query_set
+from pate_jax.teachers._votes import accuracy_of, compute_votes, query_set, soft_counts
 
 __all__ = [
     "DEFAULT_CHUNK",
@@ -62,11 +62,11 @@ __all__ = [
     "chunked_over_teachers",
     "compute_votes",
     "default_strategy",
-    "mean_probabilities",
     "memory_plan",
     "pad_leading",
     "query_set",
     "random_shift",
+    "soft_counts",
     "teacher_mesh",
     "train_with_checkpoints",
 ]

@@ -59,13 +59,24 @@ def _temperatures(temperatures) -> tuple[float, ...]:
 def _outputs(fns: TeacherFns, temperatures: tuple[float, ...], params: PyTree,
              weights: jax.Array, images: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Stacked teachers ``params [t, ...]`` on ``images [q, ...]``: their predicted classes
-  ``[t, q]`` (:meth:`TeacherFns.predict`'s) and ``sum_i weights_i softmax(logits_i / T)``
-  ``[K, q, C]`` in float32 at each temperature ``T`` (``K`` may be 0)."""
+  ``[t, q]`` (:meth:`TeacherFns.predict`'s) and the soft counts
+  ``sum_{i: weights_i > 0} soft_counts(softmax(logits_i / T))`` ``[K, q, C]`` (int32,
+  :func:`pate_jax.votes.soft_counts`: exact sums, whatever the order of the teachers) at
+  each temperature ``T`` (``K`` may be 0)."""
   logits = jax.vmap(fns.model.apply, in_axes=(0, None))(params, images)  # [t, q, C]
   preds = jnp.argmax(logits, axis=-1).astype(jnp.int32)
   temps = jnp.asarray(temperatures, jnp.float32).reshape(-1, 1, 1, 1)
   probs = jax.nn.softmax(logits.astype(jnp.float32)[None] / temps, axis=-1)  # [K, t, q, C]
-  return preds, jnp.einsum("t,ktqc->kqc", weights.astype(jnp.float32), probs)
+  counts = votes_lib.soft_counts(probs) * (weights > 0).astype(jnp.int32)[None, :, None, None]
+  return preds, counts.sum(axis=1)
+
+
+def check_soft_count_total(num_teachers: int) -> None:
+  """A ``ValueError`` naming ``num_teachers`` where their soft counts' sums could pass
+  int32 (``T S >= 2^31``, :data:`pate_jax.votes.SOFT_COUNT_SCALE`)."""
+  if num_teachers * votes_lib.SOFT_COUNT_SCALE >= 2**31:
+    raise ValueError(f"num_teachers={num_teachers}: soft counts of more than "
+                     f"{(2**31 - 1) // votes_lib.SOFT_COUNT_SCALE} teachers overflow int32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,8 +357,8 @@ class Ensemble:
 
     ``resident_bytes``: per-device memory that stays allocated meanwhile besides
     ``params`` and ``images`` (e.g. the optimizer state of a just-trained ensemble).
-    ``temperatures``: plan the prediction that also sums softmaxes at these temperatures
-    (:meth:`predict_with_probabilities`).
+    ``temperatures``: plan the prediction that also sums soft counts at these temperatures
+    (:meth:`predict_with_soft_counts`).
     """
     if query_chunk is not None:
       _checks.positive_int(query_chunk, "query_chunk")
@@ -382,8 +393,8 @@ class Ensemble:
   def _predict_fn(self, t_chunk: int, q_chunk: int, num_local: int, num_queries: int,
                   temperatures: tuple[float, ...] = ()) -> Callable:
     """``(params, weights, images) -> (predictions [T, Qp], sums [K, Qp, C])``: ``sums``
-    is the ``weights``-weighted sum over teachers of their softmaxes at ``temperatures``
-    (``K = len(temperatures)``; ``[0, Qp, C]`` without them)."""
+    is the int32 sum over the teachers of positive ``weights`` of their soft counts at
+    ``temperatures`` (``K = len(temperatures)``; ``[0, Qp, C]`` without them)."""
     out = functools.partial(_outputs, self.fns, temperatures)
     nt, nq = -(-num_local // t_chunk), num_queries // q_chunk
     single = nt * nq == 1
@@ -408,7 +419,7 @@ class Ensemble:
         return (jax.lax.dynamic_update_slice(preds, p, (lo, qi * q_chunk)),
                 jax.lax.dynamic_update_slice(sums, part + s, at))
       init = (jnp.zeros((num_local, images.shape[0]), jnp.int32),
-              jnp.zeros((shape[0], images.shape[0], shape[2]), jnp.float32))
+              jnp.zeros((shape[0], images.shape[0], shape[2]), jnp.int32))
       preds, sums = jax.lax.fori_loop(0, nt * nq, body, init)
       return preds, sums[None]
 
@@ -429,18 +440,19 @@ class Ensemble:
     if query_chunk is not None:  # before params are looked at
       _checks.positive_int(query_chunk, "query_chunk")
     t = jax.tree.leaves(params)[0].shape[0]
-    return self.predict_with_probabilities(params, images, (), t, query_chunk, plan)[0]
+    return self.predict_with_soft_counts(params, images, (), t, query_chunk, plan)[0]
 
-  def predict_with_probabilities(self, params: PyTree, images: jax.Array,
-                                 temperatures: tuple[float, ...], num_teachers: int,
-                                 query_chunk: int | None = None,
-                                 plan: memory.ChunkPlan | None = None
-                                 ) -> tuple[jax.Array, jax.Array | None]:
-    """:meth:`predict`, and in the same pass over the teachers the averaged class
-    probabilities ``mean_t softmax(logits_t(x) / T)`` of the first ``num_teachers``
-    (padding excluded) at each temperature: float32 ``[len(temperatures), Q, C]``
-    (``None`` without temperatures), the values of :func:`mean_probabilities`.
-    ``plan``: one :meth:`plan_predict` made with the same ``temperatures``.
+  def predict_with_soft_counts(self, params: PyTree, images: jax.Array,
+                               temperatures: tuple[float, ...], num_teachers: int,
+                               query_chunk: int | None = None,
+                               plan: memory.ChunkPlan | None = None
+                               ) -> tuple[jax.Array, jax.Array | None]:
+    """:meth:`predict`, and in the same pass over the teachers the soft counts
+    ``sum_t soft_counts(softmax(logits_t(x) / T))`` of the first ``num_teachers``
+    (padding excluded) at each temperature: int32 ``[len(temperatures), Q, C]`` (``None``
+    without temperatures), the values of :func:`pate_jax.teachers.soft_counts`; divided
+    by ``S T`` (:data:`pate_jax.votes.SOFT_COUNT_SCALE`) they are the averaged
+    probabilities. ``plan``: one :meth:`plan_predict` made with the same ``temperatures``.
     """
     if query_chunk is not None:
       _checks.positive_int(query_chunk, "query_chunk")
@@ -449,6 +461,8 @@ class Ensemble:
     _checks.positive_int(num_teachers, "num_teachers")
     if num_teachers > t:
       raise ValueError(f"num_teachers={num_teachers} exceeds the {t} teachers of params")
+    if temperatures:
+      check_soft_count_total(t)
     q = images.shape[0]
     if self.strategy == "loop":
       preds, sums = self._loop_outputs(params, jnp.asarray(images), temperatures,
@@ -467,14 +481,14 @@ class Ensemble:
         preds = preds[:t, :q]
     if not temperatures:
       return preds, None
-    return preds, sums[:, :q] / num_teachers
+    return preds, sums[:, :q]
 
   def compile_predict(self, params: PyTree, images: jax.Array | jax.ShapeDtypeStruct,
                       temperatures: tuple[float, ...] = (),
                       query_chunk: int | None = None, resident_bytes: int = 0
                       ) -> memory.ChunkPlan | None:
     """Plans (:meth:`plan_predict`) and compiles, without running, the prediction pass that
-    :meth:`predict_with_probabilities` will make on arrays of these shapes.
+    :meth:`predict_with_soft_counts` will make on arrays of these shapes.
 
     ``params``: the padded parameters, as arrays or ``jax.ShapeDtypeStruct``s (their
     placement is :meth:`prepare`'s); ``images``: the queries ``[Q, ...]``, or their shape and
@@ -497,7 +511,7 @@ class Ensemble:
     return plan
 
   def _loop_outputs(self, params, images, temperatures, num_teachers, query_chunk):
-    """The ``"loop"`` strategy's predictions ``[T, Q]`` and softmax sums ``[K, Q, C]``:
+    """The ``"loop"`` strategy's predictions ``[T, Q]`` and soft counts ``[K, Q, C]``:
     one jitted call per teacher and query chunk."""
     t = jax.tree.leaves(params)[0].shape[0]
     one, preds, sums = self._outputs_one(temperatures), [], []
@@ -512,7 +526,7 @@ class Ensemble:
   @functools.lru_cache(maxsize=4)
   def _outputs_one(self, temperatures: tuple[float, ...]) -> Callable:
     one = functools.partial(_outputs, self.fns, temperatures)
-    def run(p, w, x):  # one teacher: its predictions [q] and weighted softmaxes [K, q, C]
+    def run(p, w, x):  # one teacher: its predictions [q] and soft counts [K, q, C] (0 if w is 0)
       preds, sums = one(jax.tree.map(lambda a: a[None], p), w[None], x)
       return preds[0], sums
     return jax.jit(run)

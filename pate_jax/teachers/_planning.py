@@ -37,8 +37,8 @@ def memory_plan(ensemble: "Ensemble", num_teachers: int, shard_x: Any, shard_y: 
     num_queries: query images to vote on.
     query_chunk: a fixed query chunk (``None`` or 0: planned).
     init_key: the key the run splits into the teachers' init keys.
-    temperatures: the distillation temperatures whose averaged probabilities the
-      prediction also computes (:meth:`Ensemble.predict_with_probabilities`).
+    temperatures: the distillation temperatures whose soft counts the prediction also
+      computes (:meth:`Ensemble.predict_with_soft_counts`).
     num_steps: the training segment's length the run plans for (``plan_train``'s
       ``num_steps``: its real program, where that fits); ``None``: the probe only.
   """

@@ -1,10 +1,10 @@
-"""What a trained ensemble says about the queries: votes, accuracies, probabilities.
+"""What a trained ensemble says about the queries: votes, accuracies, soft counts.
 
 :func:`query_set` picks the query rows (the student split's public pool, then its
 evaluation rows); :func:`compute_votes` plans the prediction, reduces the vote
 histogram on the devices and brings the votes, each teacher's accuracy (and, for
-distillation, the teachers' averaged probabilities, from the same pass over the teachers:
-:func:`mean_probabilities`' values) to the host.
+distillation and the KD-GAN's sound soft labels, the teachers' summed soft counts from the
+same pass over the teachers: :func:`soft_counts`' values) to the host.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 from pate_jax import _checks, data, distributed, memory
 from pate_jax import votes as votes_lib
-from pate_jax.teachers._ensemble import Ensemble, _temperatures
+from pate_jax.teachers._ensemble import Ensemble, _temperatures, check_soft_count_total
 from pate_jax.teachers._sharding import PyTree, pad_leading
 from pate_jax.teachers._single import TeacherFns
 
@@ -30,41 +30,44 @@ def query_set(ds: data.ImageDataset) -> tuple[np.ndarray, int]:
   return np.concatenate([split.pool_index, split.eval_index]), len(split.pool_index)
 
 
-def mean_probabilities(fns: TeacherFns, params: PyTree, images: jax.Array,
-                       temperatures: tuple[float, ...], num_teachers: int,
-                       query_chunk: int = 1000) -> jax.Array:
-  """The ensemble's averaged class probabilities at each temperature (distillation).
+def soft_counts(fns: TeacherFns, params: PyTree, images: jax.Array,
+                temperatures: tuple[float, ...], num_teachers: int,
+                query_chunk: int = 1000) -> jax.Array:
+  """The ensemble's soft counts at each temperature (distillation, sound soft labels).
 
-  ``mean_t softmax(logits_t(x) / T)`` over the first ``num_teachers`` teachers of
-  ``params`` (padding excluded): float32 ``[len(temperatures), Q, C]``. One teacher
-  and ``query_chunk`` queries at a time, so memory stays that of one prediction.
-  :func:`compute_votes` gets the same values from its prediction pass instead
-  (:meth:`pate_jax.teachers.Ensemble.predict_with_probabilities`).
+  ``sum_t soft_counts(softmax(logits_t(x) / T))`` (:func:`pate_jax.votes.soft_counts`)
+  over the first ``num_teachers`` teachers of ``params`` (padding excluded): int32
+  ``[len(temperatures), Q, C]``; divided by ``S T`` they are the averaged probabilities.
+  One teacher and ``query_chunk`` queries at a time, so memory stays that of one
+  prediction. :func:`compute_votes` gets the same values from its prediction pass instead
+  (:meth:`pate_jax.teachers.Ensemble.predict_with_soft_counts`).
   """
   temperatures = _temperatures(temperatures)
   if not temperatures:
     raise ValueError("temperatures must be positive, got none")
   _checks.positive_int(query_chunk, "query_chunk")
+  check_soft_count_total(_checks.positive_int(num_teachers, "num_teachers"))
   params = jax.tree.map(lambda a: a[:num_teachers], params)
   images = jnp.asarray(images)
   padded, _ = pad_leading(images, query_chunk)
   chunks = padded.reshape(-1, query_chunk, *images.shape[1:])
-  return _mean_probabilities(fns, temperatures, params, chunks)[:, :images.shape[0]]
+  return _soft_counts(fns, temperatures, params, chunks)[:, :images.shape[0]]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _mean_probabilities(fns: TeacherFns, temperatures: tuple[float, ...], params: PyTree,
-                        chunks: jax.Array) -> jax.Array:
+def _soft_counts(fns: TeacherFns, temperatures: tuple[float, ...], params: PyTree,
+                 chunks: jax.Array) -> jax.Array:
   temps = jnp.asarray(temperatures, jnp.float32)[:, None, None]
 
-  def probs(p):
+  def counts(p):
     logits = jax.lax.map(lambda x: fns.model.apply(p, x), chunks)  # [n, chunk, C]
-    return jax.nn.softmax(logits.reshape(-1, logits.shape[-1])[None] / temps, axis=-1)
+    return votes_lib.soft_counts(
+        jax.nn.softmax(logits.reshape(-1, logits.shape[-1])[None] / temps, axis=-1))
 
   first = jax.tree.map(lambda a: a[0], params)
-  total, _ = jax.lax.scan(lambda acc, p: (acc + probs(p), None),
-                          jnp.zeros(jax.eval_shape(probs, first).shape, jnp.float32), params)
-  return total / jax.tree.leaves(params)[0].shape[0]
+  total, _ = jax.lax.scan(lambda acc, p: (acc + counts(p), None),
+                          jnp.zeros(jax.eval_shape(counts, first).shape, jnp.int32), params)
+  return total
 
 
 @jax.jit
@@ -80,10 +83,11 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
   """The trained ensemble's votes on ``queries [Q, H, W, C]``, on the host.
 
   Returns ``votes [Q, num_classes]`` (histogram of the first ``num_teachers``),
-  each teacher's accuracy ``[num_teachers]`` against ``labels [Q]``, the averaged
-  teacher probabilities ``[len(temperatures), Q, num_classes]`` at each distillation
-  temperature (None without temperatures; not private), the prediction plan (None for
-  the ``"loop"`` strategy; planned with ``state``'s optimizer state still allocated);
+  each teacher's accuracy ``[num_teachers]`` against ``labels [Q]``, the teachers' soft
+  counts int32 ``[len(temperatures), Q, num_classes]`` at each distillation temperature
+  (:func:`soft_counts`; None without temperatures; private, as the votes), the prediction
+  plan (None for the ``"loop"`` strategy; planned with ``state``'s optimizer state still
+  allocated);
   with ``return_predictions``, fifth, each teacher's predicted class ``[num_teachers, Q]``
   (uint8, padding excluded; checked to give ``votes``), which ``votes.npz`` stores for
   ablations over teacher subsets (pate_jax.ablation).
@@ -94,10 +98,10 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
         state["params"], queries, query_chunk,
         resident_bytes=memory.tree_bytes(state["opt_state"]) // ensemble.num_shards,
         temperatures=temperatures)
-  # One pass over the teachers: their predictions and the distillation targets (which
-  # carry no privacy guarantee: the distillation students are not private).
-  preds, probs = ensemble.predict_with_probabilities(state["params"], queries, temperatures,
-                                                     num_teachers, query_chunk, plan=plan)
+  # One pass over the teachers: their predictions and soft counts (the distillation
+  # targets and the sound soft labels' integer query).
+  preds, counts = ensemble.predict_with_soft_counts(state["params"], queries, temperatures,
+                                                    num_teachers, query_chunk, plan=plan)
   votes = distributed.to_host(votes_lib.histogram(preds, num_classes, num_teachers))
   if return_predictions:
     predictions = np.asarray(distributed.to_host(preds))[:num_teachers].astype(np.uint8)
@@ -105,7 +109,7 @@ def compute_votes(ensemble: Ensemble, state: PyTree, queries: jax.Array, labels:
         np.asarray(votes_lib.histogram(predictions, num_classes)), votes):
       raise AssertionError("the host predictions' histogram differs from the votes")
   accuracy = distributed.to_host(accuracy_of(preds, jnp.asarray(labels)))[:num_teachers]
-  probs = None if probs is None else distributed.to_host(probs)
+  counts = None if counts is None else distributed.to_host(counts)
   if return_predictions:
-    return votes, accuracy, probs, plan, predictions
-  return votes, accuracy, probs, plan
+    return votes, accuracy, counts, plan, predictions
+  return votes, accuracy, counts, plan
