@@ -19,6 +19,10 @@ block ``b = 0, 1, …`` of :data:`WORDS` uint32 words from
 ``jax.random.bits(fold_in(fold_in(key, ids[i]), b))``, so a row depends only on
 ``(key, ids[i])``, not on the other rows drawn with it.
 
+Its running time follows the noise it draws (the rejection rounds, the bits read), not
+the query it is added to; a caller keeps it out of what it publishes beside a release,
+as every sampler's.
+
 Reference: C. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential
 Privacy", NeurIPS 2020 (arXiv:2004.00010).
 """

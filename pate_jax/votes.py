@@ -23,7 +23,8 @@ forests) reduce their predictions to this array and save it with
   soft_count_scale int64 []  with ``soft_counts``: the scale ``S`` of one teacher's counts
   probabilities float32 [K, Q, C]  optional: the teachers' averaged class probabilities
                              at each temperature (distillation's un-noised targets: private,
-                             as the votes), ``soft_counts / (S T)`` where those are written
+                             as the votes), each row of ``soft_counts`` over its sum where
+                             those are written
   temperatures float32 [K]   optional: those temperatures
   predictions  uint8 [T, Q]  optional: each teacher's predicted class per query (padding
                              excluded); its histogram equals ``votes``. Written by
@@ -116,12 +117,14 @@ def soft_counts(probabilities: jax.Array, scale: int = SOFT_COUNT_SCALE) -> jax.
     raise ValueError(f"scale must be < 2^31 (int32 counts); got {scale}")
   p = jnp.clip(jnp.nan_to_num(jnp.asarray(probabilities, jnp.float32), nan=0.0), 0.0, 1.0)
   p = p / jnp.maximum(p.sum(axis=-1, keepdims=True), 1.0)
-  counts = jnp.floor(p * jnp.float32(scale)).astype(jnp.int32)
+  counts = jnp.clip(jnp.floor(p * jnp.float32(scale)), 0, scale).astype(jnp.int32)
   excess = jnp.maximum(counts.sum(axis=-1, keepdims=True) - scale, 0)
   top = jax.nn.one_hot(jnp.argmax(counts, axis=-1), counts.shape[-1], dtype=jnp.int32)
-  # The largest entry holds at least (S − excess)/C of the counts, far above the excess;
-  # the clip at 0 keeps the rows non-negative even so.
-  return jnp.maximum(counts - top * excess, 0)
+  counts = jnp.maximum(counts - top * excess, 0)
+  # The largest entry holds at least (S − excess)/C, far above the excess of a few units,
+  # so no row should still pass S; one that did (a float surprise) counts as a zero row,
+  # which is a valid row too: the bound is enforced in integers, whatever the floats did.
+  return jnp.where(counts.sum(axis=-1, keepdims=True) <= scale, counts, 0)
 
 
 def normalized_gap(votes: jax.Array) -> jax.Array:
@@ -140,7 +143,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
 
   ``soft_counts``: optional ``[K, Q, C]`` teachers' summed :func:`soft_counts` at the
   ``temperatures``, with their ``soft_count_scale``; ``probabilities`` (where not given)
-  are then ``soft_counts / (S T)``.
+  are then each row of counts over its own sum (``≈ soft_counts / (S T)``, which the
+  floors leave up to ``C/S`` short of 1 per teacher: a distillation target sums to 1).
 
   ``predictions``: optional ``[T, Q]`` per-teacher predicted classes (stored as uint8);
   their histogram must equal ``votes``. ``private_data``: optional SHA-256 (64 hex digits)
@@ -162,7 +166,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
     arrays["soft_count_scale"] = np.int64(_checks.positive_int(soft_count_scale,
                                                                "soft_count_scale"))
     if probabilities is None:
-      probabilities = arrays["soft_counts"] / (float(soft_count_scale) * arrays["num_teachers"])
+      counts = arrays["soft_counts"].astype(np.float64)
+      probabilities = counts / np.maximum(counts.sum(axis=-1, keepdims=True), 1.0)
   if probabilities is not None:
     arrays["probabilities"] = np.asarray(probabilities, np.float32)
     arrays["temperatures"] = np.asarray(temperatures, np.float32).reshape(-1)

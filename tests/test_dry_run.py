@@ -230,6 +230,24 @@ def test_bench_attack_tabular_and_kd_gan_plans(real_adult_dir, monkeypatch):
   assert kd["table1_fits"] == 4 and kd["num_seeds"] == 2
 
 
+def test_the_sound_plan_says_when_votes_have_no_soft_counts(tmp_path):
+  """A votes.npz of float probabilities only (written before the integer soft counts) is
+  reported as missing what the sound release needs; one with them is not."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  votes, y = np.array([[3, 1], [2, 2]]), np.array([0, 1])
+  votes_lib.save_votes(tmp_path / "old" / "votes.npz", votes, y,
+                       probabilities=np.full((1, 2, 2), 0.5), temperatures=(1.0,))
+  votes_lib.save_votes(tmp_path / "new" / "votes.npz", votes, y, temperatures=(1.0,),
+                       soft_counts=np.full((1, 2, 2), 65_536 * 2))
+  seen = {}
+  for name in ("old", "new"):
+    config = _config("kd_gan_sound", "smoke")
+    config.sound.votes_dir = str(tmp_path / name)
+    seen[name] = _script("train_kd_gan").plan(config)["sound"]["votes"]
+  assert seen["old"].startswith("MISSING soft_counts") and seen["new"] == str(tmp_path / "new")
+
+
 @pytest.mark.slow
 def test_command_line_dry_run_prints_mesh_and_chunks_and_creates_nothing(data_dir, tmp_path):
   workdir = tmp_path / "w"

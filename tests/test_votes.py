@@ -116,8 +116,9 @@ def test_the_salt_is_fresh_when_the_same_votes_are_of_other_rows(tmp_path):
 
 def test_soft_counts_are_written_checked_and_give_the_probabilities(tmp_path):
   """``soft_counts`` and their scale go into votes.npz beside the probabilities they give
-  (``counts / (S T)``); counts that are negative, fractional, of another shape or above
-  ``S T`` per row are refused, naming the field."""
+  (each row over its sum: a distillation target sums to 1 even with one teacher, whose
+  floors lose up to C/S); counts that are negative, fractional, of another shape or
+  above ``S T`` per row are refused, naming the field."""
   v = np.array([[3, 1], [2, 2]])
   counts = np.array([[[3 * 60_000, 4 * 65_536 - 3 * 60_000 - 5], [10, 20]]])
   path = votes_lib.save_votes(tmp_path / "votes.npz", v, [0, 1], soft_counts=counts,
@@ -125,7 +126,15 @@ def test_soft_counts_are_written_checked_and_give_the_probabilities(tmp_path):
   out = votes_lib.load_votes(path)
   np.testing.assert_array_equal(out["soft_counts"], counts)
   assert out["soft_counts"].dtype == np.int32 and out["soft_count_scale"] == 65_536
-  np.testing.assert_allclose(out["probabilities"], counts / (4 * 65_536), rtol=1e-6)
+  np.testing.assert_allclose(out["probabilities"],
+                             counts / counts.sum(-1, keepdims=True), rtol=1e-6)
+  # One teacher whose rows the floors leave 6/S short of 1: the targets still sum to 1.
+  one = np.asarray(votes_lib.soft_counts(np.full((2, 10), 0.1, np.float32)))[None]
+  assert one.sum(-1).max() == 65_530
+  path = votes_lib.save_votes(tmp_path / "one.npz", np.eye(10, dtype=int)[[0, 1]], [0, 1],
+                              soft_counts=one, temperatures=(1.0,))
+  np.testing.assert_allclose(votes_lib.load_votes(path)["probabilities"].sum(-1), 1.0,
+                             rtol=1e-6)
   for bad, match in ((-counts, "soft_counts must be >= 0"),
                      (counts + 0.5, "soft_counts must be integers"),
                      (counts[:, :1], "soft_counts must be integers"),

@@ -305,7 +305,12 @@ def plan(config) -> dict:
   for r in rows:
     out[f"table1_n{r['n']}"] = f"{r['rounds']} rounds × λ {r['lambdas']} (q = {r['q']:g})"
   if config.sound.enabled:
-    out["sound"] = experiment.votes_plan(config.sound.votes_dir, "config.sound.votes_dir")[0]
+    out["sound"], votes = experiment.votes_plan(config.sound.votes_dir,
+                                                "config.sound.votes_dir")
+    if votes is not None and "soft_counts" not in votes:
+      out["sound"]["votes"] = ("MISSING soft_counts: votes.npz holds float probabilities "
+                               "only; the release needs the teachers' integer soft counts "
+                               "(train the teachers again, with distill_temperatures)")
     out["sound_levels"] = (f"ε {tuple(config.sound.epsilons)}: alternative releases, "
                            "independent noise (publishing all composes)")
     out["sound_noise"] = rng.noise_record(config.noise_seed)["source"]
