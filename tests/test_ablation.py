@@ -141,6 +141,21 @@ def test_script_refuses_votes_without_predictions(tmp_path):
     _script().run(config, str(tmp_path / "out"))
 
 
+def test_script_refuses_to_write_into_the_teachers_workdir(tmp_path):
+  """The ablation's results.json and figure would replace the teachers' record: an empty
+  votes_dir (which meant the workdir) and a workdir holding votes.npz are refused."""
+  preds, y = _predictions()
+  votes_lib.save_votes(tmp_path / "votes.npz", votes_lib.histogram(preds, C), y,
+                       predictions=preds)
+  with pytest.raises(ValueError, match="config.votes_dir is empty"):
+    _script().run(ml_collections.ConfigDict({"votes_dir": "", "num_queries": 10}),
+                  str(tmp_path))
+  with pytest.raises(ValueError, match="holds a votes.npz"):
+    _script().run(ml_collections.ConfigDict({"votes_dir": str(tmp_path), "num_queries": 10}),
+                  str(tmp_path))
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["votes.npz"]
+
+
 def test_smoke_config_loads():
   spec = importlib.util.spec_from_file_location("cfg", REPO / "configs" / "ablation_mnist.py")
   module = importlib.util.module_from_spec(spec)

@@ -322,6 +322,25 @@ def test_sound_targets_refuse_votes_without_soft_counts():
     K.sound_targets(jax.random.key(0), votes, np.arange(10), [1.0])
 
 
+def test_the_sound_release_takes_votes_on_the_mnist_pool_and_public_pool_inputs_only():
+  """The stage pairs public row ``i`` with the votes' row ``i``: refused where the public
+  inputs are the teachers' private training split (``public="train"``) or the votes are
+  not MNIST's student split, pool first."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from pate_jax import data as data_lib  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import kd_gan as stage  # pylint: disable=g-import-not-at-top
+  split = data_lib.student_split("mnist", 10_000)
+  votes = {"dataset": "mnist", "num_pool": len(split.pool_index),
+           "index": np.concatenate([split.pool_index, split.eval_index])}
+  pool = ml_collections.ConfigDict({"public": "pool"})
+  stage.check_sound_votes(pool, votes, 10_000)
+  with pytest.raises(ValueError, match="config.public must be 'pool'"):
+    stage.check_sound_votes(ml_collections.ConfigDict({"public": "train"}), votes, 10_000)
+  for bad in ({**votes, "dataset": "svhn"}, {**votes, "index": np.arange(10_000)}):
+    with pytest.raises(ValueError, match="not on MNIST's student pool"):
+      stage.check_sound_votes(pool, bad, 10_000)
+
+
 def test_table2_reads_the_papers_rows_off_the_curve():
   """Table 2's rows: the last curve point at or below the paper's ε; a note with the
   curve's ε range where the curve stops short of it."""

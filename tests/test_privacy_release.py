@@ -657,8 +657,16 @@ def test_a_report_of_a_run_private_as_a_whole_marks_every_line(tmp_path, capsys,
   lines = capsys.readouterr().out.splitlines()
   mark = "private (data owner only): " if disclosure else ""
   assert lines[:4] == [mark + "student accuracy 90.0%", "", "private (data owner only): x",
-                       "non-private forest 0.85, not private: y, PRIVATE figure"]
+                       mark + "non-private forest 0.85, not private: y, PRIVATE figure"]
   assert experiment.mark_private("non-private forest 0.85").startswith("private (data")
+  # A line that says "private" only further on reads as publishable from its start: it is
+  # marked too (the KD-GAN's headline quoting "private training records", a tabular line
+  # with its values before a mid-line mark).
+  for line in ("headline: 14.30% as published; sound ε: none — the private training records",
+               "Confident-GNMax: 167/500 answered | private (data owner only): eps 10.6"):
+    assert experiment.mark_private(line) == "private (data owner only): " + line
+  assert experiment.mark_private("  PRIVATE (data owner only): figure") == (
+      "  PRIVATE (data owner only): figure")
 
 
 @pytest.mark.slow  # 7.6 s on the 2-core CPU: three aggregate runs.

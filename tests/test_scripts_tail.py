@@ -93,7 +93,9 @@ def _sound_votes(path, num_teachers=250, private_data=None):
   probs = 0.5 * np.eye(10)[y] + 0.5 * rs.dirichlet(np.ones(10), 9_000)
   votes = np.stack([rs.multinomial(num_teachers, p) for p in probs])
   counts = np.floor(probs * votes_lib.SOFT_COUNT_SCALE * num_teachers).astype(np.int32)
+  from pate_jax import data as data_lib  # pylint: disable=g-import-not-at-top
   votes_lib.save_votes(path / "votes.npz", votes, y, dataset="mnist",
+                       index=data_lib.student_split("mnist", 10_000).pool_index,
                        soft_counts=counts[None], temperatures=(1.0,),
                        private_data=private_data)
   return path

@@ -17,7 +17,6 @@ import io
 import json
 import os
 import pathlib
-import re
 import shutil
 import signal
 import time
@@ -234,14 +233,13 @@ PRIVATE_TITLE = "PRIVATE (data owner only): "
 a private figure: "PRIVATE (data owner only)")."""
 
 
-# The word "private" as a mark: not inside "non-private" or "not private".
-_SAYS_PRIVATE = re.compile(r"(?<!non-)(?<!not )\bprivate\b", re.IGNORECASE)
-
-
 def mark_private(text: str) -> str:
   """``text`` with :data:`PRIVATE_MARK` before every non-blank line that does not already
-  say "private" ("non-private" and "not private" do not count)."""
-  return "\n".join(line if not line.strip() or _SAYS_PRIVATE.search(line)
+  begin with it (or with :data:`PRIVATE_TITLE`, any case): a line that says "private"
+  further on (a reason's "private training records", a value before a mid-line mark)
+  is marked too, so every line of a private run reads as private from its start."""
+  marks = (PRIVATE_MARK.strip().lower(), PRIVATE_TITLE.strip().lower())
+  return "\n".join(line if not line.strip() or line.lstrip().lower().startswith(marks)
                    else PRIVATE_MARK + line for line in text.split("\n"))
 
 

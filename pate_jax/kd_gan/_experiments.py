@@ -24,7 +24,8 @@ def public_data(key: jax.Array, source: str, num_public: int, data_dir: str | No
   from the training split the teacher is trained on; held out: the whole test split.
   ``source="pool"``: the repo's student split of the test split (rows of ``votes.npz``):
   ``num_public`` random rows of the 9,000-row pool; held out: its 1,000 evaluation rows.
-  ``public_rows`` index the pool (pool) or the training split (train).
+  ``public_rows`` index the pool (pool) or the training split (train); ``num_test``: the
+  test split's size.
   """
   ds = data_lib.load_image_dataset("mnist", data_dir or None)
   train_x, train_y = data_lib.to_float(ds.train_images), ds.train_labels
@@ -42,7 +43,8 @@ def public_data(key: jax.Array, source: str, num_public: int, data_dir: str | No
                      f"got {num_public}")
   rows = np.sort(np.asarray(jax.random.permutation(key, pool_x.shape[0]))[:num_public])
   return {"train_x": train_x, "train_y": train_y, "public_x": pool_x[rows],
-          "public_y": pool_y[rows], "public_rows": rows, "eval_x": eval_x, "eval_y": eval_y}
+          "public_y": pool_y[rows], "public_rows": rows, "eval_x": eval_x, "eval_y": eval_y,
+          "num_test": int(ds.test_images.shape[0])}
 
 
 def epsilon_curve(history: Sequence[dict], q: float, noise_multiplier: float, delta: float

@@ -126,10 +126,22 @@ def grid_cells(shape: tuple[int, ...], max_cells: int = 0) -> np.ndarray:
 
 def run(config: Any, workdir: str) -> dict[str, Any]:
   """The grid, the loop over its cells, their agreement, ``results.json`` and
-  ``ablation.png`` (module docstring)."""
-  data = votes_lib.load_votes(config.votes_dir or workdir)
+  ``ablation.png`` (module docstring), in ``workdir`` (locked meanwhile), which must not be
+  the teachers' own: their ``results.json`` would be replaced."""
+  if not config.votes_dir:
+    raise ValueError("config.votes_dir is empty: name the teachers workdir whose votes.npz "
+                     "has per-teacher predictions (the ablation writes into its own workdir)")
+  if (pathlib.Path(workdir) / "votes.npz").exists():
+    raise ValueError(f"workdir {workdir} holds a votes.npz: the ablation would replace the "
+                     "teachers' results.json there; give it a workdir of its own")
+  with experiment.locked_workdir(workdir):
+    return _run(config, workdir)
+
+
+def _run(config: Any, workdir: str) -> dict[str, Any]:
+  data = votes_lib.load_votes(config.votes_dir)
   if "predictions" not in data:
-    raise ValueError(f"{config.votes_dir or workdir}/votes.npz has no per-teacher predictions "
+    raise ValueError(f"{config.votes_dir}/votes.npz has no per-teacher predictions "
                      "(written before they were stored): rerun experiments/train_teachers.py "
                      "for that teachers workdir, or name another with --config.votes_dir")
   q = int(config.num_queries)

@@ -39,6 +39,7 @@ from absl import logging
 import numpy as np
 
 from pate_jax import _checks, experiment, io, kd_gan, rng
+from pate_jax import data as data_lib
 from pate_jax import budget as budget_lib
 from pate_jax import votes as votes_lib
 from pate_jax.stages import teachers as teachers_stage
@@ -216,6 +217,23 @@ def _table1(config, fit: Callable, public: Callable, teacher, t_state,
   return rows
 
 
+def check_sound_votes(config, votes: dict, num_test: int) -> None:
+  """A ``ValueError`` unless the sound variant's public rows are ``votes``' pool rows:
+  ``config.public`` is ``"pool"`` (the sound students see public inputs only, never the
+  teachers' private training split) and ``votes.npz`` holds the student split of MNIST's
+  ``num_test`` test rows, its pool first, so that pool row ``i`` is the votes' row ``i``."""
+  if config.public != "pool":
+    raise ValueError(f"config.public must be 'pool' with sound.enabled (got "
+                     f"{config.public!r}): the soft labels are the teachers' on votes.npz's "
+                     "pool rows, and the sound students may see public inputs only")
+  split = data_lib.student_split("mnist", num_test)
+  if votes["dataset"] != "mnist" or not np.array_equal(
+      votes["index"][:votes["num_pool"]], split.pool_index):
+    raise ValueError(f"config.sound.votes_dir: its votes.npz ({votes['dataset']}) is not on "
+                     "MNIST's student pool in the split's order; name the votes of the "
+                     "MNIST teachers (configs/mnist_250.py)")
+
+
 def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
   """The sound variant's release: the teachers' soft counts on the public rows through the
   exact discrete Gaussian at each level's calibrated σ, drawn once into
@@ -223,6 +241,7 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
   secret noise a budget of its own on the teachers' private data
   (:func:`pate_jax.budget.draw_once`; ``config.budget_registry``, ``config.another_budget``)."""
   votes = votes_lib.load_votes(config.sound.votes_dir)
+  check_sound_votes(config, votes, d["num_test"])
   n = len(d["public_rows"])
   sigmas = [kd_gan.calibrate_soft_label_noise(e, n, config.delta)
             for e in config.sound.epsilons]
