@@ -246,6 +246,7 @@ def test_5_a_spliced_labels_file_and_a_forged_ledger_are_refused(tmp_path):
     aggregate.run(_config(teachers), tmp_path / "b")  # Self-consistent, yet refused.
 
 
+@pytest.mark.slow  # 11 s on the 2-core CPU
 def test_5_a_a_forged_private_cost_is_refused_without_showing_it(tmp_path):
   """The data-dependent cost and ε are private: a refusal names the field, not its values
   (an error message's text reaches the acceptance's error files, and a traceback stderr,

@@ -259,8 +259,9 @@ def _vmapped_grad(model, x, y, with_value=True):
   return jax.vmap(jax.value_and_grad(loss) if with_value else jax.grad(loss))
 
 
-@pytest.mark.parametrize("shape,kernel,stride", [((9, 9), (5, 5), 1), ((7, 10), (3, 5), 2),
-                                                  ((28, 28), (5, 5), 2)])
+@pytest.mark.parametrize("shape,kernel,stride", [
+    ((9, 9), (5, 5), 1), ((7, 10), (3, 5), 2),
+    pytest.param((28, 28), (5, 5), 2, marks=pytest.mark.slow)])  # 6 s on the 2-core CPU
 def test_patch_conv_is_nn_conv_same_padding(shape, kernel, stride, float32_matmuls):
   """PatchConv: nn.Conv's parameters (names, shapes, initial values) and its function and
   gradients, for SAME padding, odd and even sizes, strides 1 and 2."""
