@@ -11,9 +11,10 @@ Sound variant: the same student and discriminator trained on the 250 PATE teache
 averaged probability vectors (``votes.npz``'s integer ``soft_counts``, configs/mnist_250.py;
 L2 sensitivity √2/T), each of the n public inputs released once through the Gaussian
 mechanism, exactly: the discrete Gaussian on the counts (σ calibrated to ε ∈ {1, 2, 4, 8},
-δ = 1e-5, RDP over n releases), projected onto the simplex and cached; Eq. 5's noise is off (it does nothing anyway). No table 1 here. The four levels
-are alternative releases, each with its own independent noise; publishing all four
-composes (results.json: sound_all_published.epsilon_if_all_published).
+δ = 1e-5, RDP over n releases), projected onto the simplex and cached; Eq. 5's noise is
+off (it does nothing anyway). No table 1 here. The four levels are alternative releases,
+each with its own independent noise; publishing all four composes (results.json:
+sound_all_published.epsilon_if_all_published).
 
 Noise: ``noise_seed`` None (the default): the release's noise is secret (os.urandom,
 never written). The release is drawn once into ``<workdir>/sound_release.npz``

@@ -887,6 +887,8 @@ ROWS: tuple[Row, ...] = (
         "sound[0].accuracy_mean", "pct"),
     Row("gao", "Figure 7", "sound variant, n = 1,000, ε 2", "—", "kd_gan_sound_n1000",
         "sound[1].accuracy_mean", "pct"),
+    Row("gao", "Figure 7", "sound variant, n = 1,000, ε 4", "—", "kd_gan_sound_n1000",
+        "sound[2].accuracy_mean", "pct"),
     Row("gao", "Figure 7", "sound variant, n = 1,000, ε 8", "—", "kd_gan_sound_n1000",
         "sound[3].accuracy_mean", "pct"),
     _not_run("gao", "Figure 7", "SVHN / CIFAR-10 curves", "—", _TFDS),

@@ -54,12 +54,12 @@ def test_bernoulli_pieces_have_their_probabilities():
   draws each, within 4.5 standard errors."""
   bits = _bits(3)
   draws = 20_000
-  for make, p in ((lambda: dg._bernoulli(bits, 1, 3), 1 / 3),  # pylint: disable=protected-access
-                  (lambda: dg._bernoulli(bits, 0, 5), 0.0),  # pylint: disable=protected-access
-                  (lambda: dg._bernoulli(bits, 5, 5), 1.0),  # pylint: disable=protected-access
-                  (lambda: dg._bernoulli_exp(bits, 1, 2), math.exp(-0.5)),  # pylint: disable=protected-access
-                  (lambda: dg._bernoulli_exp(bits, 7, 3), math.exp(-7 / 3)),  # pylint: disable=protected-access
-                  (lambda: dg._bernoulli_exp(bits, 0, 1), 1.0)):  # pylint: disable=protected-access
+  bern, bern_exp = dg._bernoulli, dg._bernoulli_exp  # pylint: disable=protected-access
+  for make, p in ((lambda: bern(bits, 1, 3), 1 / 3), (lambda: bern(bits, 0, 5), 0.0),
+                  (lambda: bern(bits, 5, 5), 1.0),
+                  (lambda: bern_exp(bits, 1, 2), math.exp(-0.5)),
+                  (lambda: bern_exp(bits, 7, 3), math.exp(-7 / 3)),
+                  (lambda: bern_exp(bits, 0, 1), 1.0)):
     mean = np.mean([make() for _ in range(draws)])
     assert abs(mean - p) <= 4.5 * math.sqrt(p * (1 - p) / draws) + 1e-12, (mean, p)
 

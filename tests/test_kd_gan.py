@@ -247,7 +247,8 @@ def _sound_votes(q=2000, t=250, seed=0):
   soft = 0.05 + 0.5 * np.random.default_rng(seed).dirichlet(np.full(C, 5.0), size=q)
   s = votes_lib.SOFT_COUNT_SCALE
   counts = np.floor(soft * s * t).astype(np.int32)
-  return {"soft_counts": counts[None], "probabilities": (counts / (s * t))[None],
+  return {"soft_counts": counts[None],
+          "probabilities": (counts / counts.sum(-1, keepdims=True))[None],
           "soft_count_scale": s, "temperatures": np.ones(1), "num_teachers": t}
 
 
@@ -257,7 +258,8 @@ def _levels(votes, sigmas, key=None, rows=None):
   rows = np.arange(0, 2000, 2) if rows is None else rows
   out = np.exp(K.sound_targets(jax.random.key(7) if key is None else key, votes, rows, sigmas))
   std = np.asarray(sigmas) * K.soft_label_sensitivity(votes["num_teachers"])
-  return out.astype(np.float64), votes["probabilities"][0][rows].astype(np.float64), std
+  p = votes["soft_counts"][0][rows] / (votes["soft_count_scale"] * votes["num_teachers"])
+  return out.astype(np.float64), p, std
 
 
 def test_two_sound_levels_do_not_give_back_the_soft_labels():

@@ -30,16 +30,18 @@ cost is ``n`` Gaussian mechanisms: ``RDP(α) = n α / (2σ²)`` (:func:`soft_lab
 :func:`calibrate_soft_label_noise` inverts it).
 
 **Exactly that mechanism, in integers.** A floating-point normal is not the normal of
-the analysis (float32's takes 2^23 values within about ±5.4σ; float64's would need a
-δ term per cell edge, which at ε 8 over ``n C`` values passes δ itself:
+the analysis (float32's takes 2^23 values within about ±5.4σ; float64's, released on a
+grid, would charge a δ term per cell edge: on a 2^-10 grid over [−1, 2], ``(1 + e^8) n C
+3,072 · 2^-46 ≈ 4e-3`` at ε 8 for ``n C = 30,000``, above δ;
 :mod:`pate_jax.discrete_gaussian`). So the query is an integer one: each teacher's
 probability vector becomes integers ``≥ 0`` summing to at most ``S``
 (:func:`pate_jax.votes.soft_counts`, ``S`` = :data:`pate_jax.votes.SOFT_COUNT_SCALE`),
 summed exactly over the teachers (``votes.npz``'s ``soft_counts``), so one teacher moves
 the sum by at most ``√2 S`` in L2 whatever the floats did; the noise is the discrete
 Gaussian of variance ``⌈2σ²S²⌉ ≥ (σ √2 S)²``, sampled exactly
-(:func:`soft_count_variance`), whose RDP is the continuous one's ``α Δ²/(2σ²)``
-(Canonne, Kamath, Steinke 2020). The release is ``(counts + noise) / (S T)``: ``p̄`` to
+(:func:`soft_count_variance`), whose RDP ``α Δ_S²/(2 Var)`` with ``Δ_S = √2 S`` and
+``Var ≥ 2σ²S²`` is the Gaussian mechanism's ``α/(2σ²)`` per input (Canonne, Kamath,
+Steinke 2020). The release is ``(counts + noise) / (S T)``: ``p̄`` to
 within ``1/S`` per entry, with noise of std ``σ√2/T`` (to within the rounding up of its
 variance). No sampler term is charged: the distribution drawn is the one analysed.
 
@@ -129,7 +131,8 @@ def soft_label_sensitivity(num_teachers: int) -> float:
 def ensemble_soft_counts(teacher_probs, scale: int = votes_lib.SOFT_COUNT_SCALE) -> np.ndarray:
   """The integer query ``[Q, C]`` of ``teacher_probs [T, Q, C]``: the sum over teachers of
   their :func:`pate_jax.votes.soft_counts` (what the teachers stage writes as ``votes.npz``'s
-  ``soft_counts``); divided by ``S T`` it is the averaged ``p̄``."""
+  ``soft_counts``); divided by ``S T`` it is the averaged ``p̄`` to within ``1/S`` per
+  entry."""
   teacher_probs = jnp.asarray(teacher_probs)
   if teacher_probs.ndim != 3:
     raise ValueError(f"teacher_probs must be [T, Q, C]; got shape {teacher_probs.shape}")

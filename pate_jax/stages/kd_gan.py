@@ -327,9 +327,9 @@ def plan(config) -> dict:
     out["sound"], votes = experiment.votes_plan(config.sound.votes_dir,
                                                 "config.sound.votes_dir")
     if votes is not None and "soft_counts" not in votes:
-      out["sound"]["votes"] = ("MISSING soft_counts: votes.npz holds float probabilities "
-                               "only; the release needs the teachers' integer soft counts "
-                               "(train the teachers again, with distill_temperatures)")
+      out["sound"]["votes"] = ("MISSING soft_counts: votes.npz holds no soft_counts; the "
+                               "release needs the teachers' integer soft counts (train the "
+                               "teachers again, with distill_temperatures)")
     out["sound_levels"] = (f"ε {tuple(config.sound.epsilons)}: alternative releases, "
                            "independent noise (publishing all composes)")
     out["sound_noise"] = rng.noise_record(config.noise_seed)["source"]

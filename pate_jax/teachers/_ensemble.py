@@ -451,7 +451,8 @@ class Ensemble:
     ``sum_t soft_counts(softmax(logits_t(x) / T))`` of the first ``num_teachers``
     (padding excluded) at each temperature: int32 ``[len(temperatures), Q, C]`` (``None``
     without temperatures), the values of :func:`pate_jax.teachers.soft_counts`; divided
-    by ``S T`` (:data:`pate_jax.votes.SOFT_COUNT_SCALE`) they are the averaged
+    by ``S T`` (:data:`pate_jax.votes.SOFT_COUNT_SCALE`) they are, to within ``1/S`` per
+    entry, the averaged
     probabilities. ``plan``: one :meth:`plan_predict` made with the same ``temperatures``.
     """
     if query_chunk is not None:
@@ -462,7 +463,7 @@ class Ensemble:
     if num_teachers > t:
       raise ValueError(f"num_teachers={num_teachers} exceeds the {t} teachers of params")
     if temperatures:
-      check_soft_count_total(t)
+      check_soft_count_total(num_teachers)
     q = images.shape[0]
     if self.strategy == "loop":
       preds, sums = self._loop_outputs(params, jnp.asarray(images), temperatures,

@@ -37,7 +37,8 @@ def soft_counts(fns: TeacherFns, params: PyTree, images: jax.Array,
 
   ``sum_t soft_counts(softmax(logits_t(x) / T))`` (:func:`pate_jax.votes.soft_counts`)
   over the first ``num_teachers`` teachers of ``params`` (padding excluded): int32
-  ``[len(temperatures), Q, C]``; divided by ``S T`` they are the averaged probabilities.
+  ``[len(temperatures), Q, C]``; divided by ``S T`` they are the averaged probabilities
+  to within ``1/S`` per entry.
   One teacher and ``query_chunk`` queries at a time, so memory stays that of one
   prediction. :func:`compute_votes` gets the same values from its prediction pass instead
   (:meth:`pate_jax.teachers.Ensemble.predict_with_soft_counts`).
