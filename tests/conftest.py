@@ -30,7 +30,9 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not i
   _cache_dir = tempfile.mkdtemp(prefix="pate_jax_test_xla_cache_")
   os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache_dir
   atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
-  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# A directory of one's own (JAX_COMPILATION_CACHE_DIR set) keeps every program too, and
+# outlives the run: the next run of the tier finds them compiled.
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 # The budget registry (pate_jax.budget.BudgetRegistry) is the suite's own, never the user's:
 # one directory for the run (set here, inherited by the workers and the scripts they start),
