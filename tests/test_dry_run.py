@@ -232,20 +232,31 @@ def test_bench_attack_tabular_and_kd_gan_plans(real_adult_dir, monkeypatch):
 
 def test_the_sound_plan_says_when_votes_have_no_soft_counts(tmp_path):
   """A votes.npz of float probabilities only (written before the integer soft counts) is
-  reported as missing what the sound release needs; one with them is not."""
+  reported as missing what the sound release needs; soft counts on other rows than
+  MNIST's student split, or public inputs from the training split, as refused; the
+  teachers' own votes are not."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
-  votes, y = np.array([[3, 1], [2, 2]]), np.array([0, 1])
-  votes_lib.save_votes(tmp_path / "old" / "votes.npz", votes, y,
-                       probabilities=np.full((1, 2, 2), 0.5), temperatures=(1.0,))
-  votes_lib.save_votes(tmp_path / "new" / "votes.npz", votes, y, temperatures=(1.0,),
-                       soft_counts=np.full((1, 2, 2), 65_536 * 2))
+  from pate_jax import data, votes as votes_lib  # pylint: disable=g-import-not-at-top
+  split = data.student_split("mnist", 10_000)
+  index = np.concatenate([split.pool_index, split.eval_index])
+  votes, y = np.tile([[3, 1], [2, 2]], (5_000, 1)), np.tile([0, 1], 5_000)
+  counts = np.full((1, 10_000, 2), 65_536 * 2)
+  votes_lib.save_votes(tmp_path / "old" / "votes.npz", votes, y, index=index,
+                       probabilities=np.full((1, 10_000, 2), 0.5), temperatures=(1.0,))
+  votes_lib.save_votes(tmp_path / "rows" / "votes.npz", votes, y, temperatures=(1.0,),
+                       soft_counts=counts)
+  votes_lib.save_votes(tmp_path / "new" / "votes.npz", votes, y, index=index,
+                       temperatures=(1.0,), num_pool=len(split.pool_index), dataset="mnist",
+                       soft_counts=counts)
   seen = {}
-  for name in ("old", "new"):
+  for name, public in (("old", "pool"), ("rows", "pool"), ("new", "train"), ("new", "pool")):
     config = _config("kd_gan_sound", "smoke")
-    config.sound.votes_dir = str(tmp_path / name)
-    seen[name] = _script("train_kd_gan").plan(config)["sound"]["votes"]
-  assert seen["old"].startswith("MISSING soft_counts") and seen["new"] == str(tmp_path / "new")
+    config.sound.votes_dir, config.public = str(tmp_path / name), public
+    seen[name, public] = _script("train_kd_gan").plan(config)["sound"]["votes"]
+  assert seen["old", "pool"].startswith("MISSING soft_counts")
+  assert seen["rows", "pool"].startswith("REFUSED: config.sound.votes_dir")
+  assert seen["new", "train"].startswith("REFUSED: config.public must be 'pool'")
+  assert seen["new", "pool"] == str(tmp_path / "new")
 
 
 @pytest.mark.slow

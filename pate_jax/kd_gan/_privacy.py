@@ -136,8 +136,7 @@ def ensemble_soft_counts(teacher_probs, scale: int = votes_lib.SOFT_COUNT_SCALE)
   teacher_probs = jnp.asarray(teacher_probs)
   if teacher_probs.ndim != 3:
     raise ValueError(f"teacher_probs must be [T, Q, C]; got shape {teacher_probs.shape}")
-  counts = np.asarray(votes_lib.soft_counts(teacher_probs, scale), np.int64).sum(axis=0)
-  return counts
+  return np.asarray(votes_lib.soft_counts(teacher_probs, scale), np.int64).sum(axis=0)
 
 
 def soft_count_variance(noise_multiplier, scale: int = votes_lib.SOFT_COUNT_SCALE) -> int:

@@ -330,6 +330,11 @@ def plan(config) -> dict:
       out["sound"]["votes"] = ("MISSING soft_counts: votes.npz holds no soft_counts; the "
                                "release needs the teachers' integer soft counts (train the "
                                "teachers again, with distill_temperatures)")
+    elif votes is not None:
+      try:  # the teachers' votes cover the whole test split: pool, then evaluation rows
+        check_sound_votes(config, votes, len(votes["index"]))
+      except ValueError as e:
+        out["sound"]["votes"] = f"REFUSED: {e}"
     out["sound_levels"] = (f"ε {tuple(config.sound.epsilons)}: alternative releases, "
                            "independent noise (publishing all composes)")
     out["sound_noise"] = rng.noise_record(config.noise_seed)["source"]
