@@ -261,6 +261,21 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
   return out
 
 
+def check_soft_counts(counts: Any, num_teachers: int, scale: int, where: str = "") -> np.ndarray:
+  """``counts`` (any shape, classes last) checked to be what ``T`` teachers' summed
+  :func:`soft_counts` of scale ``S`` can be: integers ``>= 0`` whose rows sum to at most
+  ``S T``; a ``ValueError`` beginning with ``where`` otherwise. Returns them as an array."""
+  counts = np.asarray(counts)
+  if counts.dtype.kind not in "iu":
+    raise ValueError(f"{where}soft_counts must be integers (votes.npz's soft_counts); got "
+                     f"{counts.dtype} {counts.shape}")
+  bound = int(scale) * int(num_teachers)
+  if counts.size and (counts.min() < 0 or counts.sum(axis=-1).max() > bound):
+    raise ValueError(f"{where}soft_counts must be >= 0 with rows summing to at most "
+                     f"soft_count_scale × num_teachers = {bound}")
+  return counts
+
+
 def _check_soft_counts(arrays: dict[str, Any], out: dict[str, Any],
                        where: str) -> dict[str, Any]:
   """``soft_counts [K, Q, C]`` (beside ``probabilities``) of non-negative integers whose
@@ -270,14 +285,10 @@ def _check_soft_counts(arrays: dict[str, Any], out: dict[str, Any],
   if scale.shape != () or scale.dtype.kind not in "iu" or not 0 < int(scale) < 2**31:
     raise ValueError(f"{where}: soft_count_scale must be an integer in [1, 2^31) beside "
                      f"soft_counts; got {scale!r}")
-  bound = int(scale) * int(out["num_teachers"])
-  if "probabilities" not in out or counts.shape != out["probabilities"].shape or (
-      counts.dtype.kind not in "iu"):
+  if "probabilities" not in out or counts.shape != out["probabilities"].shape:
     raise ValueError(f"{where}: soft_counts must be integers of the probabilities' shape "
                      f"[K, Q, C]; got {counts.dtype} {counts.shape}")
-  if counts.size and (counts.min() < 0 or counts.sum(axis=-1).max() > bound):
-    raise ValueError(f"{where}: soft_counts must be >= 0 with rows summing to at most "
-                     f"soft_count_scale × num_teachers = {bound}")
+  check_soft_counts(counts, int(out["num_teachers"]), int(scale), f"{where}: ")
   return {"soft_counts": counts.astype(np.int32), "soft_count_scale": np.int64(scale)}
 
 

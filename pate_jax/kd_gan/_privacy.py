@@ -169,9 +169,7 @@ def release_soft_labels(key: jax.Array, soft_counts, num_teachers: int, noise_mu
     scale: ``S``, the counts' scale per teacher.
   """
   counts, ids = _queries(soft_counts, query_ids, num_teachers, scale)
-  noise = discrete_gaussian.sample(key, ids, counts.shape[1],
-                                   soft_count_variance(noise_multiplier, scale))
-  return (counts + noise) / (float(scale) * num_teachers)
+  return _release(key, counts, ids, num_teachers, noise_multiplier, scale)
 
 
 def release_soft_label_levels(key: jax.Array, soft_counts, num_teachers: int,
@@ -195,24 +193,28 @@ def release_soft_label_levels(key: jax.Array, soft_counts, num_teachers: int,
     query_ids: ``[Q]`` ids of the public inputs (default ``0..Q-1``).
     scale: ``S``, the counts' scale per teacher.
   """
-  _queries(soft_counts, query_ids, num_teachers, scale)
+  counts, ids = _queries(soft_counts, query_ids, num_teachers, scale)
   sigmas = _noise_levels(noise_multipliers, "noise_multipliers")
-  return np.stack([release_soft_labels(jax.random.fold_in(key, e), soft_counts, num_teachers,
-                                       s, query_ids, scale) for e, s in enumerate(sigmas)])
+  return np.stack([_release(jax.random.fold_in(key, e), counts, ids, num_teachers, s, scale)
+                   for e, s in enumerate(sigmas)])
+
+
+def _release(key, counts: np.ndarray, ids: np.ndarray, num_teachers: int, noise_multiplier,
+             scale: int) -> np.ndarray:
+  """:func:`release_soft_labels` of checked ``counts`` and ``ids``."""
+  noise = discrete_gaussian.sample(key, ids, counts.shape[1],
+                                   soft_count_variance(noise_multiplier, scale))
+  return (counts + noise) / (float(scale) * num_teachers)
 
 
 def _queries(soft_counts, query_ids, num_teachers, scale) -> tuple[np.ndarray, np.ndarray]:
   """``soft_counts`` as int64 ``[Q, C]`` (non-negative, rows at most ``S T``) and the
   ``[Q]`` ids (default ``0..Q-1``); a ``ValueError`` naming the argument otherwise."""
-  t = v.positive_int(num_teachers, "num_teachers")
-  bound = v.positive_int(scale, "scale") * t
   counts = np.asarray(soft_counts)
-  if counts.ndim != 2 or counts.dtype.kind not in "iu":
-    raise ValueError(f"soft_counts must be integers [Q, C] (votes.npz's soft_counts); got "
-                     f"{counts.dtype} {counts.shape}")
-  if counts.size and (counts.min() < 0 or counts.sum(axis=1).max() > bound):
-    raise ValueError(f"soft_counts must be >= 0 with rows summing to at most scale × "
-                     f"num_teachers = {bound}")
+  if counts.ndim != 2:
+    raise ValueError(f"soft_counts must be [Q, C]; got shape {counts.shape}")
+  votes_lib.check_soft_counts(counts, v.positive_int(num_teachers, "num_teachers"),
+                              v.positive_int(scale, "scale"))
   ids = np.arange(counts.shape[0]) if query_ids is None else np.asarray(query_ids)
   if ids.shape != (counts.shape[0],):
     raise ValueError(f"query_ids must be [Q={counts.shape[0]}]; got shape {ids.shape}")

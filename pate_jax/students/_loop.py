@@ -115,18 +115,24 @@ def judge(check: GameCheck | None, history: list[dict]) -> None:
   ``check.late_max_value``; nothing before that step, or no check."""
   if check is None:
     return
-  if history and check.metric not in history[0]:  # at the first record, not at check.step
-    _judge_entry(check, history[0], late=False)
+  if history:  # at the first record, not at check.step
+    _check_metric(check, history[0])
   judged = [e for e in history if e["step"] >= check.step]
   for i, entry in enumerate(judged if check.late_max_value is not None else judged[:1]):
     _judge_entry(check, entry, late=i > 0)
 
 
-def _judge_entry(check: GameCheck, entry: dict, late: bool) -> None:
-  """One history entry against ``check``'s first bound, or its later one if ``late``."""
-  if check.metric not in entry:
+def _check_metric(check: GameCheck | None, entry: dict) -> None:
+  """A ``ValueError`` naming ``check.metric`` where it is not among a history entry's
+  metrics (checked at the first record, not only at ``check.step``)."""
+  if check is not None and check.metric not in entry:
     raise ValueError(f"check.metric: {check.metric!r} is not a training metric of this "
                      f"student ({', '.join(sorted(entry))})")
+
+
+def _judge_entry(check: GameCheck, entry: dict, late: bool) -> None:
+  """One history entry against ``check``'s first bound, or its later one if ``late``."""
+  _check_metric(check, entry)
   bound = check.late_max_value if late else check.max_value
   value = float(entry[check.metric])
   if not value <= bound:  # NaN fails too
@@ -384,8 +390,7 @@ def fit_seeds(student: Student, data: StudentData, keys: jax.Array, *, num_steps
               **{k: [float(x) for x in np.asarray(v)] for k, v in metrics.items()}}
 
     def after(step, n, metrics, entry):
-      if check is not None and check.metric not in entry:  # refused at the first record
-        _judge_entry(check, entry, late=False)
+      _check_metric(check, entry)
       if log:
         acc = entry["eval_accuracy"]
         log(f"step={step} eval_accuracy mean={np.mean(acc):.4f} seeds="
@@ -534,8 +539,7 @@ def _train(student, data, arrays, key, state, ckpt, num_steps, batch_size, segme
     if log:
       log(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in entry.items()))
-    if check is not None and check.metric not in entry:  # refused at the first record
-      _judge_entry(check, entry, late=False)
+    _check_metric(check, entry)
     if check is not None and check.step <= step:
       first = step - n < max(check.step, 1)  # the first record at or after check.step
       if first or check.late_max_value is not None:
