@@ -7,11 +7,11 @@ Usage:
 LNMax (2017 moments accountant) and Confident-GNMax (2018 data-dependent RDP) on synthetic
 votes: the compiled JAX kernel, the validating public API end to end (device and host
 votes) and the Python-loop baseline (timed on a subset, extrapolated). Writes
-``results.json``. The benchmark itself: :mod:`pate_jax.stages.bench_accounting`.
+``results.json``. The benchmark itself: :mod:`pate_jax.stages.bench.accounting`.
 """
 
 from pate_jax import experiment
-from pate_jax.stages import bench_accounting as stage
+from pate_jax.stages.bench import accounting as stage
 
 run, plan, report = stage.run, stage.plan, stage.report
 

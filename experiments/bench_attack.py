@@ -5,11 +5,11 @@
 Times one histogram end to end and the 30 Table-1 histograms × σ in one call per
 reconstruction method, evaluates Q(H), and checks the trapezoid quadrature and its
 autodiff gradients against the accurate one; writes ``results.json`` into ``--workdir``.
-What each entry measures: :mod:`pate_jax.stages.bench_attack`.
+What each entry measures: :mod:`pate_jax.stages.bench.attack`.
 """
 
 from pate_jax import experiment
-from pate_jax.stages import bench_attack as stage
+from pate_jax.stages.bench import attack as stage
 
 run, plan = stage.run, stage.plan  # the measurements are printed as they are taken
 

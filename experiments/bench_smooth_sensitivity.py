@@ -7,11 +7,11 @@ Usage:
 The release of the data-dependent ε of synthetic vote histograms through the public API
 and the two local-sensitivity arrays alone, against the per-query, per-distance Python-loop
 baseline (timed on a subset, extrapolated). Writes ``results.json``. The benchmark itself:
-:mod:`pate_jax.stages.bench_smooth_sensitivity`.
+:mod:`pate_jax.stages.bench.smooth_sensitivity`.
 """
 
 from pate_jax import experiment
-from pate_jax.stages import bench_smooth_sensitivity as stage
+from pate_jax.stages.bench import smooth_sensitivity as stage
 
 run, plan, report = stage.run, stage.plan, stage.report
 

@@ -5,11 +5,11 @@
 One warm-up call, then timed calls of the compiled training segment the student's fit runs,
 at each matmul precision of the config, on random data of MNIST's shapes; one call of each
 profiled precision under jax.profiler (device events per step on a GPU). Prints a line per
-precision and writes ``results.json``. The benchmark itself: :mod:`pate_jax.stages.bench_student`.
+precision and writes ``results.json``. The benchmark itself: :mod:`pate_jax.stages.bench.student`.
 """
 
 from pate_jax import experiment
-from pate_jax.stages import bench_student as stage
+from pate_jax.stages.bench import student as stage
 
 run, plan = stage.run, stage.plan  # run prints each precision as measured: no report
 

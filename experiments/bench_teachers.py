@@ -6,11 +6,11 @@
 another) and ``loop`` (a Python loop over teachers) on random data, each strategy's line
 printed as it is measured; writes ``results.json`` with examples/s, TFLOP/s, the fraction
 of peak and each strategy relative to the loop. The benchmark itself:
-:mod:`pate_jax.stages.bench_teachers`.
+:mod:`pate_jax.stages.bench.teachers`.
 """
 
 from pate_jax import experiment
-from pate_jax.stages import bench_teachers as stage
+from pate_jax.stages.bench import teachers as stage
 
 run, plan = stage.run, stage.plan  # run prints each strategy as measured: no report
 

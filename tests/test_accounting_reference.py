@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import accounting as acc
-from pate_jax.stages.reference_loops import loop_accounting, synthetic_votes
+from pate_jax.stages.bench.reference_loops import loop_accounting, synthetic_votes
 
 
 def test_scalar_loop_matches_vectorised_accountants():

@@ -1,5 +1,5 @@
 """The accounting benchmark's account of where the host-votes path's time goes
-(pate_jax.stages.bench_accounting): the fields it adds to results.json. Timings themselves
+(pate_jax.stages.bench.accounting): the fields it adds to results.json. Timings themselves
 are not tested (a benchmark measures them); their arithmetic and counts are."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from pate_jax.stages import bench_accounting as bench
+from pate_jax.stages.bench import accounting as bench
 
 
 def test_host_votes_breakdown_subtracts_the_transfers_and_copies():

@@ -1,4 +1,4 @@
-"""The student benchmark (pate_jax/stages/bench_student.py): it times the very program the
+"""The student benchmark (pate_jax/stages/bench/student.py): it times the very program the
 student's fit runs, writes what it measured, and refuses bad settings naming them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pate_jax import experiment, students
-from pate_jax.stages import bench_student
+from pate_jax.stages.bench import student as bench_student
 
 import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
 

@@ -20,7 +20,8 @@ import pytest
 from pate_jax import experiment, memory
 from pate_jax import reproduction as rp
 from pate_jax.stages import gpu_acceptance as ga
-from pate_jax.stages import bench_teachers, suite
+from pate_jax.stages import suite
+from pate_jax.stages.bench import teachers as bench_teachers
 
 import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
 

@@ -11,7 +11,7 @@ import pytest
 
 from pate_jax import experiment
 from pate_jax.experiment import load_script
-from pate_jax.stages import bench_teachers
+from pate_jax.stages.bench import teachers as bench_teachers
 
 
 def _write_trace(root, events):

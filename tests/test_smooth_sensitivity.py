@@ -1,6 +1,6 @@
 """Smooth-sensitivity release of data-dependent ε (Papernot et al. 2018, Sec. 4, Apps. B-C):
 tf-privacy's published test arrays, hand-derived cases, a per-query/per-distance loop of the
-same maths (pate_jax.stages.reference_loops, the benchmark's baseline), vmap = loop, gradients,
+same maths (pate_jax.stages.bench.reference_loops, the benchmark's baseline), vmap = loop, gradients,
 bad input."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pate_jax import accounting as acc
 from pate_jax import experiment
 from pate_jax.accounting import _local_sensitivity as local
 from pate_jax.accounting import _smooth_sensitivity as ss
-from pate_jax.stages import reference_loops as reference
-from pate_jax.stages.reference_loops import synthetic_votes
+from pate_jax.stages.bench import reference_loops as reference
+from pate_jax.stages.bench.reference_loops import synthetic_votes
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

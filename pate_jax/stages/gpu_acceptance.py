@@ -56,10 +56,11 @@ import ml_collections
 
 from pate_jax import checkpoint, experiment, io, memory
 from pate_jax.reproduction import resolve
-from pate_jax.stages import bench_accounting, bench_student, bench_teachers, kd_gan, main_job
-from pate_jax.stages import student
+from pate_jax.stages import kd_gan, main_job, student, suite
 from pate_jax.stages import teachers as teachers_stage
-from pate_jax.stages import suite
+from pate_jax.stages.bench import accounting as bench_accounting
+from pate_jax.stages.bench import student as bench_student
+from pate_jax.stages.bench import teachers as bench_teachers
 
 __all__ = ["run", "plan", "report", "runs", "select", "at_budget", "targets", "expected_wall",
            "deterministic_slowdown", "NONDETERMINISTIC_BENCH"]

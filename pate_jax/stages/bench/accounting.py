@@ -19,7 +19,7 @@ until it has arrived) and one numpy copy of them, and the host path's ratio agai
 the transfers (and the host copies) that the public functions make
 (``pate_jax._checks._votes.host_votes_traffic``: each of the two validates the votes it is
 given, so host votes cross to the device at least once per function). The baseline is a
-per-query pure Python loop of the same formulas (``pate_jax.stages.reference_loops``:
+per-query pure Python loop of the same formulas (``pate_jax.stages.bench.reference_loops``:
 ``math`` + ``scipy.special.log_ndtr`` on scalars), timed on the first
 ``config.loop_queries`` queries and extrapolated linearly to all (stated in the
 results); its totals on that subset are checked against the JAX path.
@@ -43,7 +43,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from pate_jax import accounting as acc
 from pate_jax import experiment
 from pate_jax._checks import _votes as votes_checks
-from pate_jax.stages.reference_loops import loop_accounting, synthetic_votes
+from pate_jax.stages.bench.reference_loops import loop_accounting, synthetic_votes
 
 __all__ = ["run", "plan", "report", "make_jax_accounting", "public_api_accounting"]
 

@@ -1,8 +1,8 @@
 """The benchmarks' loop baselines and the tests' oracle: a per-query scalar reference of
 the accountants (``math`` + SciPy, Python loops).
 
-Benchmark code, beside the stages that time it (``pate_jax.stages.bench_accounting``,
-``bench_smooth_sensitivity``), never imported by the core library.
+Benchmark code, beside the stages that time it (``pate_jax.stages.bench.accounting``,
+``smooth_sensitivity``), never imported by the core library.
 
 The same formulas as the vectorised cores — the 2017 LNMax moments (Papernot et al.
 2017, Theorems 1-3, Lemma 4) and the 2018 Confident-GNMax data-dependent RDP

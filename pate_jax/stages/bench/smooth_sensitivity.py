@@ -3,7 +3,7 @@ loop (``experiments/bench_smooth_sensitivity.py``).
 
 Releases the data-dependent ε of ``config.num_queries`` synthetic vote histograms
 (``num_teachers`` teachers, ``num_classes`` classes;
-``pate_jax.stages.reference_loops.synthetic_votes``) answered by Confident-GNMax
+``pate_jax.stages.bench.reference_loops.synthetic_votes``) answered by Confident-GNMax
 (T, σ_T, σ of the 2018 paper's MNIST row) with
 :func:`pate_jax.accounting.smooth_sensitivity_release`: per-query data-dependent RDP,
 local sensitivities at every distance ``d = 0..T-1`` of both steps, their expected sum,
@@ -12,7 +12,7 @@ smooth sensitivity over the β grid, GNSS noise (Papernot et al. 2018, Sec. 4, A
 Timed after compilation (compilation reported separately): the release through the
 public API on host votes, and the two local-sensitivity arrays ``[Q, T]`` alone. The
 baseline is the same maths as a straightforward per-query, per-distance Python loop
-(:func:`pate_jax.stages.reference_loops.loop_release`: ``math``/``scipy`` on scalars, the
+(:func:`pate_jax.stages.bench.reference_loops.loop_release`: ``math``/``scipy`` on scalars, the
 walk of Algorithms 4-5 one vote at a time, as tf-privacy's ``smooth_sensitivity_table.py`` does), timed
 on the first ``config.loop_queries`` queries and extrapolated linearly; its release
 on that subset is checked against the JAX one.
@@ -32,7 +32,7 @@ import jax
 
 from pate_jax import accounting as acc
 from pate_jax import experiment
-from pate_jax.stages.reference_loops import loop_release, synthetic_votes
+from pate_jax.stages.bench.reference_loops import loop_release, synthetic_votes
 
 __all__ = ["run", "plan", "report"]
 
