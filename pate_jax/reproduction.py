@@ -1282,6 +1282,10 @@ _G = " (GPU)"
 PRIVATE_TARGETS = ("teacher_accuracy", "pate_g_epsilon")
 RESEARCH_SEED_TARGETS = ("pate_g_accuracy", "pate_g_shift_accuracy", "cgn_accuracy",
                          "cgn_epsilon")
+# Targets the committed acceptance run judged by a private value the code no longer uses:
+# its main job's wall end to end, which holds the attack's seconds (now: to the student's
+# end). Drop a key when a run of the current code replaces that file.
+COMMITTED_PRIVATE_TARGETS = ("main_job_wall",)
 _DD = "private.epsilon.moments_data_dependent.epsilon"
 # A stage-3 student run's accuracy: its students' (side by side), or its one student's.
 _STUDENTS = "eval_accuracy_seeds | eval_accuracy"
@@ -1367,7 +1371,8 @@ GPU_ROWS: tuple[Row, ...] = (
     # Whether a private value met its threshold is private too (the stage's ``private``).
     *(Row("beyond", "GPU acceptance: targets", text, "—", "acceptance_gpu",
           f"targets.{key}.met", "met",
-          marked_private=key in PRIVATE_TARGETS + RESEARCH_SEED_TARGETS)
+          marked_private=key in PRIVATE_TARGETS + RESEARCH_SEED_TARGETS
+          + COMMITTED_PRIVATE_TARGETS)
       for key, text in (
               ("main_job_wall", "default paper config <= 60 s (the committed run judged its wall "
                "end to end; the code now judges it to its student's end)"),
