@@ -49,3 +49,36 @@ def test_bad_settings_are_refused_by_name(data_dir, tmp_path, field, value, matc
   c[field] = value
   with pytest.raises(ValueError, match=match):
     teacher_steps.run(c, str(tmp_path / "w"))
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_with_the_teachers_it_measured(data_dir, tmp_path, monkeypatch,
+                                                             capsys):
+  """Each teacher's accuracies are kept as it finishes: a rerun trains only the teachers not
+  measured yet and ends where one uninterrupted run does; other settings are refused."""
+  c = _config(data_dir)
+  whole = teacher_steps.run(c, str(tmp_path / "whole"))
+  trained = []
+  measure = teacher_steps.measure_teacher
+
+  def counting(*args):
+    trained.append(args[2])
+    if len(trained) == 2:
+      raise KeyboardInterrupt  # killed during the second teacher
+    return measure(*args)
+
+  monkeypatch.setattr(teacher_steps, "measure_teacher", counting)
+  with pytest.raises(KeyboardInterrupt):
+    teacher_steps.run(c, str(tmp_path / "w"))
+  progress = tmp_path / "w" / teacher_steps.PROGRESS_FILE
+  assert progress.stat().st_mode & 0o077 == 0  # private: the accuracies
+  counted = []
+  monkeypatch.setattr(teacher_steps, "measure_teacher",
+                      lambda *a: counted.append(a[2]) or measure(*a))
+  r = teacher_steps.run(c, str(tmp_path / "w"))
+  assert len(counted) == 1 and r["resumed_teachers"] == 1
+  np.testing.assert_array_equal(r["private"]["accuracy"], whole["private"]["accuracy"])
+  assert "teacher 1/2 from progress.json" in capsys.readouterr().out
+  c.num_test = 500  # other settings: refused, naming them
+  with pytest.raises(ValueError, match=r"num_test: 10000 \(progress.json\) -> 500 \(now\)"):
+    teacher_steps.run(c, str(tmp_path / "w"))

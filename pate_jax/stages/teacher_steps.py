@@ -9,21 +9,31 @@ slower on a CPU), and measures each teacher's accuracy on the first ``config.num
 test images after each of ``config.eval_steps``. The accuracies are functions of the
 private data: results.json keeps them in its private part; the setting and the time are
 publishable.
+
+A killed run resumes: each teacher's accuracies go to ``progress.json`` (owner-only, private)
+as it finishes, with the settings they were measured under (the teachers config, the steps,
+the test images); a rerun on the workdir with the same settings measures only the teachers
+not yet there (with more ``num_checked``, only the new ones), and one with other settings
+is refused, naming them. The workdir is locked meanwhile.
 """
 
 from __future__ import annotations
 
+import json
+import pathlib
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax import _checks, data, experiment, reporting, rng
+from pate_jax import _checks, checkpoint, data, experiment, io, reporting, rng
 from pate_jax.stages import teachers as teachers_stage
 
-__all__ = ["run", "plan", "report", "eval_steps"]
+__all__ = ["run", "plan", "report", "eval_steps", "PROGRESS_FILE"]
+
+PROGRESS_FILE = "progress.json"
 
 
 def eval_steps(config: Any) -> list[int]:
@@ -55,6 +65,42 @@ def plan(config: Any) -> dict[str, Any]:
 
 
 def run(config: Any, workdir: str) -> dict[str, Any]:
+  """Runs the stage (module docstring); resumes from ``progress.json``."""
+  with experiment.locked_workdir(workdir):
+    return _run(config, pathlib.Path(workdir))
+
+
+def _load_progress(path: pathlib.Path, settings: dict[str, Any]) -> dict[int, list[float]]:
+  """The accuracies per teacher that ``path`` holds ({} if there is none); measured under
+  other ``settings``, :class:`pate_jax.checkpoint.ResumeMismatchError` naming the fields."""
+  try:
+    record = json.loads(path.read_text())
+  except FileNotFoundError:
+    return {}
+  if record.get("settings") != settings:
+    diff = checkpoint.fingerprint_diff(record.get("settings", {}), settings, path.name)
+    raise checkpoint.ResumeMismatchError(
+        f"{path} was measured with other settings ({'; '.join(diff)}): remove it to start "
+        "over, or use another --workdir")
+  return {int(t): acc for t, acc in record["accuracy"].items()}
+
+
+def measure_teacher(init: Callable, step: Callable, init_key: jax.Array, train_key: jax.Array,
+                    x: jax.Array, y: jax.Array, steps: list[int],
+                    accuracy: Callable[[Any], float]) -> list[float]:
+  """One teacher, ``init(init_key, x)`` trained by ``step(state, train_key, x, y, s)`` (the
+  teachers' own ``init`` and jitted ``train_step``), its ``accuracy`` after each of
+  ``steps``."""
+  state, done, out = init(init_key, x), 0, []
+  for until in steps:
+    for s in range(done, until):
+      state, _ = step(state, train_key, x, y, jnp.int32(s))
+    done = until
+    out.append(accuracy(state["params"]))
+  return out
+
+
+def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   t0 = time.time()
   tc = config.teachers
   steps, k = _checked(config)
@@ -71,22 +117,29 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
     preds = [np.asarray(predict(params, test_x[i:i + 1000])) for i in range(0, n_test, 1000)]
     return float(np.mean(np.concatenate(preds) == test_y))
 
+  settings = checkpoint.fingerprint({"teachers": tc, "eval_steps": steps, "num_test": n_test})
+  progress = workdir / PROGRESS_FILE
+  done = _load_progress(progress, settings)
+  resumed = sorted(t for t in done if t < k)
   acc = np.zeros((k, len(steps)))
   for t in range(k):
+    if t in done:
+      acc[t] = done[t]
+      print(f"teacher {t + 1}/{k} from {PROGRESS_FILE}", flush=True)
+      continue
     x, y = jnp.asarray(data.to_float(shard_x[t])), jnp.asarray(shard_y[t])
-    state, done = fns.init(init_keys[t], x), 0
-    for j, until in enumerate(steps):
-      for s in range(done, until):
-        state, _ = step_fn(state, train_keys[t], x, y, jnp.int32(s))
-      done = until
-      acc[t, j] = accuracy(state["params"])
+    acc[t] = done[t] = measure_teacher(fns.init, step_fn, init_keys[t], train_keys[t], x, y,
+                                       steps, accuracy)
+    io.write_text(progress, json.dumps({"settings": settings, "accuracy": {
+        str(i): a for i, a in sorted(done.items())}}), private=True)
     print(f"teacher {t + 1}/{k} done ({time.time() - t0:.0f} s)", flush=True)
   results = {
       "dataset": ds.name, "data_source": ds.source, "fallback_data": ds.fallback,
       "num_checked": k, "of_teachers": int(tc.num_teachers), "eval_steps": steps,
       "num_test": n_test, "model": tc.model.to_dict(), "compute_dtype": tc.compute_dtype,
       "batch_size": tc.batch_size, "learning_rate": tc.learning_rate,
-      "wall_seconds": time.time() - t0,
+      "wall_seconds": time.time() - t0,  # this process's: resumed teachers cost none
+      "resumed_teachers": len(resumed),
       "private": reporting.private_part(
           mean_accuracy=dict(zip(map(str, steps), acc.mean(0).tolist())),
           min_accuracy=dict(zip(map(str, steps), acc.min(0).tolist())),
