@@ -187,6 +187,34 @@ def test_a_deadline_starts_only_the_runs_that_fit_and_each_run_is_handed_over(
     ga.run(c, str(tmp_path / "w2"))
 
 
+def test_the_main_job_hands_its_spent_budget_over_before_its_student_trains(tmp_path,
+                                                                            monkeypatch):
+  """A call killed during the main job's student (its log shows the labels' noise) has
+  archived the teachers' ledger as it was spent: the next call, on a fresh machine, finds
+  the rows answered instead of answering them again with new secret noise."""
+  c = _config("gpu_acceptance")
+  c.stages, c.archive = "pate_mnist", str(tmp_path / "a.tar.gz")
+  root = tmp_path / "w"
+
+  def main_job_run(config, workdir, *, on_labels=None):
+    ledger = pathlib.Path(workdir) / "teachers" / "ledger.npz"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_bytes(b"spent")
+    on_labels()
+    ledger.write_bytes(b"spent, then more")  # (a later spend: not this call's hand-over)
+    raise KeyboardInterrupt  # killed while its student trains
+
+  monkeypatch.setattr(ga.main_job, "run", main_job_run)
+  with pytest.raises(KeyboardInterrupt):
+    ga.run(c, str(root))
+  with tarfile.open(c.archive) as tar:
+    assert tar.extractfile("pate_mnist/teachers/ledger.npz").read() == b"spent"
+  c.archive = ""  # without an archive, no hand-over is asked for
+  monkeypatch.setattr(ga.main_job, "run", lambda config, workdir, *, on_labels=None: (
+      on_labels is None) or pytest.fail("a hand-over without an archive"))
+  ga._run_one(c, "pate_mnist", tmp_path / "w2")  # pylint: disable=protected-access
+
+
 def _bench(examples_per_second: dict, deterministic: bool) -> dict:
   return {"deterministic_ops": deterministic, "strategies": {
       s: {"examples_per_second": v} for s, v in examples_per_second.items()}}

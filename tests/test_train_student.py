@@ -252,7 +252,16 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   c.aggregate.epsilon_max = 1000.0  # σ 2 costs λ/4 per answer (data-independent)
   c.attack.num_histograms, c.attack.num_queries = 3, 300
   c.attack.variants = ml_collections.ConfigDict({"paper": {}})
-  s = experiment.run_and_report(run_pate.run, run_pate.report, c, str(tmp_path))
+  handed = []  # what on_labels sees: the budget spent, the student not started
+
+  def on_labels():
+    handed.append(((tmp_path / "teachers" / "ledger.npz").is_file(),
+                   (tmp_path / "aggregate" / "labels.npz").is_file(),
+                   any((tmp_path / "student").rglob("checkpoints"))))
+
+  s = experiment.run_and_report(lambda *a: run_pate.run(*a, on_labels=on_labels),
+                                run_pate.report, c, str(tmp_path))
+  assert handed == [(True, True, False)]
   assert s["student"]["num_labels"] == 20
   assert s["aggregate"]["mechanism"] == "gnmax"
   # The data-dependent ε is private; the published ε are data-independent or

@@ -30,7 +30,8 @@ thresholds beside the measured values, met or not, computed from the runs' resul
 kernels over those with them, per strategy: a measurement, not a target), and
 optionally ``config.publish_dir/<run>_gpu/`` receives each run's ``results.json`` (the
 reproduction report's GPU rows) and ``config.archive`` a ``.tar.gz`` of the workdir without
-checkpoints, for the next call on a fresh machine.
+checkpoints, for the next call on a fresh machine (written after every run, and in the main
+job as soon as its labels have spent the teachers' budget).
 
 ``plan(config)`` is ``--dry_run``: every run's own plan, its expected wall against the
 call's limit (and all of them against one GPU period, ``period_limit_s``) and, for the
@@ -174,7 +175,13 @@ def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | Non
   """Runs ``name`` into ``root/name``; returns its results and its stage's ``report``."""
   out = str(root / name)
   if name == "pate_mnist":
-    return main_job.run(config.pate_mnist, out), main_job.report
+    # Its labels spend the teachers' secret budget, and their noise shows in all it prints
+    # after: the archive takes the spent ledger at once, so a call killed before its end
+    # hands it over and the next call, on a fresh machine, finds those rows answered (not
+    # answered again with new noise).
+    hand_over = None if not config.archive else (
+        lambda: _archive(root, pathlib.Path(config.archive)))
+    return main_job.run(config.pate_mnist, out, on_labels=hand_over), main_job.report
   if name == "bench_teachers":
     return bench_teachers.run(config.bench_teachers, out), None
   if name == NONDETERMINISTIC_BENCH:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import concurrent.futures
 import pathlib
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -255,7 +255,10 @@ def wire(config, root: pathlib.Path | None) -> None:
     config.student.aggregate = config.aggregate
 
 
-def run(config, workdir: str) -> dict:
+def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> dict:
+  """Runs the main job (module docstring) into ``workdir``. ``on_labels``: called once the
+  student's labels are paid for and written, before anything drawn from their noise is
+  printed (the GPU acceptance hands its workdir over then)."""
   t0 = time.time()
   root = pathlib.Path(workdir)
   wire(config, root)
@@ -281,12 +284,14 @@ def run(config, workdir: str) -> dict:
     # the attack, which needs those labels, may then run beside its training.
     computing = []
 
-    def start_attack():
-      computing.append(pool.submit(attack_computation(config, root)))
+    def labelled():
+      if on_labels is not None:
+        on_labels()
+      if beside:
+        computing.append(pool.submit(attack_computation(config, root)))
 
     student = student_stage.run(config.student, str(root / "student"),
-                                restart_flag="--config.student.restart",
-                                on_labels=start_attack if beside else None)
+                                restart_flag="--config.student.restart", on_labels=labelled)
     labels = experiment.read_results(root / "aggregate")
     if student.get("history"):
       reporting.plot_history(student["history"], student_plot_title(
