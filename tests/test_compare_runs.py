@@ -39,7 +39,7 @@ def test_volatile_keys_and_work_directories_are_ignored():
       "equal": True, "num_differences": 0, "differences": [], "max_relative_difference": None}
   other["config"]["votes_dir"] = "../../tmp/x/after/teachers"  # as older code recorded it
   assert cr.compare_files(_record(), other)["equal"]
-  kept = cr.comparable(_record())
+  kept = cr.comparable(_record(checkpoint_bytes_deleted_at_completion=28_806))
   assert kept["results"] == {"accuracy": 0.9, "checkpoints": {"saves": 2},
                              "curve": [0.1, 0.2], "figure": "a.png"}
   assert kept["config"] == {"votes_dir": "teachers", "k_s": 1, "runs": "t"}
@@ -134,3 +134,25 @@ def test_one_run_twice_on_this_checkout_is_equal(tmp_path, digits_votes_dir):
   assert (tmp_path / "a").stat().st_mode & 0o777 == 0o700
   out = cr.compare(tmp_path / "a", tmp_path / "b")
   assert out["equal"] and "aggregate/results.json" in out["files"], out
+
+
+def test_every_line_the_comparison_prints_while_it_runs_is_marked(tmp_path, monkeypatch,
+                                                                  capsys):
+  """Its results are a research measurement, private as a whole, and a run's wall may hold
+  seconds that follow the private data (the main job's attack's): the lines it prints while
+  the catalogue runs carry the mark, as its report's do."""
+  def fake_catalogue(checkout, root, environ, *, runs, timeout_s, log):
+    del checkout, environ, timeout_s
+    root.mkdir(parents=True)
+    out = {r.name: {"rc": 0, "wall_s": 60.1, "command": r.script} for r in runs}
+    for name in out:
+      log(f"  {name}: rc 0, 60.1 s")
+    return out
+
+  monkeypatch.setattr(cr, "run_catalogue", fake_catalogue)
+  c = experiment.load_script(REPO / "configs" / "compare_runs.py").get_config("cpu")
+  c.before, c.runs = "", "aggregate"
+  cr.run(c, str(tmp_path / "w"))
+  lines = capsys.readouterr().out.splitlines()
+  assert len(lines) >= 4 and all(
+      line.startswith(experiment.PRIVATE_MARK) for line in lines), lines

@@ -218,7 +218,7 @@ def run_catalogue(checkout_dir: str | os.PathLike, workdir: str | os.PathLike,
 # (time_s, loop_s), not KD-GAN's k_s (student steps per round).
 VOLATILE_KEYS = re.compile(
     r"^(git|commit|code_version|versions|written_at|host|hostname|platform|timings|bytes.*)$"
-    r"|seconds|([a-z]{2}_s|_per_second|all_runs)$|^wall|speedup|over_kernel|throughput"
+    r"|^checkpoint_bytes|seconds|([a-z]{2}_s|_per_second|all_runs)$|^wall|speedup|over_kernel|throughput"
     r"|achieved_tflops|^ms_per_step$|share_of_training|load_?av|^goal_")
 # The directories of a path: absolute, or relative with segments that name something
 # (results files hold paths relative to the working directory, which differs between the
@@ -405,9 +405,12 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
       _git("worktree", "add", "--detach", str(sources[side]), commit)
       made.append(sources[side])
     for side in ("before", "after"):
-      print(f"{side}: {config[side] or 'the working tree'} ({sources[side]})")
+      # Marked: the comparison is a research measurement, private as a whole (a run's wall
+      # may hold seconds that follow the private data: the main job's attack's).
+      experiment.print_private(f"{side}: {config[side] or 'the working tree'} "
+                               f"({sources[side]})")
       done[side] = run_catalogue(sources[side], root / side, _environment(config), runs=runs,
-                                 timeout_s=config.timeout_s, log=print)
+                                 timeout_s=config.timeout_s, log=experiment.print_private)
   finally:
     for path in made:
       _git("worktree", "remove", "--force", str(path))
