@@ -164,6 +164,19 @@ def test_distillation_needs_a_saved_temperature(tmp_path, teachers_dir):
     train_student.run(c, str(tmp_path))
 
 
+@pytest.mark.parametrize("labels", ["plurality", "true"])
+def test_an_active_student_on_other_labels_is_refused_before_any_spend(tmp_path, teachers_dir,
+                                                                      labels):
+  """The active learner asks the budget for noisy labels only: with config.labels naming
+  others its results would describe labels it did not train on (and plurality would spend
+  the budget for a private student). Refused, naming the field, before a row is asked."""
+  c = _config("student_active", votes_dir=str(teachers_dir))
+  c.active.round_sizes, c.labels = (5,), labels
+  with pytest.raises(ValueError, match="config.labels="):
+    train_student.run(c, str(tmp_path / "w"))
+  assert not list(tmp_path.rglob("*ledger*"))
+
+
 @pytest.mark.slow
 def test_active_learning_run_respects_its_budget(tmp_path, teachers_dir):
   c = _config("student_active", votes_dir=str(teachers_dir))

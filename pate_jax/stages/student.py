@@ -99,11 +99,16 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   if config.labels not in LABELS:
     raise ValueError(f"config.labels must be one of {', '.join(map(repr, LABELS))}, got "
                      f"{config.labels!r}")
+  active = bool(config.get("active") and config.active.round_sizes)
+  if active and config.labels != "noisy":
+    raise ValueError(f"config.labels={config.labels!r} with config.active.round_sizes: the "
+                     "active learner asks the teachers' budget for noisy labels only; set "
+                     "config.labels='noisy' or clear config.active.round_sizes")
   # Before anything is spent: a run killed or refused from here on leaves no earlier run's
   # report beside what it spent (a rerun with more queries charges them first).
   experiment.remove_stale(workdir, ("results.json",))
   clock.mark("data")
-  if config.get("active") and config.active.round_sizes:
+  if active:
     with config.aggregate.unlocked():
       config.aggregate.seed = config.seed
     budget = aggregate.make_budget(config.aggregate, votes, config.votes_dir, workdir)
