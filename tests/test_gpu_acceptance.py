@@ -15,6 +15,7 @@ import tarfile
 
 import jax
 import ml_collections
+import numpy as np
 import pytest
 
 from pate_jax import experiment, memory
@@ -213,6 +214,43 @@ def test_the_main_job_hands_its_spent_budget_over_before_its_student_trains(tmp_
   monkeypatch.setattr(ga.main_job, "run", lambda config, workdir, *, on_labels=None: (
       on_labels is None) or pytest.fail("a hand-over without an archive"))
   ga._run_one(c, "pate_mnist", tmp_path / "w2")  # pylint: disable=protected-access
+
+
+@pytest.mark.slow
+def test_a_main_job_killed_after_its_labels_resumes_on_a_fresh_machine_without_new_noise(
+    tmp_path):
+  """The hand-over end to end: a tiny main job (secret noise) killed as its student starts,
+  its archive unpacked into a fresh workdir with a fresh budget registry (another machine),
+  and the main job run again there: its labels are the first call's, row for row, taken
+  from the spent ledger (not drawn again)."""
+  def config(registry):
+    c = _scripts.config("pate_mnist", "cpu")
+    c.teachers.dataset, c.teachers.gap_plot = "digits", False
+    c.teachers.num_teachers, c.teachers.num_steps, c.teachers.checkpoint_every = 5, 10, 10
+    c.aggregate.num_queries, c.aggregate.chunk_size = 20, 32
+    c.aggregate.sigma, c.aggregate.epsilon_max = 2.0, 1000.0  # σ 2: 5 teachers
+    c.aggregate.budget_registry = str(registry)
+    c.student.num_steps, c.student.segment_steps, c.student.batch_size = 2, 2, 8
+    c.student.student.kwargs.update(generator_hidden=(16,), discriminator_hidden=(16, 8),
+                                    noise_dim=4)
+    c.attack.num_histograms, c.attack.num_queries = 3, 300
+    c.attack.variants = ml_collections.ConfigDict({"paper": {}})
+    return c
+
+  def killed():
+    ga._archive(tmp_path / "w1", tmp_path / "a.tar.gz")  # pylint: disable=protected-access
+    raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    ga.main_job.run(config(tmp_path / "registry_1"), str(tmp_path / "w1" / "pate_mnist"),
+                    on_labels=killed)
+  with tarfile.open(tmp_path / "a.tar.gz") as tar:
+    tar.extractall(tmp_path / "w2")
+  ga.main_job.run(config(tmp_path / "registry_2"), str(tmp_path / "w2" / "pate_mnist"))
+  first, second = (np.load(tmp_path / w / "pate_mnist" / "aggregate" / "labels.npz")
+                   for w in ("w1", "w2"))
+  np.testing.assert_array_equal(first["query_index"], second["query_index"])
+  np.testing.assert_array_equal(first["labels"], second["labels"])
 
 
 def _bench(examples_per_second: dict, deterministic: bool) -> dict:
