@@ -179,6 +179,42 @@ def test_3_reruns_re_report_the_release_and_new_answers_pay_for_a_new_one(tmp_pa
   assert more["ledger"]["epsilon"] == pytest.approx(float(eps), rel=1e-9)
 
 
+def test_3_a_release_is_drawn_only_where_it_was_paid_for(tmp_path, monkeypatch):
+  """Each release is charged when the first rows it covers are answered, so release()
+  only draws; a ledger whose charged rows outrun the releases paid for is refused and
+  nothing is drawn."""
+  teachers = _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
+  spec = budget_lib.ReleaseSpec(order=8.0, beta=0.02, sigma_ss=10.0)
+  make = lambda: budget_lib.TeachersBudget(  # noqa: E731
+      teachers, votes_lib.load_votes(teachers), rng.noise_key("aggregation"),
+      mechanism="gnmax", params={"sigma": 40.0}, epsilon_max=50.0, delta=1e-5,
+      orders=ORDERS, chunk_size=16, release=spec,
+      release_key=rng.noise_key("epsilon_release"))
+  budget = make()
+  budget.answer(np.arange(10))
+  paid = budget.epsilon
+  cost = 10 * ORDERS / 40.0**2 + spec.rdp_curve(ORDERS)  # GNMax: λ/σ² per answer
+  assert paid == pytest.approx(float(acc.rdp_accountant(ORDERS).compose(cost).epsilon(
+      1e-5)[0]), rel=1e-9)
+  assert budget.release()["public"]["release"] == 1 and budget.epsilon == paid
+  budget.answer(np.arange(10, 12))  # the second release is paid with these rows
+  read = budget._read  # pylint: disable=protected-access
+
+  def unpaid():
+    loaded = read()
+    loaded.releases_paid = loaded.release_count
+    return loaded
+
+  monkeypatch.setattr(budget, "_read", unpaid)
+  ledger = teachers / budget_lib.LEDGER_FILE
+  before = ledger.read_bytes()
+  with pytest.raises(budget_lib.BudgetError, match="release 2 of 12 charged rows, 1 paid"):
+    budget.release()
+  monkeypatch.undo()
+  assert ledger.read_bytes() == before  # nothing drawn, nothing written
+  assert make().release()["public"]["release"] == 2
+
+
 # --- 4. The budget belongs to the teachers ------------------------------------------------
 
 

@@ -162,3 +162,30 @@ def test_soft_counts_of_any_floats_are_rows_of_at_most_the_scale():
   for scale in (0, 2**31):
     with pytest.raises(ValueError, match="scale"):
       votes_lib.soft_counts(p, scale=scale)
+
+
+def test_soft_counts_divide_a_row_summing_past_one_by_its_sum():
+  """A row summing past 1 is divided by its sum before the floor (all ones: S/C each), one
+  summing below 1 is not: its floors are ⌊S·p⌋ (float32, as computed)."""
+  s = votes_lib.SOFT_COUNT_SCALE
+  np.testing.assert_array_equal(votes_lib.soft_counts(np.ones((1, 4))), [[s // 4] * 4])
+  np.testing.assert_array_equal(votes_lib.soft_counts([[0.6, 0.6]]), [[s // 2, s // 2]])
+  low = np.array([[0.2, 0.3]], np.float32)
+  np.testing.assert_array_equal(votes_lib.soft_counts(low), np.floor(low * np.float32(s)))
+
+
+def test_soft_counts_take_the_floors_excess_over_the_scale_from_the_largest_entry():
+  """At a large scale the floors of a float32 row can pass S (1/3 rounds up: three floors
+  of S/3 + a few exceed S by 2 at S = 2^26): the excess comes off the largest entry (the
+  first on a tie), so the row sums to S exactly, not to a zero row."""
+  scale = 2**26
+  third = np.full((1, 3), np.float32(1) / np.float32(3), np.float32)
+  p = third / np.maximum(third.sum(-1, keepdims=True, dtype=np.float32), np.float32(1))
+  floors = np.floor(p * np.float32(scale)).astype(np.int64)
+  excess = int(floors.sum()) - scale
+  assert excess > 0  # the case this test is about
+  want = floors.copy()
+  want[0, 0] -= excess
+  c = np.asarray(votes_lib.soft_counts(third, scale=scale))
+  np.testing.assert_array_equal(c, want)
+  assert c.sum() == scale

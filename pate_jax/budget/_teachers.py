@@ -420,9 +420,10 @@ class TeachersBudget:
 
     Drawn once per ledger state: if the newest release already covers every charged
     query it is returned as it is; otherwise a new one is drawn with the fixed
-    :class:`ReleaseSpec`; a release not prepaid is charged to the budget first (``None`` is
-    returned, and nothing drawn, if that would exceed ε_max). ``None`` too without a spec
-    or with nothing charged.
+    :class:`ReleaseSpec`, already paid for (:meth:`answer` charges a release before the
+    first new row it answers after one was drawn; a ledger whose rows outrun the releases
+    paid for was not written so, and is refused). ``None`` without a spec or with nothing
+    charged.
 
     Returns:
       ``{"public": {...}, "private": {...}}``: ``public`` may be published (the released
@@ -436,19 +437,17 @@ class TeachersBudget:
       loaded = self._read()  # (Adopts the ledger's spec when ours came from the rule.)
       if loaded is None or not loaded.rows.size:
         return None
-      spec = self.release_spec
       covered = (loaded.release or {}).get("public", {}).get("num_charged")
       if covered == int(loaded.rows.size):
         return loaded.release
-      self._claim()
-      aggregator = loaded.aggregator
       count = loaded.release_count + 1
       if count > loaded.releases_paid:
-        if not aggregator.charge(spec.rdp_curve(aggregator.orders)):
-          return None
-        loaded.releases_paid = count
+        raise BudgetError(f"{self.path}: release {count} of {int(loaded.rows.size)} charged "
+                          f"rows, {loaded.releases_paid} paid for: answers charge each "
+                          "release before its rows, so this ledger was not written by them")
+      self._claim()
       loaded.release, loaded.release_count = self._draw(loaded, count), count
-      loaded.record = aggregator.ledger_record()
+      loaded.record = loaded.aggregator.ledger_record()
       self._write(loaded)
       return loaded.release
 
