@@ -251,6 +251,14 @@ def test_a_main_job_killed_after_its_labels_resumes_on_a_fresh_machine_without_n
                    for w in ("w1", "w2"))
   np.testing.assert_array_equal(first["query_index"], second["query_index"])
   np.testing.assert_array_equal(first["labels"], second["labels"])
+  # Nothing asked anew, nothing charged: the same ledger, not a second draw.
+  again = experiment.read_results(tmp_path / "w2" / "pate_mnist" / "aggregate")
+  assert again["num_asked_now"] == 0, again
+  spent = []
+  for w in ("w1", "w2"):
+    with np.load(tmp_path / w / "pate_mnist" / "teachers" / "ledger.npz") as f:
+      spent.append(float(f["ledger_epsilon"]))
+  assert spent[0] == spent[1] > 0
 
 
 def _bench(examples_per_second: dict, deterministic: bool) -> dict:

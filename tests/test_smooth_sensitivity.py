@@ -1,7 +1,7 @@
 """Smooth-sensitivity release of data-dependent ε (Papernot et al. 2018, Sec. 4, Apps. B-C):
 tf-privacy's published test arrays, hand-derived cases, a per-query/per-distance loop of the
-same maths (pate_jax.stages.bench.reference_loops, the benchmark's baseline), vmap = loop, gradients,
-bad input."""
+same maths (pate_jax.stages.bench.reference_loops, the benchmark's baseline), vmap = loop,
+gradients, bad input."""
 
 from __future__ import annotations
 

@@ -79,6 +79,11 @@ def test_a_killed_run_resumes_with_the_teachers_it_measured(data_dir, tmp_path, 
   assert len(counted) == 1 and r["resumed_teachers"] == 1
   np.testing.assert_array_equal(r["private"]["accuracy"], whole["private"]["accuracy"])
   assert "teacher 1/2 from progress.json" in capsys.readouterr().out
+  c.teachers.strategy, c.teachers.checkpoint_every = "vmap", 2  # how it trains: goes on
+  assert teacher_steps.run(c, str(tmp_path / "w"))["resumed_teachers"] == 2
   c.num_test = 500  # other settings: refused, naming them
   with pytest.raises(ValueError, match=r"num_test: 10000 \(progress.json\) -> 500 \(now\)"):
+    teacher_steps.run(c, str(tmp_path / "w"))
+  progress.write_text("{}")  # not a progress record: refused, saying how to start over
+  with pytest.raises(ValueError, match="not a progress record.*remove it"):
     teacher_steps.run(c, str(tmp_path / "w"))

@@ -275,6 +275,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   s = experiment.run_and_report(lambda *a: run_pate.run(*a, on_labels=on_labels),
                                 run_pate.report, c, str(tmp_path))
   assert handed == [(True, True, False)]
+  assert s["hand_over_seconds"] > 0  # apart from the wall and the stages' seconds
   assert s["student"]["num_labels"] == 20
   assert s["aggregate"]["mechanism"] == "gnmax"
   # The data-dependent ε is private; the published ε are data-independent or
@@ -334,7 +335,7 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   for stage, names in (("teachers", ["load", "partition", "digest", "setup", "init", "plan",
                                      "train", "wait_for_votes_compiled", "votes",
                                      "checkpoint_wait", "write"]),
-                       ("student", ["data", "labels", "fit"])):
+                       ("student", ["data", "labels", "on_labels", "fit"])):
     phases, r = s["phase_seconds"][stage], experiment.read_results(tmp_path / stage)
     assert list(phases) == names and phases == r["phase_seconds"], (stage, phases)
     assert min(phases.values()) >= 0 and -1e-6 <= r["wall_seconds"] - sum(

@@ -218,7 +218,8 @@ def run_catalogue(checkout_dir: str | os.PathLike, workdir: str | os.PathLike,
 # (time_s, loop_s), not KD-GAN's k_s (student steps per round).
 VOLATILE_KEYS = re.compile(
     r"^(git|commit|code_version|versions|written_at|host|hostname|platform|timings|bytes.*)$"
-    r"|^checkpoint_bytes|seconds|([a-z]{2}_s|_per_second|all_runs)$|^wall|speedup|over_kernel|throughput"
+    r"|^checkpoint_bytes|seconds|([a-z]{2}_s|_per_second|all_runs)$|^wall|speedup"
+    r"|over_kernel|throughput"
     r"|achieved_tflops|^ms_per_step$|share_of_training|load_?av|^goal_")
 # The directories of a path: absolute, or relative with segments that name something
 # (results files hold paths relative to the working directory, which differs between the
@@ -296,17 +297,23 @@ def compare_files(before: Any, after: Any, max_shown: int = 50) -> dict[str, Any
           "max_relative_difference": max(rel) if rel else None}
 
 
+# A run's resume state, not its results (teacher_steps' measured teachers).
+_RESUME_STATE = ("progress.json",)
+
+
 def _json_files(tree: pathlib.Path) -> set[str]:
-  """The JSON files under ``tree`` (relative paths), checkpoints' directories left out."""
+  """The JSON files under ``tree`` (relative paths), checkpoints' directories and resume
+  state (:data:`_RESUME_STATE`) left out."""
   if not tree.is_dir():
     return set()
   return {str(p.relative_to(tree)) for p in tree.rglob("*.json")
-          if "checkpoints" not in p.relative_to(tree).parts}
+          if "checkpoints" not in p.relative_to(tree).parts and p.name not in _RESUME_STATE}
 
 
 def compare(before_dir: str | os.PathLike, after_dir: str | os.PathLike) -> dict[str, Any]:
   """Every JSON file under either tree (``results.json``, and the two plots' figure2.json
-  and students.json, the votes' fingerprints; checkpoints left out), by its path relative
+  and students.json, the votes' fingerprints; checkpoints and resume state left out), by
+  its path relative
   to the tree: ``{"equal": all equal, "files": {path: compare_files(...) or {"equal":
   False, "missing": "before" | "after"}}}``."""
   trees = [pathlib.Path(before_dir), pathlib.Path(after_dir)]

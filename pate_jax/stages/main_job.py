@@ -258,7 +258,8 @@ def wire(config, root: pathlib.Path | None) -> None:
 def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> dict:
   """Runs the main job (module docstring) into ``workdir``. ``on_labels``: called once the
   student's labels are paid for and written, before anything drawn from their noise is
-  printed (the GPU acceptance hands its workdir over then)."""
+  printed (the GPU acceptance hands its workdir over then); its seconds are kept apart
+  (``hand_over_seconds``), out of ``wall_seconds`` and ``stage_seconds``."""
   t0 = time.time()
   root = pathlib.Path(workdir)
   wire(config, root)
@@ -282,22 +283,26 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
     stage_seconds["teachers"], t = time.time() - t, time.time()
     # The student stage labels its queries in aggregate/ (or reuses the labels paid for);
     # the attack, which needs those labels, may then run beside its training.
-    computing = []
+    computing, hand_over = [], []
 
     def labelled():
       if on_labels is not None:
+        start = time.time()
         on_labels()
+        hand_over.append(time.time() - start)
       if beside:
         computing.append(pool.submit(attack_computation(config, root)))
 
     student = student_stage.run(config.student, str(root / "student"),
-                                restart_flag="--config.student.restart", on_labels=labelled)
+                                restart_flag="--config.student.restart",
+                                on_labels=labelled if on_labels or beside else None)
     labels = experiment.read_results(root / "aggregate")
     if student.get("history"):
       reporting.plot_history(student["history"], student_plot_title(
           student, labels["noise_source"]), root / "student" / "accuracy.png")
     student_end = time.time()
-    stage_seconds["labels_and_student"], t = student_end - t, student_end
+    stage_seconds["labels_and_student"] = student_end - t - sum(hand_over)
+    t = student_end
     # Beside the student: the wait for what is left of it (then its files).
     attack = attack_stage(config, root, computing[0] if computing else None)
   # The attack's solvers stop on convergence on the private histograms: its seconds, and
@@ -318,7 +323,9 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
       "epsilon_release": labels.get("epsilon_release"),
       "ledger": labels["ledger"],
       "delta": labels["delta"],
-      "wall_seconds": student_end - t0,  # to the student's end: the attack's is private
+      # To the student's end (the attack's is private), the hand-over's aside.
+      "wall_seconds": student_end - t0 - sum(hand_over),
+      "hand_over_seconds": sum(hand_over) if hand_over else None,
       "stage_seconds": stage_seconds,  # sequential: they add up to (nearly) the wall
       "concurrent_seconds": concurrent_seconds,
       # Inside the teachers' and the student's stages (None: teachers reused, not timed).

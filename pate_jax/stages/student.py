@@ -187,6 +187,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
     clock.mark("labels")
     if on_labels is not None:
       on_labels()
+      clock.mark("on_labels")  # (the main job's hand-over, if any: not the fit's)
     if num_seeds == 1:
       fit, results["game_restarts"] = _fit_checked(config, student, data, key, root, workdir,
                                                    fit_kwargs)

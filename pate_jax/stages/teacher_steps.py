@@ -34,6 +34,12 @@ from pate_jax.stages import teachers as teachers_stage
 __all__ = ["run", "plan", "report", "eval_steps", "PROGRESS_FILE"]
 
 PROGRESS_FILE = "progress.json"
+# Teachers config fields that do not change what is measured (how the stage trains and
+# where it writes, not which teachers): a rerun may change them and go on.
+_NOT_MEASURED = ("allow_fallback", "checkpoint_every", "chunk_size", "compile_ahead",
+                 "data_dir", "distill_temperatures", "gap_plot", "keep_checkpoints",
+                 "max_to_keep", "memory_fraction", "num_steps", "query_chunk", "restart",
+                 "strategy", "unroll_segments")
 
 
 def eval_steps(config: Any) -> list[int]:
@@ -77,6 +83,12 @@ def _load_progress(path: pathlib.Path, settings: dict[str, Any]) -> dict[int, li
     record = json.loads(path.read_text())
   except FileNotFoundError:
     return {}
+  except ValueError as e:
+    raise checkpoint.ResumeMismatchError(f"{path} is not a progress record ({e}): remove it "
+                                         "to start over, or use another --workdir") from e
+  if not isinstance(record, dict) or not isinstance(record.get("accuracy"), dict):
+    raise checkpoint.ResumeMismatchError(f"{path} is not a progress record: remove it to "
+                                         "start over, or use another --workdir")
   if record.get("settings") != settings:
     diff = checkpoint.fingerprint_diff(record.get("settings", {}), settings, path.name)
     raise checkpoint.ResumeMismatchError(
@@ -117,7 +129,10 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
     preds = [np.asarray(predict(params, test_x[i:i + 1000])) for i in range(0, n_test, 1000)]
     return float(np.mean(np.concatenate(preds) == test_y))
 
-  settings = checkpoint.fingerprint({"teachers": tc, "eval_steps": steps, "num_test": n_test})
+  settings = checkpoint.fingerprint({
+      "teachers": {k: v for k, v in tc.to_dict().items() if k not in _NOT_MEASURED},
+      "data": {"name": ds.name, "source": ds.source, "fallback": bool(ds.fallback)},
+      "eval_steps": steps, "num_test": n_test})
   progress = workdir / PROGRESS_FILE
   done = _load_progress(progress, settings)
   resumed = sorted(t for t in done if t < k)

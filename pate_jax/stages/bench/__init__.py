@@ -1,6 +1,6 @@
-"""The benchmarks: stages that time the library (``run(config, workdir)``, ``plan``,
-``report``; one script each, ``experiments/bench_*.py``) and the loop baselines they time it
-against.
+"""The benchmarks: stages that time the library (``run(config, workdir)``, ``plan``, and
+``report`` where it has one; one script each, ``experiments/bench_*.py``) and the loop
+baselines they time it against.
 
 * :mod:`teachers`: the ensemble's strategies (vmap, chunked, loop), examples/s and TFLOP/s;
 * :mod:`student`: the students' training step, ms per step and FLOP/s;
