@@ -4,6 +4,8 @@ through JAX's ``reduce_min``/``reduce_max`` JVP (which gives NaN on GPU, see
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -105,3 +107,13 @@ def test_accountant_gradients_never_use_the_min_max_reduction_jvp(chooser_jvp_gi
       0.1, 0.4, (16, 10))
   argnums = tuple(range(1 + len(args)))
   assert _finite(jax.jit(jax.grad(fn, argnums=argnums))(votes, *args))
+
+
+def test_log1mexp_keeps_relative_precision_at_both_ends():
+  x = np.array([-1e-300, -1e-20, -1e-10, -1e-5, -0.5, -math.log(2.0), -1.0, -30.0, -700.0])
+  with jax.enable_x64(True):
+    got = np.asarray(nm.log1mexp(jnp.asarray(x)))
+  # Reference (Mächler 2012): log(-expm1(x)) near 0, log1p(-exp(x)) far from it; numpy's
+  # expm1/log1p are accurate to ~1 ulp, and both forms are exact maths.
+  want = np.where(x > -1.0, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+  np.testing.assert_allclose(got, want, rtol=1e-13)

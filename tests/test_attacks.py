@@ -345,3 +345,12 @@ def test_no_recompilation_for_new_values_of_the_same_shapes(caplog):
     attack(2)
   compiled = [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()]
   assert not compiled, compiled
+
+
+def test_low_consensus_is_strictly_below_the_threshold():
+  # Section 2: "PhD" iff the consensus is *below* 75 %; 3 of 4 and 189 of 252 votes are 75 %.
+  h = np.array([[3, 1, 0], [189, 60, 3], [188, 61, 3], [190, 59, 3]])
+  np.testing.assert_allclose(A.consensus(h), [0.75, 0.75, 188 / 252, 190 / 252], rtol=1e-6)
+  assert np.all(np.asarray(A.consensus(h[:2])) == 0.75)  # exact in float32 too
+  np.testing.assert_array_equal(A.classify_low_consensus(h), [False, False, True, False])
+  np.testing.assert_array_equal(A.classify_low_consensus(h[:1], 0.8), [True])

@@ -314,3 +314,22 @@ def test_mle_reaches_a_boundary_histogram_in_few_newton_steps():
   out = R.reconstruct_details(q, 40.0, 250.0, method="mle")
   assert int(out.status) == int(Stop.CONVERGED) and int(out.num_steps) <= 15
   np.testing.assert_allclose(out.histogram, h, atol=0.05)
+
+
+def test_known_zeros_bound_of_a_unanimous_histogram_is_zero():
+  # svhn/M3: 250 votes on one class. Knowing the nine empty classes and the total fixes H:
+  # the known-zeros bound is exactly 0, while the plain bound is large.
+  h = TABLE[27]
+  assert np.count_nonzero(h) == 1
+  cr = A.cramer_rao(h, 40.0, 10_000)
+  assert float(cr.error_known_zeros) == 0.0 and float(cr.queries_for_error_known_zeros[0]) == 0.0
+  assert float(cr.error) > 0.5
+
+
+def test_near_boundary_is_two_standard_deviations():
+  h = TABLE[5]                                   # mnist/M1, smallest class 1 vote
+  for n in (10**5, 10**6, 10**7):                # min H_i/std_i grows as sqrt(n): 0.52, 1.65, 5.2
+    cr = A.cramer_rao(h, 40.0, n)
+    ratio = np.min(h / np.asarray(cr.std))
+    assert bool(cr.near_boundary) == bool(ratio < 2.0)
+  assert 1.0 < np.min(h / np.asarray(A.cramer_rao(h, 40.0, 10**6).std)) < 2.0

@@ -564,3 +564,16 @@ def test_release_epsilon_script(tmp_path):
   lam = spec["order"]
   bound = 40 * lam / (2 * 150.0**2) + out["num_answered"] * lam / 40.0**2
   assert out["private"]["fixed"]["rdp"] <= bound * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("votes,t,sigma,order", [([6, 4, 0], 10, 6.0, 2.0),
+                                                 ([3, 1, 1], 5, 5.0, 2.0)])
+def test_a_left_walk_that_runs_out_of_votes_equals_the_loop(votes, t, sigma, order):
+  # q stays above q0 even with every vote on the top class: A(d) = LS(q_d) = 0 up to and
+  # including d = (votes outside the top), the step that empties the others; plateau after.
+  with jax.enable_x64(True):
+    out = np.asarray(acc.gnmax_local_sensitivity(np.array(votes), t, sigma, order))
+  loop = reference.loop_gnmax_ls(np.array(votes), t, sigma, order)
+  others = sum(votes) - max(votes)
+  assert out[others] == 0.0 and out[others + 1] > 0.0
+  np.testing.assert_allclose(out, loop, rtol=1e-9, atol=1e-300)

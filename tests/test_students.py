@@ -746,3 +746,26 @@ def test_active_learner_goes_on_past_queries_confident_gnmax_did_not_answer(tmp_
   assert 0 < out.charged_answered.sum() == out.labelled_index.size < 30
   np.testing.assert_array_equal(out.charged_index[out.charged_answered], out.labelled_index)
   assert [r["charged"] for r in out.rounds] == [10, 10, 10]
+
+
+@pytest.mark.slow
+def test_vat_step_losses_are_their_definitions():
+  """The step's VAT loss is KL(p(.|x) || p(.|x + r_adv)), the clean distribution first,
+  and its entropy H(p(.|x)) >= 0, recomputed from the step's own key split."""
+  data, _ = _toy_data()
+  net = students.classifier("gan_discriminator", C, hidden=(16, 8), input_noise=0.0,
+                            hidden_noise=0.0)
+  st = students.vat(net, epsilon=2.0, entropy_weight=1.0)
+  state = students.init_state(st, jnp.asarray(data.pool), jax.random.key(0))
+  batch, key = _batch(data), jax.random.key(1)
+  _, m = jax.jit(st.step)(state, key, batch, jnp.asarray(0))
+  _, k_unl, k_adv = jax.random.split(key, 3)
+  fn = lambda x: net.logits({"params": state["params"], **state["fixed"]}, x, True, k_unl)
+  x = batch["x_unl"]
+  r = students.virtual_adversarial_perturbation(fn, x, k_adv, epsilon=2.0)
+  logp = jax.nn.log_softmax(fn(x))
+  # KL(p(.|x) || p(.|x + r_adv)), clean distribution first; entropy H(p(.|x)) >= 0.
+  np.testing.assert_allclose(m["loss_vat"], students.kl_divergence(fn(x), fn(x + r)), rtol=2e-2)
+  assert float(m["entropy"]) > 0.0
+  np.testing.assert_allclose(m["entropy"], -jnp.mean(jnp.sum(jnp.exp(logp) * logp, -1)),
+                             rtol=1e-5)
