@@ -47,13 +47,14 @@ def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   with the run's seed): the rows answered before come back from the teachers' budget as
   recorded; settings that differ from the budget's are refused."""
   out = pathlib.Path(out)
-  if (out / labels_lib.FILENAME).exists():
-    print(f"labels.npz found in {out}: its rows come back from the teachers' budget as "
-          "recorded (already paid for)")
+  found = (out / labels_lib.FILENAME).exists()
   with config.aggregate.unlocked():
     config.aggregate.votes_dir = config.votes_dir
     config.aggregate.seed = config.seed
   results = aggregate.run(config.aggregate, out)
+  if found:  # said once the budget has taken them (a refused run says why instead)
+    print(f"labels.npz found in {out}: its rows came back from the teachers' budget as "
+          "recorded (already paid for)")
   return labels_lib.load_labels(out), results
 
 
