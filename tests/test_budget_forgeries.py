@@ -93,3 +93,36 @@ def test_a_row_repeated_within_one_batch_is_marked_repeated(tmp_path):
   out = _budget(tmp_path)().answer(np.array([3, 3, 4]))
   np.testing.assert_array_equal(out.repeated, [False, True, False])
   np.testing.assert_array_equal(out.labels[0], out.labels[1])
+
+
+def test_a_cost_lowered_at_one_order_only_is_refused(tmp_path):
+  """_check_cost must refuse a cost off at any order (np.all), not only at every order."""
+  make = _budget(tmp_path)
+  make().answer(np.arange(10))
+  eps = lambda cost: np.float64(acc.rdp_accountant(ORDERS, "improved").compose(  # noqa: E731
+      np.asarray(cost, np.float64)).epsilon(1e-5)[0])
+  def lower(a):  # halved at the best order only: a smaller ε; the other orders stay exact
+    cost = np.asarray(a["ledger_cost"], np.float64).copy()
+    cost[ORDERS == float(a["ledger_best_order"])] *= 0.5
+    return cost
+  _forge(tmp_path, ledger_cost=lower, ledger_epsilon=lambda a: eps(lower(a)))
+  with pytest.raises(budget_lib.BudgetError, match="ledger_cost is not the cost"):
+    make().state()
+
+
+def test_a_forged_charged_counter_is_refused(tmp_path):
+  make = _budget(tmp_path)
+  make().answer(np.arange(10))   # GNMax: 10 charged, 10 answered
+  _forge(tmp_path, ledger_num_charged=lambda a: np.int64(a["ledger_num_charged"] + 1))
+  with pytest.raises(budget_lib.BudgetError, match="counters"):
+    make().state()
+
+
+def test_a_recorded_epsilon_off_by_one_part_in_ten_thousand_is_refused(tmp_path):
+  """restore_ledger's check of ledger_epsilon against its cost (rtol 1e-9): the budget's
+  publishable epsilon is read from the record."""
+  make = _budget(tmp_path)
+  make().answer(np.arange(10))
+  _forge(tmp_path, ledger_epsilon=lambda a: np.float64(a["ledger_epsilon"] * (1 - 1e-4)))
+  with pytest.raises(budget_lib.BudgetError, match="is not the ε of its cost"):
+    make().epsilon

@@ -310,6 +310,36 @@ def test_5_a_a_forged_private_cost_is_refused_without_showing_it(tmp_path):
     assert "recomputed" not in message and not any(v in message for v in shown), message
 
 
+def test_5_c_a_ledger_two_generations_ahead_is_refused_before_anything_else(tmp_path):
+  """_read's "skips the journal" check: a copy two writes ahead (b: 3 writes of 1 row)
+  laid over a (1 write of 30 rows) would forget a's 30 answers."""
+  votes = _votes(7, 40, concentration=50.0)
+  a = _teachers(tmp_path / "a", votes)
+  b = tmp_path / "b"
+  shutil.copytree(a, b)
+  kw = dict(mechanism="gnmax", params={"sigma": 40.0}, epsilon_max=20.0, delta=1e-5,
+            orders=ORDERS, chunk_size=16)
+  make = lambda d: budget_lib.TeachersBudget(  # noqa: E731
+      d, votes_lib.load_votes(d), rng.noise_key("aggregation"), **kw)
+  make(a).answer(np.arange(30))       # a: generation 1
+  for i in range(3):                  # b: generation 3
+    make(b).answer(np.array([i]))
+  shutil.copyfile(b / budget_lib.LEDGER_FILE, a / budget_lib.LEDGER_FILE)
+  with pytest.raises(budget_lib.BudgetError, match="skips the journal"):
+    make(a).answer(np.arange(40))
+
+
+def test_5_a_record_whose_extra_cost_exceeds_its_cost_is_refused():
+  """restore_ledger: the charged releases (extra_cost) are part of ledger_cost."""
+  a = L.PrivateAggregator(jax.random.key(0), "gnmax", sigma=40.0, epsilon_max=2.0,
+                          delta=1e-5, orders=ORDERS, chunk_size=16)
+  a.answer(_votes(5, 4))
+  record = dict(a.ledger_record())
+  record["ledger_extra_cost"] = record["ledger_cost"] * 2.0
+  with pytest.raises(ValueError, match="ledger_extra_cost must be part of ledger_cost"):
+    L.restore_ledger(record)
+
+
 def test_5_c_a_ledger_one_generation_ahead_from_another_directory_is_refused(tmp_path):
   """A crash between writing ledger.npz and its journal line leaves a file one generation
   ahead, which the next reader completes; a file one generation ahead copied from another
