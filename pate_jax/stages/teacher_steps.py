@@ -13,9 +13,9 @@ publishable.
 A killed run resumes: each teacher's accuracies go to ``progress.json`` (owner-only, private)
 as it finishes, with the settings they were measured under (the teachers config but how it
 trains and writes, the data's name and source, the steps, the test images); a rerun on the
-workdir with the same settings measures only the teachers
-not yet there (with more ``num_checked``, only the new ones), and one with other settings
-is refused, naming them. The workdir is locked meanwhile.
+workdir with the same settings measures only the teachers not yet there (with more
+``num_checked``, only the new ones), and one with other settings is refused, naming them.
+The workdir is locked meanwhile.
 """
 
 from __future__ import annotations
