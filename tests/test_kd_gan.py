@@ -18,6 +18,7 @@ from pate_jax import accounting as acc
 from pate_jax import kd_gan as K
 from pate_jax import rng
 from pate_jax import votes as votes_lib
+from pate_jax.kd_gan import _train as kd_train
 
 ORDERS = np.array([2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0])
 C = 10
@@ -521,3 +522,37 @@ def test_the_teacher_is_refused_with_the_callers_hint_and_restarts(tmp_path):
   *_, accuracy = K.train_teacher(jax.random.key(0), x, y, x, y, learning_rate=3e-3,
                                  restart=True, **kw)
   assert 0 <= accuracy <= 1
+
+
+def test_student_loss_weighs_kd_by_lambda_and_adv_by_one_minus_lambda_over_real_rows():
+  gan = _gan(lam=0.3, noise_multiplier=0.0)
+  x = jax.random.normal(jax.random.key(0), (8, 28, 28, 1))
+  tl = jax.nn.log_softmax(jax.random.normal(jax.random.key(1), (8, C)))
+  mask = jnp.arange(8) < 5
+  state = K.init(gan, jax.random.key(2), x)
+  total, parts = K.student_loss(gan, state["student"], state["disc"], jax.random.key(3), x, tl,
+                                mask, 0.0)
+  want = 0.3 * float(parts["kd_dp"]) + 0.7 * float(parts["adv"])
+  np.testing.assert_allclose(float(total), want, rtol=1e-5)
+  kd = K.kd_losses(tl, gan.student.apply({"params": state["student"]}, x), gan.tau)
+  np.testing.assert_allclose(float(parts["kd"]), float(kd[:5].mean()), rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_discriminator_step_on_unlabelled_inputs_uses_their_mask():
+  gan = _gan(batch_size=8)
+  x_all = jax.random.normal(jax.random.key(0), (40, 28, 28, 1))
+  tl_all = jax.nn.log_softmax(jax.random.normal(jax.random.key(1), (40, C)))
+  u_all = jax.random.normal(jax.random.key(4), (15, 28, 28, 1))
+  state = K.init(gan, jax.random.key(2), x_all)
+  disc = jax.tree.map(jnp.zeros_like, state["disc"])
+  disc["Dense_1"]["bias"] = jnp.ones_like(disc["Dense_1"]["bias"])  # D(x, y) = 1 everywhere
+  key = jax.random.key(5)
+  _, (loss, accuracy) = K.discriminator_step(gan, {**state, "disc": disc}, key, x_all, tl_all,
+                                             u_all)
+  n_t = int(kd_train._batch(gan, key, x_all, tl_all)[2].sum())
+  n_s = int(kd_train._unlabelled_batch(gan, key, u_all)[1].sum())
+  assert n_t != n_s
+  want = (n_t * float(jax.nn.softplus(-1.0)) + n_s * float(jax.nn.softplus(1.0))) / 8
+  np.testing.assert_allclose(float(loss), want, rtol=1e-5)
+  np.testing.assert_allclose(float(accuracy), 0.5)  # teacher called real, student not fake

@@ -330,3 +330,19 @@ def test_release_sampler_delta_counts_the_cell_edges_below_the_clip():
   assert mechanisms.release_sampler_delta(1, np.inf, 2.0) == np.inf
   # At the main job's budget (ε_max 2.04 is its ε), a release adds about 2.6e-10.
   assert 2e-10 < mechanisms.release_sampler_delta(1, 2.04, 2.04) < 3e-10
+
+
+def test_confident_gnmax_answers_a_noisy_max_equal_to_the_threshold():
+  """Algorithm 1 of the 2018 paper answers iff max_j n_j + N(0, σ_T²) >= T: a noisy max
+  exactly at T is answered (built from the same threshold draw the answer uses)."""
+  votes = jnp.asarray([[7, 2, 1]])
+  ids = jnp.asarray([3], jnp.uint32)
+  with jax.enable_x64(True):
+    k_threshold, _ = jax.random.split(mechanisms.query_keys(KEY, ids)[0])
+    z = jax.random.normal(k_threshold, (), jnp.float64)
+    sigma_t = jnp.asarray(2.5, jnp.float64)
+    at = float(jnp.asarray(7.0, jnp.float64) + sigma_t * z)
+    for threshold, want in ((at, True), (np.nextafter(at, np.inf), False)):
+      params = {"threshold": threshold, "sigma_threshold": 2.5, "sigma": 1.0}
+      _, answered = mechanisms.CONFIDENT_GNMAX.answer(KEY, votes, ids, params)
+      assert bool(answered[0]) == want

@@ -454,3 +454,14 @@ def test_segment_lengths_are_the_lengths_run_segments_runs(start, total, every):
 def test_segment_lengths_names_a_bad_argument():
   with pytest.raises(ValueError, match="segment_steps"):
     checkpoint.segment_lengths(5, 0)
+
+
+def test_fingerprint_diff_reports_a_field_only_the_current_run_has():
+  old = {"seed": 0, "data.sha256": "ab"}
+  new = {"seed": 0, "data.sha256": "cd", "lr": 0.1}
+  assert checkpoint.fingerprint_diff(old, new) == [
+      "data.sha256: <a digest> (checkpoint) -> <a digest> (now)",
+      "lr: <absent> (checkpoint) -> 0.1 (now)"]
+  assert checkpoint.fingerprint_diff(new, old, "votes.npz") == [
+      "data.sha256: <a digest> (votes.npz) -> <a digest> (now)",
+      "lr: 0.1 (votes.npz) -> <absent> (now)"]

@@ -769,3 +769,20 @@ def test_vat_step_losses_are_their_definitions():
   assert float(m["entropy"]) > 0.0
   np.testing.assert_allclose(m["entropy"], -jnp.mean(jnp.sum(jnp.exp(logp) * logp, -1)),
                              rtol=1e-5)
+
+
+def test_least_confident_breaks_ties_by_lower_row():
+  probs = np.array([[0.5, 0.5], [0.9, 0.1], [0.5, 0.5], [0.6, 0.4]])
+  np.testing.assert_array_equal(students.least_confident(probs, np.array([0, 1, 2, 3]), 1), [0])
+  np.testing.assert_array_equal(students.least_confident(probs, np.array([1, 2, 3, 0]), 3),
+                                [0, 2, 3])
+
+
+def test_fit_holds_the_record_after_one_at_the_checks_step_to_the_late_bound():
+  """Check step 10 is a record's step: that record (mean loss_gen 7) is the first; the
+  record at 15 (12) is a later one, judged against late_max_value, not max_value."""
+  data, _ = _toy_data()
+  kw = {"num_steps": 20, "batch_size": 4, "segment_steps": 5, "log": None}
+  check = students.GameCheck(step=10, metric="loss_gen", max_value=7.0, late_max_value=17.0)
+  out = students.fit(_counter_student(), data, jax.random.key(0), check=check, **kw)
+  assert [e["step"] for e in out.history] == [5, 10, 15, 20]

@@ -616,3 +616,17 @@ def test_soft_counts_sum_each_teachers_quantized_softmax(shards):
     teachers.soft_counts(fns, params, x, (0.0,), num_teachers=T)
   with pytest.raises(ValueError, match="num_teachers"):
     teachers.soft_counts(fns, params, x, (1.0,), num_teachers=2**15)
+
+
+def test_compute_votes_counts_only_the_first_num_teachers():
+  fns = teachers.TeacherFns(models.get_model("mlp", 10, hidden=(16,)), optax.adam(1e-3), None)
+  t, x = 5, jax.random.normal(jax.random.key(0), (11, 28, 28, 1))
+  params = jax.vmap(lambda k: fns.init(k, x)["params"])(jax.random.split(jax.random.key(1), t))
+  labels = np.zeros(11, np.int32)
+  for strategy in ("loop", "vmap"):
+    ens = teachers.Ensemble(fns, strategy)
+    state = {"params": params, "opt_state": ()}
+    got, acc, _, _ = teachers.compute_votes(ens, state, x, labels, num_classes=10,
+                                            num_teachers=t - 2)
+    assert np.all(np.asarray(got).sum(1) == t - 2)   # padding teachers cast no vote
+    assert np.asarray(acc).shape == (t - 2,)
