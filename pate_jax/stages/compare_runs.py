@@ -313,9 +313,8 @@ def _json_files(tree: pathlib.Path) -> set[str]:
 def compare(before_dir: str | os.PathLike, after_dir: str | os.PathLike) -> dict[str, Any]:
   """Every JSON file under either tree (``results.json``, and the two plots' figure2.json
   and students.json, the votes' fingerprints; checkpoints and resume state left out), by
-  its path relative
-  to the tree: ``{"equal": all equal, "files": {path: compare_files(...) or {"equal":
-  False, "missing": "before" | "after"}}}``."""
+  its path relative to the tree: ``{"equal": all equal, "files": {path: compare_files(...)
+  or {"equal": False, "missing": "before" | "after"}}}``."""
   trees = [pathlib.Path(before_dir), pathlib.Path(after_dir)]
   found = [_json_files(t) for t in trees]
   files = {}
