@@ -129,7 +129,8 @@ def _discrete_gaussian(bits: _Bits, variance: int) -> int:
   t = math.isqrt(variance) + 1  # ⌊σ⌋ + 1
   while True:
     y = _discrete_laplace(bits, t)
-    # Accept with probability exp(−(|y| − σ²/t)² / (2σ²)) = exp(−(|y|t − σ²)² / (2σ²t²)).
+    # Accept with probability exp(−(|y| − σ²/t)² / (2σ²)), that is
+    # exp(−(|y|t − σ²)² / (2σ²t²)).
     if _bernoulli_exp(bits, (abs(y) * t - variance) ** 2, 2 * variance * t * t):
       return y
 
@@ -172,17 +173,3 @@ def sample(key: jax.Array, ids, num_values: int, variance, *, words: int = WORDS
     bits = _Bits(key, row_id, first[i])
     out[i] = [_discrete_gaussian(bits, variance) for _ in range(out.shape[1])]
   return out
-
-
-@functools.lru_cache(maxsize=64)
-def probabilities(variance: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
-  """``(x, P[x])`` of ``N_Z(0, variance)`` for ``|x| <= radius`` (the tests' reference):
-  ``exp(−x²/(2σ²))`` normalised by its sum over ``|x| <= radius + 40σ``."""
-  variance = check_variance(variance)
-  if variance == 0:
-    raise ValueError("variance must be > 0 for probabilities")
-  wide = radius + int(40 * math.sqrt(variance)) + 1
-  x = np.arange(-wide, wide + 1)
-  w = np.exp(-x.astype(np.float64) ** 2 / (2.0 * variance))
-  keep = np.abs(x) <= radius
-  return x[keep], w[keep] / w.sum()

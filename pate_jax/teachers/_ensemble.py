@@ -452,8 +452,8 @@ class Ensemble:
     (padding excluded) at each temperature: int32 ``[len(temperatures), Q, C]`` (``None``
     without temperatures), the values of :func:`pate_jax.teachers.soft_counts`; divided
     by ``S T`` (:data:`pate_jax.votes.SOFT_COUNT_SCALE`) they are, to within ``1/S`` per
-    entry, the averaged
-    probabilities. ``plan``: one :meth:`plan_predict` made with the same ``temperatures``.
+    entry, the averaged probabilities. ``plan``: one :meth:`plan_predict` made with the
+    same ``temperatures``.
     """
     if query_chunk is not None:
       _checks.positive_int(query_chunk, "query_chunk")
