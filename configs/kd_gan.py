@@ -7,9 +7,9 @@ the accuracy-vs-(published) ε curve; the audit's verdict is recorded next to ev
 Setting (Sec. 5): the teacher is trained on all 60,000 private training images, the
 public inputs are drawn from that training split (as the paper does), the held-out
 set is the 10,000-image test split; MLP student; B = 50, σ = 1.1, δ = 1e-5; the
-curve's N = 10,000 (q = 0.005), up to the published ε ≈ 8 (≈ 400 epochs). The paper
-does not give λ, τ, C, the learning rates or the Gumbel temperature: ours are stated
-here and were not searched, except C: the batch's KD-loss vector is clipped as a
+curve's N = 10,000 (q = 0.005), up to the published ε ≈ 8 (≈ 320 epochs: 63,932
+steps). The paper does not give λ, τ, C, the learning rates or the Gumbel temperature:
+ours are stated here and were not searched, except C: the batch's KD-loss vector is clipped as a
 whole (the paper's "global norm bound"), so C sets the KD term's weight against the
 adversarial one. With C = 5 the clip scaled the KD gradient by ≈ 1/16 and the joint
 student was at 87 % after 5 epochs (adversarial term dominant, overconfident student);
@@ -20,7 +20,7 @@ Variants:
   ""     accelerator: the paper's LeNet-style teacher (MnistCNN, its max-pools as maxima of
          strided views, as configs/mnist_250.py: the same network, without XLA's max-pool
          gradient, which deterministic GPU kernels made 2.7× as slow), 20 seeds, curve to ε 8.
-  cpu    2-core CPU: MLP teacher, 4 seeds, curve to published ε 2 (6,000 steps).
+  cpu    2-core CPU: MLP teacher, 4 seeds, curve to published ε 2 (4,349 steps).
   smoke  seconds: a tiny end-to-end check of the script.
 """
 

@@ -67,7 +67,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                # CPU: several times faster; compile time grows with it)
   c.max_to_keep = 1            # checkpoint steps kept while training (resume needs one).
   c.keep_checkpoints = False   # False: delete them once votes.npz is written (the CPU
-                               # run's state is ~0.7 GB a step; votes.npz < 1 MB).
+                               # run's state is ~0.8 GB a step; votes.npz < 1 MB).
   c.restart = False            # True: discard the workdir's checkpoints and start over
                                # (a rerun with other training fields is refused otherwise);
                                # refused once votes.npz exists: use another workdir.

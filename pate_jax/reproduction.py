@@ -131,9 +131,10 @@ _PRIVATE_KEYS = ("data_dependent", "teacher_test_accuracy", "teacher_accuracy",
                  "mean_normalized_gap", "private", "ledger_epsilon", "epsilon_before")
 
 DISCLOSURE = (
-    "What may be published (README, *What you may publish*): every run here but "
-    "`pate_mnist_gpu`, `pate_mnist_cpu_secret`, `pate_g_cgn_cnn_secret` and `adult_rf_labels` with its "
-    "`adult_rf_student` (secret noise) used a research noise seed "
+    "What may be published (README, *What you may publish*): every run here that answers "
+    "queries, but `pate_mnist_gpu`, `pate_mnist_cpu_secret`, `pate_g_cgn_cnn_secret`, "
+    "`adult_rf_labels` with its `adult_rf_student`, and the sound variant of `kd_gan_sound` "
+    "and `kd_gan_sound_n1000` (secret noise), used a research noise seed "
     "(the code's default seed before noise became secret, or `--config.noise_seed`), so its "
     "noise is public and every ε below is a *measurement* of the method on our data, not a "
     "release; with the seed, its labels bound the votes beyond any ε, so such a run is "
@@ -749,7 +750,7 @@ ROWS: tuple[Row, ...] = (
         "adult_uci_rf", "reference_students.true_labels", "pct2"),
     Row("pate2017", "Appendix C", "the same: students on 30 random pools, true labels (mean)",
         "—", "adult_uci_rf", "reference_students.random_pools.mean", "pct2",
-        "SE 0.08; the first 500 rows beat 10 of the 30"),
+        "SE 0.09; the first 500 rows beat 10 of the 30"),
     Row("pate2017", "Appendix C", "the same: non-private random forest", "—", "adult_uci_rf",
         "non_private.accuracy_eval", "pct2"),
     Row("pate2017", "Appendix C", "the original split with the shared copy's coding (11 "
@@ -997,7 +998,7 @@ ROWS: tuple[Row, ...] = (
         "answers cached per input: one draw's information however often asked; exact repeats "
         "only: a query changed by one pixel is a new query (configs/attack_near_duplicates.py)"),
     Row("attack", "Defence (ours): consistent answers", "fresh noise per answer (the attack "
-        "as published), same histograms", "—", "attack_defense",
+        "as published), same histograms: mean error (projected solver)", "—", "attack_defense",
         "summary.fresh_noise/projected.mean_error", "f3"),
     Row("attack", "Defence (ours): near-duplicate queries", "exact repeats, fresh noise (no defense): mean error, paper's estimator", "—",
         "attack_near_duplicates", "summary.exact_fresh_noise.mean_error.paper", "f3", "the main job's 250 CPU teachers, its 5 lowest-consensus labelled queries, σ 40, 2,000 answers each"),
@@ -1008,7 +1009,7 @@ ROWS: tuple[Row, ...] = (
     Row("attack", "Defence (ours): near-duplicate queries", "Gaussian noise of std 1/255, against the defense", "—",
         "attack_near_duplicates", "summary.gauss_defense.mean_error.paper", "f3", "a new query each"),
     Row("attack", "Defence (ours): near-duplicate queries", "one pixel moved by 1/255, against the defense", "—",
-        "attack_near_duplicates", "summary.pixel_step_defense.mean_error.paper", "f3", "few distinct copies of an image: the rest are cached repeats"),
+        "attack_near_duplicates", "summary.pixel_step_defense.mean_error.paper", "f3", "about 800 of the 2,000 copies distinct (765–821): the rest are cached repeats"),
     Row("attack", "Defence (ours): near-duplicate queries", "one pixel changed: copies whose "
         "teachers' histogram differs from the original's", "—", "attack_near_duplicates",
         "near_duplicates.pixel.histogram_changed_fraction", "pct"),
@@ -1029,8 +1030,9 @@ ROWS: tuple[Row, ...] = (
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "ε released with smooth sensitivity (publishable)", "—", _MAIN,
         "epsilon_release.epsilon_released", "f3",
-        "one noisy draw (Papernot et al. 2018, GNSS) at the order, β and σ_ss fixed in the "
-        "config; includes the release's own cost"),
+        "one noisy draw (Papernot et al. 2018, GNSS) at the config's σ_ss (10) and its "
+        "data-independent rule's order and β (next row), fixed before the votes are seen; "
+        "includes the release's own cost"),
     Row("beyond", "Main job (GNMax labels, smooth-sensitivity release, attack)",
         "the release's order (data-independent rule)", "—", _MAIN, "epsilon_release.order",
         "f2", "the order where 100 answers cost the least data-independent ε; β = 0.4/order"),
@@ -1139,13 +1141,14 @@ ROWS: tuple[Row, ...] = (
         "2018: ε 1.97. Each seed is its own release, one noisy draw (1.77, 0.86, 1.62); order "
         "18.5 and σ_ss 7.5 fixed in the config (the constants printed for the paper's own "
         "MNIST row), improved conversion; includes the release's own cost"),
-    Row("beyond", _CGN, "ε data-independent (the budget's bound)", "—", "pate_g_cgn",
+    Row("beyond", _CGN, "ε data-independent of the labels (the release's cost not included)", "—",
+        "pate_g_cgn",
         "epsilon.rdp_data_independent_improved.epsilon", "f2"),
     Row("beyond", _CGN, "PATE-G student, 300 epochs, real images shifted by ≤ 2 pixels", "—",
         "pate_g_cgn", "eval_accuracy", "pct",
         "2018: 98.5 % (non-private 99.2 %). Seeds 98.2, 92.9, 98.1 %: in seed 1 the "
         "discriminator wins the game from the start (its unlabelled loss 0.0001, the "
-        "feature-matching loss 14 → 100–340) and the student stalls near 93 %"),
+        "feature-matching loss 14 → 70–340) and the student stalls near 93 %"),
     Row("beyond", _CGN, "seed 1 (its game failed) rerun with the game check: loss_gen at "
         "step 3,600, the failed try", "—", "pate_g_cgn_checked", "game_restarts[0].value",
         "f2", "above the check's 40: the student restarted from a fresh key (2 of 3 tries "
