@@ -335,6 +335,18 @@ def test_consensus_figure(tmp_path):
   assert (tmp_path / "f.png").stat().st_size > 0
 
 
+def test_consensus_figure_draws_an_empty_group_as_no_bar(tmp_path):
+  """A run with few individuals can have no minority member: its shares are None, drawn as
+  no bar, not a TypeError after the votes were written."""
+  votes = np.array([[5, 0], [3, 2], [4, 1]])
+  minority = np.zeros(3, bool)
+  rates = A.group_rates(np.asarray(A.classify_low_consensus(votes)), minority)
+  assert rates["minority_low"] is None and rates["minority_high"] is None
+  A.plot_consensus_groups(tmp_path / "f.png", rates, rates,
+                          np.asarray(A.consensus(votes)), minority, 0.75, ("a", "b"))
+  assert (tmp_path / "f.png").stat().st_size > 0
+
+
 def test_lowest_consensus_picks_the_fewest_top_votes_and_names_bad_counts():
   votes = np.array([[5, 0], [3, 2], [4, 1], [3, 2]])
   np.testing.assert_array_equal(A.lowest_consensus(votes, 2), [1, 3])

@@ -10,6 +10,7 @@ import chex
 import numpy as np
 import pytest
 
+from pate_jax import checkpoint
 from pate_jax import experiment
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -90,6 +91,37 @@ def test_attack_script_writes_results_and_figures(setting, figures, tmp_path, ca
     for ind in results["end_to_end"]["individuals"]:
       assert np.sum(ind["reconstructed"]) == pytest.approx(8, rel=1e-5)
       chex.assert_shape(np.asarray(ind["reconstructed"]), (2,))  # income: two classes
+
+
+def test_adult_setting_codes_a_private_category_silently(tmp_path, recwarn):
+  """The Adult setting codes its columns with the public (test) split's vocabulary. With the
+  private training split's, a public category no training row has was a warning, whose
+  presence told whether some private row has it; a training row's category the public
+  split lacks is coded silently. Its run and its dry run's plan read the same coding."""
+  config = _config("adult", tmp_path)  # writes the data
+  for split, value in (("train", "Yyy-Private-Only"), ("test", "Zzz-Public-Only")):
+    path = tmp_path / "data" / "adult" / f"{split}.csv"
+    rows = path.read_text().splitlines()
+    rows[5] = rows[5].replace(",Gov,", f",{value},").replace(",Private,", f",{value},")
+    path.write_text("\n".join(rows) + "\n")
+  from pate_jax.stages import attack as stage  # pylint: disable=g-import-not-at-top
+  plan = stage.plan(config)
+  assert plan["train_rows"] == 400 and plan["test_rows"] == 200
+  assert not [w for w in recwarn if "Only" in str(w.message)], [str(w.message) for w in recwarn]
+
+
+def test_adult_setting_refuses_to_replace_votes_a_ledger_spent_on(tmp_path):
+  """The Adult setting writes the teachers' votes.npz: where an aggregate run has spent a
+  budget on the votes there (its ledger beside them), the run is refused before any forest
+  is fitted, as the tabular stage's, and the votes are left as they were."""
+  work = tmp_path / "work"
+  work.mkdir()
+  (work / "votes.npz").write_bytes(b"spent on")
+  (work / "ledger.npz").write_bytes(b"")
+  script = _load("experiments", "attack.py")
+  with pytest.raises(checkpoint.ResumeMismatchError, match="ledger.npz.*another --workdir"):
+    script.run(_config("adult", tmp_path), str(work))
+  assert (work / "votes.npz").read_bytes() == b"spent on"
 
 
 def test_attack_script_is_a_function_of_its_root_seed(tmp_path):

@@ -117,6 +117,32 @@ def test_a_traceback_is_marked_private_on_every_line(tmp_path, error, traceback)
     _assert_every_line_marked(proc.stderr)
 
 
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_warning_is_marked_private_on_every_line(tmp_path, dry_run):
+  """A warning may quote the private data (a training row's category unseen in the public
+  split, a teacher's class counts): shown during a run or its dry run, every line of it
+  says private, as a traceback's."""
+  config = tmp_path / "config.py"
+  config.write_text("import ml_collections\n\ndef get_config():\n"
+                    "  return ml_collections.ConfigDict({'steps': 1})\n")
+  source = ("import sys, warnings\nfrom pate_jax import experiment\n"
+            "def run(config, workdir):\n"
+            "  warnings.warn('a training value unseen:\\n[Zzz-Rare]', UserWarning)\n"
+            "  return {}\n"
+            "def plan(config):\n"
+            "  warnings.warn('a training value unseen:\\n[Zzz-Rare]', UserWarning)\n"
+            "  return {}\n"
+            "experiment.run_main(run, plan=plan, argv=sys.argv)\n")
+  proc = subprocess.run(
+      [sys.executable, "-c", source, f"--config={config}", f"--workdir={tmp_path / 'w'}"]
+      + (["--dry_run"] if dry_run else []), capture_output=True, text=True, timeout=120,
+      env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO),
+                                                        os.environ.get("PYTHONPATH", "")])})
+  assert proc.returncode == 0, proc.stderr
+  assert experiment.PRIVATE_MARK + "[Zzz-Rare]" in proc.stderr
+  _assert_every_line_marked(proc.stderr)
+
+
 def test_pdb_post_mortem_opens_the_debugger_on_a_caught_error(tmp_path):
   """absl's --pdb_post_mortem still opens the debugger at the failing frame, although the
   harness catches the exception to print its traceback marked."""

@@ -416,13 +416,13 @@ def test_the_budget_key_is_the_training_file_whatever_its_coding(tmp_path):
 
 @pytest.mark.parametrize("ledger", ["ledger.npz", "ledger.npz.journal", "research_ledger.npz"])
 def test_votes_a_ledger_spent_on_are_not_replaced(tmp_path, ledger):
-  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
-  tabular_stage.refuse_spent_votes(tmp_path)  # nothing there
+  refuse = budget_lib.refuse_spent_votes
+  refuse(tmp_path)  # nothing there
   (tmp_path / "votes.npz").write_bytes(b"")
-  tabular_stage.refuse_spent_votes(tmp_path)  # votes no ledger spent on
+  refuse(tmp_path)  # votes no ledger spent on
   (tmp_path / ledger).write_bytes(b"")
   with pytest.raises(checkpoint.ResumeMismatchError, match=f"{ledger}.*another --workdir"):
-    tabular_stage.refuse_spent_votes(tmp_path)
+    refuse(tmp_path)
 
 
 def test_a_new_run_removes_the_earlier_report_before_it_writes_new_votes(tmp_path,

@@ -167,9 +167,11 @@ def plot_defense(path, results: Mapping[str, Any], title_prefix: str = "") -> st
 
 
 def _group_bars(ax, rates: Mapping[str, Any], title: str) -> None:
+  """An empty group's shares (``None``, :func:`group_rates`) are drawn as no bar."""
   x = np.arange(2)
-  ax.bar(x - 0.2, [rates["minority_low"], rates["minority_high"]], 0.4, label="Minority (PhD)")
-  ax.bar(x + 0.2, [rates["majority_low"], rates["majority_high"]], 0.4, label="Majority")
+  share = lambda *keys: np.asarray([rates[k] for k in keys], np.float64)  # None -> NaN
+  ax.bar(x - 0.2, share("minority_low", "minority_high"), 0.4, label="Minority (PhD)")
+  ax.bar(x + 0.2, share("majority_low", "majority_high"), 0.4, label="Majority")
   ax.set_xticks(x, ["Low consensus", "High consensus"])
   ax.set_ylabel("share of the group")
   ax.set_title(title, fontsize=9)
@@ -185,8 +187,9 @@ def plot_consensus_groups(path, true_rates: Mapping[str, Any], attack_rates: Map
   _group_bars(axes[0], true_rates, titles[0])
   _group_bars(axes[1], attack_rates, titles[1])
   bins = np.linspace(0.5, 1.0, 26)
-  axes[2].hist(consensus[minority], bins, alpha=0.6, density=True, label="Minority (PhD)")
-  axes[2].hist(consensus[~minority], bins, alpha=0.6, density=True, label="Majority")
+  for group, label in ((minority, "Minority (PhD)"), (~minority, "Majority")):
+    if group.any():  # an empty group has no density
+      axes[2].hist(consensus[group], bins, alpha=0.6, density=True, label=label)
   axes[2].axvline(threshold, color="k", linestyle="--")
   axes[2].set_xlabel("consensus (top votes / teachers)")
   axes[2].legend(fontsize=8)

@@ -75,6 +75,7 @@ from pate_jax.budget._files import (
     RESEARCH_LEDGER_FILE,
     BudgetError,
     votes_digest,
+    refuse_spent_votes,
     written_ledgers,
 )
 from pate_jax.budget._once import draw_once, release_digest
@@ -91,4 +92,5 @@ __all__ = [
     "ReleaseSpec", "TeachersBudget", "BudgetError", "votes_digest", "default_release_order",
     "LEDGER_FILE", "RESEARCH_LEDGER_FILE", "JOURNAL_SUFFIX", "BudgetRegistry",
     "registry_directory", "REGISTRY_ENV", "draw_once", "release_digest", "written_ledgers",
+    "refuse_spent_votes",
 ]

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from pate_jax import io
+from pate_jax.checkpoint import ResumeMismatchError
 
 
 LEDGER_FILE = "ledger.npz"
@@ -36,6 +37,27 @@ def written_ledgers(directory: str | os.PathLike, *,
   directory = pathlib.Path(directory)
   return [p for name in names for p in (directory / name, directory / (name + JOURNAL_SUFFIX))
           if p.exists()]
+
+
+def refuse_spent_votes(workdir: str | os.PathLike) -> None:
+  """Refuses a run that would replace a ``votes.npz`` a privacy ledger has spent on.
+
+  An aggregate run on these votes keeps its ledger beside them (``ledger.npz``, or a
+  research seed's): its released labels, and their ε, refer to these votes. New teachers
+  would overwrite them (and the ledger then refuses the new ones), so a stage that writes
+  ``votes.npz`` calls this before anything is fitted.
+
+  Raises:
+    ResumeMismatchError: naming the ledger and saying to use another workdir.
+  """
+  spent = written_ledgers(workdir, names=(LEDGER_FILE, RESEARCH_LEDGER_FILE))
+  votes = pathlib.Path(workdir) / "votes.npz"
+  if votes.exists() and spent:
+    raise ResumeMismatchError(
+        f"refusing to replace {votes}: the privacy ledger "
+        f"{spent[0]} spent on these votes, and the labels it released refer to them; use "
+        "another --workdir for new teachers (of the same data: a second privacy budget, "
+        "which the aggregate stage refuses unless config.another_budget is True)")
 
 
 _THREAD_LOCKS: dict[str, threading.Lock] = {}

@@ -31,7 +31,7 @@ from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, F
                                        quiet_backend_probe, report_marked, run_and_report,
                                        run_main, set_deterministic, set_fast_compile,
                                        side_thread, timed, user_errors,
-                                       without_deterministic_flag)
+                                       warnings_marked_private, without_deterministic_flag)
 from pate_jax.experiment._profile import profile_call, trace_summary
 from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
                                           device_info, git_hash, locked_workdir,
@@ -99,6 +99,7 @@ __all__ = [
     "unknown_overrides",
     "user_errors",
     "votes_plan",
+    "warnings_marked_private",
     "without_deterministic_flag",
     "write_results",
     "write_text",

@@ -310,6 +310,31 @@ def report_marked(report: Callable[[Any], None], results: Any,
   print(mark_private(out.getvalue()), end="")
 
 
+@contextlib.contextmanager
+def warnings_marked_private() -> Iterator[None]:
+  """Within it, every line of a Python warning shown is marked private (:func:`mark_private`):
+  a warning may quote the private data (a category of a training row unseen in the public
+  split, the class counts of a teacher's shard in a cross-validation), and a line without
+  the mark is publishable. Warnings filtered away stay unshown."""
+  import sys  # pylint: disable=g-import-not-at-top
+  import warnings  # pylint: disable=g-import-not-at-top
+  shown = warnings.showwarning
+
+  def show(message, category, filename, lineno, file=None, line=None):
+    out = sys.stderr if file is None else file
+    try:
+      out.write(mark_private(warnings.formatwarning(message, category, filename, lineno,
+                                                    line)))
+    except OSError:  # as warnings.showwarning: a stream that cannot be written
+      pass
+
+  warnings.showwarning = show
+  try:
+    yield
+  finally:
+    warnings.showwarning = shown
+
+
 def _usage_error(message: str) -> None:
   import sys  # pylint: disable=g-import-not-at-top
   print(f"error: {message}", file=sys.stderr)
@@ -391,10 +416,11 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
     workdir = flags.FLAGS.workdir
     existed = workdir is not None and os.path.exists(workdir)
     try:
-      if flags.FLAGS.dry_run:
-        print(dry_run(config, plan))
-        return
-      run_and_report(run, report, config, workdir)
+      with warnings_marked_private():
+        if flags.FLAGS.dry_run:
+          print(dry_run(config, plan))
+          return
+        run_and_report(run, report, config, workdir)
     except user_errors() as e:
       if not existed:
         remove_if_left_empty(workdir)

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import attacks, experiment, io, rng
+from pate_jax import budget as budget_lib
 
 __all__ = ["run", "plan", "reconstruction_variants", "SETTINGS"]
 
@@ -188,8 +189,10 @@ def run_adult(config, key, workdir) -> dict:
   from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
   from pate_jax.data import adult  # pylint: disable=g-import-not-at-top
 
+  budget_lib.refuse_spent_votes(workdir)  # before anything is fitted
+  # The public split's vocabulary: a private row's category it lacks is coded silently.
   splits = adult.load_adult(config.data_dir or None, splits=("train", "test"),
-                            drop_columns=(config.minority_column,))
+                            drop_columns=(config.minority_column,), vocabulary="test")
   train, test = splits["train"], splits["test"]
   if config.teacher == "rf_search":
     estimator = functools.partial(attacks.searched_forest, n_iter=config.search_iterations,
@@ -366,7 +369,7 @@ def plan(config: Any) -> dict[str, Any]:
     from pate_jax.data import adult  # pylint: disable=g-import-not-at-top
     try:
       splits = adult.load_adult(config.data_dir or None, splits=("train", "test"),
-                                drop_columns=(config.minority_column,))
+                                drop_columns=(config.minority_column,), vocabulary="test")
       out.update({"train_rows": len(splits["train"].labels),
                   "test_rows": len(splits["test"].labels),
                   "rows_per_teacher": len(splits["train"].labels) // int(config.num_teachers)})

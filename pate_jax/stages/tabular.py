@@ -42,7 +42,6 @@ import numpy as np
 from pate_jax import _checks as checks
 from pate_jax import aggregation
 from pate_jax import budget as budget_lib
-from pate_jax import checkpoint
 from pate_jax import experiment
 from pate_jax import labels as labels_lib
 from pate_jax import reporting
@@ -187,30 +186,8 @@ def confident_gnmax_settings(config, num_query_rows: int | None = None
   return params, asked
 
 
-def refuse_spent_votes(workdir: pathlib.Path) -> None:
-  """Refuses a run that would replace a ``votes.npz`` a privacy ledger has spent on.
-
-  An aggregate run on these votes keeps its ledger beside them (``ledger.npz``, or a
-  research seed's): its released labels, and their ε, refer to these votes. New forests
-  would overwrite them (and the ledger then refuses the new ones), so the run is refused
-  before anything is fitted.
-
-  Raises:
-    ResumeMismatchError: naming the ledger and saying to use another workdir.
-  """
-  spent = budget_lib.written_ledgers(
-      workdir, names=(budget_lib.LEDGER_FILE, budget_lib.RESEARCH_LEDGER_FILE))
-  votes = workdir / "votes.npz"
-  if votes.exists() and spent:
-    raise checkpoint.ResumeMismatchError(
-        f"refusing to replace {votes}: the privacy ledger "
-        f"{spent[0]} spent on these votes, and the labels it released refer to them; use "
-        "another --workdir for new teachers (of the same data: a second privacy budget, "
-        "which the aggregate stage refuses unless config.another_budget is True)")
-
-
 def _run(config, workdir: pathlib.Path) -> dict:
-  refuse_spent_votes(workdir)  # before anything is fitted
+  budget_lib.refuse_spent_votes(workdir)  # before anything is fitted
   root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
   timings = {}
   t_start = time.perf_counter()
