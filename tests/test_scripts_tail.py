@@ -166,3 +166,27 @@ def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_di
   assert "PUBLIC (research noise_seed 0)" in capsys.readouterr().out
   assert len(releases) == 5 and len(budget.BudgetRegistry(registry).budgets(data)) == 2
   np.testing.assert_array_equal(releases[3], releases[4])
+
+
+def test_a_secret_sound_release_of_votes_naming_no_private_data_is_refused(tmp_path):
+  """Votes whose private data nothing names (a copy without ``private_data``, no run's
+  record) key no budget in the registry, and nothing beside them keeps the release: each
+  work directory would draw its own secret release of the same teachers. Refused before
+  anything is drawn, unless another budget is asked for; then drawn once per directory."""
+  from pate_jax import budget  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import kd_gan as stage  # pylint: disable=g-import-not-at-top
+  (tmp_path / "teachers").mkdir()
+  votes = _sound_votes(tmp_path / "teachers", num_teachers=10)
+  c = experiment.load_config(f"{REPO / 'configs' / 'kd_gan_sound'}.py:smoke")
+  c.sound.votes_dir, c.budget_registry = str(votes), str(tmp_path / "registry")
+  data = {"public_rows": np.arange(20), "num_test": 10_000}
+  with pytest.raises(budget.BudgetError, match="no digest of the teachers' private data.*"
+                                               "another_budget=True"):
+    stage._sound_release(c, tmp_path / "a", data)  # pylint: disable=protected-access
+  assert not (tmp_path / "a" / stage.SOUND_RELEASE).exists()
+  c.another_budget = True
+  (tmp_path / "a").mkdir()
+  first = stage._sound_release(c, tmp_path / "a", data)  # pylint: disable=protected-access
+  again = stage._sound_release(c, tmp_path / "a", data)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(first["targets"], again["targets"])  # read back, not redrawn
+  assert first["budgets_on_private_data"] is None

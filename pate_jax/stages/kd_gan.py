@@ -258,18 +258,27 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
       config.sound.temperature), "noise_multipliers": np.asarray(sigmas, np.float64)}
   digest = budget_lib.votes_digest(votes)
   registry = budget_lib.BudgetRegistry(config.get("budget_registry") or None)
+  another = _checks.boolean(config.get("another_budget", False), "config.another_budget")
   key = None  # research noise: no budget
   if not noise["public"]:  # votes.npz without the field: the digest its run recorded
     key = registry.key_of(digest, votes.get("private_data") or
                           teachers_stage.recorded_data_digest(config.sound.votes_dir),
                           config.sound.votes_dir)
+    if key is None and not another:
+      # Nothing beside the votes keeps this release (a ledger does the labels'): keyed by
+      # nothing, every work directory would draw a release of its own on the same teachers.
+      raise budget_lib.BudgetError(
+          f"{config.sound.votes_dir}: votes.npz carries no digest of the teachers' private "
+          "data (private_data) and no run recorded one, so the budget registry cannot hold "
+          "this secret-noise release to one budget on that data; use the teachers' own "
+          "workdir, or set config.another_budget=True to draw it as a budget that nothing "
+          "counts with the others on the same data")
     if key is None:
       teachers_stage.warn_without_data_digest(config.sound.votes_dir)
   stored = budget_lib.draw_once(
       workdir / SOUND_RELEASE, draw, votes_digest=digest, settings=settings,
       secret=not noise["public"], registry=registry, private_data=key,
-      another_budget=_checks.boolean(config.get("another_budget", False),
-                                     "config.another_budget"))
+      another_budget=another)
   # The σ the release was drawn with (a library's update may move today's calibration in
   # its last bits; the release and its ε are the stored σ's).
   drawn_with = [float(x) for x in stored["noise_multipliers"]]
