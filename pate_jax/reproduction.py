@@ -486,7 +486,11 @@ RUNS: tuple[Run, ...] = (
                                 "kd_gan_ablation"), "configs/kd_gan_ablation.py"),
     Run("kd_gan_sound", _cmd("train_kd_gan", "configs/kd_gan_sound.py:cpu", "kd_gan_sound",
                              "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers"),
-        "configs/kd_gan_sound.py:cpu"),
+        "configs/kd_gan_sound.py:cpu",
+        note="recorded without `--config.another_budget=True`, under a budget registry "
+        "that held no other budget on those teachers; replayed after the main job, whose "
+        "ledger holds their budget, it is refused without it (a second budget on the same "
+        "data, as `kd_gan_sound_n1000`)"),
     Run("kd_gan_sound_n1000", _cmd("train_kd_gan", "configs/kd_gan_sound.py:cpu",
                                    "kd_gan_sound_n1000",
                                    "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers",

@@ -8,7 +8,12 @@ GPU to the tests' own processes; ``config.require_data`` sets ``PATE_JAX_REQUIRE
 as CI). At ``config.timeout_s`` pytest is interrupted with SIGINT -- it still writes the XML
 of the tests run so far -- and the results say ``interrupted``. ``results.json``: tests,
 passed, failures, errors, skipped, the failing tests' ids (at most 30), the exit code and
-the wall time. ``plan(config)`` is the command and its limit.
+the wall time. ``plan(config)`` is the command and its limit. ``results.json`` is marked
+publishable: the tests' datasets are the public benchmarks (MNIST, UCI Adult) standing in
+for private data, and its counts say how the code behaved on them. Point the data
+directory at data that is private and the counts (a test asserts a student's accuracy on
+it) are a function of that data: keep the file to its owner. ``pytest.log`` and
+``junit.xml``, which quote what failing tests computed, are owner-only in every case.
 
 Config: ``group`` (a name), ``args`` (pytest arguments, shell-quoted), ``timeout_s``,
 ``require_data``, ``workers`` (optional; > 0: that many pytest-xdist workers, ``-n``, where
