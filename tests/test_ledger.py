@@ -565,3 +565,135 @@ def test_aggregate_experiment_on_synthetic_votes(tmp_path):
   assert res["ledger"]["epsilon"] <= config.epsilon_max
   with np.load(tmp_path / "budget" / "labels.npz") as f:
     assert f["answered"].sum() == res["num_answered"] < POOL
+
+
+
+
+def _confident_bound(num_checked, num_answered):
+  """Confident-GNMax's data-independent RDP (σ_T = 10, σ = 20): λ/(2σ_T²) per query checked,
+  λ/σ² per query answered."""
+  return num_checked * ORDERS / (2 * 10.0**2) + num_answered * ORDERS / 20.0**2
+
+
+def test_a_consistent_repeat_in_a_later_batch_is_free_and_recorded_once():
+  """Across calls, an id already charged returns its recorded outcome, marked repeated,
+  and costs nothing: the budget, the private accountant, the counters and the record are
+  those of the six distinct queries, each charged once (closed forms)."""
+  votes = np.zeros((6, C), np.int32)
+  votes[:, :5] = 10  # split: not confident (10 + N(0, 10²) rarely reaches 30)
+  votes[::2, 0], votes[::2, 1:5] = 46, 1  # confident: answered
+  a = _make("confident_gnmax", epsilon_max=float("inf"), consistent=True)
+  first = a.answer(votes[:4], query_ids=[10, 11, 12, 13])
+  again = a.answer(votes[[2, 0, 2, 4, 5]], query_ids=[12, 10, 12, 14, 15])
+  np.testing.assert_array_equal(again.repeated, [True, True, True, False, False])
+  np.testing.assert_array_equal(again.status[:3], first.status[[2, 0, 2]])
+  np.testing.assert_array_equal(again.labels[:3], first.labels[[2, 0, 2]])
+  ans = np.concatenate([first.status, again.status[3:]]) == ANSWERED
+  assert 0 < ans.sum() < 6  # both outcomes occur
+  assert a.num_charged == 6 and a.num_answered == ans.sum()
+  np.testing.assert_allclose(np.asarray(a.state.cost), _confident_bound(6, ans.sum()),
+                             rtol=1e-10)
+  private = (np.asarray(acc.confident_threshold_rdp(votes, 30.0, 10.0, ORDERS)).sum(0)
+             + np.asarray(acc.gnmax_rdp(votes, 20.0, ORDERS))[ans].sum(0))
+  np.testing.assert_allclose(np.asarray(a.state.private_accountant.cost), private, rtol=1e-10)
+  assert int(a.state.size) == 6
+  np.testing.assert_array_equal(np.asarray(a.state.ids)[:6], np.arange(10, 16))
+
+
+def test_consistent_ids_are_keyed_by_every_word():
+  """Two-word ids (hashed inputs) that share a word, or whose words would overlap if
+  shifted by less than 32 bits, are different queries, each charged; the largest id (the
+  record's padding value) is a query like any other; only the exact repeat is free."""
+  votes = _votes(np.random.default_rng(13), 5, 20)
+  top = 2**32 - 1
+  ids = np.array([[1, 7], [2, 7], [0, 2**16], [1, 0], [top, top], [2, 7], [top, top]],
+                 np.uint32)
+  a = _make("gnmax", epsilon_max=float("inf"), consistent=True)
+  out = a.answer(votes[[0, 1, 2, 3, 4, 1, 4]], query_ids=ids)
+  np.testing.assert_array_equal(out.repeated, [False] * 5 + [True] * 2)
+  np.testing.assert_array_equal(out.status, [ANSWERED] * 7)
+  assert a.num_charged == 5 and int(a.state.size) == 5
+  np.testing.assert_allclose(np.asarray(a.state.cost), 5 * ORDERS / 20.0**2, rtol=1e-12)
+  again = a.answer(votes[[4, 0]], query_ids=ids[[4, 0]])
+  assert again.repeated.all() and a.num_charged == 5
+  np.testing.assert_array_equal(again.labels, out.labels[[4, 0]])
+
+
+def test_a_resumed_consistent_ledger_answers_from_its_record_for_free():
+  """A persisted ledger resumed under another (secret) key answers a recorded id with the
+  recorded outcome, not a fresh draw of the new key, and charges nothing for it."""
+  votes = _votes(np.random.default_rng(14), 8, 50)
+  ids = np.arange(20, 28)
+  a = _make("confident_gnmax", epsilon_max=float("inf"), consistent=True)
+  first = a.answer(votes, query_ids=ids)
+  other = jax.random.key(99)
+  b = L.PrivateAggregator(other, "confident_gnmax", threshold=30.0, sigma_threshold=10.0,
+                          sigma=20.0, orders=ORDERS, delta=1e-5, epsilon_max=float("inf"),
+                          consistent=True, chunk_size=CHUNK, capacity=CAP,
+                          ledger=a.ledger_record())
+  cost = np.asarray(b.state.cost)
+  again = b.answer(votes[::-1], query_ids=ids[::-1])
+  assert again.repeated.all()
+  np.testing.assert_array_equal(again.status, first.status[::-1])
+  np.testing.assert_array_equal(again.labels, first.labels[::-1])
+  np.testing.assert_array_equal(np.asarray(b.state.cost), cost)
+  assert b.num_charged == 8 and int(b.state.size) == 8
+  # Not vacuous: the new key answers these votes otherwise.
+  labels, _ = agg.confident_gnmax(other, votes, 30.0, 10.0, 20.0, ids)
+  assert not np.array_equal(np.asarray(labels), first.labels)
+
+
+def test_the_aggregators_record_grows_instead_of_refusing():
+  """``PrivateAggregator`` doubles its record when a chunk may not fit: more distinct
+  queries than the initial capacity are all answered (REFUSED_CAPACITY is the functional
+  API's only)."""
+  votes = _votes(np.random.default_rng(15), 20, 20)
+  a = _make("gnmax", epsilon_max=float("inf"), consistent=True, capacity=CAP // 2)
+  out = a.answer(votes, query_ids=np.arange(20))
+  np.testing.assert_array_equal(out.status, [ANSWERED] * 20)
+  assert a.num_charged == 20 and a.state.ids.shape[0] == CAP
+
+
+def test_restore_refuses_a_cache_that_is_not_the_charged_queries():
+  """A consistent ledger's record holds one entry per charged query: a record with an
+  entry dropped (its query would be charged again and answered anew) or added (a query
+  never charged would be answered for free, with a label nobody paid for) is refused."""
+  votes = _votes(np.random.default_rng(16), 4, 20)
+  a = _make("gnmax", epsilon_max=float("inf"), consistent=True)
+  a.answer(votes, query_ids=[3, 5, 8, 9])
+  record = a.ledger_record()
+  assert int(L.restore_ledger(record).cache.size) == 4
+  keys = ("ledger_cache_ids", "ledger_cache_labels", "ledger_cache_status")
+  dropped = {k: record[k][:3] for k in keys}
+  added = {k: np.append(record[k], x).astype(record[k].dtype)
+           for k, x in zip(keys, (12, 0, ANSWERED))}
+  for forged in (dropped, added):
+    with pytest.raises(ValueError, match="ledger_cache_ids"):
+      L.restore_ledger({**record, **forged})
+
+
+
+
+def test_non_consistent_ids_out_of_order_cannot_reuse_a_noise_draw():
+  """Without consistent answers the ids of a batch must be strictly increasing: [5, 3, 5]
+  would answer two queries with the draw of id 5 (a decrease hid the repeat)."""
+  state = L.init_ledger(orders=ORDERS, delta=1e-5, mechanism="gnmax", params={"sigma": 20.0},
+                        epsilon_max=np.inf)
+  votes = _votes(np.random.default_rng(17), 3, 20)
+  for ids in ([5, 3, 5], [5, 3]):
+    with pytest.raises(ValueError, match="query_ids must be fresh"):
+      L.answer_batch(state, KEY, votes[:len(ids)], np.asarray(ids, np.uint32))
+
+
+def test_restore_refuses_an_unsorted_cache():
+  """The record's cache must be sorted (the look-up is a binary search): out of order, a
+  recorded id is not found, so its repeat is charged again and answered with new noise."""
+  votes = _votes(np.random.default_rng(16), 4, 20)
+  a = _make("gnmax", epsilon_max=float("inf"), consistent=True)
+  a.answer(votes, query_ids=[3, 5, 8, 9])
+  record = a.ledger_record()
+  for order in ([1, 0, 2, 3], [0, 1, 3, 2]):
+    forged = {k: record[k][order] for k in ("ledger_cache_ids", "ledger_cache_labels",
+                                            "ledger_cache_status")}
+    with pytest.raises(ValueError, match="ledger_cache_ids"):
+      L.restore_ledger({**record, **forged})

@@ -149,7 +149,8 @@ def restore_ledger(record: Any, capacity: int = 0) -> LedgerState:
   labels = np.asarray(record["ledger_cache_labels"])
   status = np.asarray(record["ledger_cache_status"])
   if (ids.ndim != 1 or ids.dtype.kind not in "iu" or labels.shape != ids.shape
-      or status.shape != ids.shape or np.any(np.diff(ids.astype(np.uint64)) <= 0)
+      or status.shape != ids.shape  # (neighbours compared: uint64 differences wrap)
+      or np.any(ids.astype(np.uint64)[1:] <= ids.astype(np.uint64)[:-1])
       or (consistent and size != counts["num_charged"]) or (not consistent and size)
       or not np.all(np.isin(status, [int(Status.ANSWERED), int(Status.NOT_CONFIDENT)]))
       or np.any((labels < 0) != (status != int(Status.ANSWERED)))):

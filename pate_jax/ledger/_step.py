@@ -168,7 +168,9 @@ def _check_fresh_ids(state: LedgerState, ids: np.ndarray, valid: np.ndarray) -> 
   draw (``fold_in(key, id)``) is never used for two queries."""
   keys = _id_keys(ids, np)[valid]
   nxt = int(np.asarray(state.next_id))
-  if keys.size and (int(keys[0]) < nxt or np.any(np.diff(keys) <= 0)
+  # Neighbours compared, not np.diff: a difference of uint64 keys wraps, so a decrease
+  # would pass as a large step.
+  if keys.size and (int(keys[0]) < nxt or np.any(keys[1:] <= keys[:-1])
                     or keys[-1] == _ID_SENTINEL):  # (The largest id would wrap next_id.)
     raise ValueError("query_ids must be fresh without consistent answers (strictly increasing "
                      f"and >= the ledger's next id {nxt}: a reused id reuses its noise); got "
