@@ -139,9 +139,19 @@ def load_labels(path_or_dir: str | os.PathLike, votes_digest: str | None = None
   for k in ("votes_digest", "mechanism", "noise"):
     out[k] = str(out[k])
   noise_seed(out, str(path))  # "secret" or "research:<seed>"
-  for k in ("epsilon", "epsilon_max", "delta"):
-    out[k] = float(out[k])
-  out["sampler_delta"] = float(out["sampler_delta"]) if "sampler_delta" in out else None
+  for k in ("epsilon", "epsilon_max", "delta") + (("sampler_delta",) if "sampler_delta" in out
+                                                 else ()):
+    value = np.asarray(out[k])
+    if value.shape != () or value.dtype.kind != "f":
+      raise ValueError(f"{path}: {k} must be a float64 scalar; got {value.dtype} {value.shape}")
+    out[k] = float(value)
+  # NaN fails every comparison here: a published ε must be a number within its budget.
+  if not (0.0 <= out["epsilon"] <= out["epsilon_max"] and 0.0 < out["delta"] < 1.0
+          and (out.get("sampler_delta") is None or out["sampler_delta"] >= 0.0)):
+    raise ValueError(f"{path}: epsilon must lie in [0, epsilon_max] and delta in (0, 1); got "
+                     f"epsilon {out['epsilon']}, epsilon_max {out['epsilon_max']}, delta "
+                     f"{out['delta']}")
+  out.setdefault("sampler_delta", None)
   if votes_digest is not None and out["votes_digest"] != votes_digest:
     raise ValueError(f"{path} was answered on other votes than these (digest "
                      f"{out['votes_digest'][:12]}... vs {votes_digest[:12]}...): labels "

@@ -270,7 +270,10 @@ def check_soft_counts(counts: Any, num_teachers: int, scale: int, where: str = "
     raise ValueError(f"{where}soft_counts must be integers (votes.npz's soft_counts); got "
                      f"{counts.dtype} {counts.shape}")
   bound = int(scale) * int(num_teachers)
-  if counts.size and (counts.min() < 0 or counts.sum(axis=-1).max() > bound):
+  # Each count bounded first and rows summed in float64: an integer sum of huge counts
+  # wraps (four counts of 2**62 sum to 0 in int64).
+  if counts.size and (counts.min() < 0 or counts.max() > bound
+                      or counts.sum(axis=-1, dtype=np.float64).max() > bound):
     raise ValueError(f"{where}soft_counts must be >= 0 with rows summing to at most "
                      f"soft_count_scale × num_teachers = {bound}")
   return counts
@@ -288,6 +291,9 @@ def _check_soft_counts(arrays: dict[str, Any], out: dict[str, Any],
   if "probabilities" not in out or counts.shape != out["probabilities"].shape:
     raise ValueError(f"{where}: soft_counts must be integers of the probabilities' shape "
                      f"[K, Q, C]; got {counts.dtype} {counts.shape}")
+  if int(scale) * int(out["num_teachers"]) >= 2**31:  # the int32 counts below stay exact
+    raise ValueError(f"{where}: soft_count_scale × num_teachers must be < 2^31 (int32 "
+                     f"counts); got {int(scale)} × {int(out['num_teachers'])}")
   check_soft_counts(counts, int(out["num_teachers"]), int(scale), f"{where}: ")
   return {"soft_counts": counts.astype(np.int32), "soft_count_scale": np.int64(scale)}
 

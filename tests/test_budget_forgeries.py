@@ -6,6 +6,7 @@ recorded. (Each of these checks was once removed without any test failing.)"""
 from __future__ import annotations
 
 import hashlib
+import json
 
 import numpy as np
 import pytest
@@ -113,7 +114,8 @@ def test_a_cost_lowered_at_one_order_only_is_refused(tmp_path):
 def test_a_forged_charged_counter_is_refused(tmp_path):
   make = _budget(tmp_path)
   make().answer(np.arange(10))   # GNMax: 10 charged, 10 answered
-  _forge(tmp_path, ledger_num_charged=lambda a: np.int64(a["ledger_num_charged"] + 1))
+  _forge(tmp_path, ledger_num_charged=lambda a: np.int64(a["ledger_num_charged"] + 1),
+         ledger_next_id=lambda a: np.uint64(a["ledger_next_id"] + 1))  # (restore's check)
   with pytest.raises(budget_lib.BudgetError, match="counters"):
     make().state()
 
@@ -126,3 +128,74 @@ def test_a_recorded_epsilon_off_by_one_part_in_ten_thousand_is_refused(tmp_path)
   _forge(tmp_path, ledger_epsilon=lambda a: np.float64(a["ledger_epsilon"] * (1 - 1e-4)))
   with pytest.raises(budget_lib.BudgetError, match="is not the ε of its cost"):
     make().epsilon
+
+
+def test_a_journal_line_naming_an_older_generation_is_refused(tmp_path, monkeypatch):
+  """Restoring generation 1 and appending its journal line after generation 2's made it the
+  newest: rows 5..9 were forgotten, answered again with fresh noise and paid for once."""
+  make = _budget(tmp_path)
+  make().answer(np.arange(5))
+  ledger = tmp_path / budget_lib.LEDGER_FILE
+  gen1 = ledger.read_bytes()
+  make().answer(np.arange(5, 10))
+  ledger.write_bytes(gen1)
+  journal = ledger.with_name(ledger.name + budget_lib.JOURNAL_SUFFIX)
+  journal.write_text(journal.read_text() + f"1 {hashlib.sha256(gen1).hexdigest()}\n")
+  monkeypatch.setattr(aggregator_module, "_NEWEST", {})
+  with pytest.raises(budget_lib.BudgetError, match="journal"):
+    make().answer(np.arange(5, 10))
+
+
+@pytest.mark.parametrize("line", ["2", "2 nothex", "two " + "a" * 64, "2.0 " + "a" * 64,
+                                  "-1 " + "a" * 64])
+def test_a_malformed_journal_line_is_refused_naming_the_journal(tmp_path, line):
+  make = _budget(tmp_path)
+  make().answer(np.arange(3))
+  journal = tmp_path / (budget_lib.LEDGER_FILE + budget_lib.JOURNAL_SUFFIX)
+  journal.write_text(journal.read_text() + line + "\n")
+  with pytest.raises(budget_lib.BudgetError, match=r"\.journal: line 2"):
+    make().state()
+
+
+@pytest.mark.parametrize("field,forge", [
+    ("rows", lambda a: a["rows"].astype(np.float64) + 0.25),          # truncated to a row
+    ("row_labels", lambda a: a["row_labels"].astype(np.int64) + 2**32),  # wraps to a label
+    ("row_labels", lambda a: a["row_labels"] + 100),                  # not a class
+    ("release_count", lambda a: np.array([0, 5])),                    # TypeError before
+])
+def test_row_columns_of_another_dtype_or_range_are_refused(tmp_path, field, forge):
+  make = _budget(tmp_path)
+  make().answer(np.arange(5))
+  _forge(tmp_path, **{field: forge})
+  with pytest.raises(budget_lib.BudgetError):
+    make().state()
+
+
+def _nan_epsilon(text):
+  release = json.loads(text)
+  release["public"]["epsilon_released"] = float("nan")
+  return json.dumps(release)
+
+
+@pytest.mark.parametrize("draw,forge", [
+    (False, lambda text: "{not json"),                       # a bare JSONDecodeError before
+    (False, lambda text: json.dumps({"public": {"epsilon_released": 0.0, "num_charged": 5},
+                                     "private": {}})),      # never drawn: returned as is
+    (True, _nan_epsilon),                                    # drawn, its ε made NaN
+])
+def test_a_forged_release_is_refused(tmp_path, draw, forge):
+  """release() returned a stored release that covers every charged row as it was: a
+  forged one (never drawn, or its ε NaN) was published."""
+  _budget(tmp_path)  # votes.npz
+  make = lambda: budget_lib.TeachersBudget(  # noqa: E731
+      tmp_path, votes_lib.load_votes(tmp_path), rng.noise_key("aggregation"),
+      mechanism="gnmax", params={"sigma": 40.0}, epsilon_max=50.0, delta=1e-5,
+      orders=ORDERS, chunk_size=16,
+      release=budget_lib.ReleaseSpec(order=8.0, beta=0.02, sigma_ss=10.0),
+      release_key=rng.noise_key("epsilon_release"))
+  make().answer(np.arange(5))
+  if draw:
+    assert make().release()["public"]["release"] == 1
+  _forge(tmp_path, release_json=lambda a: np.str_(forge(str(a["release_json"]))))
+  with pytest.raises(budget_lib.BudgetError, match="release_json"):
+    make().release()

@@ -355,3 +355,22 @@ def test_votes_whose_private_data_was_removed_or_replaced_meet_their_budget(tmp_
   assert [b["teachers"] for b in reg.budgets(DATA)] == [str(a.resolve())]
   assert reg.budgets(OTHER_DATA) == []
   _budget(a, reg).answer(np.arange(5, 10))        # the teachers' own directory spends on
+
+
+@pytest.mark.parametrize("field,value", [
+    ("generation", float("nan")), ("generation", "x"), ("generation", None),
+    ("generation", 0.5), ("generation", False), ("generation", "0"), ("teachers", 5),
+    ("sha256", None)])
+def test_registry_entries_with_mistyped_fields_are_refused_as_damaged(tmp_path, field, value):
+  """Such an entry raised a bare ValueError/TypeError/KeyError, or (0.5, False, "0") read as
+  generation 0: a budget never written, which other teachers may replace."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  reg.claim(DATA, "v1", tmp_path / "a", generation=3, sha256="b" * 64)
+  path = tmp_path / "registry" / f"{DATA}.json"
+  record = json.loads(path.read_text())
+  record["budgets"][0][field] = value
+  path.write_text(json.dumps(record))
+  with pytest.raises(budget_lib.BudgetError, match="budget registry"):
+    reg.claim(DATA, "v2", tmp_path / "b")
+  with pytest.raises(budget_lib.BudgetError, match="budget registry"):
+    reg.sync(DATA, "v1", tmp_path / "a", [(3, "b" * 64)])

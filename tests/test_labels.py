@@ -109,3 +109,24 @@ def test_check_against_the_budgets_record():
     labels_lib.check_against(f, rows, np.array([-1, 4, 5]), row_status, "x")  # Spliced.
   with pytest.raises(ValueError, match="row 1"):
     labels_lib.check_against(f, np.array([0]), np.array([3]), np.array([0]), "x")  # Unpaid.
+
+
+@pytest.mark.parametrize("override", [
+    dict(epsilon=float("nan")), dict(epsilon=-1.0), dict(epsilon=float("inf")),
+    dict(epsilon=5.0), dict(delta=3.0), dict(epsilon_max=float("nan"))])
+def test_a_published_epsilon_that_is_not_a_number_within_its_budget_is_refused(tmp_path,
+                                                                              override):
+  """load_labels read epsilon with float(): NaN, a negative or an infinite ε was reported
+  as the labels' (the tabular student's results.json copies it)."""
+  path = labels_lib.save_labels(tmp_path, **_record(**override))
+  with pytest.raises(ValueError, match="epsilon must lie in"):
+    labels_lib.load_labels(path)
+
+
+def test_a_non_scalar_epsilon_is_refused_naming_the_file(tmp_path):
+  path = labels_lib.save_labels(tmp_path, **_record())
+  with np.load(path) as f:
+    arrays = dict(f)
+  np.savez(path, **{**arrays, "epsilon": np.array([1.0, 2.0])})  # was a bare TypeError
+  with pytest.raises(ValueError, match=r"labels\.npz: epsilon must be a float64 scalar"):
+    labels_lib.load_labels(path)

@@ -567,8 +567,6 @@ def test_aggregate_experiment_on_synthetic_votes(tmp_path):
     assert f["answered"].sum() == res["num_answered"] < POOL
 
 
-
-
 def _confident_bound(num_checked, num_answered):
   """Confident-GNMax's data-independent RDP (σ_T = 10, σ = 20): λ/(2σ_T²) per query checked,
   λ/σ² per query answered."""
@@ -672,8 +670,6 @@ def test_restore_refuses_a_cache_that_is_not_the_charged_queries():
       L.restore_ledger({**record, **forged})
 
 
-
-
 def test_non_consistent_ids_out_of_order_cannot_reuse_a_noise_draw():
   """Without consistent answers the ids of a batch must be strictly increasing: [5, 3, 5]
   would answer two queries with the draw of id 5 (a decrease hid the repeat)."""
@@ -695,5 +691,33 @@ def test_restore_refuses_an_unsorted_cache():
   for order in ([1, 0, 2, 3], [0, 1, 3, 2]):
     forged = {k: record[k][order] for k in ("ledger_cache_ids", "ledger_cache_labels",
                                             "ledger_cache_status")}
+    with pytest.raises(ValueError, match="ledger_cache_ids"):
+      L.restore_ledger({**record, **forged})
+
+
+def test_restore_refuses_a_next_id_below_the_charged_queries():
+  """Without consistent answers query i draws fold_in(key, id_i): a record whose next_id
+  went back (0 after 8 charged) answered the next queries with the first ones' noise."""
+  votes = _votes(np.random.default_rng(18), 16, 20)
+  kw = dict(sigma=1e6, epsilon_max=np.inf, delta=1e-5, orders=ORDERS, chunk_size=CHUNK)
+  a = L.PrivateAggregator(KEY, "gnmax", **kw)
+  a.answer(votes[:8])
+  record = a.ledger_record()
+  assert int(L.restore_ledger(record).next_id) == 8
+  with pytest.raises(ValueError, match="ledger_next_id"):
+    L.restore_ledger({**record, "ledger_next_id": np.uint64(0)})
+
+
+def test_restore_refuses_cache_entries_that_a_cast_would_wrap():
+  """int64 id -1 became the uint64 key 2**64-1 (the padding's), an int64 label 2**32 + 1
+  became label 1, a float label 1.5 became 1."""
+  votes = _votes(np.random.default_rng(16), 4, 20)
+  a = _make("gnmax", epsilon_max=float("inf"), consistent=True)
+  a.answer(votes, query_ids=[3, 5, 8, 9])
+  record = a.ledger_record()
+  for forged in ({"ledger_cache_ids": np.array([3, 5, 8, -1], np.int64)},
+                 {"ledger_cache_labels": record["ledger_cache_labels"].astype(np.int64)
+                  + np.array([0, 0, 0, 2**32])},
+                 {"ledger_cache_labels": record["ledger_cache_labels"] + 0.5}):
     with pytest.raises(ValueError, match="ledger_cache_ids"):
       L.restore_ledger({**record, **forged})

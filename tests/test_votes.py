@@ -189,3 +189,23 @@ def test_soft_counts_take_the_floors_excess_over_the_scale_from_the_largest_entr
   c = np.asarray(votes_lib.soft_counts(third, scale=scale))
   np.testing.assert_array_equal(c, want)
   assert c.sum() == scale
+
+
+def test_soft_count_sums_that_wrap_are_refused():
+  """Rows were summed in the counts' integer dtype: four int64 counts of 2**62 sum to 0."""
+  for counts in (np.array([[2**62] * 4], np.int64), np.array([[2**63, 2**63, 3]], np.uint64)):
+    with pytest.raises(ValueError, match="soft_counts must be >= 0"):
+      votes_lib.check_soft_counts(counts, 10, 2**16)
+
+
+def test_soft_counts_whose_scale_times_teachers_passes_int32_are_refused():
+  """soft_counts are kept as int32: with S·T >= 2**31 a valid count wrapped negative."""
+  t = 40_000
+  arrays = {"votes": np.array([[t, 0]], np.int32), "labels": np.array([0]),
+            "index": np.array([0]), "num_pool": np.int64(1), "num_teachers": np.int64(t),
+            "dataset": np.str_("x"), "probabilities": np.array([[[1.0, 0.0]]], np.float32),
+            "temperatures": np.array([1.0], np.float32),
+            "soft_counts": np.array([[[t * 2**16, 0]]], np.int64),
+            "soft_count_scale": np.int64(2**16)}
+  with pytest.raises(ValueError, match="soft_count_scale × num_teachers must be < 2"):
+    votes_lib.check_votes(arrays, "votes.npz")

@@ -111,7 +111,7 @@ class BudgetRegistry:
       record = json.loads(path.read_text())
       budgets = record["budgets"]
       ok = (record["private_data"] == private_data and isinstance(budgets, list)
-            and all(isinstance(b, dict) and isinstance(b.get("votes"), str) for b in budgets))
+            and all(_entry_ok(b) for b in budgets))
     except (OSError, ValueError, KeyError, TypeError) as e:
       raise BudgetError(f"budget registry {self.directory}: the entry of this private data "
                         "(named by votes.npz's private_data) is not readable "
@@ -119,7 +119,9 @@ class BudgetRegistry:
                         "restore it rather than delete it") from e
     if not ok:
       raise BudgetError(f"budget registry {self.directory}: the entry named by votes.npz's "
-                        "private_data is not one of that data")
+                        "private_data is not one of that data, or one of its budgets is not "
+                        "an entry as written (a generation that is not an integer >= 0, a hash "
+                        "or directory that is not a string)")
     return budgets
 
   def budgets(self, private_data: str) -> list[dict[str, Any]]:
@@ -331,6 +333,17 @@ class BudgetRegistry:
     """The entry, atomically, durably and owner-only (:func:`pate_jax.io.write_text`)."""
     io.write_text(path, json.dumps({"private_data": private_data, "budgets": budgets},
                                    indent=1) + "\n", private=True)
+
+
+def _entry_ok(b: Any) -> bool:
+  """An entry as written: its votes a string, its generation (if any: entries written before
+  the registry followed ledgers have none) an int >= 0 (not a bool, a float, a string or
+  NaN), its hash a string, a ledger's teachers directory a string."""
+  return (isinstance(b, dict) and isinstance(b.get("votes"), str)
+          and ("generation" not in b
+               or (type(b["generation"]) is int and b["generation"] >= 0))  # noqa: E721
+          and isinstance(b.get("sha256", ""), str)
+          and ("release" in b or isinstance(b.get("teachers"), str)))
 
 
 def _now() -> str:

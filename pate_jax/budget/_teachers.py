@@ -19,6 +19,7 @@ import warnings
 import jax
 import numpy as np
 
+from pate_jax import _checks
 from pate_jax import accounting as acc
 from pate_jax import io
 from pate_jax._compile import bucket
@@ -163,8 +164,21 @@ class TeachersBudget:
     """The journal's lines, ``(generation, SHA-256)`` per write, in order."""
     if not self.journal.exists():
       return []
-    lines = [ln.split() for ln in self.journal.read_text().splitlines() if ln.strip()]
-    return [(int(line[0]), line[1]) for line in lines]
+    out: list[tuple[int, str]] = []
+    for n, text in enumerate(self.journal.read_text().splitlines(), 1):
+      line = text.split()
+      if not line:
+        continue
+      # Each line is "<generation> <SHA-256>", generations never going back: a line that
+      # names an older generation after a newer one would make an older ledger newest.
+      if (len(line) != 2 or not line[0].isascii() or not line[0].isdigit()
+          or not _checks.is_sha256(line[1]) or int(line[0]) < 1
+          or (out and int(line[0]) < out[-1][0])):
+        raise BudgetError(f"{self.journal}: line {n} is not '<generation> <SHA-256>' after "
+                          f"generation {out[-1][0] if out else 0} (got {text[:80]!r}): the "
+                          "journal was altered; restore it (it records every spend)")
+      out.append((int(line[0]), line[1]))
+    return out
 
   def _journal_last(self) -> tuple[int, str] | None:
     lines = self._journal()
@@ -220,14 +234,21 @@ class TeachersBudget:
     if str(data.get("noise", "")) != self.noise:
       raise BudgetError(f"{where}: its noise is {str(data.get('noise'))!r}, this run's is "
                         f"{self.noise!r}; secret and research answers never share a budget")
-    rows = np.asarray(data["rows"]).astype(np.int64)
-    labels = np.asarray(data["row_labels"]).astype(np.int32)
-    status = np.asarray(data["row_status"]).astype(np.int32)
-    n = rows.shape[0]
+    raw = {k: np.asarray(data[k]) for k in ("rows", "row_labels", "row_status",
+                                             "release_count", "releases_paid")}
+    # Integers only, and none that a cast would wrap (2**32 + 3 read as label 3).
+    if any(a.dtype.kind not in "iu" or np.any(a != a.astype(np.int32)) for a in raw.values()):
+      raise BudgetError(f"{where}: rows, row_labels, row_status, release_count and "
+                        "releases_paid must be integers (int32 range)")
+    rows = raw["rows"].astype(np.int64)
+    labels = raw["row_labels"].astype(np.int32)
+    status = raw["row_status"].astype(np.int32)
+    n = rows.shape[0] if rows.ndim else -1
     if (rows.ndim != 1 or labels.shape != (n,) or status.shape != (n,)
+        or raw["release_count"].shape != () or raw["releases_paid"].shape != ()
         or np.unique(rows).size != n or (n and (rows.min() < 0 or rows.max() >= len(self.votes)))
         or not np.all(np.isin(status, _CHARGED))
-        or np.any((labels >= 0) != (status == _ANSWERED))):
+        or np.any((labels >= 0) != (status == _ANSWERED)) or np.any(labels >= self.num_classes)):
       raise BudgetError(f"{where}: rows, row_labels and row_status must list distinct rows of "
                         "votes.npz with their outcomes")
     record = {k: data[k] for k in ledger_lib.RECORD_KEYS}
@@ -261,9 +282,38 @@ class TeachersBudget:
       raise BudgetError(f"{where}: its release parameters are {spec}, this run asks for "
                         f"{self.release_spec}; they are fixed once per budget")
     self._check_cost(where, record, rows, status, releases_paid)
-    release = json.loads(str(data["release_json"])) if str(data["release_json"]) else None
+    try:
+      release = json.loads(str(data["release_json"])) if str(data["release_json"]) else None
+    except ValueError as e:
+      raise BudgetError(f"{where}: release_json is not readable ({e})") from e
+    self._check_release(where, release, release_count, n, float(record["ledger_epsilon"]))
     return _Loaded(record, rows, labels, status, release_count, releases_paid, release,
                    generation, aggregator)
+
+  def _check_release(self, where: str, release: Any, release_count: int, num_rows: int,
+                     epsilon: float) -> None:
+    """The stored release is the ``release_count``-th drawn with this budget's spec, of at
+    most the recorded rows, its ε a number in the range it was clipped to (at most the
+    budget's ε; a release written before releases were clipped records no range: at most
+    the budget's ε): :meth:`release` returns it as it is, and it is published."""
+    if release is None and release_count == 0:
+      return
+    pub = release.get("public") if isinstance(release, dict) else None
+    real = lambda x: type(x) in (int, float) and math.isfinite(x)  # noqa: E731 (not bool)
+    spec = self.release_spec
+    clipped = pub.get("clipped_to", [0.0, epsilon]) if isinstance(pub, dict) else None
+    ok = (isinstance(pub, dict) and isinstance(release.get("private"), dict)
+          and spec is not None and type(pub.get("release")) is int
+          and pub["release"] == release_count and type(pub.get("num_charged")) is int
+          and 1 <= pub["num_charged"] <= num_rows
+          and isinstance(clipped, list) and len(clipped) == 2
+          and all(real(x) for x in clipped) and real(pub.get("epsilon_released"))
+          and 0.0 <= pub["epsilon_released"] <= clipped[1] <= epsilon
+          and (pub.get("order"), pub.get("beta"), pub.get("sigma_ss")) == tuple(spec))
+    if not ok:
+      raise BudgetError(f"{where}: release_json is not release {release_count} of this "
+                        "budget (its number, the rows it covers, its ε within the range it was "
+                        "clipped to, its parameters): the ledger was altered")
 
   def _check_cost(self, where: str, record: dict, rows: np.ndarray, status: np.ndarray,
                   releases_paid: int) -> None:

@@ -135,6 +135,11 @@ def restore_ledger(record: Any, capacity: int = 0) -> LedgerState:
                      f"<= charged < 2**31; got {counts}")
   if not 0 <= counts["num_teachers"] <= v.MAX_NOISY_TOTAL or not 0 <= counts["next_id"] < 2**64:
     raise ValueError(f"ledger_num_teachers and ledger_next_id must be in range; got {counts}")
+  if not consistent and counts["next_id"] < counts["num_charged"]:
+    # Each charged query used its own id below next_id: a smaller next_id would hand an id
+    # (its noise draw fold_in(key, id)) to a second query.
+    raise ValueError("ledger_next_id must be >= ledger_num_charged without consistent "
+                     f"answers (every charged query used an id below it); got {counts}")
   for key, value in (("ledger_epsilon", state.epsilon),
                      ("ledger_private_epsilon", state.private_epsilon)):
     recorded = _record_scalar(record, key, "f")
@@ -149,7 +154,11 @@ def restore_ledger(record: Any, capacity: int = 0) -> LedgerState:
   labels = np.asarray(record["ledger_cache_labels"])
   status = np.asarray(record["ledger_cache_status"])
   if (ids.ndim != 1 or ids.dtype.kind not in "iu" or labels.shape != ids.shape
-      or status.shape != ids.shape  # (neighbours compared: uint64 differences wrap)
+      or status.shape != ids.shape or labels.dtype.kind not in "iu"
+      or status.dtype.kind not in "iu"
+      # A negative id would wrap to a large uint64 key; a label outside int32 would wrap.
+      or (ids.size and ids.min() < 0) or np.any(labels != labels.astype(np.int32))
+      # (neighbours compared: uint64 differences wrap)
       or np.any(ids.astype(np.uint64)[1:] <= ids.astype(np.uint64)[:-1])
       or (consistent and size != counts["num_charged"]) or (not consistent and size)
       or not np.all(np.isin(status, [int(Status.ANSWERED), int(Status.NOT_CONFIDENT)]))
