@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +15,8 @@ from scipy import integrate, special, stats
 
 from pate_jax import attacks as A
 
+PAPER = (pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "papers"
+         / "pate-histogram-leakage-attack.txt")
 KEY = jax.random.key(0)
 TABLE, NAMES = A.table1_histograms()
 MEDIUM = A.table1_histogram("mnist/M2")  # [6, 7, 6, 30, 4, 181, 0, 10, 5, 1]
@@ -354,3 +358,24 @@ def test_low_consensus_is_strictly_below_the_threshold():
   assert np.all(np.asarray(A.consensus(h[:2])) == 0.75)  # exact in float32 too
   np.testing.assert_array_equal(A.classify_low_consensus(h), [False, False, True, False])
   np.testing.assert_array_equal(A.classify_low_consensus(h[:1], 0.8), [True])
+
+
+def test_table1_is_the_papers_table_row_for_row():
+  """Each consensus group's rows against the paper's Table 1 (its text, parsed): a pair of
+  counts transposed keeps a row's sum of 250, and only this finds it. The paper lists a
+  group's MNIST H1-5 then SVHN H1-5; its low group alternates MNIST and SVHN."""
+  if not PAPER.exists():
+    pytest.skip(f"{PAPER} not found (../shared/papers)")
+  text = PAPER.read_text()
+  block = text[text.index("Chosen histograms for evaluation"):text.index("Table 1: The 30")]
+  parts = re.split(r"^(High|Median|Low) consensus$", block, flags=re.M)
+  assert parts[1::2] == ["High", "Median", "Low"]
+  for group, body in zip(parts[1::2], parts[2::2]):
+    rows = [[int(x) for x in r.split(",")] for r in re.findall(r"\[([\d, ]+)\]", body)]
+    assert len(rows) == 10, group
+    mnist, svhn = (rows[0::2], rows[1::2]) if group == "Low" else (rows[:5], rows[5:])
+    for dataset, paper_rows in (("mnist", mnist), ("svhn", svhn)):
+      for i, row in enumerate(paper_rows):
+        name = f"{dataset}/{group[0]}{i + 1}"
+        np.testing.assert_array_equal(A.table1_histogram(name), row, err_msg=name)
+  assert len(NAMES) == len(set(NAMES)) == len(TABLE) == 30

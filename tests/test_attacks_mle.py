@@ -333,3 +333,111 @@ def test_near_boundary_is_two_standard_deviations():
     ratio = np.min(h / np.asarray(cr.std))
     assert bool(cr.near_boundary) == bool(ratio < 2.0)
   assert 1.0 < np.min(h / np.asarray(A.cramer_rao(h, 40.0, 10**6).std)) < 2.0
+
+
+def test_mle_frequencies_with_every_query_answered_has_no_bottom():
+  np.testing.assert_allclose(A.mle_frequencies([[3, 1]], [4], 4), [[0.75, 0.25, 0.0]])
+  np.testing.assert_allclose(A.mle_frequencies([3, 1], 4, 8), [0.375, 0.125, 0.5])
+
+
+def test_negative_log_likelihood_of_two_classes_is_the_closed_form():
+  """C = 2: Q_0 = Φ((H_0 - H_1)/(√2 σ)), and with the threshold check class k has P·Q_k and
+  ⊥ has 1 - P, P = Φ((max H - T)/σ_T); -ℓ = -Σ q̄_k log π_k (a scipy oracle)."""
+  import scipy.stats  # pylint: disable=g-import-not-at-top
+  h, sigma, t, st = np.array([160.0, 90.0]), 40.0, 150.0, 30.0
+  q = np.array([0.5, 0.2, 0.3])
+  z = (h[0] - h[1]) / (np.sqrt(2.0) * sigma)
+  log_q = scipy.stats.norm.logcdf([z, -z])
+  log_p = scipy.stats.norm.logcdf([(h.max() - t) / st, (t - h.max()) / st])
+  plain = -np.dot(q[:2] / 0.7, log_q)
+  confident = -(np.dot(q[:2], log_p[0] + log_q) + q[2] * log_p[1])
+  with jax.enable_x64(True):
+    nll = jax.jit(lambda x, qb, c: lk.negative_log_likelihood(  # noqa: E731
+        x, qb, jnp.asarray(sigma), jnp.asarray(t), jnp.asarray(st), confident=c),
+                  static_argnums=2)
+    np.testing.assert_allclose(nll(jnp.asarray(h), jnp.asarray(q[:2] / 0.7), False), plain,
+                               rtol=1e-6)
+    np.testing.assert_allclose(nll(jnp.asarray(h), jnp.asarray(q), True), confident,
+                               rtol=1e-6)
+
+
+def _quadratic_in_theta(theta, a, b, total):
+  h = total * np.exp(theta - theta.max()) / np.exp(theta - theta.max()).sum()
+  return a @ h + 0.5 * h @ b @ h
+
+
+def test_chart_newton_system_matches_central_differences_in_theta():
+  """∇_θ and ∇²_θ of θ ↦ f(N softmax θ) from f's own in H, against numpy central differences
+  of a quadratic f; ∇_H f ≠ 0, so the chart's curvature term matters."""
+  r = np.random.default_rng(1)
+  c, total, eps = 4, 250.0, 1e-4
+  a, b = r.normal(size=c), r.normal(size=(c, c))
+  b = b @ b.T / 1e3
+  theta = r.normal(size=c)
+  h = total * np.exp(theta) / np.exp(theta).sum()
+  with jax.enable_x64(True):
+    g, hess = jax.jit(lk.chart_newton_system)(jnp.asarray(theta), jnp.asarray(total),
+                                              jnp.asarray(a + b @ h), jnp.asarray(b))
+  f = lambda t: _quadratic_in_theta(t, a, b, total)  # noqa: E731
+  e = np.eye(c) * eps
+  fd_g = np.array([(f(theta + e[i]) - f(theta - e[i])) / (2 * eps) for i in range(c)])
+  fd_h = np.array([[(f(theta + e[i] + e[j]) - f(theta + e[i] - e[j]) - f(theta - e[i] + e[j])
+                     + f(theta - e[i] - e[j])) / (4 * eps ** 2) for j in range(c)]
+                   for i in range(c)])
+  np.testing.assert_allclose(g, fd_g, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(hess, fd_h, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(np.asarray(hess).sum(1), 0.0, atol=1e-9)   # annihilates 1
+
+
+def test_newton_direction_is_the_saddle_free_step_on_the_tangent_space():
+  """A diagonal Hessian with a negative curvature: each coordinate steps -g_k/|H_kk| (down
+  hill), centred. A Hessian singular along 1 (as in θ): the Newton step -H⁺g for g ⟂ 1."""
+  step = jax.jit(lambda x, hess: lk.newton_direction(x, hess, 1e-6))  # noqa: E731
+  g, d = np.array([1.0, -2.0, 0.5, 0.0]), np.array([2.0, -4.0, 0.25, 1.0])
+  delta = np.asarray(step(jnp.asarray(g, jnp.float32), jnp.diag(jnp.asarray(d, jnp.float32))))
+  want = -g / np.abs(d)
+  np.testing.assert_allclose(delta, want - want.mean(), rtol=1e-5, atol=1e-6)
+  assert float(np.dot(g, delta)) < 0                       # a descent direction
+  r = np.random.default_rng(2)
+  m = r.normal(size=(4, 4))
+  proj = np.eye(4) - 0.25
+  hess = proj @ (m @ m.T + np.eye(4)) @ proj
+  g = proj @ r.normal(size=4)
+  delta = step(jnp.asarray(g, jnp.float32), jnp.asarray(hess, jnp.float32))
+  np.testing.assert_allclose(delta, -np.linalg.pinv(hess) @ g, rtol=1e-4, atol=1e-5)
+
+
+def test_dirichlet_histograms_follow_their_concentration_and_their_own_keys():
+  """Rows are N votes; α = 0.01 puts (nearly) all of them on one class, α = 100 spreads
+  them about evenly (p ≈ uniform: 10 of 50 per class); concentration i draws with
+  fold_in(key, i), so two equal α give different rows; names count 0..n-1 per α."""
+  h, names = A.dirichlet_histograms(KEY, (0.01, 100.0, 100.0), 4, num_teachers=50,
+                                    num_classes=5)
+  assert h.shape == (12, 5) and h.dtype == np.int32
+  np.testing.assert_array_equal(h.sum(1), 50)
+  assert names == [f"dirichlet{a}/{j}" for a in ("0.01", "100", "100") for j in range(4)]
+  assert np.all(h[:4].max(1) >= 45) and np.all(h[4:].max(1) <= 25)
+  assert not np.array_equal(h[4:8], h[8:])
+  with pytest.raises(ValueError, match="alphas"):
+    A.dirichlet_histograms(KEY, (0.0,), 1)
+
+
+def test_mle_reports_the_kl_of_its_estimate_and_stops_at_max_iter():
+  """Two classes, exact frequencies of H = [200, 50]: started at H the solver converges
+  there (KL 0); started uniform with max_iter = 3 it stops after 3 steps, MAX_ITER. Either
+  way its loss is KL(q̄ ‖ π(Ĥ)) of the Ĥ it returns (closed form Q_0 = Φ(d/(√2 σ)))."""
+  import scipy.stats  # pylint: disable=g-import-not-at-top
+  h, sigma = np.array([200.0, 50.0]), 40.0
+  pi = lambda x: scipy.stats.norm.cdf(  # noqa: E731
+      np.array([1.0, -1.0]) * (x[0] - x[1]) / (np.sqrt(2.0) * sigma))
+  q = pi(h)
+  kl = lambda x: np.sum(q * np.log(q / pi(x)))  # noqa: E731
+  out = A.reconstruct_details(np.stack([q, q]).astype(np.float32), sigma, 250.0, method="mle",
+                              max_iter=3, init=[h, [125.0, 125.0]])
+  est = np.asarray(out.histogram, np.float64)
+  np.testing.assert_allclose(est[0], h, atol=1e-3)
+  np.testing.assert_allclose(est.sum(1), 250.0, rtol=1e-6)
+  assert np.asarray(out.status).tolist() == [A.Stop.CONVERGED, A.Stop.MAX_ITER]
+  assert int(out.num_steps[1]) == 3
+  np.testing.assert_allclose(out.loss, [kl(est[0]), kl(est[1])], atol=1e-7)
+  assert kl(est[1]) > 1e-7                                   # not there yet after 3 steps

@@ -465,3 +465,28 @@ def test_fingerprint_diff_reports_a_field_only_the_current_run_has():
   assert checkpoint.fingerprint_diff(new, old, "votes.npz") == [
       "data.sha256: <a digest> (votes.npz) -> <a digest> (now)",
       "lr: 0.1 (votes.npz) -> <absent> (now)"]
+
+
+def test_a_resumed_loop_reports_every_segment_once_with_its_own_step(tmp_path):
+  """Resumed at step 4, the loop restores the records up to 4 from beside the checkpoints,
+  drops one ahead of them (step 6: a run killed before its checkpoint landed) and writes its
+  own for 6; each record is taken at the step its segment ended at."""
+  def segment(state, start, n):
+    return {"w": state["w"] + n, "b": state["b"] + 1}, None
+
+  record = lambda state, step, m: {"w": float(state["w"][0, 0]), "seen": step}  # noqa: E731
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}, max_to_keep=3) as ckpt:
+    first = checkpoint.run_segments(segment, _state(0.0), start=0, total=4, segment_steps=2,
+                                    ckpt=ckpt, record=record)
+    ckpt.wait()
+    assert first.resumed_from == 0
+    assert first.history == [{"step": 2, "w": 2.0, "seen": 2}, {"step": 4, "w": 4.0, "seen": 4}]
+    ckpt.save_history(first.history + [{"step": 6, "w": -1.0, "seen": 6}])  # ahead: no ckpt
+  with checkpoint.Checkpointer(tmp_path, fingerprint={"seed": 0}, max_to_keep=3) as ckpt:
+    out = checkpoint.run_segments(segment, _state(100.0), start=4, total=6, segment_steps=2,
+                                  ckpt=ckpt, record=record)
+    ckpt.wait()
+    assert [e["step"] for e in ckpt.restore_history(6)] == [2, 4, 6]
+  assert out.resumed_from == 4
+  assert out.history == [{"step": 2, "w": 2.0, "seen": 2}, {"step": 4, "w": 4.0, "seen": 4},
+                         {"step": 6, "w": 102.0, "seen": 6}]

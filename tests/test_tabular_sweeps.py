@@ -297,3 +297,60 @@ def test_ensemble_summary_scores_the_pool_rows():
   s = tabular_teachers.ensemble_summary(ens, preds, labels, plurality, votes)
   assert s["plurality_accuracy_pool"] == pytest.approx(2 / 3)
   assert s["plurality_accuracy_all_queries"] == pytest.approx(0.5)
+
+
+def test_noisy_label_grid_draws_differ_and_share_their_noise_across_scales():
+  """Binary GNMax votes: a label leaves the plurality where σ (Z_1 - Z_0) overcomes the
+  margin, so with one noise draw per draw index at every scale (common random numbers) the
+  queries flipped at a smaller σ are among those flipped at a larger one; draws differ."""
+  votes = _votes(40)
+  grid = tabular.noisy_label_grid(jax.random.key(7), votes, "gnmax", [3.0, 6.0, 12.0], 2)
+  assert grid.shape == (3, 2, 40)
+  flipped = grid != np.argmax(votes, 1)
+  assert np.all(flipped[:-1] <= flipped[1:])
+  assert flipped[0].any() and flipped[-1].sum() > flipped[0].sum()
+  assert not np.array_equal(grid[:, 0], grid[:, 1])
+  with pytest.raises(ValueError, match="num_draws"):
+    tabular.noisy_label_grid(jax.random.key(7), votes, "gnmax", [3.0], 0)
+
+
+def test_sweep_mechanism_summarises_each_grid_over_its_draws(monkeypatch):
+  """Labels, label accuracies, ε and students replaced by known numbers: the summary reads
+  the configured scale (index 0) and its first draw, the noise sweep the further scales, the
+  query sweep the configured scale's label prefixes; means and stds are over the draws."""
+  from pate_jax.tabular import _sweeps  # pylint: disable=g-import-not-at-top
+  states, counts = [10, 20], [2, 6]
+  noisy = np.random.default_rng(0).integers(0, 2, (3, 2, 6)).astype(np.int32)
+  noisy[0, 0] = [0, 0, 0, 0, 1, 1]
+  label_acc = np.arange(12.0).reshape(3, 4) / 12
+  student = lambda rs, y: rs + np.dot(y, 1 + np.arange(len(y))) / 100 + len(y) / 1e3  # noqa
+  monkeypatch.setattr(_sweeps, "noisy_label_grid", lambda *a: noisy)
+  monkeypatch.setattr(aggregation, "label_accuracy_grid", lambda *a: label_acc)
+  monkeypatch.setattr(_sweeps, "epsilon", lambda acct, m, votes, sc, data_dependent=True: (
+      sc if data_dependent else 10 * sc, 7))
+  monkeypatch.setattr(_sweeps, "prefix_epsilon",
+                      lambda acct, m, votes, sc, n: sc * np.asarray(n, np.float64))
+  monkeypatch.setattr(_sweeps, "student_accuracies", lambda task, rs, sets: np.array(
+      [student(r, y) for r, y in zip(rs, sets)]))
+  summary, by_count, by_noise = tabular.sweep_mechanism(
+      jax.random.key(0), "gnmax", _votes(6), np.zeros(6, np.int32), np.ones(6, np.int32),
+      scale=4.0, grid=[2.0, 8.0], counts=counts, num_seeds=4, task=None,
+      random_states=states, accountant=_accountant())
+  acc = np.array([[student(rs, noisy[s, r]) for r, rs in enumerate(states)] for s in range(3)])
+  by_n = np.array([[student(rs, noisy[0, r, :n]) for r, rs in enumerate(states)]
+                   for n in counts])
+  assert summary["label_accuracy"] == pytest.approx(4 / 6)
+  assert summary["label_agreement_with_plurality"] == pytest.approx(2 / 6)
+  assert summary["label_accuracy_mean_over_seeds"] == pytest.approx(label_acc[0].mean())
+  assert summary["student_accuracy"] == pytest.approx(acc[0, 0])
+  assert summary["student_accuracy_mean"] == pytest.approx(acc[0].mean())
+  assert summary["student_accuracy_std"] == pytest.approx(acc[0].std())
+  assert (summary["epsilon_data_dependent"], summary["epsilon_data_independent"]) == (4.0, 40.0)
+  np.testing.assert_allclose(by_count["student_accuracy_mean"], by_n.mean(1))
+  np.testing.assert_allclose(by_count["student_accuracy_std"], by_n.std(1))
+  np.testing.assert_allclose(by_count["epsilon"], [8.0, 24.0])
+  assert by_noise["noise_scale"] == [2.0, 8.0]
+  np.testing.assert_allclose(by_noise["student_accuracy_mean"], acc[1:].mean(1))
+  np.testing.assert_allclose(by_noise["student_accuracy_std"], acc[1:].std(1))
+  np.testing.assert_allclose(by_noise["label_accuracy_mean"], label_acc[1:].mean(1))
+  assert by_noise["epsilon"] == [2.0, 8.0] and by_noise["epsilon_data_independent"] == [20, 80]
