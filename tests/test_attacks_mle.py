@@ -192,6 +192,8 @@ def test_dirichlet_histograms():
   np.testing.assert_array_equal(h, A.dirichlet_histograms(KEY, (0.05, 1.0), 2)[0])
   with pytest.raises(ValueError, match="alphas"):
     A.dirichlet_histograms(KEY, (0.0,), 3)
+  with pytest.raises(ValueError, match="alphas must be distinct"):  # names would repeat
+    A.dirichlet_histograms(KEY, (1.0, 0.3, 1.0), 1)
   with pytest.raises(ValueError, match="num_per_alpha"):
     A.dirichlet_histograms(KEY, (1.0,), 0)
 
@@ -338,6 +340,20 @@ def test_near_boundary_is_two_standard_deviations():
 def test_mle_frequencies_with_every_query_answered_has_no_bottom():
   np.testing.assert_allclose(A.mle_frequencies([[3, 1]], [4], 4), [[0.75, 0.25, 0.0]])
   np.testing.assert_allclose(A.mle_frequencies([3, 1], 4, 8), [0.375, 0.125, 0.5])
+
+
+def test_mle_frequencies_broadcast_per_row_and_refuse_counts_that_are_not_the_answers():
+  """Per-row queries sent with one answered count broadcast; counts that do not sum to the
+  answered number (rows that would sum past 1) or a negative answered count are refused
+  here, naming the arguments, not later in the reconstruction."""
+  np.testing.assert_allclose(A.mle_frequencies([[3, 1], [2, 2]], 4, [8, 4]),
+                             [[0.375, 0.125, 0.5], [0.5, 0.5, 0.0]])
+  with pytest.raises(ValueError, match="sum to num_answered"):
+    A.mle_frequencies([[3, 1]], [2], 10)
+  with pytest.raises(ValueError, match="num_answered >= 0"):
+    A.mle_frequencies([[0, 0]], [-1], 10)
+  with pytest.raises(ValueError, match="must broadcast over the rows"):
+    A.mle_frequencies([[3, 1], [2, 2], [1, 3]], [4, 4], 8)
 
 
 def test_negative_log_likelihood_of_two_classes_is_the_closed_form():

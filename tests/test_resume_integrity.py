@@ -454,6 +454,18 @@ def test_segment_lengths_are_the_lengths_run_segments_runs(start, total, every):
 def test_segment_lengths_names_a_bad_argument():
   with pytest.raises(ValueError, match="segment_steps"):
     checkpoint.segment_lengths(5, 0)
+  with pytest.raises(ValueError, match="start: the state is at step 7, past the last step 5"):
+    checkpoint.segment_lengths(5, 2, start=7)  # as run_segments: not an empty set
+
+
+def test_a_record_of_its_own_step_entry_does_not_move_the_segments_step():
+  """A record whose metrics hold an entry named as the step (a student's ``step`` metric)
+  keeps the segment's step: the history is of steps 2 and 4, step first."""
+  out = checkpoint.run_segments(lambda s, t, n: (s, {"step": 0, "loss": 1.0}), {"w": 0},
+                                start=0, total=4, segment_steps=2,
+                                record=lambda s, t, m: dict(m))
+  assert out.history == [{"step": 2, "loss": 1.0}, {"step": 4, "loss": 1.0}]
+  assert [list(e) for e in out.history] == [["step", "loss"]] * 2
 
 
 def test_fingerprint_diff_reports_a_field_only_the_current_run_has():

@@ -133,6 +133,9 @@ def dirichlet_histograms(key, alphas, num_per_alpha: int, *, num_teachers: int =
   alphas = np.asarray(alphas, np.float64).reshape(-1)
   if alphas.size == 0 or np.any(~np.isfinite(alphas) | (alphas <= 0)):
     raise ValueError(f"alphas must be finite concentrations > 0, got {alphas.tolist()!r}")
+  if len({f"{a:g}" for a in alphas}) != alphas.size:  # the rows' names would repeat
+    raise ValueError(f"alphas must be distinct (as the names print them), got "
+                     f"{alphas.tolist()!r}")
   for name, val in (("num_per_alpha", num_per_alpha), ("num_teachers", num_teachers),
                     ("num_classes", num_classes)):
     if not (isinstance(val, (int, np.integer)) and val >= (2 if name == "num_classes" else 1)):

@@ -38,7 +38,13 @@ def segment_lengths(total: int, segment_steps: int, start: int = 0) -> set[int]:
   start = _checks.positive_int(start, "start", minimum=0)
   total = _checks.positive_int(total, "total", minimum=0)
   segment_steps = _checks.positive_int(segment_steps, "segment_steps")
+  _check_start(start, total)
   return {min(segment_steps, total - s) for s in range(start, total, segment_steps)}
+
+
+def _check_start(start: int, total: int) -> None:
+  if start > total:
+    raise ValueError(f"start: the state is at step {start}, past the last step {total}")
 
 
 def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], state: PyTree, *,
@@ -71,8 +77,7 @@ def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], stat
   start = _checks.positive_int(start, "start", minimum=0)
   total = _checks.positive_int(total, "total", minimum=0)
   segment_steps = _checks.positive_int(segment_steps, "segment_steps")
-  if start > total:
-    raise ValueError(f"start: the state is at step {start}, past the last step {total}")
+  _check_start(start, total)
   history = ckpt.restore_history(start, step_key) if ckpt is not None and record else []
   step, metrics, t0 = start, None, time.perf_counter()
   while step < total:
@@ -85,6 +90,7 @@ def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], stat
     # killed between the two resumes with every segment's record.
     if record is not None:
       entry = {step_key: step, **record(state, step, metrics)}
+      entry[step_key] = step  # first, and not a record's own entry of that name
       history.append(entry)
       if ckpt is not None:
         ckpt.save_history(history)
