@@ -426,12 +426,12 @@ def test_newton_direction_is_the_saddle_free_step_on_the_tangent_space():
 def test_dirichlet_histograms_follow_their_concentration_and_their_own_keys():
   """Rows are N votes; α = 0.01 puts (nearly) all of them on one class, α = 100 spreads
   them about evenly (p ≈ uniform: 10 of 50 per class); concentration i draws with
-  fold_in(key, i), so two equal α give different rows; names count 0..n-1 per α."""
-  h, names = A.dirichlet_histograms(KEY, (0.01, 100.0, 100.0), 4, num_teachers=50,
+  fold_in(key, i), so two nearly equal α give different rows; names count 0..n-1 per α."""
+  h, names = A.dirichlet_histograms(KEY, (0.01, 100.0, 100.5), 4, num_teachers=50,
                                     num_classes=5)
   assert h.shape == (12, 5) and h.dtype == np.int32
   np.testing.assert_array_equal(h.sum(1), 50)
-  assert names == [f"dirichlet{a}/{j}" for a in ("0.01", "100", "100") for j in range(4)]
+  assert names == [f"dirichlet{a}/{j}" for a in ("0.01", "100", "100.5") for j in range(4)]
   assert np.all(h[:4].max(1) >= 45) and np.all(h[4:].max(1) <= 25)
   assert not np.array_equal(h[4:8], h[8:])
   with pytest.raises(ValueError, match="alphas"):
