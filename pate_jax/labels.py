@@ -145,12 +145,13 @@ def load_labels(path_or_dir: str | os.PathLike, votes_digest: str | None = None
     if value.shape != () or value.dtype.kind != "f":
       raise ValueError(f"{path}: {k} must be a float64 scalar; got {value.dtype} {value.shape}")
     out[k] = float(value)
-  # NaN fails every comparison here: a published ε must be a number within its budget.
-  if not (0.0 <= out["epsilon"] <= out["epsilon_max"] and 0.0 < out["delta"] < 1.0
+  # NaN fails every comparison here. (ε may pass ε_max: a ledger that answered nothing has
+  # its accountant's floor, which a tiny ε_max is below.)
+  if not (0.0 <= out["epsilon"] and 0.0 < out["epsilon_max"] and 0.0 < out["delta"] < 1.0
           and (out.get("sampler_delta") is None or out["sampler_delta"] >= 0.0)):
-    raise ValueError(f"{path}: epsilon must lie in [0, epsilon_max] and delta in (0, 1); got "
-                     f"epsilon {out['epsilon']}, epsilon_max {out['epsilon_max']}, delta "
-                     f"{out['delta']}")
+    raise ValueError(f"{path}: epsilon must be a number >= 0, epsilon_max > 0 and delta in "
+                     f"(0, 1); got epsilon {out['epsilon']}, epsilon_max "
+                     f"{out['epsilon_max']}, delta {out['delta']}")
   out.setdefault("sampler_delta", None)
   if votes_digest is not None and out["votes_digest"] != votes_digest:
     raise ValueError(f"{path} was answered on other votes than these (digest "

@@ -488,9 +488,9 @@ RUNS: tuple[Run, ...] = (
                              "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers"),
         "configs/kd_gan_sound.py:cpu",
         note="recorded without `--config.another_budget=True`, under a budget registry "
-        "that held no other budget on those teachers; replayed after the main job, whose "
-        "ledger holds their budget, it is refused without it (a second budget on the same "
-        "data, as `kd_gan_sound_n1000`)"),
+        "that held no other budget on that data; replayed after the secret-noise main job "
+        "(`pate_mnist_cpu_secret`), whose ledger is a budget on the same MNIST data, it is "
+        "refused without it (a second budget on that data, as `kd_gan_sound_n1000`)"),
     Run("kd_gan_sound_n1000", _cmd("train_kd_gan", "configs/kd_gan_sound.py:cpu",
                                    "kd_gan_sound_n1000",
                                    "--config.sound.votes_dir=runs/pate_mnist_cpu/teachers",
@@ -1013,7 +1013,8 @@ ROWS: tuple[Row, ...] = (
     Row("attack", "Defence (ours): near-duplicate queries", "Gaussian noise of std 1/255, against the defense", "—",
         "attack_near_duplicates", "summary.gauss_defense.mean_error.paper", "f3", "a new query each"),
     Row("attack", "Defence (ours): near-duplicate queries", "one pixel moved by 1/255, against the defense", "—",
-        "attack_near_duplicates", "summary.pixel_step_defense.mean_error.paper", "f3", "about 800 of the 2,000 copies distinct (765–821): the rest are cached repeats"),
+        "attack_near_duplicates", "summary.pixel_step_defense.mean_error.paper", "f3",
+        "about 800 of the 2,000 copies distinct (765–821): the rest are cached repeats"),
     Row("attack", "Defence (ours): near-duplicate queries", "one pixel changed: copies whose "
         "teachers' histogram differs from the original's", "—", "attack_near_duplicates",
         "near_duplicates.pixel.histogram_changed_fraction", "pct"),

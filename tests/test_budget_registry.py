@@ -370,7 +370,7 @@ def test_registry_entries_with_mistyped_fields_are_refused_as_damaged(tmp_path, 
   record = json.loads(path.read_text())
   record["budgets"][0][field] = value
   path.write_text(json.dumps(record))
-  with pytest.raises(budget_lib.BudgetError, match="budget registry"):
+  with pytest.raises(budget_lib.BudgetError, match="budget registry .*not an entry as written"):
     reg.claim(DATA, "v2", tmp_path / "b")
-  with pytest.raises(budget_lib.BudgetError, match="budget registry"):
+  with pytest.raises(budget_lib.BudgetError, match="budget registry .*not an entry as written"):
     reg.sync(DATA, "v1", tmp_path / "a", [(3, "b" * 64)])

@@ -168,11 +168,13 @@ def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_di
   np.testing.assert_array_equal(releases[3], releases[4])
 
 
+@pytest.mark.slow
 def test_a_secret_sound_release_of_votes_naming_no_private_data_is_refused(tmp_path):
   """Votes whose private data nothing names (a copy without ``private_data``, no run's
   record) key no budget in the registry, and nothing beside them keeps the release: each
   work directory would draw its own secret release of the same teachers. Refused before
-  anything is drawn, unless another budget is asked for; then drawn once per directory."""
+  anything is drawn, unless another budget is asked for; then drawn once per directory,
+  and read back by a rerun there without the flag."""
   from pate_jax import budget  # pylint: disable=g-import-not-at-top
   from pate_jax.stages import kd_gan as stage  # pylint: disable=g-import-not-at-top
   (tmp_path / "teachers").mkdir()
@@ -187,6 +189,9 @@ def test_a_secret_sound_release_of_votes_naming_no_private_data_is_refused(tmp_p
   c.another_budget = True
   (tmp_path / "a").mkdir()
   first = stage._sound_release(c, tmp_path / "a", data)  # pylint: disable=protected-access
+  c.another_budget = False
   again = stage._sound_release(c, tmp_path / "a", data)  # pylint: disable=protected-access
   np.testing.assert_array_equal(first["targets"], again["targets"])  # read back, not redrawn
   assert first["budgets_on_private_data"] is None
+  with pytest.raises(budget.BudgetError, match="no digest of the teachers' private data"):
+    stage._sound_release(c, tmp_path / "b", data)  # pylint: disable=protected-access

@@ -52,6 +52,20 @@ class RecordingEstimator:
     return np.full(len(x), self.label_)
 
 
+class WarningEstimator(RecordingEstimator):
+  """Warns with a fact of its shard at fit and at predict, as scikit-learn's
+  cross-validation does of a shard's smallest class."""
+
+  def fit(self, x, y):
+    warnings.warn(f"shard of {len(y)} rows, smallest class {np.bincount(y).min()}",
+                  UserWarning)
+    return super().fit(x, y)
+
+  def predict(self, x):
+    warnings.warn("predicted by a teacher", UserWarning)
+    return super().predict(x)
+
+
 # ----------------------------------------------------------------------------- coding
 
 
@@ -450,3 +464,17 @@ def test_a_new_run_removes_the_earlier_report_before_it_writes_new_votes(tmp_pat
     tabular_stage.run(config, work)
   assert not (work / "results.json").exists()
   assert not (work / "student_accuracy.png").exists()
+
+
+@pytest.mark.parametrize("n_jobs", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_a_teachers_warning_in_a_worker_process_is_shown_by_the_caller(n_jobs):
+  """A joblib worker process writes its warnings to its own stderr, past the run's marking
+  of every warning line as private: the teachers' fits and predictions hand theirs back,
+  and they are shown in the calling process, whatever n_jobs."""
+  x, y = _blobs(n=60)
+  with pytest.warns(UserWarning, match=r"shard of 20 rows, smallest class \d+") as fits:
+    ens = tabular.fit_teachers(jax.random.key(0), x, y, 3, estimator=WarningEstimator,
+                               n_jobs=n_jobs)
+  assert sum("shard of" in str(w.message) for w in fits) == 3
+  with pytest.warns(UserWarning, match="predicted by a teacher"):
+    tabular.predict_teachers(ens, x[:5], n_jobs=n_jobs)

@@ -264,9 +264,10 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
     key = registry.key_of(digest, votes.get("private_data") or
                           teachers_stage.recorded_data_digest(config.sound.votes_dir),
                           config.sound.votes_dir)
-    if key is None and not another:
+    if key is None and not another and not (workdir / SOUND_RELEASE).exists():
       # Nothing beside the votes keeps this release (a ledger does the labels'): keyed by
       # nothing, every work directory would draw a release of its own on the same teachers.
+      # (A release drawn here before is read back, or refused as another's, by draw_once.)
       raise budget_lib.BudgetError(
           f"{config.sound.votes_dir}: votes.npz carries no digest of the teachers' private "
           "data (private_data) and no run recorded one, so the budget registry cannot hold "

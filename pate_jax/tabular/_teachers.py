@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import os
+import warnings
 from typing import Any, Callable, Iterable, NamedTuple, Protocol, Sequence
 
 import jax
@@ -134,6 +135,25 @@ class TeacherEnsemble(NamedTuple):
     return len(self.teachers)
 
 
+def _caught(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[tuple[str, type, str, int]]]:
+  """``fn(*args)`` and the warnings it raised, as ``(message, category, file, line)``. A
+  joblib worker process writes its warnings to its own stderr, past the caller's handling
+  (a run marks every warning line private: one about a teacher's shard, such as its class
+  counts in a cross-validation, is a fact of the private data); :func:`_shown` shows them
+  again in the caller."""
+  with warnings.catch_warnings(record=True) as caught:
+    out = fn(*args)
+  return out, [(str(w.message), w.category, w.filename, w.lineno) for w in caught]
+
+
+def _shown(result: tuple[Any, list[tuple[str, type, str, int]]]) -> Any:
+  """The result of :func:`_caught`, its warnings shown in this process."""
+  out, caught = result
+  for message, category, filename, lineno in caught:
+    warnings.warn_explicit(message, category, filename, lineno)
+  return out
+
+
 def _fit_one(estimator: EstimatorSpec | None, random_state: int, x: np.ndarray,
              y: np.ndarray) -> Estimator:
   model = make_estimator(estimator, random_state)
@@ -182,9 +202,10 @@ def fit_teachers(key: jax.Array, features: Any, labels: Any, num_teachers: int, 
                      "use fewer teachers or more data")
   part = partition_indices(jax.random.fold_in(key, 0), x.shape[0], int(num_teachers))
   seeds = random_states(jax.random.fold_in(key, 1), int(num_teachers))
-  tasks = (joblib.delayed(_fit_one)(estimator, int(s), x[idx], y[idx])
+  tasks = (joblib.delayed(_caught)(_fit_one, estimator, int(s), x[idx], y[idx])
            for s, idx in zip(seeds, part.index))
-  fitted = joblib.Parallel(n_jobs=n_jobs, prefer="processes", return_as="generator")(tasks)
+  fitted = map(_shown, joblib.Parallel(n_jobs=n_jobs, prefer="processes",
+                                       return_as="generator")(tasks))
   if progress is not None:
     fitted = progress(fitted, total=int(num_teachers), desc="teachers")
   teachers = list(fitted)
@@ -211,8 +232,9 @@ def predict_teachers(ensemble: TeacherEnsemble, features: Any, *, n_jobs: int = 
     return np.zeros((len(teachers), 0), np.int32)
   workers = joblib.effective_n_jobs(n_jobs)
   chunks = np.array_split(np.arange(len(teachers)), min(len(teachers), 4 * workers))
-  parts = joblib.Parallel(n_jobs=n_jobs, prefer="processes")(
-      joblib.delayed(_predict_chunk)([teachers[i] for i in c], x) for c in chunks if len(c))
+  parts = [_shown(r) for r in joblib.Parallel(n_jobs=n_jobs, prefer="processes")(
+      joblib.delayed(_caught)(_predict_chunk, [teachers[i] for i in c], x)
+      for c in chunks if len(c))]
   preds = np.concatenate(parts, axis=0)
   if not np.issubdtype(preds.dtype, np.integer):
     if not np.all(np.equal(np.mod(preds, 1), 0)):
