@@ -32,6 +32,7 @@ elsewhere).
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 from typing import Any
@@ -145,13 +146,16 @@ def load_labels(path_or_dir: str | os.PathLike, votes_digest: str | None = None
     if value.shape != () or value.dtype.kind != "f":
       raise ValueError(f"{path}: {k} must be a float64 scalar; got {value.dtype} {value.shape}")
     out[k] = float(value)
-  # NaN fails every comparison here. (ε may pass ε_max: a ledger that answered nothing has
-  # its accountant's floor, which a tiny ε_max is below.)
-  if not (0.0 <= out["epsilon"] and 0.0 < out["epsilon_max"] and 0.0 < out["delta"] < 1.0
+  # NaN fails every comparison here. ε passes ε_max only where nothing was answered: a
+  # ledger that spent nothing has its accountant's floor, which a tiny ε_max is below.
+  if not (0.0 <= out["epsilon"] < math.inf and 0.0 < out["epsilon_max"]
+          and (out["epsilon"] <= out["epsilon_max"] or not out["answered"].any())
+          and 0.0 < out["delta"] < 1.0
           and (out.get("sampler_delta") is None or out["sampler_delta"] >= 0.0)):
-    raise ValueError(f"{path}: epsilon must be a number >= 0, epsilon_max > 0 and delta in "
-                     f"(0, 1); got epsilon {out['epsilon']}, epsilon_max "
-                     f"{out['epsilon_max']}, delta {out['delta']}")
+    raise ValueError(f"{path}: epsilon must be a finite number >= 0 and at most epsilon_max "
+                     f"(> 0) where a label was answered, and delta in (0, 1); got epsilon "
+                     f"{out['epsilon']}, epsilon_max {out['epsilon_max']}, delta "
+                     f"{out['delta']}")
   out.setdefault("sampler_delta", None)
   if votes_digest is not None and out["votes_digest"] != votes_digest:
     raise ValueError(f"{path} was answered on other votes than these (digest "

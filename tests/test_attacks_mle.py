@@ -354,6 +354,12 @@ def test_mle_frequencies_broadcast_per_row_and_refuse_counts_that_are_not_the_an
     A.mle_frequencies([[0, 0]], [-1], 10)
   with pytest.raises(ValueError, match="must broadcast over the rows"):
     A.mle_frequencies([[3, 1], [2, 2], [1, 3]], [4, 4], 8)
+  with pytest.raises(ValueError, match="must broadcast over the rows"):
+    A.mle_frequencies([[3, 1]], [4], [])  # would drop the row
+  with pytest.raises(ValueError, match="must broadcast over the rows"):
+    A.mle_frequencies(3.0, 3, 4)
+  with pytest.raises(ValueError, match="num_sent must be finite"):
+    A.mle_frequencies([[3, 1]], [4], np.inf)
 
 
 def test_negative_log_likelihood_of_two_classes_is_the_closed_form():

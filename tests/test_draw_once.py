@@ -154,3 +154,21 @@ def test_two_runs_at_once_cannot_both_draw(tmp_path):
     outcomes = sorted(pool.map(run, ["a", "b"]))
   assert outcomes == ["drawn", "refused"] and draws.count == 1
   assert len(reg.budgets(DATA)) == 1
+
+
+def test_a_secret_release_of_votes_naming_no_data_is_refused_unless_another_budget(tmp_path):
+  """Votes that name no private data key no budget: nothing would keep a secret release of
+  them to one draw, so a new one is refused, also where a research release lies (replaced
+  freely otherwise); asked for as another budget it is drawn once and read back."""
+  reg, draws = budget_lib.BudgetRegistry(tmp_path / "registry"), _Draws()
+  path = tmp_path / "w" / "release.npz"
+  _once(path, draws, reg, secret=False, private_data=None,
+        settings={**SETTINGS, "noise": "research:0"})
+  for where in (path, tmp_path / "v" / "release.npz"):
+    with pytest.raises(budget_lib.BudgetError, match="no digest of the teachers' private data"):
+      _once(where, draws, reg, private_data=None)
+  assert draws.count == 1
+  first = _once(path, draws, reg, private_data=None, another_budget=True)
+  again = _once(path, draws, reg, private_data=None)  # its own: read back, not refused
+  np.testing.assert_array_equal(first["targets"], again["targets"])
+  assert draws.count == 2

@@ -112,13 +112,15 @@ def test_check_against_the_budgets_record():
 
 
 @pytest.mark.parametrize("override", [
-    dict(epsilon=float("nan")), dict(epsilon=-1.0), dict(delta=3.0),
-    dict(epsilon_max=float("nan")), dict(epsilon_max=0.0)])
-def test_a_published_epsilon_that_is_not_a_number_is_refused(tmp_path, override):
-  """load_labels read epsilon with float(): a NaN or negative ε was reported as the
-  labels' (the tabular student's results.json copies it)."""
+    dict(epsilon=float("nan")), dict(epsilon=-1.0), dict(epsilon=float("inf")),
+    dict(epsilon=5.0), dict(delta=3.0), dict(epsilon_max=float("nan")),
+    dict(epsilon_max=0.0)])
+def test_a_published_epsilon_that_is_not_a_number_within_its_budget_is_refused(tmp_path,
+                                                                              override):
+  """load_labels read epsilon with float(): a NaN, negative, infinite or over-budget ε of
+  answered labels was reported as theirs (the tabular student's results.json copies it)."""
   path = labels_lib.save_labels(tmp_path, **_record(**override))
-  with pytest.raises(ValueError, match="epsilon must be a number >= 0"):
+  with pytest.raises(ValueError, match="epsilon must be a finite number >= 0"):
     labels_lib.load_labels(path)
 
 
@@ -126,7 +128,9 @@ def test_labels_of_a_ledger_that_answered_nothing_load_though_their_epsilon_pass
     tmp_path):
   """Every query refused by a tiny ε_max: the ledger's ε is its accountant's floor, above
   ε_max, and the stage writes those labels; a rerun and the student read them back."""
-  path = labels_lib.save_labels(tmp_path, **_record(epsilon=0.0035, epsilon_max=0.001))
+  path = labels_lib.save_labels(tmp_path, **_record(
+      labels=np.array([-1, -1, -1]), status=np.array([2, 2, 2]), epsilon=0.0035,
+      epsilon_max=0.001))
   assert labels_lib.load_labels(path)["epsilon"] == 0.0035
 
 

@@ -186,6 +186,11 @@ def test_a_secret_sound_release_of_votes_naming_no_private_data_is_refused(tmp_p
                                                "another_budget=True"):
     stage._sound_release(c, tmp_path / "a", data)  # pylint: disable=protected-access
   assert not (tmp_path / "a" / stage.SOUND_RELEASE).exists()
+  c.noise_seed = 5  # a research release there first: replaced freely, no way past the refusal
+  stage._sound_release(c, tmp_path / "r", data)  # pylint: disable=protected-access
+  c.noise_seed = None
+  with pytest.raises(budget.BudgetError, match="no digest of the teachers' private data"):
+    stage._sound_release(c, tmp_path / "r", data)  # pylint: disable=protected-access
   c.another_budget = True
   (tmp_path / "a").mkdir()
   first = stage._sound_release(c, tmp_path / "a", data)  # pylint: disable=protected-access

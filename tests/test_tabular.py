@@ -472,9 +472,31 @@ def test_a_teachers_warning_in_a_worker_process_is_shown_by_the_caller(n_jobs):
   of every warning line as private: the teachers' fits and predictions hand theirs back,
   and they are shown in the calling process, whatever n_jobs."""
   x, y = _blobs(n=60)
-  with pytest.warns(UserWarning, match=r"shard of 20 rows, smallest class \d+") as fits:
+  with pytest.warns(UserWarning, match=r"shard of 20 rows, smallest class \d+"):
     ens = tabular.fit_teachers(jax.random.key(0), x, y, 3, estimator=WarningEstimator,
                                n_jobs=n_jobs)
-  assert sum("shard of" in str(w.message) for w in fits) == 3
-  with pytest.warns(UserWarning, match="predicted by a teacher"):
+  with pytest.warns(UserWarning, match="predicted by a teacher") as predictions:
     tabular.predict_teachers(ens, x[:5], n_jobs=n_jobs)
+  # One place, one message: shown once for the call, not once per teacher.
+  assert sum("predicted by a teacher" in str(w.message) for w in predictions) == 1
+
+
+def test_a_workers_warnings_travel_back_pickled_and_are_shown_once_per_call():
+  """What a worker returns (the result and its warnings) survives pickling, and the caller
+  shows each distinct warning once however many tasks raised it."""
+  import pickle  # pylint: disable=g-import-not-at-top
+  from pate_jax.tabular import _teachers  # pylint: disable=g-import-not-at-top
+
+  def task(rows):
+    warnings.warn(f"smallest class {rows}", UserWarning)
+    warnings.warn("a teacher's shard", RuntimeWarning)
+    return rows
+
+  caught, show = _teachers._caught, _teachers._shown  # pylint: disable=protected-access
+  results = [pickle.loads(pickle.dumps(caught(task, r))) for r in (1, 2, 1)]
+  seen = set()
+  with pytest.warns(Warning) as shown:
+    assert [show(r, seen) for r in results] == [1, 2, 1]
+  assert sorted(str(w.message) for w in shown) == ["a teacher's shard", "smallest class 1",
+                                                   "smallest class 2"]
+  assert {w.category for w in shown} == {UserWarning, RuntimeWarning}

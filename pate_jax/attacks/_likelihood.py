@@ -194,22 +194,22 @@ def mle_frequencies(counts: Any, num_answered: Any, num_sent: Any) -> np.ndarray
   and a ``threshold`` reads. float64 numpy ``[..., C + 1]``."""
   counts = np.asarray(counts, np.float64)
   try:
-    answered, sent = np.broadcast_arrays(np.asarray(num_answered, np.float64),
-                                         np.asarray(num_sent, np.float64))
-    np.broadcast_shapes(counts.shape[:-1], answered.shape)
+    if counts.ndim < 1:
+      raise ValueError("counts is a scalar")
+    rows = counts.shape[:-1]
+    answered = np.broadcast_to(np.asarray(num_answered, np.float64), rows)
+    sent = np.broadcast_to(np.asarray(num_sent, np.float64), rows)
   except ValueError as e:
     raise ValueError(f"counts [..., C], num_answered and num_sent must broadcast over the "
-                     f"rows; got shapes {counts.shape}, {np.shape(num_answered)}, "
+                     f"rows of counts; got shapes {counts.shape}, {np.shape(num_answered)}, "
                      f"{np.shape(num_sent)}") from e
-  if np.any(sent <= 0) or np.any(answered < 0) or np.any(answered > sent):
-    raise ValueError("num_sent must be > 0 and >= num_answered >= 0; got "
+  if (not np.all(np.isfinite(sent)) or np.any(sent <= 0) or np.any(answered < 0)
+      or np.any(answered > sent)):
+    raise ValueError("num_sent must be finite, > 0 and >= num_answered >= 0; got "
                      f"num_sent={num_sent!r}, num_answered={num_answered!r}")
   if np.any(counts < 0) or not np.allclose(counts.sum(-1), answered, rtol=0, atol=1e-9):
     raise ValueError("counts must be >= 0 and sum to num_answered on each row (the answered "
                      f"queries' labels); got row sums {counts.sum(-1).tolist()!r}, "
                      f"num_answered={num_answered!r}")
-  shape = np.broadcast_shapes(counts.shape[:-1], answered.shape)
-  counts = np.broadcast_to(counts, shape + counts.shape[-1:])
-  sent, answered = np.broadcast_to(sent, shape), np.broadcast_to(answered, shape)
   full = np.concatenate([counts, (sent - answered)[..., None]], -1)
   return full / sent[..., None]

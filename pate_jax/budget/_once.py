@@ -76,7 +76,9 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
   refused where the data has another budget -- a teachers' ledger, another release --
   unless ``another_budget``, and a release the registry holds as drawn whose file is not at
   ``path`` (deleted, or drawn in another directory) is refused unless ``another_budget``:
-  copy its file to ``path`` to use it.
+  copy its file to ``path`` to use it. With ``registry`` and no ``private_data`` (votes that
+  name no private data), a secret-noise release not already at ``path`` is refused unless
+  ``another_budget``: nothing would keep it to one draw.
 
   Raises:
     BudgetError: as above, naming the file or the registry entry and the way on.
@@ -95,6 +97,15 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
         "settings: it was spent, and this work directory is its own. Run this one in "
         "another work directory" + (" (with config.another_budget=True where it is a "
                                     "second budget on the same data)" if secret else ""))
+  if secret and registry is not None and not private_data and not another_budget:
+    # Keyed by nothing, the release is kept by nothing beside the votes (a ledger keeps
+    # the labels'): every work directory would draw one of its own on the same teachers.
+    raise BudgetError(
+        f"{path}: the votes carry no digest of the teachers' private data (votes.npz's "
+        "private_data, or one their run recorded), so the budget registry cannot hold this "
+        "secret-noise release to one budget on that data; release from the teachers' own "
+        "votes, or set config.another_budget=True to draw it as a budget that nothing "
+        "counts with the others on the same data")
   out: dict[str, np.ndarray] = {}
 
   def write() -> str:

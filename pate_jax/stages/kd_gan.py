@@ -264,17 +264,7 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
     key = registry.key_of(digest, votes.get("private_data") or
                           teachers_stage.recorded_data_digest(config.sound.votes_dir),
                           config.sound.votes_dir)
-    if key is None and not another and not (workdir / SOUND_RELEASE).exists():
-      # Nothing beside the votes keeps this release (a ledger does the labels'): keyed by
-      # nothing, every work directory would draw a release of its own on the same teachers.
-      # (A release drawn here before is read back, or refused as another's, by draw_once.)
-      raise budget_lib.BudgetError(
-          f"{config.sound.votes_dir}: votes.npz carries no digest of the teachers' private "
-          "data (private_data) and no run recorded one, so the budget registry cannot hold "
-          "this secret-noise release to one budget on that data; use the teachers' own "
-          "workdir, or set config.another_budget=True to draw it as a budget that nothing "
-          "counts with the others on the same data")
-    if key is None:
+    if key is None:  # draw_once refuses a new release unless another_budget
       teachers_stage.warn_without_data_digest(config.sound.votes_dir)
   stored = budget_lib.draw_once(
       workdir / SOUND_RELEASE, draw, votes_digest=digest, settings=settings,

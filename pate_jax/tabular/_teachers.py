@@ -146,11 +146,14 @@ def _caught(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[tuple[str, ty
   return out, [(str(w.message), w.category, w.filename, w.lineno) for w in caught]
 
 
-def _shown(result: tuple[Any, list[tuple[str, type, str, int]]]) -> Any:
-  """The result of :func:`_caught`, its warnings shown in this process."""
+def _shown(result: tuple[Any, list[tuple[str, type, str, int]]], seen: set) -> Any:
+  """The result of :func:`_caught`, its warnings shown in this process, each once per call
+  of many tasks (``seen``: the call's), not once per teacher."""
   out, caught = result
-  for message, category, filename, lineno in caught:
-    warnings.warn_explicit(message, category, filename, lineno)
+  for warning in caught:
+    if warning not in seen:
+      seen.add(warning)
+      warnings.warn_explicit(*warning)
   return out
 
 
@@ -204,8 +207,9 @@ def fit_teachers(key: jax.Array, features: Any, labels: Any, num_teachers: int, 
   seeds = random_states(jax.random.fold_in(key, 1), int(num_teachers))
   tasks = (joblib.delayed(_caught)(_fit_one, estimator, int(s), x[idx], y[idx])
            for s, idx in zip(seeds, part.index))
-  fitted = map(_shown, joblib.Parallel(n_jobs=n_jobs, prefer="processes",
-                                       return_as="generator")(tasks))
+  shown: set = set()
+  fitted = (_shown(r, shown) for r in joblib.Parallel(n_jobs=n_jobs, prefer="processes",
+                                                       return_as="generator")(tasks))
   if progress is not None:
     fitted = progress(fitted, total=int(num_teachers), desc="teachers")
   teachers = list(fitted)
@@ -232,7 +236,8 @@ def predict_teachers(ensemble: TeacherEnsemble, features: Any, *, n_jobs: int = 
     return np.zeros((len(teachers), 0), np.int32)
   workers = joblib.effective_n_jobs(n_jobs)
   chunks = np.array_split(np.arange(len(teachers)), min(len(teachers), 4 * workers))
-  parts = [_shown(r) for r in joblib.Parallel(n_jobs=n_jobs, prefer="processes")(
+  shown: set = set()
+  parts = [_shown(r, shown) for r in joblib.Parallel(n_jobs=n_jobs, prefer="processes")(
       joblib.delayed(_caught)(_predict_chunk, [teachers[i] for i in c], x)
       for c in chunks if len(c))]
   preds = np.concatenate(parts, axis=0)
