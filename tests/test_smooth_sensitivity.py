@@ -6,6 +6,7 @@ gradients, bad input."""
 from __future__ import annotations
 
 import json
+import itertools
 import math
 import pathlib
 
@@ -577,3 +578,65 @@ def test_a_left_walk_that_runs_out_of_votes_equals_the_loop(votes, t, sigma, ord
   others = sum(votes) - max(votes)
   assert out[others] == 0.0 and out[others + 1] > 0.0
   np.testing.assert_allclose(out, loop, rtol=1e-9, atol=1e-300)
+
+
+def _histograms(num_teachers, num_classes):
+  """Every histogram of ``num_teachers`` votes over ``num_classes`` classes ``[N, C]``."""
+  return np.array([h for h in itertools.product(range(num_teachers + 1), repeat=num_classes)
+                   if sum(h) == num_teachers])
+
+
+def _brute_force_ls(votes, cost):
+  """``max`` over every histogram ``D'`` within ``d`` teachers of ``votes`` of the largest
+  change of ``cost`` one more teacher makes at ``D'``, for ``d = 0..T-1``: the exact local
+  sensitivities at distance d that ``A(d)`` bounds (``cost``: ``[N, C] -> [N]``)."""
+  hists = _histograms(int(votes.sum()), len(votes))
+  index = {tuple(h): i for i, h in enumerate(hists)}
+  values = np.asarray(cost(hists))
+  ls = np.zeros(len(hists))
+  for i, h in enumerate(hists):
+    for neighbour in _neighbours(h):
+      ls[i] = max(ls[i], abs(values[index[tuple(neighbour)]] - values[i]))
+  dist = np.abs(hists - votes).sum(axis=1) // 2
+  return np.array([ls[dist <= d].max() for d in range(int(votes.sum()))])
+
+
+@pytest.mark.parametrize("votes", [[5, 2, 1], [8, 0, 0]])
+def test_threshold_local_sensitivity_is_the_brute_force_maximum_over_every_histogram(votes):
+  """8 teachers, 3 classes, threshold 13, σ_T 1, λ 4: the step |r(v+1) - r(v)| grows with
+  the top count v up to T, so the largest change within d teachers is the step into the
+  highest reachable top count, min(m + d, T), and A(d) is exactly the brute-force maximum;
+  with unanimous votes, A(0) is the one step down from T."""
+  votes = np.array(votes)
+  cost = lambda h: acc.confident_threshold_rdp(h, 13.0, 1.0, np.array([4.0]))[:, 0]
+  truth = _brute_force_ls(votes, cost)
+  out = np.asarray(acc.threshold_local_sensitivity(votes, 8, 13.0, 1.0, 4.0))
+  assert truth[0] > 0 and truth[-1] > 0.7
+  np.testing.assert_allclose(out, truth, rtol=1e-9)
+
+
+@pytest.mark.parametrize("votes,sigma,order", [([6, 3, 1, 0], 1.0, 2.0),
+                                               ([7, 2, 1, 0], 2.0, 3.0)])
+def test_gnmax_local_sensitivity_bounds_the_brute_force_maximum_at_every_distance(
+    votes, sigma, order):
+  """A(d) >= the largest change of GNMax's data-dependent RDP one teacher makes at any
+  histogram within d teachers of the votes (every histogram of 10 votes over 4 classes)."""
+  votes = np.array(votes)
+  truth = _brute_force_ls(votes, lambda h: acc.gnmax_rdp(h, sigma, np.array([order]))[:, 0])
+  out = np.asarray(acc.gnmax_local_sensitivity(votes, 10, sigma, order))
+  assert truth.max() > 0.2
+  assert np.all(out >= truth * (1 - 1e-12)), (out, truth)
+
+
+def test_tied_top_classes_use_q_capped_at_one_less_one_over_c():
+  """Six of 30 classes tied at one vote each: the union bound (about 3) is capped at 1 - 1/C
+  (gnmax_log_q, tf-privacy's compute_logq_gaussian), above q0, so β(q) = β(bu(q)) = λ/σ²
+  and A(0) = λ/σ² - Theorem 6 at bl(1 - 1/C) (below q0): the reference's SciPy pieces."""
+  votes, sigma, order = np.array([1] * 6 + [0] * 24), 0.25, 1.25
+  log_q = math.log1p(-1.0 / 30)
+  assert float(acc.gnmax_log_q(votes[None], sigma)[0]) == pytest.approx(log_q, rel=1e-12)
+  log_bl = reference._bl(log_q, sigma, 30)
+  assert log_bl < reference.loop_log_q0(sigma, order)
+  out = np.asarray(acc.gnmax_local_sensitivity(votes, 6, sigma, order))
+  np.testing.assert_allclose(out[0], order / sigma**2 - reference._theorem6(log_bl, sigma, order),
+                             rtol=1e-9)

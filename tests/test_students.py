@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import pathlib
+import types
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from pate_jax.checkpoint import ResumeMismatchError
 from pate_jax import experiment, models, students
+from pate_jax.ledger import Status
 from pate_jax.students import _pate_g
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -786,3 +789,178 @@ def test_fit_holds_the_record_after_one_at_the_checks_step_to_the_late_bound():
   check = students.GameCheck(step=10, metric="loss_gen", max_value=7.0, late_max_value=17.0)
   out = students.fit(_counter_student(), data, jax.random.key(0), check=check, **kw)
   assert [e["step"] for e in out.history] == [5, 10, 15, 20]
+
+
+def _fixed_student():
+  """A student whose probabilities are the softmax of its input's first three pixels (ten
+  times), whatever it trains on, and whose state is the key data of its ``init`` key."""
+  return students.Student(
+      lambda key, sample: {"k": jax.random.key_data(key)},
+      lambda state, key, batch, step: (state, {"loss": jnp.zeros(())}),
+      lambda state, images: 10.0 * images.reshape(images.shape[0], -1)[:, :C], None)
+
+
+class _ScriptedBudget:
+  """Answers pool rows with ``labels``, fails the threshold check of the rows in ``unsure``
+  (charged, no label) and refuses every row after ``limit`` charged ones."""
+
+  def __init__(self, labels, limit, unsure=()):
+    self.labels, self.limit, self.unsure = labels, limit, set(unsure)
+    self.asked, self.epsilon = [], 0.0
+
+  def answer(self, rows):
+    self.asked.append(np.asarray(rows).copy())
+    status = []
+    for r in rows:
+      if self.epsilon >= self.limit:
+        status.append(Status.REFUSED_BUDGET)
+      else:
+        self.epsilon += 1.0
+        status.append(Status.NOT_CONFIDENT if int(r) in self.unsure else Status.ANSWERED)
+    status = np.array(status, np.int32)
+    labels = np.where(status == Status.ANSWERED, self.labels[rows], -1)
+    return types.SimpleNamespace(status=status, labels=labels)
+
+
+def test_active_rounds_ask_the_least_confident_rows_and_stop_at_the_first_refusal():
+  """Round 0 asks the first rows; round r the least confident rows not asked yet (smallest
+  maximum probability, ties by lower row); a failed threshold check is charged and goes
+  on; a refusal ends the rounds after that round's training, on fold_in(key, r)."""
+  data, pool_y = _toy_data()
+  st, key = _fixed_student(), jax.random.key(4)
+  fit_kwargs = {"num_steps": 1, "batch_size": 4, "segment_steps": 1}
+  budget = _ScriptedBudget(pool_y, limit=18, unsure=(1, 3))
+  out = students.active_learning(st, data, budget, key, round_sizes=[6, 8, 8, 8],
+                                 fit_kwargs=fit_kwargs, log=None)
+  x = data.pool.reshape(len(data.pool), -1)[:, :C].astype(np.float64)
+  conf = np.exp(10 * x).max(1) / np.exp(10 * x).sum(1)
+  expected, asked = [np.arange(6)], np.zeros(len(conf), bool)
+  asked[:6] = True
+  for size in (8, 8):
+    rest = np.flatnonzero(~asked)
+    rows = rest[np.lexsort((rest, conf[rest]))[:size]]
+    expected.append(rows)
+    asked[rows] = True
+  assert len(budget.asked) == 3 and out.stopped_by_budget and len(out.rounds) == 3
+  for got, want in zip(budget.asked, expected):
+    np.testing.assert_array_equal(got, want)
+  charged = np.concatenate(expected)[:18]
+  np.testing.assert_array_equal(out.charged_index, charged)
+  np.testing.assert_array_equal(out.charged_answered, ~np.isin(charged, [1, 3]))
+  np.testing.assert_array_equal(out.labelled_index, charged[~np.isin(charged, [1, 3])])
+  np.testing.assert_array_equal(out.labels, pool_y[out.labelled_index])
+  assert [r["charged"] for r in out.rounds] == [6, 8, 4]
+  assert [r["answered"] for r in out.rounds] == [4, 8, 4]
+  last = students.fit(st, students.with_labels(data, out.labelled_index, out.labels),
+                      jax.random.fold_in(key, 2), log=None, **fit_kwargs)
+  np.testing.assert_array_equal(out.fit.state["k"], last.state["k"])
+
+
+def test_active_round_sizes_may_use_the_whole_pool_but_not_an_empty_round():
+  data, pool_y = _toy_data(num_pool=24)
+  st, fit_kwargs = _fixed_student(), {"num_steps": 1, "batch_size": 4, "segment_steps": 1}
+  out = students.active_learning(st, data, _ScriptedBudget(pool_y, limit=100),
+                                 jax.random.key(0), round_sizes=[12, 12],
+                                 fit_kwargs=fit_kwargs, log=None)
+  np.testing.assert_array_equal(np.sort(out.labelled_index), np.arange(24))
+  assert not out.stopped_by_budget
+  for sizes in ([4, 0], [25]):
+    with pytest.raises(ValueError, match="round_sizes"):
+      students.active_learning(st, data, _ScriptedBudget(pool_y, limit=100),
+                               jax.random.key(0), round_sizes=sizes, fit_kwargs=fit_kwargs,
+                               log=None)
+
+
+def test_kl_divergence_is_the_batch_mean_of_each_rows_kl():
+  rs = np.random.RandomState(0)
+  p, q = rs.normal(size=(5, 4)), 2.0 * rs.normal(size=(5, 4))
+  sp = np.exp(p) / np.exp(p).sum(1, keepdims=True)
+  sq = np.exp(q) / np.exp(q).sum(1, keepdims=True)
+  want = np.mean(np.sum(sp * np.log(sp / sq), axis=1))
+  np.testing.assert_allclose(students.kl_divergence(jnp.asarray(p, jnp.float32),
+                                                    jnp.asarray(q, jnp.float32)), want,
+                             rtol=1e-5)
+
+
+def _softmax(z):
+  e = np.exp(z - z.max(axis=1, keepdims=True))
+  return e / e.sum(axis=1, keepdims=True)
+
+
+def test_vat_perturbation_is_the_normalised_kl_gradient_at_the_probe():
+  """One power iteration on a linear softmax model, by hand: with z = (x + r) W, the
+  gradient of KL(p(.|x) || softmax(z)) in r is (softmax(z) - p) W^T; r_adv is epsilon times
+  its per-example normalisation at the probe r = xi d/||d||, d the key's N(0, I) draw (a
+  large xi, where the probe's norm matters)."""
+  rs = np.random.RandomState(1)
+  w, x = rs.normal(size=(6, C)), rs.normal(size=(4, 2, 3))
+  fn = lambda v: v.reshape(v.shape[0], -1) @ jnp.asarray(w, jnp.float32)
+  key, xi, eps = jax.random.key(3), 0.5, 0.7
+  perturb = jax.jit(lambda v: students.virtual_adversarial_perturbation(fn, v, key,
+                                                                        epsilon=eps, xi=xi))
+  r = perturb(jnp.asarray(x, jnp.float32))
+  d = np.asarray(jax.random.normal(key, x.shape, jnp.float32), np.float64).reshape(4, -1)
+  flat = x.reshape(4, -1)
+  probe = xi * d / np.linalg.norm(d, axis=1, keepdims=True)
+  grad = (_softmax((flat + probe) @ w) - _softmax(flat @ w)) @ w.T
+  want = eps * grad / np.linalg.norm(grad, axis=1, keepdims=True)
+  np.testing.assert_allclose(np.asarray(r).reshape(4, -1), want, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(np.linalg.norm(np.asarray(r).reshape(4, -1), axis=1), eps,
+                             rtol=1e-5)
+
+
+class _NoisyLinear:
+  """A classifier (``students.Classifier``'s calls) of linear logits; in training, plus
+  N(0, 0.3^2) noise drawn from the call's key."""
+
+  def init(self, key, sample):
+    w = 0.5 * jax.random.normal(key, (sample[0].size, C))
+    return {"params": {"w": w, "b": jnp.zeros(C)}}
+
+  def apply(self, variables, x, train, key=None):
+    p = variables["params"]
+    logits = x.reshape(x.shape[0], -1) @ p["w"] + p["b"]
+    if train:
+      logits = logits + 0.3 * jax.random.normal(key, logits.shape)
+    return logits, {}
+
+  def logits(self, variables, x, train, key=None):
+    return self.apply(variables, x, train, key)[0]
+
+
+def test_vat_step_descends_its_loss(monkeypatch):
+  """With plain gradient descent (step 1) in place of Adam, one VAT step moves the
+  parameters by -grad of CE(x_lab) + alpha KL(p(.|x) || p(.|x + r_adv)) + beta H(p(.|x)),
+  p(.|x) held constant in the KL, every pool pass with the pool key's noise draw; the
+  step's metrics are the three terms."""
+  monkeypatch.setattr(optax, "adam", lambda learning_rate, b1: optax.sgd(1.0))
+  data, _ = _toy_data()
+  net, alpha, beta = _NoisyLinear(), 0.7, 0.4
+  st = students.vat(net, epsilon=1.5, xi=1e-3, alpha=alpha, entropy_weight=beta)
+  state = st.init(jax.random.key(0), jnp.asarray(data.pool[:8]))
+  batch, key = _batch(data), jax.random.key(1)
+  new, m = jax.jit(st.step)(state, key, batch, jnp.asarray(0))
+  k_lab, k_unl, k_adv = jax.random.split(key, 3)
+  logits = lambda p, x, k: net.logits({"params": p}, x, True, k)
+  x = batch["x_unl"]
+  r = jax.jit(lambda p: students.virtual_adversarial_perturbation(
+      lambda v: logits(p, v, k_unl), x, k_adv, epsilon=1.5, xi=1e-3))(state["params"])
+
+  def terms(p):
+    lab = jax.nn.log_softmax(logits(p, batch["x_lab"], k_lab))
+    ce = -jnp.mean(jnp.take_along_axis(lab, batch["y_lab"][:, None], axis=1))
+    clean = jax.nn.log_softmax(logits(p, x, k_unl))
+    held = jax.lax.stop_gradient(clean)
+    kl = jnp.mean(jnp.sum(jnp.exp(held) * (held - jax.nn.log_softmax(logits(p, x + r, k_unl))),
+                          axis=1))
+    ent = -jnp.mean(jnp.sum(jnp.exp(clean) * clean, axis=1))
+    return ce + alpha * kl + beta * ent, (ce, kl, ent)
+
+  grads, (ce, kl, ent) = jax.jit(jax.grad(terms, has_aux=True))(state["params"])
+  np.testing.assert_allclose(m["loss_lab"], ce, rtol=1e-5)
+  np.testing.assert_allclose(m["loss_vat"], kl, rtol=1e-4)
+  np.testing.assert_allclose(m["entropy"], ent, rtol=1e-5)
+  assert float(kl) > 1e-3 and float(ent) > 0.1
+  for a, b, g in zip(jax.tree.leaves(new["params"]), jax.tree.leaves(state["params"]),
+                     jax.tree.leaves(grads)):
+    np.testing.assert_allclose(a, b - g, rtol=1e-4, atol=1e-6)

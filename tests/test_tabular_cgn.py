@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
+import scipy.stats
 
 from pate_jax import accounting, experiment, rng, tabular
 from pate_jax.stages import tabular as stage
@@ -238,3 +239,89 @@ def test_the_stage_reports_confident_gnmax_with_a_private_part(tmp_path, capsys)
   for m in ("lnmax", "gnmax"):
     assert off[m]["student_accuracy"] == res[m]["student_accuracy"]
     assert off[m]["epsilon_data_dependent"] == res[m]["epsilon_data_dependent"]
+
+
+def _rdp_to_epsilon(rdp, orders, delta, conversion):
+  """(ε, best order) from an RDP curve: Mironov's classic bound or Balle et al.'s (NumPy)."""
+  if conversion == "classic":
+    eps = rdp + math.log(1 / delta) / (orders - 1)
+  else:
+    eps = rdp + np.log1p(-1 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
+  return max(float(eps.min()), 0.0), float(orders[np.argmin(eps)])
+
+
+def test_the_data_independent_epsilon_charges_every_row_the_check_and_answered_ones_gnmax():
+  """Closed form: RDP(λ) = Q λ/(2σ_T²) + A λ/σ² (A answered rows), under each conversion;
+  the data-dependent ε lies below it; a wrong-length ``answered`` is refused."""
+  votes = _task(20)[0][:12]
+  answered = np.arange(12) % 3 == 0
+  eps = tabular.confident_epsilon(_accountant(), votes, answered, PARAMS)
+  orders = np.asarray(ORDERS)
+  rdp = (12 * orders / (2 * PARAMS.sigma_threshold**2)
+         + answered.sum() * orders / PARAMS.sigma**2)
+  for conversion, suffix in (("improved", ""), ("classic", "_classic")):
+    want, best = _rdp_to_epsilon(rdp, orders, 1e-5, conversion)
+    got = eps["data_independent" + suffix]
+    assert got["epsilon"] == pytest.approx(want, rel=1e-9) and got["best_order"] == best
+    assert eps["data_dependent" + suffix]["epsilon"] < want
+  with pytest.raises(ValueError, match="answered must have shape"):
+    tabular.confident_epsilon(_accountant(), votes, answered[:-1], PARAMS)
+
+
+def test_the_expected_accounting_where_no_bound_is_data_dependent():
+  """σ_T = 50 and σ = 40 with 10 teachers: every q is near 1/2, where Theorem 6 does not
+  apply, so E[RDP](λ) = Σ_i λ/(2σ_T²) + Pr[answered_i] λ/σ², Pr[answered_i] =
+  Φ((max_j n_ij - T)/σ_T), and E[answered] their sum."""
+  votes = _task(20)[0][:12]
+  params = tabular.ConfidentParams(threshold=7.0, sigma_threshold=50.0, sigma=40.0)
+  out = tabular.confident_expected(_accountant(), votes, params)
+  pr = scipy.stats.norm.cdf((votes.max(axis=1) - 7.0) / 50.0)
+  assert out["answered"] == pytest.approx(pr.sum(), rel=1e-12)
+  orders = np.asarray(ORDERS)
+  rdp = 12 * orders / (2 * 50.0**2) + pr.sum() * orders / 40.0**2
+  for conversion, suffix in (("improved", ""), ("classic", "_classic")):
+    want, best = _rdp_to_epsilon(rdp, orders, 1e-5, conversion)
+    assert out["epsilon" + suffix] == pytest.approx(want, rel=1e-9)
+    assert out["best_order" + suffix] == best
+
+
+class _Recorder:
+  """A student that records what it was fitted on and predicts class 0 everywhere."""
+  fits = []
+
+  def __init__(self, random_state):
+    self.random_state = random_state
+
+  def fit(self, x, y):
+    _Recorder.fits.append((self.random_state, np.asarray(x), np.asarray(y)))
+    return self
+
+  def predict(self, x):
+    return np.zeros(len(x), np.int64)
+
+
+def test_the_run_trains_on_the_answered_rows_noisy_labels_and_reports_them(monkeypatch):
+  votes, labels, features = _task(20)
+  monkeypatch.setattr(_Recorder, "fits", [])
+  key = jax.random.key(5)
+  public, private = tabular.confident_gnmax_run(
+      key, votes, labels, features, num_queries=12, params=PARAMS, estimator=_Recorder,
+      random_states=[3, 4], accountant=_accountant(), n_jobs=1)
+  noisy, answered = tabular.confident_labels(key, votes[:12], PARAMS)
+  rows = np.flatnonzero(answered)
+  assert 0 < rows.size < 12 and np.any(noisy[rows] != labels[rows])
+  assert [f[0] for f in _Recorder.fits] == [3, 4]
+  for _, x, y in _Recorder.fits:
+    np.testing.assert_array_equal(x, features[rows])
+    np.testing.assert_array_equal(y, noisy[rows])
+  assert public["num_answered"] == rows.size and public["num_eval"] == 8
+  assert public["answered_fraction"] == rows.size / 12
+  assert public["label_accuracy"] == np.mean(noisy[rows] == labels[rows])
+  assert public["student_accuracies"] == [np.mean(labels[12:] == 0)] * 2
+  pr = scipy.stats.norm.cdf((votes[:12].max(axis=1) - PARAMS.threshold)
+                            / PARAMS.sigma_threshold)
+  assert private["expected_answered"] == pytest.approx(pr.sum(), rel=1e-12)
+  with pytest.raises(ValueError, match="num_queries"):
+    tabular.confident_gnmax_run(key, votes, labels, features, num_queries=20, params=PARAMS,
+                                estimator=_Recorder, random_states=[3],
+                                accountant=_accountant(), n_jobs=1)

@@ -630,3 +630,76 @@ def test_compute_votes_counts_only_the_first_num_teachers():
                                             num_teachers=t - 2)
     assert np.all(np.asarray(got).sum(1) == t - 2)   # padding teachers cast no vote
     assert np.asarray(acc).shape == (t - 2,)
+
+
+def test_largest_divisor_within_is_the_brute_force_maximum():
+  """Every n up to 150 (perfect squares among them) and every limit at, between and around
+  its divisors: the largest d | n with d <= limit, 0 below 1."""
+  for n in range(1, 151):
+    divs = [d for d in range(1, n + 1) if n % d == 0]
+    for limit in sorted({0.5, *divs, *(d + 0.5 for d in divs), *(d - 0.5 for d in divs)}):
+      want = max([d for d in divs if d <= limit], default=0)
+      assert memory.largest_divisor_within(n, limit) == want, (n, limit)
+
+
+def test_teacher_chunks_at_the_budgets_edge():
+  assert memory.plan_teacher_chunk(36, 1e9, 6e9) == 6     # exactly 6 teachers' bytes
+  assert memory.plan_teacher_chunk(36, 1e9, 5.99e9) == 4
+  assert memory.plan_teacher_chunk(36, 0.0, 1.0) == 36     # no activation bytes: one chunk
+  assert memory.plan_teacher_chunk(36, 1e9, 1e9) == 1
+
+
+@pytest.mark.parametrize("num_local,num_queries,budget,want", [
+    (4, 10, 1e9, (4, 10)),        # never more queries than asked
+    (4, 5000, 1e9, (4, 1024)),    # nor more than max_queries
+    (4, 5000, 4 * 100, (4, 100)),  # all teachers, as many queries as fit
+    (4, 5000, 4 * 64, (4, 64)),
+    (4, 5000, 2 * 64, (2, 64)),   # fewer teachers once min_queries no longer fit
+    (4, 5000, 3 * 64, (2, 64)),   # (a divisor of the teachers)
+    (4, 5000, 20, (1, 20)),       # one teacher, the queries that fit
+    (4, 5000, 1, (1, 1)),
+])
+def test_predict_chunks_fit_the_budget_and_use_it(num_local, num_queries, budget, want):
+  """One byte per (teacher, query) pair: the plan fits the budget, cuts the teachers
+  (divisors) only where min_queries queries of all of them do not fit, and never asks for
+  more queries per chunk than there are, nor than max_queries."""
+  t, q = memory.plan_predict_chunks(num_local, num_queries, 1.0, budget)
+  assert (t, q) == want
+  assert num_local % t == 0 and t * q <= budget and q <= min(num_queries, 1024)
+
+
+def test_predict_chunks_refuse_a_budget_below_one_pair():
+  with pytest.raises(MemoryError, match="one teacher on one query"):
+    memory.plan_predict_chunks(4, 5000, 1.0, 0.99)
+
+
+class _FakeDevice:
+  def __init__(self, stats, platform="gpu"):
+    self.stats, self.platform = stats, platform
+
+  def memory_stats(self):
+    return self.stats
+
+
+def test_device_memory_is_the_allocators_limit_or_a_cpus_share_of_the_host(monkeypatch):
+  assert memory.device_memory_bytes(_FakeDevice({"bytes_limit": 5 * 2**30})) == 5 * 2**30
+  cpus = [_FakeDevice(None, "cpu") for _ in range(4)]
+  monkeypatch.setattr(jax, "local_devices", lambda backend=None: cpus)
+  monkeypatch.setattr(memory, "host_memory_bytes", lambda: 10 * 2**30 + 3)
+  assert memory.device_memory_bytes(cpus[0]) == (10 * 2**30 + 3) // 4
+  assert memory.memory_budget(1.0, cpus[0]) == (10 * 2**30 + 3) // 4
+  assert memory.memory_budget(0.5, cpus[0]) == int(0.5 * ((10 * 2**30 + 3) // 4))
+
+
+def test_peak_bytes_at_the_budget_and_the_smallest_limit():
+  gib = 2**30
+  gpus = [_FakeDevice({"peak_bytes_in_use": 4 * gib, "bytes_limit": 60 * gib}),
+          _FakeDevice({"peak_bytes_in_use": 2 * gib, "bytes_limit": 40 * gib})]
+  out = memory.peak_bytes(4 * gib, gpus)
+  assert out["peak_within_budget"] is True and out["bytes_limit"] == 40 * gib
+
+
+def test_tree_bytes_counts_each_leafs_bytes():
+  tree = {"a": np.zeros((3, 5), np.float32), "b": [jnp.zeros(7, jnp.int8),
+                                                   jax.ShapeDtypeStruct((2, 2), jnp.float64)]}
+  assert memory.tree_bytes(tree) == 3 * 5 * 4 + 7 + 2 * 2 * 8
