@@ -856,6 +856,23 @@ def test_active_rounds_ask_the_least_confident_rows_and_stop_at_the_first_refusa
   np.testing.assert_array_equal(out.fit.state["k"], last.state["k"])
 
 
+def test_active_learner_says_why_a_round_left_it_no_label():
+  """Every first query failing the threshold check (charged, not answered) leaves no label
+  with the budget still open: the error says so, not that the budget ran out; a refusal of
+  every first query says the budget."""
+  data, pool_y = _toy_data()
+  kw = dict(round_sizes=[6, 6], fit_kwargs={"num_steps": 1, "batch_size": 4,
+                                            "segment_steps": 1}, log=None)
+  with pytest.raises(ValueError, match="no query of round 0 was answered: each failed the "
+                                       "threshold check"):
+    students.active_learning(_fixed_student(), data,
+                             _ScriptedBudget(pool_y, limit=100, unsure=range(6)),
+                             jax.random.key(0), **kw)
+  with pytest.raises(ValueError, match="answered no query within epsilon_max"):
+    students.active_learning(_fixed_student(), data, _ScriptedBudget(pool_y, limit=0),
+                             jax.random.key(0), **kw)
+
+
 def test_active_round_sizes_may_use_the_whole_pool_but_not_an_empty_round():
   data, pool_y = _toy_data(num_pool=24)
   st, fit_kwargs = _fixed_student(), {"num_steps": 1, "batch_size": 4, "segment_steps": 1}

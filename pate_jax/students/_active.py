@@ -97,7 +97,11 @@ def active_learning(student: Student, data: StudentData, budget: Any, key: jax.A
     stopped = not paid.all()
     lab_index, lab = np.concatenate(index), np.concatenate(labels)
     if lab_index.size == 0:
-      raise ValueError("the teachers' budget answered no query within epsilon_max")
+      raise ValueError(
+          "the teachers' budget answered no query within epsilon_max" if stopped else
+          f"no query of round {r} was answered: each failed the threshold check (charged, "
+          "not answered), so the student has no label to train on; ask more queries in "
+          "the first round, or lower the threshold")
     ckpt = None if checkpoint_dir is None else str(pathlib.Path(checkpoint_dir) / f"round_{r}")
     result = fit(student, with_labels(data, lab_index, lab), jax.random.fold_in(key, r),
                  checkpoint_dir=ckpt, log=None, **fit_kwargs)
