@@ -302,15 +302,13 @@ class TeachersBudget:
     real = lambda x: type(x) in (int, float) and math.isfinite(x)  # noqa: E731 (not bool)
     spec = self.release_spec
     clipped = pub.get("clipped_to") if isinstance(pub, dict) else None
-    in_range = clipped is None or (
-        isinstance(clipped, list) and len(clipped) == 2 and all(real(x) for x in clipped)
-        and real(pub.get("epsilon_released"))
-        and 0.0 <= pub["epsilon_released"] <= clipped[1] <= epsilon)
     ok = (isinstance(pub, dict) and isinstance(release.get("private"), dict)
           and spec is not None and type(pub.get("release")) is int
           and pub["release"] == release_count and type(pub.get("num_charged")) is int
           and 1 <= pub["num_charged"] <= num_rows and real(pub.get("epsilon_released"))
-          and in_range
+          and (clipped is None or (
+              isinstance(clipped, list) and len(clipped) == 2 and all(map(real, clipped))
+              and 0.0 <= pub["epsilon_released"] <= clipped[1] <= epsilon))
           and (pub.get("order"), pub.get("beta"), pub.get("sigma_ss")) == tuple(spec))
     if not ok:
       raise BudgetError(f"{where}: release_json is not release {release_count} of this "
