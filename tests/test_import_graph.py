@@ -205,3 +205,37 @@ def test_no_module_touches_pyplot_or_the_backend():
       if called or any(_within(i, "matplotlib.pyplot") for i in imported):
         bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
   assert not bad, "pyplot or matplotlib.use in the package:\n" + "\n".join(bad)
+
+
+SCRIPTS = sorted((ROOT.parent / "experiments").glob("*.py"))
+MAX_SCRIPT_LINES = 120
+
+
+def _script_imports(path: pathlib.Path) -> list[tuple[str, int]]:
+  """``(imported name, line)`` of every import of a script: ``from X import Y`` gives
+  ``X.Y`` (a module or a name of ``X``), ``import X`` gives ``X``."""
+  out = []
+  for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    if isinstance(node, ast.Import):
+      out += [(a.name, node.lineno) for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      out += [("." * node.level + f"{node.module or ''}.{a.name}".lstrip("."), node.lineno)
+              for a in node.names]
+  return out
+
+
+def test_the_scripts_are_thin_and_import_only_stages_and_the_harness():
+  """The top layer: each script of ``experiments/`` is at most about 120 lines and imports
+  nothing but a stage (``pate_jax.stages...``) and the harness (``pate_jax.experiment``):
+  never a core module, another script, or anything else (its flags, --help and --dry_run
+  come from ``experiment.run_main``)."""
+  assert len(SCRIPTS) >= 20
+  bad = []
+  for path in SCRIPTS:
+    lines = len(path.read_text().splitlines())
+    if lines > MAX_SCRIPT_LINES:
+      bad.append(f"{path.name}: {lines} lines")
+    for name, line in _script_imports(path):
+      if not (_within(name, STAGES) or name == "pate_jax.experiment"):  # a sibling too
+        bad.append(f"{path.name}:{line} imports {name}")
+  assert not bad, "scripts beyond the top layer:\n" + "\n".join(bad)

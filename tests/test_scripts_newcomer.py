@@ -28,7 +28,6 @@ from pate_jax.data import _images
 import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
 SCRIPTS = sorted(p for p in (REPO / "experiments").glob("*.py"))
 
 _script, _config = _scripts.script, _scripts.config

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import sys
 
 import numpy as np
 import pytest
@@ -16,7 +15,6 @@ import pytest
 from pate_jax import experiment
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
 
 
 def _run(name, config, arg, workdir, **overrides):

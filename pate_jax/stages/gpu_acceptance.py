@@ -239,9 +239,11 @@ def _target(what: str, run: str, value: Any, op: str, threshold: float, *,
 
 def targets(config, root: pathlib.Path) -> dict[str, dict]:
   """The acceptance targets, each with the measured value and whether it was met (``None``:
-  its run has not finished), computed from the runs' results in ``root``. Two are private
-  (``private``: the teachers' accuracy and the data-dependent ε, and so whether they met
-  their thresholds): :func:`report` prints them as such and ``RESULTS.md`` marks them."""
+  its run has not finished), computed from the runs' results in ``root``. Two are always
+  private (``private``: the teachers' accuracy and the data-dependent ε, and so whether they
+  met their thresholds), and stage 3's student targets are where their labels came from a
+  research noise seed (:func:`_research_noise`): :func:`report` prints them as such and
+  ``RESULTS.md`` marks them."""
   t, r = config.targets, {n: _read(root, n) for _, n in runs(config)}
   main, pate_g = r["pate_mnist"], f"pate_g_{int(t.pate_g_queries)}"
   shift = f"pate_g_shift_{int(t.pate_g_queries)}"
