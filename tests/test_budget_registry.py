@@ -374,3 +374,21 @@ def test_registry_entries_with_mistyped_fields_are_refused_as_damaged(tmp_path, 
     reg.claim(DATA, "v2", tmp_path / "b")
   with pytest.raises(budget_lib.BudgetError, match="budget registry .*not an entry as written"):
     reg.sync(DATA, "v1", tmp_path / "a", [(3, "b" * 64)])
+
+
+@pytest.mark.parametrize("epsilon_max", [float("inf"), float("nan")])
+def test_a_budget_of_secret_noise_needs_a_finite_epsilon_max(tmp_path, epsilon_max):
+  """The library's own check, not only the aggregate stage's: with secret noise the answers
+  are a release, and a release needs a budget; a research seed may run unbounded."""
+  _teachers(tmp_path, 0)
+  with pytest.raises(ValueError, match="epsilon_max must be finite with secret noise"):
+    budget_lib.TeachersBudget(
+        tmp_path, votes_lib.load_votes(tmp_path), rng.noise_key("aggregation"),
+        mechanism="gnmax", params={"sigma": 20.0}, epsilon_max=epsilon_max, delta=1e-5,
+        chunk_size=16)
+  assert not (tmp_path / "ledger.npz").exists()
+  research = budget_lib.TeachersBudget(
+      tmp_path, votes_lib.load_votes(tmp_path), rng.noise_key("aggregation", 0),
+      mechanism="gnmax", params={"sigma": 20.0}, epsilon_max=float("inf"), delta=1e-5,
+      chunk_size=16, research_seed=0)
+  assert research.path.name == "research_ledger.npz"

@@ -24,7 +24,6 @@ from pate_jax import votes as votes_lib
 import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
 # Every script in experiments/ (run_pate.plan composes the teachers' and the student's).
 SCRIPTS = ("ablate", "ablate_kd_gan", "aggregate", "attack", "bench_accounting", "bench_attack",
            "bench_smooth_sensitivity", "bench_student", "bench_teachers", "plot_aggregation",

@@ -51,3 +51,23 @@ def test_headlines_and_config_record():
       "released (4 queries charged, 0 release(s); kept in here)")
   record = reporting.config_record({"gamma": 0.1, "sigma": 40.0, "seed": 0}, mechanisms.LNMAX)
   assert record == {"gamma": 0.1, "seed": 0}
+
+
+def test_a_students_plot_point_keeps_its_delta_and_samplers_term():
+  """students.png's ε axis names the δ its points share (and the samplers' term where a
+  ledger recorded one), not a fixed 1e-5."""
+  from pate_jax.students import plots  # pylint: disable=g-import-not-at-top
+  base = {"student": "pate_g", "num_queries": 100, "eval_accuracy": 0.98,
+          "epsilon_release": {"epsilon_released": 1.05}}
+  p = plots.point({**base, "delta": 1e-6, "ledger": {"sampler_delta": 2e-10}}, "a",
+                  "publishable: ...")
+  assert (p["epsilon"], p["delta"], p["sampler_delta"], p["private"]) == (
+      1.05, 1e-6, 2e-10, False)
+  assert plots.delta_label([p]) == "δ = 1e-06 + the samplers' term"
+  older = plots.point(base, "b")  # a file written before δ and the term were recorded
+  assert older["delta"] is None and older["sampler_delta"] is None
+  assert plots.delta_label([older]) == "δ = 1e-05"
+  other = plots.point({**base, "delta": 1e-5}, "c")
+  assert plots.delta_label([p, other]) == "δ per point (students.json) + the samplers' term"
+  no_epsilon = {**other, "epsilon": None, "delta": 1e-3}  # plurality labels: no ε to name
+  assert plots.delta_label([other, no_epsilon]) == "δ = 1e-05"

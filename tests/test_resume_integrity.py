@@ -502,3 +502,21 @@ def test_a_resumed_loop_reports_every_segment_once_with_its_own_step(tmp_path):
   assert out.resumed_from == 4
   assert out.history == [{"step": 2, "w": 2.0, "seen": 2}, {"step": 4, "w": 4.0, "seen": 4},
                          {"step": 6, "w": 102.0, "seen": 6}]
+
+
+def test_an_older_versions_world_readable_records_are_narrowed_even_when_refused(tmp_path):
+  """Records an older version wrote 0644 (the fingerprint holds the training rows' digest)
+  are made owner-only as soon as their directory is opened: before the fingerprint check,
+  so a resume refused for another configuration narrows them too."""
+  d = tmp_path / "ckpt"
+  with checkpoint.Checkpointer(d, fingerprint={"seed": 0, "data_sha256": "ab"}) as ckpt:
+    ckpt.save(1, {"w": jnp.ones(2)})  # a step to resume: the fingerprint is checked
+  names = (checkpoint.FINGERPRINT_FILE, checkpoint.COMPLETED_FILE, "history.json")
+  for name in names[1:]:  # as an older version left them
+    (d / name).write_text("{}\n")
+  for name in names:
+    os.chmod(d / name, 0o644)
+  with pytest.raises(checkpoint.ResumeMismatchError, match="Differing fields: seed"):
+    checkpoint.Checkpointer(d, fingerprint={"seed": 1, "data_sha256": "ab"})
+  assert {name: oct(os.stat(d / name).st_mode & 0o777) for name in names} == {
+      name: "0o600" for name in names}

@@ -79,6 +79,20 @@ def test_another_configuration_does_not_replace_the_votes(tmp_path, field, value
   assert (workdir / "votes.npz").read_bytes() == b"votes"
 
 
+@pytest.mark.parametrize("ledger", ["ledger.npz", "ledger.npz.journal", "research_ledger.npz"])
+def test_votes_a_ledger_spent_on_are_not_trained_again_once_deleted(tmp_path, ledger):
+  """The labels a ledger released refer to its votes: deleting (or moving) votes.npz does
+  not let new teachers write other votes beside that ledger, with or without a restart."""
+  workdir = _finished(tmp_path)
+  (workdir / ledger).write_bytes(b"")
+  teachers.protect_votes(workdir, FINGERPRINT, OUTPUTS)  # the same run goes on
+  (workdir / teachers.VOTES_FILE).unlink()
+  for kwargs in ({}, {"restart": True}):
+    message = _refused(workdir, {**FINGERPRINT, "seed": 5}, OUTPUTS, **kwargs)
+    assert ledger in message and "its votes.npz is gone" in message
+  assert not (workdir / teachers.VOTES_FILE).exists()
+
+
 def test_restart_is_refused_once_votes_exist(tmp_path):
   message = _refused(_finished(tmp_path), restart=True,
                      restart_flag="--config.teachers.restart")

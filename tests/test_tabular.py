@@ -437,6 +437,9 @@ def test_votes_a_ledger_spent_on_are_not_replaced(tmp_path, ledger):
   (tmp_path / ledger).write_bytes(b"")
   with pytest.raises(checkpoint.ResumeMismatchError, match=f"{ledger}.*another --workdir"):
     refuse(tmp_path)
+  (tmp_path / "votes.npz").unlink()  # the votes it spent on deleted: still refused
+  with pytest.raises(checkpoint.ResumeMismatchError, match=f"gone.*{ledger}.*another --workdir"):
+    refuse(tmp_path)
 
 
 def test_a_new_run_removes_the_earlier_report_before_it_writes_new_votes(tmp_path,

@@ -19,7 +19,7 @@ from pate_jax.stages import main_job
 from pate_jax.students import plots
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))  # the scripts import their siblings
+sys.path.insert(0, str(REPO / "experiments"))  # the tests import the scripts by name
 
 import run_pate  # pylint: disable=g-import-not-at-top,wrong-import-position
 import train_student  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -502,6 +502,10 @@ def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys)
   assert [line.startswith("private (data owner only)") for line in printed] == [
       p["private"] for p in out["points"]] == [False, True, True]
   assert out["points"][0]["epsilon"] > 0 and out["points"][2]["epsilon"] is None
+  # A publishable ε is printed with its δ and the samplers' term, as every (ε, δ) pair.
+  sampler = out["points"][0]["sampler_delta"]
+  assert out["points"][0]["delta"] == 1e-5 and 0 < sampler < 1e-5
+  assert f"at δ = 1e-05 + {sampler:.1e}" in printed[0]
   # A file private as a whole makes its point private, whatever its labels say.
   record = json.loads((tmp_path / "run0" / "results.json").read_text())
   assert not plots.point(record["results"], "run0", record["disclosure"])["private"]

@@ -40,23 +40,26 @@ def written_ledgers(directory: str | os.PathLike, *,
 
 
 def refuse_spent_votes(workdir: str | os.PathLike) -> None:
-  """Refuses a run that would replace a ``votes.npz`` a privacy ledger has spent on.
+  """Refuses a run that would write ``votes.npz`` where a privacy ledger has spent on votes.
 
   An aggregate run on these votes keeps its ledger beside them (``ledger.npz``, or a
   research seed's): its released labels, and their ε, refer to these votes. New teachers
   would overwrite them (and the ledger then refuses the new ones), so a stage that writes
-  ``votes.npz`` calls this before anything is fitted.
+  ``votes.npz`` calls this before anything is fitted. A ledger whose votes.npz was deleted
+  or moved away refuses too: its labels refer to those votes, not to new ones.
 
   Raises:
     ResumeMismatchError: naming the ledger and saying to use another workdir.
   """
   spent = written_ledgers(workdir, names=(LEDGER_FILE, RESEARCH_LEDGER_FILE))
   votes = pathlib.Path(workdir) / "votes.npz"
-  if votes.exists() and spent:
+  if spent:
+    what = (f"replace {votes}" if votes.exists() else
+            f"write new votes into {pathlib.Path(workdir)} (its votes.npz is gone)")
     raise ResumeMismatchError(
-        f"refusing to replace {votes}: the privacy ledger "
-        f"{spent[0]} spent on these votes, and the labels it released refer to them; use "
-        "another --workdir for new teachers (of the same data: a second privacy budget, "
+        f"refusing to {what}: the privacy ledger "
+        f"{spent[0]} spent on the votes there, and the labels it released refer to them; "
+        "use another --workdir for new teachers (of the same data: a second privacy budget, "
         "which the aggregate stage refuses unless config.another_budget is True)")
 
 

@@ -88,6 +88,10 @@ class TeachersBudget:
                research_seed: int | None = None, release_key: jax.Array | None = None,
                release_by_rule: bool = False, registry: BudgetRegistry | None = None,
                another_budget: bool = False, private_data: str | None = None):
+    if research_seed is None and not math.isfinite(float(epsilon_max)):
+      raise ValueError("epsilon_max must be finite with secret noise (research_seed None): a "
+                       f"release needs a budget; got {epsilon_max!r} (inf is for research "
+                       "runs, with a research_seed)")
     self.directory = pathlib.Path(directory)
     self.path = self.directory / (LEDGER_FILE if research_seed is None
                                   else RESEARCH_LEDGER_FILE)

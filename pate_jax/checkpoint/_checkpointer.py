@@ -147,6 +147,8 @@ class Checkpointer:
     self.saves = 0
     if self._main:  # orbax writes its files world-readable: no one else may enter
       io.private_directory(self.directory)
+      for name in (FINGERPRINT_FILE, COMPLETED_FILE, HISTORY_FILE):  # an older version's,
+        io.narrow(self.directory / name)  # 0644: narrowed first, even if the resume is refused
     if self._lock is not None:
       self._lock.acquire()
     try:
@@ -201,8 +203,6 @@ class Checkpointer:
     # (a test of any guess at a private row), the history the segments' accuracies.
     io.write_text(self._fingerprint_path,
                   json.dumps(self.fingerprint, indent=1, sort_keys=True) + "\n", private=True)
-    for name in (COMPLETED_FILE, HISTORY_FILE):  # an older version's, written 0644
-      io.narrow(self.directory / name)
 
   def _discard(self) -> None:
     """``restart=True``: removes everything in the directory except the lock."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from pate_jax import experiment
+from pate_jax import experiment, reporting
 from pate_jax.students import plots
 
 __all__ = ["run", "plan", "report"]
@@ -54,6 +54,8 @@ def report(results: dict) -> None:
   """One line per point: its label, queries, accuracy and ε."""
   for p in results["points"]:
     eps = "n/a" if p["epsilon"] is None else f"{p['epsilon']:.2f}"
+    if p["epsilon"] is not None and p.get("delta") is not None:
+      eps += f" at δ = {reporting.delta_text(p['delta'], p.get('sampler_delta'))}"
     mark = experiment.PRIVATE_MARK if p.get("private") else ""
     print(f"{mark}{p['label']:>28}: {p['queries']:>5} queries  accuracy {p['accuracy']:.2%}  "
           f"ε {eps}")

@@ -39,7 +39,8 @@ import ml_collections
 import numpy as np
 
 from pate_jax import _checks as checks
-from pate_jax import checkpoint, data, distributed, experiment, io, memory, reporting, rng
+from pate_jax import budget, checkpoint, data, distributed, experiment, io, memory, reporting
+from pate_jax import rng
 from pate_jax import teachers
 from pate_jax import votes as votes_lib
 from pate_jax.checkpoint import Checkpointer
@@ -340,15 +341,18 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
   their ε, recomputed on the new votes) without the votes that produced them. So once
   votes.npz exists, only the run that wrote it (the same ``fingerprint`` and ``outputs``,
   as recorded by :func:`write_votes_record`) may go on here (it reuses them, or recomputes
-  the same ones), and ``restart`` is refused. With no votes.npz anything may run.
+  the same ones), and ``restart`` is refused. With no votes.npz anything may run, unless a
+  privacy ledger there spent on the votes that were there (``budget.refuse_spent_votes``).
 
   Raises:
-    ResumeMismatchError: ``restart``, another configuration (naming the differing fields)
-      or votes.npz without a record; the message says to use another workdir.
+    ResumeMismatchError: ``restart``, another configuration (naming the differing fields),
+      votes.npz without a record, or a spent ledger without its votes.npz; the message says
+      to use another workdir.
   """
   workdir = pathlib.Path(workdir)
   votes = workdir / VOTES_FILE
   if not votes.exists():
+    budget.refuse_spent_votes(workdir)
     return
   invalidated = ("labels answered from these votes (and their privacy ledger) would refer to "
                  "votes that no longer exist")

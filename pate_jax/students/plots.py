@@ -45,9 +45,24 @@ def point(results: dict[str, Any], run: str, disclosure: str | None = None) -> d
              or (disclosure is not None and not disclosure.startswith("publishable")))
   if research:
     label += ", research noise (private)"
+  sampler = (results.get("ledger") or {}).get("sampler_delta")
   return {"label": label, "run": run, "queries": int(results["num_queries"]),
           "accuracy": float(results["eval_accuracy"]), "epsilon": value,
+          "delta": None if results.get("delta") is None else float(results["delta"]),
+          "sampler_delta": None if sampler is None else float(sampler),
           "epochs": results.get("epochs"), "private": private}
+
+
+def delta_label(points: list[dict[str, Any]]) -> str:
+  """The δ of the points' ε (:func:`point`), for an axis: the one δ they share (files
+  written before it was recorded: 1e-5, the students' only δ then), else "per point",
+  with the float64 samplers' term where a point's ledger records one."""
+  deltas = {1e-5 if p.get("delta") is None else p["delta"]
+            for p in points if p["epsilon"] is not None}
+  text = f"δ = {deltas.pop():g}" if len(deltas) == 1 else "δ per point (students.json)"
+  if any(p.get("sampler_delta") for p in points if p["epsilon"] is not None):
+    text += " + the samplers' term"
+  return text
 
 
 def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> None:
@@ -68,7 +83,8 @@ def plot_students(points: list[dict[str, Any]], path: str | pathlib.Path) -> Non
   ax_acc.legend(fontsize=8)
   ax_eps.set_xscale("log")
   ax_eps.set_xlabel("queries to the teachers")
-  ax_eps.set_ylabel("publishable ε (released, else data-independent; δ = 1e-5)", fontsize=8)
+  ax_eps.set_ylabel(f"publishable ε (released, else data-independent; {delta_label(points)})",
+                    fontsize=8)
   ax_eps.legend(fontsize=8)
   if any(p.get("private") for p in points):
     fig.suptitle("PRIVATE (data owner only): students on the teachers' un-noised labels "
