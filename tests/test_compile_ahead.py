@@ -164,6 +164,8 @@ def test_the_abstract_inputs_are_the_prepared_ones():
   keys, x, y = ensemble.prepare((keys, data.to_float(shard_x), shard_y))
   state = ensemble.init(jax.random.split(rng.stream(root, "teacher_init"), 5),
                         data.to_float(shard_x[0]))
-  for a, b in zip(jax.tree.leaves(abstract), jax.tree.leaves((state, keys, x, y))):
+  prepared = (state, keys, x, y)
+  assert jax.tree.structure(abstract) == jax.tree.structure(prepared)
+  for a, b in zip(jax.tree.leaves(abstract), jax.tree.leaves(prepared), strict=True):
     assert (a.shape, a.dtype) == (b.shape, b.dtype)
     assert a.sharding is None or a.sharding.is_equivalent_to(b.sharding, b.ndim)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
@@ -88,6 +89,19 @@ def test_a_row_depends_on_its_key_and_id_only_and_reads_more_blocks_when_it_need
   assert small.std() == pytest.approx(1000, rel=0.35)
   np.testing.assert_array_equal(dg.sample(key, np.array([9]), 40, 10**6, words=1)[0],
                                 small[1])
+  # Block b of row r is jax.random.bits(fold_in(fold_in(key, r), b)): with one word per
+  # block, a row's second 32 bits are block 1 of its own id, not block 0 again nor
+  # another row's.
+  def word(row, block):
+    k = jax.random.fold_in(jax.random.fold_in(key, row), block)
+    return int(np.asarray(jax.random.bits(k, (1,), jnp.uint32))[0])
+
+  # pylint: disable=protected-access
+  first = np.asarray(dg._first_blocks(key, np.array([9], np.uint32), 1))[0]
+  assert int(first[0]) == word(9, 0)
+  bits = dg._Bits(key, 9, first)
+  assert [bits.take(32) for _ in range(3)] == [word(9, 0), word(9, 1), word(9, 2)]
+  assert word(9, 1) not in (word(9, 0), word(0, 1), word(3, 1))  # the check can tell
 
 
 def test_no_noise_and_bad_input():
