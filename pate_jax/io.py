@@ -90,9 +90,9 @@ def open_private(path: str | os.PathLike, append: bool = False, *,
 
   ``narrow_directory``: make its directory owner-only too (:func:`private_directory`):
   whoever may enter a directory reads the size and times of every file in it, and the size
-  of a compressed file follows its contents (one teacher's vote changes votes.npz's by
-  bytes). False for a file the user sends somewhere of their choosing (a hand-over
-  archive)."""
+  of a compressed file follows its contents (one teacher's vote would change a compressed
+  votes.npz's by bytes; a checkpoint's parameters are compressed). False for a file the
+  user sends somewhere of their choosing (a hand-over archive)."""
   if narrow_directory:
     private_directory(pathlib.Path(path).parent)
   flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import pathlib
 import shutil
 import sys
+import time
 
 import jax
 import ml_collections
@@ -331,6 +333,13 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert sum(s["stage_seconds"].values()) <= s["wall_seconds"] < seconds["wall_end_to_end"]
   assert "attack" not in json.dumps({k: v for k, v in s.items() if k != "private"})
   assert experiment.read_results(tmp_path / "attack")["beside_student"] is beside
+  # The summary's, the report's and the work directory's own times are the student's end
+  # (the time the summary records), not the attack's: a copy that keeps times leaks none.
+  ended = time.mktime(time.strptime(record["written_at"], "%Y-%m-%dT%H:%M:%S%z"))
+  times = [os.stat(p).st_mtime for p in (tmp_path / "results.json",
+                                        tmp_path / "report.md", tmp_path)]
+  assert len(set(times)) == 1 and 0 <= times[0] - ended < 1, (times, ended)
+  assert times[0] < os.stat(tmp_path / "attack" / "results.json").st_mtime
   # The teachers' and the student's walls, phase by phase: the phases tile each wall.
   for stage, names in (("teachers", ["load", "partition", "digest", "setup", "init", "plan",
                                      "train", "wait_for_votes_compiled", "votes",

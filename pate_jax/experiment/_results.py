@@ -137,9 +137,10 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
     disclosure: what of the file may be published (:data:`PUBLISHABLE`,
       :data:`MEASUREMENT` or :data:`NO_PRIVATE_DATA`), written first in the file. A file
       that holds a private value (:func:`holds_private`) is owner-only.
-    written_at: the time the file records (seconds since the epoch; default now). The
-      main job records its student's end, since what came after (its attack on the
-      private votes) took a time that is a function of them.
+    written_at: the time the file records (seconds since the epoch; default now), and,
+      where given, its modification time too. The main job records its student's end,
+      since what came after (its attack on the private votes) took a time that is a
+      function of them, which the file's own time would otherwise carry.
 
   Returns:
     The path written.
@@ -156,8 +157,11 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
       "device": device_info(),
       "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(written_at)),
   }
-  return write_text(path / name, json.dumps(record, indent=2, sort_keys=False) + "\n",
-                    private=holds_private(record["results"], disclosure))
+  out = write_text(path / name, json.dumps(record, indent=2, sort_keys=False) + "\n",
+                   private=holds_private(record["results"], disclosure))
+  if written_at is not None:
+    os.utime(out, (written_at, written_at))
+  return out
 
 
 def disclosed_private(disclosure: Any) -> bool:

@@ -42,6 +42,7 @@ Overrides name the stage: ``--config.teachers.num_teachers=100``,
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import pathlib
 import time
 from typing import Any, Callable
@@ -350,7 +351,11 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
   experiment.write_results(root, summary, config=record, seed=config.seed,
                            disclosure=experiment.noise_disclosure(summary["noise_source"]),
                            written_at=student_end)
-  summary["report"] = str(write_report(summary, root).resolve())
+  report = write_report(summary, root)
+  # The files' and the directory's times are the student's end too, not the attack's.
+  for path in (report, root):
+    os.utime(path, (student_end, student_end))
+  summary["report"] = str(report.resolve())
   return summary
 
 
