@@ -102,15 +102,29 @@ def open_private(path: str | os.PathLike, append: bool = False, *,
 
 
 def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> pathlib.Path:
-  """Copies ``src`` to ``dst`` with its permission bits; an owner-only ``src`` (a file
-  holding private values) stays owner-only, in a directory made so (:func:`open_private`)."""
+  """Copies ``src`` to ``dst`` with its permission bits and its access and modification
+  times (a file may carry a time chosen to hide what came after it: the main job's summary
+  carries its student's end); an owner-only ``src`` (a file holding private values) stays
+  owner-only, in a directory made so (:func:`open_private`)."""
   src, dst = pathlib.Path(src), pathlib.Path(dst)
-  if src.stat().st_mode & 0o077:
+  st = src.stat()
+  if st.st_mode & 0o077:
     shutil.copy(src, dst)
-    return dst
-  with open(src, "rb") as f, open_private(dst) as out:
-    shutil.copyfileobj(f, out)
+  else:
+    with open(src, "rb") as f, open_private(dst) as out:
+      shutil.copyfileobj(f, out)
+  os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
   return dst
+
+
+def set_times(path: str | os.PathLike, when: float) -> bool:
+  """Sets ``path``'s access and modification times to ``when`` (seconds since the epoch);
+  False, leaving them, where the caller may not (a directory of another user's)."""
+  try:
+    os.utime(path, (when, when))
+  except PermissionError:
+    return False
+  return True
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Path:

@@ -530,3 +530,31 @@ def test_cpu_rehearsal_of_every_stage_resumes_on_a_fresh_workdir(data_dir, tmp_p
   assert re.search(r"Hardware: CPU \(\d+ cores\): \d+ of the \d+ runs", text)
   assert "| MNIST, 100 queries: PATE-G student, 300 epochs (GPU) | 98.00% |" in text
   assert "### run pate_mnist_gpu" in text and "### run tests_slow_gpu" not in text
+
+
+def test_the_hand_over_keeps_votes_over_the_size_limit_and_its_copies_keep_times(tmp_path):
+  """A file over the archive's limit stays behind, but never the teachers' votes, ledger
+  or journal: a ledger left behind would lose what was spent, and the next call would
+  refuse teachers beside a ledger whose votes are gone. A published copy keeps its file's
+  times (the main job's summary carries its student's end, not its private attack's)."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  root = tmp_path / "w"
+  (root / "pate_mnist" / "teachers").mkdir(parents=True)
+  for name in ("teachers/votes.npz", "teachers/ledger.npz", "teachers/ledger.npz.journal",
+               "big.bin"):
+    (root / "pate_mnist" / name).write_bytes(b"x" * 2048)
+  archive = ga._archive  # pylint: disable=protected-access
+  out = archive(root, tmp_path / "a.tar.gz", max_bytes=1024)
+  assert out["skipped_over_limit"] == ["pate_mnist/big.bin"]
+  with tarfile.open(tmp_path / "a.tar.gz") as tar:
+    names = set(tar.getnames())
+  assert {f"pate_mnist/teachers/{n}" for n in (
+      "votes.npz", "ledger.npz", "ledger.npz.journal")} <= names
+  assert "pate_mnist/big.bin" not in names
+  for mode in (0o600, 0o644):  # owner-only (copied privately) or not
+    src = tmp_path / f"results_{mode:o}.json"
+    src.write_text("{}")
+    os.chmod(src, mode)
+    os.utime(src, (1_000_000_000, 1_000_000_000))
+    dst = io.copy_file(src, tmp_path / "published" / src.name)
+    assert os.stat(dst).st_mtime == 1_000_000_000 and os.stat(dst).st_mode & 0o777 == mode

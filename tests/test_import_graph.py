@@ -236,6 +236,6 @@ def test_the_scripts_are_thin_and_import_only_stages_and_the_harness():
     if lines > MAX_SCRIPT_LINES:
       bad.append(f"{path.name}: {lines} lines")
     for name, line in _script_imports(path):
-      if not (_within(name, STAGES) or name == "pate_jax.experiment"):  # a sibling too
+      if not (_within(name, STAGES) or name == "pate_jax.experiment"):  # nor a script
         bad.append(f"{path.name}:{line} imports {name}")
   assert not bad, "scripts beyond the top layer:\n" + "\n".join(bad)

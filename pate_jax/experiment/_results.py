@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from pate_jax.io import write_text
+from pate_jax.io import set_times, write_text
 
 _PACKAGES = (
     "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "ml-collections",
@@ -160,7 +160,7 @@ def write_results(workdir: str | os.PathLike, results: Mapping[str, Any], *, con
   out = write_text(path / name, json.dumps(record, indent=2, sort_keys=False) + "\n",
                    private=holds_private(record["results"], disclosure))
   if written_at is not None:
-    os.utime(out, (written_at, written_at))
+    set_times(out, written_at)
   return out
 
 

@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping
 
 import ml_collections
 
-from pate_jax import checkpoint, experiment, io, memory
+from pate_jax import budget, checkpoint, experiment, io, memory
 from pate_jax.reproduction import resolve
 from pate_jax.stages import kd_gan, main_job, student, suite
 from pate_jax.stages import teachers as teachers_stage
@@ -358,10 +358,17 @@ def deterministic_slowdown(root: pathlib.Path) -> dict:
 
 # -------------------------------------------------------------------------- run / plan
 
+_KEPT_WHATEVER_THEIR_SIZE = (teachers_stage.VOTES_FILE, *(
+    name + suffix for name in (budget.LEDGER_FILE, budget.RESEARCH_LEDGER_FILE)
+    for suffix in ("", budget.JOURNAL_SUFFIX)))
+
+
 def _archive(root: pathlib.Path, path: pathlib.Path, max_bytes: int = 8 * 2**20) -> dict:
   """``path``: a .tar.gz of ``root``'s files but checkpoint directories (those holding a
   :class:`pate_jax.checkpoint.Checkpointer`'s fingerprint), locks and files over
-  ``max_bytes``: the hand-over to the next call, unpacked into its workdir."""
+  ``max_bytes`` (but the teachers' votes, ledgers and journals, whatever their size: a
+  ledger left behind would lose what was spent, and teachers are refused beside a ledger
+  whose votes are gone): the hand-over to the next call, unpacked into its workdir."""
   skipped = []
 
   def keep(info: tarfile.TarInfo):
@@ -370,7 +377,8 @@ def _archive(root: pathlib.Path, path: pathlib.Path, max_bytes: int = 8 * 2**20)
       return None
     if info.name.endswith(".lock"):
       return None
-    if info.isfile() and info.size > max_bytes:
+    if info.isfile() and info.size > max_bytes and pathlib.PurePath(
+        info.name).name not in _KEPT_WHATEVER_THEIR_SIZE:
       skipped.append(info.name)
       return None
     return info
@@ -492,9 +500,11 @@ def run(config, workdir: str) -> dict:
         continue
       print(f"\n[stage {stage}] {name}: running into {root / name}", flush=True)
       t0 = time.time()
+      # An earlier call's error goes first: removed after the run, it would set the run
+      # directory's time to the run's end (the main job's: its private attack's end).
+      (root / name / "error.txt").unlink(missing_ok=True)
       try:
         results, show = _run_one(run_config, name, root)
-        (root / name / "error.txt").unlink(missing_ok=True)
         status[name] = {"stage": stage, "status": "ran", "wall_seconds": time.time() - t0}
         if isinstance(results, dict) and (results.get("private") or {}).get("seconds"):
           # The main job: its call ends with the attack, whose seconds are private.
