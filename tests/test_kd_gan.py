@@ -661,3 +661,37 @@ def test_soft_label_calibration_never_exceeds_the_target_whatever_gnmax_rounds(m
   sigma = K.calibrate_soft_label_noise(target, n, delta, orders=ORDERS)
   assert K.soft_label_epsilon(sigma, n, delta, orders=ORDERS)[0] <= target
   assert low < sigma <= exact * (1 + 1e-15)
+
+
+def test_poisson_batch_holds_exactly_the_rows_its_bernoulli_draws_chose():
+  """Each of N rows is in the batch iff its Bernoulli(q) draw (from the batch's key) is 1:
+  the mask marks exactly that many leading slots, holding those rows in order."""
+  keys = jax.random.split(jax.random.key(0), 5)
+  rows, mask, chosen = jax.device_get(jax.jit(jax.vmap(lambda k: (
+      *K.poisson_batch(k, 200, 0.1, 60), jax.random.bernoulli(k, 0.1, (200,)))))(keys))
+  for r, m, c in zip(rows, mask, chosen):
+    c = np.flatnonzero(c)
+    np.testing.assert_array_equal(m, np.arange(60) < c.size)
+    np.testing.assert_array_equal(r[m], c)
+
+
+def test_discriminator_step_scores_a_constant_discriminator_on_the_public_batch():
+  """D(x, y) = c everywhere (the student, all zeros, samples from the uniform): the loss is
+  (softplus(−c) + softplus(c)) per real row over B, and the accuracy, the mean of "teacher
+  sample called real" (c > 0) and "student sample called fake" (c < 0), is 1/2 whatever the
+  sign of c."""
+  gan = _gan(batch_size=8)
+  x_all = jax.random.normal(jax.random.key(0), (40, 4, 4, 1))
+  tl_all = jax.nn.log_softmax(jax.random.normal(jax.random.key(1), (40, C)))
+  state = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                       jax.eval_shape(lambda x: K.init(gan, jax.random.key(2), x), x_all))
+  key = jax.random.key(5)
+  n = int(kd_train._batch(gan, key, x_all, tl_all)[2].sum())
+  step = jax.jit(lambda s: K.discriminator_step(gan, s, key, x_all, tl_all)[1])
+  for c in (2.0, -1.5):
+    disc = jax.tree.map(jnp.zeros_like, state["disc"])
+    disc["Dense_1"]["bias"] = jnp.full_like(disc["Dense_1"]["bias"], c)
+    loss, accuracy = step({**state, "disc": disc})
+    want = n * (math.log1p(math.exp(-c)) + math.log1p(math.exp(c))) / 8
+    np.testing.assert_allclose(float(loss), want, rtol=1e-5)
+    np.testing.assert_allclose(float(accuracy), 0.5)

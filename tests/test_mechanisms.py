@@ -346,3 +346,36 @@ def test_confident_gnmax_answers_a_noisy_max_equal_to_the_threshold():
       params = {"threshold": threshold, "sigma_threshold": 2.5, "sigma": 1.0}
       _, answered = mechanisms.CONFIDENT_GNMAX.answer(KEY, votes, ids, params)
       assert bool(answered[0]) == want
+
+
+def test_sampler_deltas_are_their_closed_forms_at_full_relative_precision():
+  """δ terms near 1e-10 lie inside ``pytest.approx``'s default absolute slack of 1e-12: the
+  closed forms ``(1 + e^ε) R (upper / 2^-10 + 2)(η + 2^-51)`` and ``(1 + e^ε) Q (C + extra)
+  (η + 2^-52 (T/s + 38))`` are checked relative only, so one cell edge (1 in 2,050) or one
+  noise value per query shows."""
+  eta = mechanisms.SAMPLER_CDF_ERROR
+  for releases, upper, eps in ((1, 2.0, 2.0), (3, 0.5, 1.0), (2, 1.0, 0.0)):
+    want = (1 + np.exp(eps)) * releases * (upper * 1024 + 2) * (eta + 2.0**-51)
+    assert mechanisms.release_sampler_delta(releases, upper, eps) == pytest.approx(
+        want, rel=1e-12, abs=0)
+  cgn = {"threshold": 200.0, "sigma_threshold": 30.0, "sigma": 40.0}
+  want = (1 + np.exp(2.0)) * 100 * 11 * (eta + 2.0**-52 * (250 / 30.0 + 38.0))
+  assert mechanisms.sampler_delta(mechanisms.CONFIDENT_GNMAX, cgn, 100, 10, 250,
+                                  2.0) == pytest.approx(want, rel=1e-12, abs=0)
+  want = (1 + np.exp(1.0)) * 7 * 3 * (eta + 2.0**-52 * (50 / 4.0 + 38.0))
+  assert mechanisms.sampler_delta(mechanisms.LNMAX, {"gamma": 0.25}, 7, 3, 50,
+                                  1.0) == pytest.approx(want, rel=1e-12, abs=0)
+
+
+def test_query_keys_fold_in_each_id_word_in_order():
+  """A ``[Q, W]`` id's key is ``fold_in(fold_in(key, w_0), w_1) …``, its words in order (a
+  ``[Q]`` id is one word): two ids of the same words in another order get other keys."""
+  key = jax.random.key(7)
+  ids = np.array([[3, 11], [11, 3], [0, 5]], np.uint32)
+  got = jax.random.key_data(mechanisms.query_keys(key, jnp.asarray(ids)))
+  for g, (w0, w1) in zip(np.asarray(got), ids):
+    want = jax.random.fold_in(jax.random.fold_in(key, w0), w1)
+    np.testing.assert_array_equal(g, jax.random.key_data(want))
+  one = jax.random.key_data(mechanisms.query_keys(key, jnp.asarray(ids[:, 0])))
+  np.testing.assert_array_equal(one[0], jax.random.key_data(jax.random.fold_in(key, 3)))
+  assert not np.array_equal(got[0], got[1])

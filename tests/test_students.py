@@ -981,3 +981,131 @@ def test_vat_step_descends_its_loss(monkeypatch):
   for a, b, g in zip(jax.tree.leaves(new["params"]), jax.tree.leaves(state["params"]),
                      jax.tree.leaves(grads)):
     np.testing.assert_allclose(a, b - g, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["vat", "supervised"])
+def test_a_step_updates_batch_statistics_by_its_clean_passes_and_the_average(name):
+  """A batch norm on linear logits z = x W (momentum m): one step's running mean and
+  variance are those of its clean training passes in order (the labelled minibatch, then
+  for VAT the pool minibatch), each ``m · old + (1 − m) · batch``, never of VAT's perturbed
+  passes; the parameter average is ``d · ema + (1 − d) · new`` with the warm-up's
+  ``d = 1/10`` at step 0."""
+  data, _ = _toy_data()
+  net = students.classifier("bn_mlp", C, hidden=(), momentum=0.9)
+  st = (students.vat(net, epsilon=1.0, xi=1e-3) if name == "vat"
+        else students.supervised(net))
+  state = jax.jit(st.init)(jax.random.key(0), jnp.asarray(data.pool[:8]))
+  batch = _batch(data)
+  new, _ = jax.jit(st.step)(state, jax.random.key(1), batch, jnp.asarray(0))
+  w = np.asarray(state["params"]["Dense_0"]["kernel"], np.float64)
+  stats = state["fixed"]["batch_stats"]["BatchNorm_0"]
+  mean, var = np.asarray(stats["mean"], np.float64), np.asarray(stats["var"], np.float64)
+  for x in (batch["x_lab"], batch["x_unl"])[:2 if name == "vat" else 1]:
+    z = np.asarray(x, np.float64).reshape(len(x), -1) @ w
+    mean, var = 0.9 * mean + 0.1 * z.mean(0), 0.9 * var + 0.1 * z.var(0)
+  got = new["fixed"]["batch_stats"]["BatchNorm_0"]
+  np.testing.assert_allclose(got["mean"], mean, rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(got["var"], var, rtol=1e-4, atol=1e-6)
+  for e, p0, p1 in zip(jax.tree.leaves(new["ema"]), jax.tree.leaves(state["params"]),
+                       jax.tree.leaves(new["params"])):
+    np.testing.assert_allclose(e, 0.1 * np.asarray(p0) + 0.9 * np.asarray(p1), rtol=1e-5,
+                               atol=1e-7)
+  assert _changed(state["params"], new["params"])
+
+
+def test_gan_step_moves_d_by_its_weighted_loss_then_g_by_feature_matching_on_the_new_d(
+    monkeypatch):
+  """With plain gradient descent (step 1) in place of Adam and D's noise off, one PATE-G
+  step moves D by -grad of L_lab + w L_unl on the fake batch G(z) of ``z`` from the step's
+  first key, then G by -grad of feature matching between the second pool minibatch and a
+  new fake batch, through the *updated* D; ``loss_gen`` is that feature-matching loss and
+  ``train_err`` D's error on the labelled minibatch before its update."""
+  monkeypatch.setattr(optax, "adam", lambda *args, **kwargs: optax.sgd(1.0))
+  data, _ = _toy_data()
+  w = 0.3
+  st = students.pate_g(C, SHAPE, noise_dim=5, generator_hidden=(8,), discriminator_hidden=(8,),
+                      input_noise=0.0, hidden_noise=0.0, unlabelled_weight=w)
+  state = _jit(st.init)(jax.random.key(0), jnp.asarray(data.pool[:20]))
+  batch, key = _batch(data), jax.random.key(1)
+  new, m = _jit(st.step)(state, key, batch, jnp.asarray(0))
+  disc = models.GanDiscriminator(C, (8,), 0.0, 0.0)
+  gen = models.GanGenerator(SHAPE, (8,), 5)
+  k_fake, _, k_fake2, _ = jax.random.split(key, 4)
+
+  def d_out(p, x):
+    return disc.apply({"params": p, "weight_scale": state["weight_scale"]}, x, train=True,
+                      rngs={"noise": jax.random.key(9)})
+
+  def fake(g, k):
+    z = jax.random.uniform(k, (6, 5))
+    return gen.apply({"params": g, "batch_stats": state["batch_stats"]}, z, train=True,
+                     mutable=["batch_stats"])[0]
+
+  def d_loss(p):
+    lab, unl, fk = (d_out(p, x)[0] for x in (batch["x_lab"], batch["x_unl"],
+                                              fake(state["g_params"], k_fake)))
+    loss_lab, loss_unl = students.discriminator_losses(lab, batch["y_lab"], unl, fk)
+    return loss_lab + w * loss_unl
+
+  def g_loss(g, d):
+    return _pate_g.feature_matching_loss(d_out(d, batch["x_unl2"])[1],
+                                         d_out(d, fake(g, k_fake2))[1])
+
+  @jax.jit
+  def reference(d, g):
+    d_new = jax.tree.map(lambda p, q: p - q, d, jax.grad(d_loss)(d))
+    err = jnp.mean(jnp.argmax(d_out(d, batch["x_lab"])[0], -1) != batch["y_lab"])
+    return (d_new, *jax.value_and_grad(g_loss)(g, d_new), err)
+
+  d_new, fm, g_grads, err = reference(state["d_params"], state["g_params"])
+  for got, want in zip(jax.tree.leaves(new["d_params"]), jax.tree.leaves(d_new)):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(m["loss_gen"], fm, rtol=1e-4)
+  assert float(m["train_err"]) == float(err)
+  for got, p, g in zip(jax.tree.leaves(new["g_params"]), jax.tree.leaves(state["g_params"]),
+                       jax.tree.leaves(g_grads)):
+    np.testing.assert_allclose(got, p - g, rtol=1e-4, atol=1e-6)
+  assert _changed(state["g_params"], new["g_params"])
+
+
+def test_ema_update_is_the_warmed_up_average_of_its_definition():
+  """``d · average + (1 − d) · params`` with ``d = min(decay, (1 + t)/(10 + t))``: 0.1 at
+  step 0 (the new parameters dominate), (1 + t)/(10 + t) while that is below the decay,
+  then the decay itself."""
+  a = {"w": jnp.asarray([1.0, -2.0]), "b": jnp.asarray(3.0)}
+  p = {"w": jnp.asarray([5.0, 0.0]), "b": jnp.asarray(-1.0)}
+  for step, d in ((0, 0.1), (5, 6 / 15), (90, 91 / 100), (10_000, 0.999)):
+    out = students.ema_update(a, p, 0.999, jnp.asarray(step, jnp.float32))
+    for got, x, y in zip(jax.tree.leaves(out), jax.tree.leaves(a), jax.tree.leaves(p)):
+      np.testing.assert_allclose(got, d * np.asarray(x) + (1 - d) * np.asarray(y), rtol=1e-6)
+
+
+def _key_recording_student(num_steps):
+  """A student whose state records, per step, a uniform draw of its step key and the sum of
+  its two pool minibatches' first pixels."""
+  def step(state, key, batch, step):
+    u = jax.random.uniform(key)
+    pools = jnp.stack([batch["x_unl"][:, 0, 0, 0].sum(), batch["x_unl2"][:, 0, 0, 0].sum()])
+    return ({"u": state["u"].at[step].set(u), "pools": state["pools"].at[step].set(pools)},
+            {"loss": jnp.zeros(())})
+  return students.Student(
+      lambda key, sample: {"u": jnp.zeros(num_steps), "pools": jnp.zeros((num_steps, 2))},
+      step, lambda state, images: jnp.zeros((images.shape[0], C)), None)
+
+
+def test_each_step_draws_from_its_own_key_and_two_independent_pool_minibatches():
+  """Step t's key is a function of t, not of its place in a segment: segments of 2 and of 4
+  steps give the same draws, all different; the two pool minibatches of a step come from
+  two streams (not the same rows)."""
+  data, _ = _toy_data()
+  st = _key_recording_student(4)
+  args = (jnp.asarray(data.pool), jnp.asarray(data.labelled_index), jnp.asarray(data.labels))
+  segment = jax.jit(students._loop._segment_steps, static_argnums=(0, 1, 2))
+  key, state = jax.random.key(0), st.init(None, None)
+  halves = segment(st, 6, 2, state, key, jnp.asarray(0), *args)[0]
+  halves = segment(st, 6, 2, halves, key, jnp.asarray(2), *args)[0]
+  runs = [halves, segment(st, 6, 4, state, key, jnp.asarray(0), *args)[0]]
+  np.testing.assert_array_equal(runs[0]["u"], runs[1]["u"])
+  assert len(set(np.asarray(runs[0]["u"]).tolist())) == 4
+  pools = np.asarray(runs[0]["pools"])
+  assert not np.allclose(pools[:, 0], pools[:, 1])

@@ -325,3 +325,31 @@ def test_the_run_trains_on_the_answered_rows_noisy_labels_and_reports_them(monke
     tabular.confident_gnmax_run(key, votes, labels, features, num_queries=20, params=PARAMS,
                                 estimator=_Recorder, random_states=[3],
                                 accountant=_accountant(), n_jobs=1)
+
+
+def test_the_runs_public_epsilon_is_the_data_independent_closed_form(monkeypatch):
+  """The public ε of a run (both conversions, and its best order) is the data-independent
+  Q λ/(2σ_T²) + A λ/σ² of the rows answered, a function of the answers' count only, above
+  the data-dependent ε that only the private part reports; the private part's expected ε is
+  the paper's accounting under the accountant's conversion and the classic one."""
+  votes, labels, features = _task(20)
+  monkeypatch.setattr(_Recorder, "fits", [])
+  key = jax.random.key(5)
+  public, private = tabular.confident_gnmax_run(
+      key, votes, labels, features, num_queries=12, params=PARAMS, estimator=_Recorder,
+      random_states=[3], accountant=_accountant(), n_jobs=1)
+  _, answered = tabular.confident_labels(key, votes[:12], PARAMS)
+  orders = np.asarray(ORDERS)
+  rdp = (12 * orders / (2 * PARAMS.sigma_threshold**2)
+         + answered.sum() * orders / PARAMS.sigma**2)
+  eps, best = _rdp_to_epsilon(rdp, orders, 1e-5, "improved")
+  assert public["epsilon_data_independent"] == pytest.approx(eps, rel=1e-9)
+  assert public["best_order_data_independent"] == best
+  classic, _ = _rdp_to_epsilon(rdp, orders, 1e-5, "classic")
+  assert public["epsilon_data_independent_classic"] == pytest.approx(classic, rel=1e-9)
+  assert private["epsilon_data_dependent"] < eps
+  assert private["epsilon_data_dependent_classic"] < classic
+  expected = tabular.confident_expected(_accountant(), votes[:12], PARAMS)
+  assert private["expected_epsilon_data_dependent"] == expected["epsilon"]
+  assert private["expected_epsilon_data_dependent_classic"] == expected["epsilon_classic"]
+  assert expected["epsilon"] < expected["epsilon_classic"]

@@ -227,3 +227,29 @@ def test_votes_npz_is_stored_so_its_size_follows_the_shapes_only(tmp_path):
       assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
     sizes.append(path.stat().st_size)
   assert sizes[0] == sizes[1]
+
+
+def test_soft_counts_take_the_excess_from_the_largest_of_unequal_entries():
+  """The floors of 14/33, 16/33, 3/33 (float32) at S = 2^26 exceed S: the excess comes off
+  the largest entry (16/33), not the smallest or the first, and the row sums to S."""
+  scale = 2**26
+  x = np.array([[14, 16, 3]], np.float32) / np.float32(33)
+  p = x / np.maximum(x.sum(-1, keepdims=True, dtype=np.float32), np.float32(1))
+  want = np.floor(p * np.float32(scale)).astype(np.int64)
+  excess = int(want.sum()) - scale
+  assert excess > 0  # the case this test is about
+  want[0, 1] -= excess
+  c = np.asarray(votes_lib.soft_counts(x, scale=scale))
+  np.testing.assert_array_equal(c, want)
+  assert c.sum() == scale
+
+
+def test_check_soft_counts_bounds_each_rows_sum_by_scale_times_teachers():
+  """T teachers' summed counts of scale S: each entry and each row's sum at most S·T (the
+  sensitivity √2 S of one teacher holds only for such rows); a row over it by one count
+  is refused though every entry is within it."""
+  ok = np.array([[3, 5], [8, 0]])
+  np.testing.assert_array_equal(votes_lib.check_soft_counts(ok, 2, 4), ok)
+  for bad in ([[4, 5]], [[8, 8]], [[9, 0]], [[-1, 2]]):
+    with pytest.raises(ValueError, match="soft_counts must be >= 0 with rows summing"):
+      votes_lib.check_soft_counts(np.array(bad), 2, 4)
