@@ -118,3 +118,25 @@ def test_log1mexp_keeps_relative_precision_at_both_ends():
   with np.errstate(divide="ignore"):  # np.where evaluates both forms: log1p(-1) near 0
     want = np.where(x > -1.0, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
   np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_the_improved_conversion_is_floored_at_zero():
+  """Balle et al.'s ε = rdp + log1p(-1/λ) - (log δ + log λ)/(λ - 1) (numpy) is negative for
+  a tiny RDP and a large δ; rdp_to_epsilon returns max(0, min_λ ε) and its argmin order."""
+  for rdp, delta in ((np.zeros_like(ORDERS), 0.5), (1e-4 * ORDERS, 0.5), (1e-4 * ORDERS, 1e-5)):
+    raw = rdp + np.log1p(-1.0 / ORDERS) - (np.log(delta) + np.log(ORDERS)) / (ORDERS - 1.0)
+    eps, order = acc.rdp_to_epsilon(rdp, ORDERS, delta)
+    np.testing.assert_allclose(float(eps), max(raw.min(), 0.0), rtol=1e-12, atol=0)
+    assert float(order) == ORDERS[np.argmin(raw)]
+    assert (raw.min() < 0) == (delta == 0.5)
+
+
+def test_log1mexp_is_accurate_to_a_few_ulp_between_minus_log2_and_zero():
+  """log(1 - e^x) against mpmath (50 digits) for x in (-log 2, 0), where log1p(-e^x) would lose
+  relative precision ~ eps/|x| (Mächler 2012): the switch to log(-expm1(x)) is at -log 2."""
+  import mpmath  # pylint: disable=g-import-not-at-top
+  x = -np.geomspace(1e-3, 0.6, 25)
+  with mpmath.workdps(50):
+    want = np.array([float(mpmath.log(1 - mpmath.exp(mpmath.mpf(float(v))))) for v in x])
+  got = np.asarray(nm.log1mexp(jnp.asarray(x)))
+  np.testing.assert_allclose(got, want, rtol=2e-15, atol=0)

@@ -379,3 +379,48 @@ def test_table1_is_the_papers_table_row_for_row():
         name = f"{dataset}/{group[0]}{i + 1}"
         np.testing.assert_array_equal(A.table1_histogram(name), row, err_msg=name)
   assert len(NAMES) == len(set(NAMES)) == len(TABLE) == 30
+
+
+def test_objectives_are_the_papers_and_the_released_codes_distances():
+  """J = ‖Q(Ĥ) - q̄‖₂ (the paper's) and, with normalize, ‖Q/‖Q‖ - q̄/‖q̄‖‖₂ (the released
+  code's), against numpy with the closed form Q_0 = Φ((H_0 - H_1)/(√2 σ)) of two classes;
+  q̄ a row of frequencies (‖q̄‖ < 1)."""
+  from pate_jax.attacks import _reconstruct as R  # pylint: disable=g-import-not-at-top
+  h, sigma, q_bar = np.array([150.0, 60.0]), 40.0, np.array([0.8, 0.2])
+  q = stats.norm.cdf(np.array([1.0, -1.0]) * (h[0] - h[1]) / (math.sqrt(2) * sigma))
+  unit = lambda x: x / np.linalg.norm(x)  # noqa: E731
+  objective = jax.jit(R.objective, static_argnames="normalize")
+  for normalize, want in ((False, np.linalg.norm(q - q_bar)),
+                          (True, np.linalg.norm(unit(q) - unit(q_bar)))):
+    got = objective(jnp.asarray(h, jnp.float32), jnp.asarray(q_bar, jnp.float32),
+                    jnp.asarray(sigma, jnp.float32), normalize=normalize)
+    np.testing.assert_allclose(float(got), want, rtol=1e-5)
+
+
+def test_optax_with_one_step_returns_that_step_when_it_lowers_the_loss():
+  """max_iter = 1: the loop scores only the start x0 = N/C; the one SGD step
+  x1 = x0 - lr ∇J(x0) is scored after the loop and returned, being better. Two classes
+  from the uniform start: Q = [½, ½], so ∇J = φ(0)/(√2 σ) (Q - q̄)ᵀ[[1, -1], [-1, 1]]/‖Q - q̄‖
+  in closed form."""
+  import optax  # pylint: disable=g-import-not-at-top
+  sigma, lr, q_bar = 40.0, 20.0, np.array([0.9, 0.1])
+  r = np.full(2, 0.5) - q_bar
+  grad = stats.norm.pdf(0.0) / (math.sqrt(2) * sigma) * (r[0] - r[1]) * np.array([1.0, -1.0])
+  x1 = 125.0 - lr * grad / np.linalg.norm(r)
+  out = A.reconstruct_details(q_bar.astype(np.float32), sigma, 250.0, method="optax",
+                              max_iter=1, optimizer=optax.sgd(lr), tol=0.0)
+  np.testing.assert_allclose(out.histogram, x1, rtol=1e-5)
+  q1 = stats.norm.cdf(np.array([1.0, -1.0]) * (x1[0] - x1[1]) / (math.sqrt(2) * sigma))
+  np.testing.assert_allclose(float(out.loss), np.linalg.norm(q1 - q_bar), rtol=1e-4)
+
+
+def test_answer_counts_stop_at_the_number_of_queries_inside_a_chunk():
+  """M = 500 queries in chunks of 300: the last chunk holds ids 300..599, and row b counts
+  exactly the answers of its own aggregator (keyed fold_in(KEY, b)) to ids 0..499."""
+  from pate_jax import aggregation as agg  # pylint: disable=g-import-not-at-top
+  m = 500
+  counts, answered = A.answer_counts(KEY, np.stack([MEDIUM, MEDIUM]), 40.0, m, chunk_size=300)
+  np.testing.assert_array_equal(answered, [m, m])
+  for b in range(2):
+    labels = agg.gnmax(jax.random.fold_in(KEY, b), np.tile(MEDIUM, (m, 1)), 40.0)
+    np.testing.assert_array_equal(counts[b], np.bincount(np.asarray(labels), minlength=10))

@@ -463,3 +463,130 @@ def test_mle_reports_the_kl_of_its_estimate_and_stops_at_max_iter():
   assert int(out.num_steps[1]) == 3
   np.testing.assert_allclose(out.loss, [kl(est[0]), kl(est[1])], atol=1e-7)
   assert kl(est[1]) > 1e-7                                   # not there yet after 3 steps
+
+
+def _two_class_pi(h, sigma):
+  """Closed form of GNMax's answer distribution for C = 2: Q_0 = Φ((H_0 - H_1)/(√2 σ))."""
+  import scipy.stats  # pylint: disable=g-import-not-at-top
+  return scipy.stats.norm.cdf(np.array([1.0, -1.0]) * (h[0] - h[1]) / (np.sqrt(2.0) * sigma))
+
+
+def test_three_newton_steps_reach_the_mle_of_exact_two_class_frequencies():
+  """q̄ = π(H) exactly (closed form), so the MLE is H. Three Newton steps (the compile of
+  the max_iter = 3 test above) from the uniform start reach a near-boundary H = [240, 10]
+  to half a vote (the 4x and 2x step sizes extrapolate towards the boundary); from one vote
+  off an interior H the full Newton steps land on it and stop CONVERGED before max_iter;
+  a start on the boundary (a class with no votes) is moved inside the chart, not to NaN."""
+  sigma = 40.0
+  h = np.array([[240.0, 10.0], [200.0, 50.0]])
+  q = np.stack([_two_class_pi(x, sigma) for x in h]).astype(np.float32)
+  out = A.reconstruct_details(q, sigma, 250.0, method="mle", max_iter=3,
+                              init=[[125.0, 125.0], [199.0, 51.0]])
+  est = np.asarray(out.histogram, np.float64)
+  np.testing.assert_allclose(est[0], h[0], atol=0.5)
+  np.testing.assert_allclose(est[1], h[1], atol=0.01)
+  assert int(out.status[1]) == A.Stop.CONVERGED
+  out = A.reconstruct_details(q[::-1], sigma, 250.0, method="mle", max_iter=3,
+                              init=[[250.0, 0.0], [250.0, 0.0]])
+  est = np.asarray(out.histogram, np.float64)
+  assert np.all(np.isfinite(est))
+  np.testing.assert_allclose(est, h[::-1], atol=0.5)
+
+
+def test_newton_direction_keeps_the_own_step_of_a_class_with_tiny_curvature():
+  """Scaled to unit diagonal before the eigenvalue floor: a class whose row of the Hessian
+  is 1e-9 of the others' (a share p_k near the boundary) still gets its own Newton step
+  -g_k/H_kk, not one shrunk by damping·max|λ| (the floor of the unscaled matrix)."""
+  step = jax.jit(lambda x, hess: lk.newton_direction(x, hess, 1e-6))  # noqa: E731
+  g, d = np.array([1.0, 2e-9, -1.5]), np.array([1.0, 1e-9, 0.5])
+  delta = np.asarray(step(jnp.asarray(g, jnp.float32), jnp.diag(jnp.asarray(d, jnp.float32))))
+  want = -g / d
+  np.testing.assert_allclose(delta, want - want.mean(), rtol=1e-5, atol=1e-6)
+
+
+def test_mle_stops_converged_where_float32_cannot_resolve_a_lower_likelihood():
+  """Exact two-class frequencies (closed form), float32, a start one vote off H: the Newton
+  steps reach H to a few hundredths of a vote, where no step size lowers -ℓ by more than
+  its rounding; the solver then stops CONVERGED (module docstring), not MAX_ITER after
+  re-accepting steps that only tie -ℓ. On the host's CPU: the ties are float32 roundings,
+  which another backend's fusions may round otherwise."""
+  for sigma, top in (((60.0, 90.0), (100.0, 100.0)), ((130.0, 130.0), (75.0, 100.0))):
+    sigma, h = np.array(sigma), np.stack([np.array(top), 250.0 - np.array(top)], 1)
+    q = np.stack([_two_class_pi(x, s) for x, s in zip(h, sigma)]).astype(np.float32)
+    with jax.default_device(jax.devices("cpu")[0]):
+      out = A.reconstruct_details(q, sigma, 250.0, method="mle", max_iter=3,
+                                  init=h + [[-1.0, 1.0]])
+    np.testing.assert_allclose(out.histogram, h, atol=0.05)
+    assert np.asarray(out.status).tolist() == [A.Stop.CONVERGED] * 2
+
+
+def test_log_probability_of_a_near_unanimous_answer_keeps_float32_precision():
+  """C = 2, closed form log Q_0 = log Φ((H_0 - H_1)/(√2 σ)) (scipy). Near unanimity log Q_top
+  ≈ -Q_other is tiny (-5e-6, -4e-7): in float32 it keeps 0.3 % relative precision (through
+  log1p of the other classes' mass), which the quadrature's own logarithm does not."""
+  import scipy.stats  # pylint: disable=g-import-not-at-top
+  log_pi = jax.jit(lambda x, s: ap.log_answer_probabilities(  # noqa: E731
+      x, s, 0.0, 1.0, confident=False))
+  for h, sigma in (([250.0, 0.0], 40.0), ([20.0, 230.0], 30.0)):
+    z = (h[0] - h[1]) / (np.sqrt(2.0) * sigma)
+    want = scipy.stats.norm.logcdf([z, -z])
+    got = np.asarray(log_pi(jnp.asarray(h, jnp.float32), jnp.float32(sigma)), np.float64)
+    np.testing.assert_allclose(got, want, rtol=3e-3)
+
+
+def test_mle_started_at_a_unanimous_histogram_stays_there():
+  """q̄ = π(H) of H = N e_k (closed form), started at H itself: the zero class starts just
+  inside the chart (a thousandth of N/C), so the solver stays within 0.05 vote of H and
+  reports CONVERGED within the three steps."""
+  sigma = 40.0
+  h = np.array([[250.0, 0.0], [0.0, 250.0]])
+  q = np.stack([_two_class_pi(x, sigma) for x in h]).astype(np.float32)
+  out = A.reconstruct_details(q, sigma, 250.0, method="mle", max_iter=3, init=h)
+  np.testing.assert_allclose(out.histogram, h, atol=0.05)
+  assert np.asarray(out.status).tolist() == [A.Stop.CONVERGED] * 2
+
+
+def test_cramer_rao_bound_is_the_pseudo_inverse_of_the_fisher_information_on_the_simplex():
+  """The bound against numpy: I = Jᵀ diag(1/Q) J with J = ∂Q/∂H by central differences of
+  the trapezoid Q (float64; at H + 1, as Q depends on differences only); Σ_n = (P n I P)⁺
+  with P the projector onto Σ v = 0 (on the classes with votes, for the known-zeros
+  bound); error = √(2/π) Σ_i √(Σ_n)_ii / (2N). At σ = 14, mnist/M1's I is ill-conditioned
+  on the tangent space (eigenvalues 2e-4 of the largest) but not singular: still finite."""
+  h, sigma, n, eps = TABLE[NAMES.index("svhn/M2")].astype(np.float64), 40.0, 10_000, 1e-3
+  c = h.size
+  with jax.enable_x64(True):
+    e = np.eye(c) * eps
+    q = np.asarray(A.output_distribution(np.concatenate([h + 1 + e, h + 1 - e, h[None]]),
+                                         sigma))
+  jac = (q[:c] - q[c:2 * c]).T / (2 * eps)                       # [k, i] = ∂Q_k/∂H_i
+  fisher = jac.T @ (jac / q[-1][:, None])
+  np.testing.assert_allclose(A.fisher_information(h, sigma), fisher, rtol=1e-4,
+                             atol=1e-6 * np.abs(fisher).max())
+  for h, sigma in ((h, sigma), (TABLE[NAMES.index("mnist/M1")].astype(np.float64), 14.0)):
+    f = np.asarray(A.fisher_information(h, sigma))
+    cr = A.cramer_rao(h, sigma, n, targets=(0.05,))
+    for free, err, std in ((np.ones(c, bool), cr.error, cr.std),
+                           (h > 0, cr.error_known_zeros, None)):
+      m = free.astype(np.float64)
+      proj = np.diag(m) - np.outer(m, m) / m.sum()
+      cov = np.linalg.pinv(proj @ (n * f) @ proj, hermitian=True)
+      want = np.sqrt(2.0 / np.pi) * np.sqrt(np.diag(cov)).sum() / (2.0 * h.sum())
+      np.testing.assert_allclose(err, want, rtol=1e-6)
+      if std is not None:
+        np.testing.assert_allclose(std, np.sqrt(np.diag(cov)), rtol=1e-6)
+    err = np.asarray(cr.error, np.float64)
+    np.testing.assert_allclose(cr.queries_for_error, np.ceil(n * (err / 0.05) ** 2), rtol=1e-9)
+
+
+def test_mle_core_without_a_usable_newton_step_stops_at_once_and_not_converged():
+  """A row whose likelihood is not finite (σ = NaN, past the public checks) has no usable
+  Newton step: it stops after one step at its start with ZERO_GRADIENT, not CONVERGED,
+  while the other row of the batch runs on to max_iter."""
+  f32 = lambda x: jnp.asarray(np.asarray(x, np.float32))  # noqa: E731
+  h, loss, steps, status = lk.mle_core(
+      f32([[0.5, 0.5], [0.8, 0.2]]), f32([np.nan, 40.0]), f32([0.0, 0.0]), f32([1.0, 1.0]),
+      f32([250.0, 250.0]), f32(np.zeros((2, 2))), confident=False, tol=1e-10, max_iter=3,
+      damping=1e-6, max_step=4.0, width=None, num_points=None)
+  np.testing.assert_array_equal(np.asarray(h)[0], [125.0, 125.0])
+  assert np.isnan(float(loss[0])) and int(steps[0]) == 1
+  assert np.asarray(status).tolist() == [A.Stop.ZERO_GRADIENT, A.Stop.MAX_ITER]
