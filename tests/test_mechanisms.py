@@ -306,13 +306,13 @@ def test_sampler_delta_counts_every_noise_value_drawn():
     return mechanisms.SAMPLER_CDF_ERROR + 2.0**-52 * (teachers / scale + 38.0)
 
   gnmax = mechanisms.sampler_delta(mechanisms.GNMAX, {"sigma": 40.0}, 100, 10, 250, 2.0)
-  assert gnmax == pytest.approx((1 + np.exp(2.0)) * 1000 * each(250, 40.0), rel=1e-12)
+  assert gnmax == pytest.approx((1 + np.exp(2.0)) * 1000 * each(250, 40.0), rel=1e-12, abs=0)
   lnmax = mechanisms.sampler_delta(mechanisms.LNMAX, {"gamma": 0.05}, 100, 10, 250, 2.0)
-  assert lnmax == pytest.approx((1 + np.exp(2.0)) * 1000 * each(250, 20.0), rel=1e-12)
+  assert lnmax == pytest.approx((1 + np.exp(2.0)) * 1000 * each(250, 20.0), rel=1e-12, abs=0)
   # Confident-GNMax: the threshold check's value too, at the smaller of its two scales.
   cgn = {"threshold": 200.0, "sigma_threshold": 150.0, "sigma": 40.0}
   assert mechanisms.sampler_delta(mechanisms.CONFIDENT_GNMAX, cgn, 100, 10, 250,
-                                  2.0) == pytest.approx(gnmax * 1.1, rel=1e-12)
+                                  2.0) == pytest.approx(gnmax * 1.1, rel=1e-12, abs=0)
   assert mechanisms.sampler_delta(mechanisms.LNMAX, {"gamma": 0.05}, 0, 10, 250, 2.0) == 0.0
   # The main job's scale: far below its δ of 1e-5.
   assert mechanisms.sampler_delta(mechanisms.GNMAX, {"sigma": 40.0}, 1000, 10, 250,
@@ -324,8 +324,8 @@ def test_release_sampler_delta_counts_the_cell_edges_below_the_clip():
   charged the sampler's CDF error and the product's rounding (2^-51)."""
   per_edge = mechanisms.SAMPLER_CDF_ERROR + 2.0**-51
   one = mechanisms.release_sampler_delta(1, 2.0, 2.0)
-  assert one == pytest.approx((1 + np.exp(2.0)) * (2.0 * 1024 + 2) * per_edge, rel=1e-12)
-  assert mechanisms.release_sampler_delta(3, 2.0, 2.0) == pytest.approx(3 * one, rel=1e-12)
+  assert one == pytest.approx((1 + np.exp(2.0)) * (2.0 * 1024 + 2) * per_edge, rel=1e-12, abs=0)
+  assert mechanisms.release_sampler_delta(3, 2.0, 2.0) == pytest.approx(3 * one, rel=1e-12, abs=0)
   assert mechanisms.release_sampler_delta(0, 2.0, 2.0) == 0.0
   assert mechanisms.release_sampler_delta(1, np.inf, 2.0) == np.inf
   # At the main job's budget (ε_max 2.04 is its ε), a release adds about 2.6e-10.
