@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -223,3 +224,157 @@ def test_a_release_written_before_releases_were_clipped_is_read_as_it_is(tmp_pat
 
   _forge(tmp_path, release_json=lambda a: np.str_(unclipped(str(a["release_json"]))))
   assert make().release() == older
+
+
+def test_a_deleted_ledger_beside_its_journal_does_not_give_the_budget_back(tmp_path):
+  make = _budget(tmp_path)
+  make().answer(np.arange(5))
+  (tmp_path / budget_lib.LEDGER_FILE).unlink()   # the journal still records one spend
+  with pytest.raises(budget_lib.BudgetError, match="is missing but"):
+    make().answer(np.arange(5, 10))
+  assert not (tmp_path / budget_lib.LEDGER_FILE).exists()
+
+
+def _journal_lines(path):
+  journal = path / (budget_lib.LEDGER_FILE + budget_lib.JOURNAL_SUFFIX)
+  return journal, journal.read_text().splitlines()
+
+
+def test_a_write_interrupted_before_its_journal_line_is_adopted_only_as_the_next(tmp_path):
+  """Generation 2 whose journal line was lost names generation 1's file as ``previous``: it
+  is adopted and its line written again; the same file naming another ``previous`` is not
+  this journal's next write."""
+  make = _budget(tmp_path)
+  make().answer(np.arange(5))
+  make().answer(np.arange(5, 10))
+  journal, lines = _journal_lines(tmp_path)
+  ledger = tmp_path / budget_lib.LEDGER_FILE
+  with np.load(ledger) as f:
+    arrays = dict(f)
+  assert str(arrays["previous"]) == lines[0].split()[1] and int(arrays["generation"]) == 2
+  journal.write_text(lines[0] + "\n")   # killed between the file and its journal line
+  assert make().state()["rows"].tolist() == list(range(10))
+  assert journal.read_text().splitlines() == lines
+  journal.write_text(lines[0] + "\n")
+  np.savez(ledger, **{**arrays, "previous": np.str_("f" * 64)})
+  with pytest.raises(budget_lib.BudgetError, match="does not extend the journal's generation 1"):
+    make().state()
+
+def test_a_ledger_beside_votes_of_other_dataset_rows_is_refused(tmp_path):
+  """The same counts saved again for other dataset rows (another index: another salted
+  digest) cost the same; the ledger's answers are still not theirs."""
+  make = _budget(tmp_path)
+  make().answer(np.arange(5))
+  old = votes_lib.load_votes(tmp_path)
+  votes_lib.save_votes(tmp_path / "votes.npz", old["votes"], old["labels"],
+                       index=np.asarray(old["index"]) + 1000, dataset="synthetic")
+  with pytest.raises(budget_lib.BudgetError, match="spent on other votes than these"):
+    make().answer(np.arange(5))
+
+
+def test_a_ledger_listing_a_row_twice_is_refused(tmp_path):
+  make = _budget(tmp_path)
+  make().answer(np.arange(5))
+  _forge(tmp_path, rows=lambda a: np.asarray(a["rows"])[[0, 1, 2, 3, 3]])
+  with pytest.raises(budget_lib.BudgetError, match="must list distinct rows"):
+    make().state()
+
+
+def test_a_ledger_with_more_releases_drawn_than_paid_for_is_refused(tmp_path):
+  """Release 2 recorded where one release was charged: its cost is missing from ε."""
+  make = _releasing_budget(tmp_path)
+  make().answer(np.arange(5))   # charges release 1 before the rows; none drawn yet
+  spec = budget_lib.ReleaseSpec(order=8.0, beta=0.02, sigma_ss=10.0)
+
+  def second_release(a):
+    eps = float(a["ledger_epsilon"])
+    return np.str_(json.dumps({"public": {
+        "epsilon_released": 0.0, "clipped_to": [0.0, eps], "release": 2, "num_charged": 5,
+        "order": spec.order, "beta": spec.beta, "sigma_ss": spec.sigma_ss}, "private": {}}))
+
+  _forge(tmp_path, release_count=np.int64(2), release_json=second_release)
+  with pytest.raises(budget_lib.BudgetError, match="release_count 2 and releases_paid 1"):
+    make().state()
+
+
+def test_a_private_cost_off_by_one_part_in_ten_thousand_is_refused(tmp_path):
+  """Only the data-dependent cost forged (with its ε): the bound matches, so only the
+  recomputation of the private cost can refuse it."""
+  make = _budget(tmp_path)
+  make().answer(np.arange(10))
+  scale = 1 - 1e-4
+  eps = lambda cost: np.float64(acc.rdp_accountant(ORDERS, "improved").compose(  # noqa: E731
+      np.asarray(cost, np.float64)).epsilon(1e-5)[0])
+  _forge(tmp_path, ledger_private_cost=lambda a: a["ledger_private_cost"] * scale,
+         ledger_private_epsilon=lambda a: eps(a["ledger_private_cost"] * scale))
+  with pytest.raises(budget_lib.BudgetError, match="ledger_private_cost is not the cost"):
+    make().state()
+
+
+def test_a_research_ledger_of_another_seed_is_refused(tmp_path):
+  """Two research seeds write research_ledger.npz: one seed's answers are not the other's."""
+  _budget(tmp_path)
+  make = lambda seed: budget_lib.TeachersBudget(  # noqa: E731
+      tmp_path, votes_lib.load_votes(tmp_path), rng.noise_key("aggregation"),
+      mechanism="gnmax", params={"sigma": 40.0}, epsilon_max=np.inf, delta=1e-5,
+      orders=ORDERS, chunk_size=16, research_seed=seed)
+  make(1).answer(np.arange(5))
+  with pytest.raises(budget_lib.BudgetError, match="its noise is 'research:1'"):
+    make(2).answer(np.arange(5))
+
+
+def test_a_release_clipped_above_the_budgets_epsilon_is_refused(tmp_path):
+  """A stored release is published as it is: its ε and the range it was clipped to are at
+  most the budget's data-independent ε."""
+  make = _releasing_budget(tmp_path)
+  make().answer(np.arange(5))
+  spec = budget_lib.ReleaseSpec(order=8.0, beta=0.02, sigma_ss=10.0)
+
+  def above(a):
+    eps = float(a["ledger_epsilon"])
+    return np.str_(json.dumps({"public": {
+        "epsilon_released": 1.5 * eps, "clipped_to": [0.0, 2.0 * eps], "release": 1,
+        "num_charged": 5, "order": spec.order, "beta": spec.beta,
+        "sigma_ss": spec.sigma_ss}, "private": {}}))
+
+  _forge(tmp_path, release_count=np.int64(1), release_json=above)
+  with pytest.raises(budget_lib.BudgetError, match="release_json is not release 1"):
+    make().state()
+
+
+def test_the_votes_digest_is_salted_with_the_files_random_bytes(tmp_path):
+  """labels.npz carries the digest: unsalted, anyone could test guessed votes against it."""
+  def by_hand(*arrays):
+    h = hashlib.sha256()
+    for a in map(np.ascontiguousarray, arrays):
+      h.update(f"{a.dtype.str}|{a.shape}|".encode())
+      h.update(a.tobytes())
+    return h.hexdigest()
+
+  votes = np.array([[3, 1], [0, 4]], np.int32)
+  digests = []
+  for name in ("a", "b"):
+    votes_lib.save_votes(tmp_path / name / "votes.npz", votes, np.array([0, 1], np.int32))
+    loaded = votes_lib.load_votes(tmp_path / name)
+    assert np.asarray(loaded["salt"]).size == 16
+    digests.append(budget_lib.votes_digest(loaded))
+    assert digests[-1] == by_hand(loaded["votes"], loaded["index"], loaded["salt"])
+    assert digests[-1] != by_hand(loaded["votes"], loaded["index"])
+  assert digests[0] != digests[1]   # the same votes, another salt
+
+
+def test_a_ledger_of_the_journals_generation_but_another_write_is_refused(tmp_path):
+  """Two copies of the teachers spent once each on other rows: b's generation 1 put beside
+  a's journal (generation 1, another hash) would forget the rows a paid for."""
+  make_a = _budget(tmp_path / "a")
+  shutil.copytree(tmp_path / "a", tmp_path / "b")   # the same votes.npz: the same digest
+  make_b = lambda: budget_lib.TeachersBudget(  # noqa: E731
+      tmp_path / "b", votes_lib.load_votes(tmp_path / "b"), rng.noise_key("aggregation"),
+      mechanism="gnmax", params={"sigma": 40.0}, epsilon_max=20.0, delta=1e-5,
+      orders=ORDERS, chunk_size=16)
+  make_a().answer(np.arange(5))
+  make_b().answer(np.arange(5, 10))
+  shutil.copyfile(tmp_path / "b" / budget_lib.LEDGER_FILE,
+                  tmp_path / "a" / budget_lib.LEDGER_FILE)
+  with pytest.raises(budget_lib.BudgetError, match="is not the newest copy"):
+    make_a().answer(np.arange(5))

@@ -359,7 +359,8 @@ def test_votes_whose_private_data_was_removed_or_replaced_meet_their_budget(tmp_
 
 @pytest.mark.parametrize("field,value", [
     ("generation", float("nan")), ("generation", "x"), ("generation", None),
-    ("generation", 0.5), ("generation", False), ("generation", "0"), ("teachers", 5),
+    ("generation", 0.5), ("generation", False), ("generation", "0"), ("generation", -1),
+    ("teachers", 5),
     ("sha256", None)])
 def test_registry_entries_with_mistyped_fields_are_refused_as_damaged(tmp_path, field, value):
   """Such an entry raised a bare ValueError/TypeError/KeyError, or (0.5, False, "0") read as
@@ -392,3 +393,17 @@ def test_a_budget_of_secret_noise_needs_a_finite_epsilon_max(tmp_path, epsilon_m
       mechanism="gnmax", params={"sigma": 20.0}, epsilon_max=float("inf"), delta=1e-5,
       chunk_size=16, research_seed=0)
   assert research.path.name == "research_ledger.npz"
+
+
+def test_a_release_drawn_again_into_another_file_is_a_second_entry(tmp_path):
+  """record_release: the same release in another file (another hash: drawn again) is
+  another spend and gets its own entry; the same file moved only moves its entry."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  release = hashlib.sha256(b"a release").hexdigest()
+  reg.record_release(DATA, release, "v", tmp_path / "a.npz", "a" * 64)
+  reg.record_release(DATA, release, "v", tmp_path / "b.npz", "b" * 64)
+  reg.record_release(DATA, release, "v", tmp_path / "c.npz", "a" * 64)   # a.npz moved
+  entries = reg.budgets(DATA)
+  assert [(b["sha256"], pathlib.Path(b["path"]).name) for b in entries] == [
+      ("a" * 64, "c.npz"), ("b" * 64, "b.npz")]
+  assert all(b["release"] == release and b["of_votes"] == "v" for b in entries)

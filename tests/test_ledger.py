@@ -721,3 +721,131 @@ def test_restore_refuses_cache_entries_that_a_cast_would_wrap():
                  {"ledger_cache_labels": record["ledger_cache_labels"] + 0.5}):
     with pytest.raises(ValueError, match="ledger_cache_ids"):
       L.restore_ledger({**record, **forged})
+
+
+# --- From a fast-tier mutation audit of the ledger's bookkeeping ---------------------------
+
+
+def test_charge_fits_a_cost_whose_epsilon_is_exactly_epsilon_max():
+  """charge: ε(bound + cost) <= ε_max is allowed (not <), the cost goes into both the
+  accountant and extra_cost, and a cost that overshoots or is negative changes nothing."""
+  settings = dict(orders=ORDERS, delta=1e-5, mechanism="gnmax", params={"sigma": 20.0})
+  cost = 50 * ORDERS / 20.0**2   # 50 GNMax answers at σ = 20 (Proposition 8 of 2018)
+  exact = float(L.init_ledger(cost, epsilon_max=np.inf, **settings).epsilon)
+  state = L.init_ledger(epsilon_max=exact, **settings)
+  charged, ok = L.charge(state, cost)
+  assert ok and float(charged.epsilon) == exact
+  np.testing.assert_array_equal(np.asarray(charged.cost), cost)
+  np.testing.assert_array_equal(np.asarray(charged.extra_cost), cost)
+  again, ok = L.charge(charged, np.full(ORDERS.shape, 1e-6))
+  assert not ok and again is charged
+  below = L.init_ledger(epsilon_max=float(np.nextafter(exact, 0.0)), **settings)
+  assert L.charge(below, cost) == (below, False)
+  with pytest.raises(ValueError, match="non-negative curve"):
+    L.charge(state, np.where(ORDERS == 2.0, -1e-3, 0.0))
+
+
+@pytest.mark.parametrize("change, named", [
+    (dict(conversion="classic"), "conversion: 'classic' asked, 'improved' recorded"),
+    (dict(epsilon_max=50.0), "epsilon_max: 50.0 asked, 20.0 recorded"),
+    (dict(delta=1e-6), "delta: 1e-06 asked, 1e-05 recorded"),
+    (dict(sigma=21.0), "params: {'sigma': 21.0} asked, {'sigma': 20.0} recorded"),
+])
+def test_a_ledger_is_resumed_only_under_the_settings_it_was_spent_under(change, named):
+  """A record resumed with another conversion, ε_max, δ or σ would report (or spend) a
+  budget under settings it was not spent under: refused, naming the setting."""
+  spent = _make("gnmax", epsilon_max=20.0)
+  spent.answer(_votes(np.random.default_rng(0), 4, 50))
+  record = spent.ledger_record()
+  with pytest.raises(ValueError, match="spent under other settings") as e:
+    _make("gnmax", **{"epsilon_max": 20.0, **change}, ledger=record)
+  assert named in str(e.value) and str(e.value).count(" asked, ") == 1
+  resumed = _make("gnmax", epsilon_max=20.0, ledger=record)
+  assert resumed.num_charged == 4 and resumed.epsilon == spent.epsilon
+
+
+def test_a_record_round_trip_keeps_every_counter_and_the_number_of_teachers():
+  """Confident-GNMax (answered < charged): the record keeps both counters and T, and a
+  resumed ledger refuses rows of another T and a private ε that is not its cost's."""
+  votes = np.zeros((6, C), np.int32)
+  votes[:3, 0] = 50                 # unanimous: passes the threshold (30 ± 10 noise)
+  votes[3:] = 5                     # flat: max 5, never passes
+  a = _make("confident_gnmax", epsilon_max=np.inf)
+  out = a.answer(votes)
+  np.testing.assert_array_equal(out.status, [ANSWERED] * 3 + [NOT_CONFIDENT] * 3)
+  record = a.ledger_record()
+  assert int(record["ledger_num_charged"]) == 6 and int(record["ledger_num_answered"]) == 3
+  state = L.restore_ledger(record)
+  assert (int(state.num_charged), int(state.num_answered), int(state.num_teachers),
+          int(state.next_id)) == (6, 3, 50, 6)
+  resumed = _make("confident_gnmax", epsilon_max=np.inf, ledger=record)
+  with pytest.raises(ValueError, match="ledger's number of teachers 50"):
+    resumed.answer(votes[:2] * 2)
+  forged = {**record, "ledger_private_epsilon": record["ledger_private_epsilon"] * 1.01}
+  with pytest.raises(ValueError, match="ledger_private_epsilon is not the"):
+    L.restore_ledger(forged)
+  with pytest.raises(ValueError, match="0 <= answered <= charged"):
+    L.restore_ledger({**record, "ledger_num_answered": np.int64(7)})
+
+
+def test_after_a_refusal_the_rest_of_the_batch_is_refused_recorded_repeats_too():
+  """The answered set is a prefix of the batch: once a chunk refuses a query, a later chunk
+  of the batch is not processed, not even the repeats that its record would answer free."""
+  votes = _votes(np.random.default_rng(21), 2 * CHUNK, 40)
+  kw = dict(consistent=True, data_dependent=False, conversion="classic")
+  first = _make("gnmax", epsilon_max=float("inf"), **kw)
+  first.answer(votes[:5], query_ids=np.arange(5))
+  a = _make("gnmax", epsilon_max=float(first.epsilon), **kw)
+  assert np.all(a.answer(votes[:5], query_ids=np.arange(5)).status == ANSWERED)
+  ids = np.concatenate([np.arange(100, 100 + CHUNK), np.arange(5), np.arange(200, 211)])
+  out = a.answer(votes, query_ids=ids)   # chunk 1: new ids over budget; chunk 2: repeats
+  np.testing.assert_array_equal(out.status, [REFUSED] * (2 * CHUNK))
+  assert not out.repeated.any() and np.all(out.labels == -1) and a.num_charged == 5
+
+
+def test_a_partly_refused_chunk_records_the_cost_of_its_answers_only():
+  """The state keeps the cumulative cost at the last processed query: 5 GNMax answers at
+  σ = 20 cost 5·λ/σ² (Proposition 8 of 2018), not the refused queries' too, and the record
+  restores (its ε is its cost's)."""
+  votes = _votes(np.random.default_rng(22), CHUNK, 40)
+  kw = dict(data_dependent=False, conversion="classic")
+  first = _make("gnmax", epsilon_max=float("inf"), **kw)
+  first.answer(votes[:5])
+  a = _make("gnmax", epsilon_max=float(first.epsilon), **kw)
+  out = a.answer(votes)
+  np.testing.assert_array_equal(out.status, [ANSWERED] * 5 + [REFUSED] * (CHUNK - 5))
+  np.testing.assert_allclose(np.asarray(a.state.cost), 5 * ORDERS / 20.0**2, rtol=1e-12)
+  assert a.epsilon == first.epsilon and a.num_charged == 5
+  assert float(L.restore_ledger(a.ledger_record()).epsilon) == a.epsilon
+
+
+def test_an_older_record_is_refused_once_a_newer_one_is_resumed(monkeypatch):
+  """In a fresh process (no generation spent yet), resuming generation 2 marks it newest:
+  generation 1 of the same lineage, resumed after it, is refused before it can spend."""
+  votes = _votes(np.random.default_rng(23), 4, 20)
+  a = _make("gnmax", epsilon_max=float("inf"))
+  a.answer(votes[:2])
+  older = a.ledger_record()
+  a.answer(votes[2:])
+  newer = a.ledger_record()
+  assert (int(older["ledger_generation"]), int(newer["ledger_generation"])) == (1, 2)
+  monkeypatch.setattr("pate_jax.ledger._aggregator._NEWEST", {})
+  resumed = _make("gnmax", epsilon_max=float("inf"), ledger=newer)
+  with pytest.raises(L.StaleLedgerError, match="generation 1 of its ledger, but generation 2"):
+    _make("gnmax", epsilon_max=float("inf"), ledger=older)
+  assert resumed.generation == 2 and resumed.num_charged == 4
+
+
+def test_two_aggregators_resumed_from_one_record_cannot_both_spend():
+  """Both resume generation 1 (allowed: neither has spent); the first to spend makes the
+  other's copy of the budget stale."""
+  votes = _votes(np.random.default_rng(24), 4, 20)
+  a = _make("gnmax", epsilon_max=float("inf"))
+  a.answer(votes[:2])
+  record = a.ledger_record()
+  x = _make("gnmax", epsilon_max=float("inf"), ledger=record)
+  y = _make("gnmax", epsilon_max=float("inf"), ledger=record)
+  x.answer(votes[2:])
+  with pytest.raises(L.StaleLedgerError, match="another aggregator has spent"):
+    y.answer(votes[2:])
+  assert (x.num_charged, y.num_charged, y.generation) == (4, 2, 1)

@@ -247,3 +247,14 @@ def test_records_that_hold_the_datas_digest_are_owner_only(tmp_path):
                   "seed: 0 (checkpoint) -> 1 (now)"]
   assert checkpoint.fingerprint_diff(fp, {k: v for k, v in fp.items() if k != "data_sha256"}
                                      ) == ["data_sha256: <a digest> (checkpoint) -> <absent> (now)"]
+
+
+def test_a_completion_record_counts_only_for_the_same_outputs(tmp_path):
+  """completed(outputs): a run finished with other outputs (another number of steps) is not
+  this one's, even under the same fingerprint."""
+  with checkpoint.Checkpointer(tmp_path, fingerprint=FINGERPRINT) as ckpt:
+    assert ckpt.completed(OUTPUTS) is None
+    ckpt.complete(4, outputs=OUTPUTS)
+    assert ckpt.completed(OUTPUTS) == 4
+    assert ckpt.completed({**OUTPUTS, "num_steps": 8}) is None
+    assert ckpt.completed() is None
