@@ -3,10 +3,12 @@
   python experiments/train_student.py --config configs/student_pate_g.py:cpu \\
       --workdir runs/pate_g_100 --config.votes_dir=runs/pate_mnist_cpu/teachers
 
-Reads the teachers' ``votes.npz`` (``--config.votes_dir``), labels the first
-``aggregate.num_queries`` pool rows from the teachers' budget (the aggregate stage,
-pate_jax.stages.aggregate, into ``<workdir>/labels/``; rows answered before, by any run,
-come back as recorded, never paid for twice), trains the student with orbax checkpoints
+Reads the teachers' ``votes.npz`` (``--config.votes_dir``), labels
+``aggregate.num_queries`` pool rows (``aggregate.query_selection``: by default
+``"balanced"``, a tenth of them from each class; ``"first"``: the first rows) from the
+teachers' budget (the aggregate stage, pate_jax.stages.aggregate, into
+``<workdir>/labels/``; rows answered before, by any run, come back as recorded, never paid
+for twice), trains the student with orbax checkpoints
 (a killed run resumes) and writes ``results.json``: publishable -- held-out accuracy on
 the evaluation rows (never queried), queries, the data-independent and released ε, δ,
 label accuracy, epochs and wall time; ``private`` (for the data owner only) -- the
