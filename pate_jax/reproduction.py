@@ -693,8 +693,9 @@ ROWS: tuple[Row, ...] = (
         "vat_only_100", "eval_accuracy", "pct"),
     Row("pate2017", "Figure 5 (Appendix B.1)", "plurality labels, no noise, 100 samples", "—",
         "plurality_100", "eval_accuracy", "pct",
-        "MNIST analogue: the paper's figure is SVHN (" + _TFDS + "); curves only in "
-        "the paper; labels without noise: no privacy guarantee", marked_private=True),
+        "MNIST analogue on our 250 teachers: the paper's figure is SVHN with n = 50 teachers "
+        "(ICLR version, Appendix C.1; " + _TFDS + "); curves only in the paper; labels "
+        "without noise: no privacy guarantee", marked_private=True),
     Row("pate2017", "Figure 5 (Appendix B.1)", "distillation T = 1, 100 samples", "—",
         "distill_t1_100", "eval_accuracy", "pct",
         "MNIST analogue; the teachers' probabilities without noise: no privacy guarantee",
