@@ -1361,7 +1361,7 @@ GPU_ROWS: tuple[Row, ...] = (
         "strategies.vmap.examples_per_second", "int"),
     Row("beyond", "GPU acceptance", "the default paper teachers alone (250 CNNs, 1,000 steps "
         "of batch 64): wall", "—", "mnist_250_gpu", "wall_seconds", "s",
-        "teachers and their votes; brief: teachers <= 60 s"),
+        "teachers and their votes; target: teachers <= 60 s"),
     Row("beyond", "GPU acceptance", "the default paper teachers: training examples/s", "—",
         "mnist_250_gpu", "train_examples_per_second", "int", "checkpoint saves included"),
     Row("beyond", "GPU acceptance", "the default paper teachers: mean test accuracy", "—",
