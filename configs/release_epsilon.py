@@ -7,8 +7,10 @@ Default: the MNIST row of Papernot et al. 2018 (Table 2; tf-privacy
 ``ICLR2018/generate_table.sh``): the first 640 queries of 250 teachers' votes,
 Confident-GNMax with T = 200, σ_1 = 150, σ_2 = 40, δ = 1e-5, classic RDP conversion, on
 tf-privacy's list of orders (2, 2.5, ..., 100 and 100 log-spaced orders up to 500). The
-published release uses an order, β and σ_ss fixed here (the paper's procedure chose them
-on the votes; that analysis is reported in the private part only).
+release uses an order, β and σ_ss fixed here (the paper's procedure chose them on the
+votes; that analysis is reported in the private part only). No budget is spent, so the
+run is a research measurement, private as a whole, with secret noise too: a publishable
+release is the aggregate stage's (configs/aggregate_mnist.py).
 """
 
 import ml_collections
@@ -17,8 +19,8 @@ import ml_collections
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0                  # root seed (what is not private)
-  # None: secret noise (answers and release); an int: a research seed (public noise, the ε
-  # is a measurement).
+  # None: secret noise (answers and release); an int: a research seed (public noise). Either
+  # way the run spends no budget and is a measurement, private as a whole.
   c.noise_seed = ml_collections.config_dict.placeholder(int)
   c.votes_dir = ""            # directory (or file) with votes.npz; "" = --workdir
   c.num_queries = 640         # first N rows of the public pool (paper's MNIST: 640)

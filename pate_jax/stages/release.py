@@ -29,6 +29,8 @@ research seed.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import pathlib
 import time
 from typing import Any
@@ -157,7 +159,15 @@ def plan(config: Any) -> dict[str, Any]:
 
 
 def report(r: dict[str, Any]) -> None:
-  """Publishable lines, then the private ones, marked."""
+  """The released ε and its settings, then the un-noised values: every line marked private
+  (:func:`pate_jax.experiment.mark_private`), since the stage spends from no budget and its
+  results are private as a whole, whoever calls it (the script's harness marks them too)."""
+  with contextlib.redirect_stdout(io.StringIO()) as out:
+    _report(r)
+  print(experiment.mark_private(out.getvalue()), end="")
+
+
+def _report(r: dict[str, Any]) -> None:
   if r["noise_source"]["public"]:
     print(f"NOTE: {r['noise_source']['note']}")
   s = r["release"]
