@@ -172,3 +172,33 @@ def test_a_secret_release_of_votes_naming_no_data_is_refused_unless_another_budg
   again = _once(path, draws, reg, private_data=None)  # its own: read back, not refused
   np.testing.assert_array_equal(first["targets"], again["targets"])
   assert draws.count == 2
+
+
+def test_a_release_beside_a_spent_ledger_is_refused_under_another_registry(tmp_path):
+  """The teachers' ledger beside their votes is their budget whichever registry a run
+  names: a registry that does not follow it (another one, or one deleted) does not let a
+  secret release of the same votes open a second budget unasked. A rerun reads back the
+  release it drew; research noise spends nothing."""
+  votes = np.random.default_rng(0).multinomial(50, np.full(10, 0.1), size=20)
+  teachers = tmp_path / "teachers"
+  votes_lib.save_votes(teachers / "votes.npz", votes, votes.argmax(1), dataset="synthetic",
+                       private_data=DATA)
+  ledger = budget_lib.TeachersBudget(
+      teachers, votes_lib.load_votes(teachers), rng.noise_key("aggregation"),
+      mechanism="gnmax", params={"sigma": 20.0}, epsilon_max=20.0, delta=1e-5,
+      chunk_size=16, orders=np.array([2.0, 8.0, 32.0]),
+      registry=budget_lib.BudgetRegistry(tmp_path / "registry"))
+  ledger.answer(np.arange(5))
+  other = budget_lib.BudgetRegistry(tmp_path / "another_registry")
+  draws, path = _Draws(), tmp_path / "a" / "release.npz"
+  for registry in (other, None):
+    with pytest.raises(budget_lib.BudgetError, match=r"ledger\.npz: the teachers' privacy "
+                       r"ledger beside their votes has spent.*another_budget=True"):
+      _once(path, draws, registry, teachers=teachers)
+  assert draws.count == 0 and not path.exists() and other.budgets(DATA) == []
+  _once(tmp_path / "r" / "release.npz", draws, other, teachers=teachers, secret=False,
+        settings={**SETTINGS, "noise": "research:0"})
+  first = _once(path, draws, other, teachers=teachers, another_budget=True)
+  again = _once(path, draws, other, teachers=teachers)  # read back: nothing drawn
+  assert draws.count == 2 and len(other.budgets(DATA)) == 1
+  np.testing.assert_array_equal(first["targets"], again["targets"])

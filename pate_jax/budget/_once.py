@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pate_jax import io
-from pate_jax.budget._files import BudgetError
+from pate_jax.budget._files import BudgetError, written_ledgers
 from pate_jax.budget._registry import BudgetRegistry
 
 _META = ("release", "secret")
@@ -58,7 +58,8 @@ def _save(path: pathlib.Path, arrays: dict[str, Any], release: str, secret: bool
 def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]], *,
               votes_digest: str, settings: dict[str, Any], secret: bool,
               registry: BudgetRegistry | None = None, private_data: str | None = None,
-              another_budget: bool = False) -> dict[str, np.ndarray]:
+              another_budget: bool = False, teachers: str | os.PathLike | None = None
+              ) -> dict[str, np.ndarray]:
   """The arrays of a release of private votes, drawn by ``draw()`` at most once per budget.
 
   The release is named by :func:`release_digest` of ``votes_digest`` and ``settings``
@@ -79,6 +80,12 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
   copy its file to ``path`` to use it. With ``registry`` and no ``private_data`` (votes that
   name no private data), a secret-noise release not already at ``path`` is refused unless
   ``another_budget``: nothing would keep it to one draw.
+
+  ``teachers``, the directory of the votes: a secret-noise release not already at ``path``
+  is refused where the teachers' own ledger has spent there (``ledger.npz``, or its
+  journal), unless ``another_budget``. The registry refuses it too, where it follows that
+  ledger; this catches a registry that does not (another one, or one deleted), since the
+  ledger beside the votes is the teachers' budget whichever registry a run names.
 
   Raises:
     BudgetError: as above, naming the file or the registry entry and the way on.
@@ -108,7 +115,17 @@ def draw_once(path: str | os.PathLike, draw: Callable[[], dict[str, np.ndarray]]
         "counts with the others on the same data")
   out: dict[str, np.ndarray] = {}
 
-  def write() -> str:
+  def write() -> str:  # under the registry's lock, after its checks: before any draw
+    spent = ([] if not secret or another_budget or teachers is None
+             else written_ledgers(teachers))
+    if spent:
+      raise BudgetError(
+          f"{spent[0]}: the teachers' privacy ledger beside their votes has spent on them, "
+          "and the budget registry of this run does not hold that budget (another registry, "
+          "or one deleted): a secret release of these votes would be a second budget on "
+          "their data. Run with the registry that follows the ledger "
+          "(config.budget_registry, $PATE_JAX_BUDGET_REGISTRY), or set "
+          "config.another_budget=True to spend a second budget knowingly (their ε add up)")
     out.update({k: np.asarray(v) for k, v in draw().items()})
     if set(out) & set(_META):
       raise ValueError(f"draw: the names {_META} are the release file's own")
