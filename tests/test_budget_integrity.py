@@ -2,9 +2,10 @@
 
 Each test attacks one way of releasing more than ε_max (threads, copies, reruns of the
 aggregate stage, a functional state used with other settings, int32 wrap-around, rows
-with unequal totals, string booleans, id overflow, negative log-moments, reused noise
-ids) or one way bad hand-over files slipped through; the property test at the end
-recomputes ε from the released answers alone over 1,000 random sessions.
+with unequal totals, booleans given as strings or numbers, id overflow, negative
+log-moments, reused noise ids) or one way bad hand-over files slipped through; the
+property test at the end recomputes ε from the released answers alone over 1,000 random
+sessions.
 """
 
 from __future__ import annotations
@@ -214,6 +215,10 @@ def test_vote_counts_that_do_not_fit_are_refused(tmp_path):
     agg.gnmax(KEY, big, 40.0)
   with pytest.raises(ValueError, match="votes must"):
     _gnmax().answer(big)
+  # One teacher past the limit, every count within it: the row's total alone is refused.
+  with pytest.raises(ValueError, match="at most 16777216 teachers per row.*row 0 sums to"):
+    agg.gnmax(KEY, np.array([[2**23 + 1, 2**23]]), 40.0)
+  assert agg.gnmax(KEY, np.array([[2**23, 2**23]]), 40.0).shape == (1,)  # At the limit.
   with pytest.raises(ValueError, match="votes must"):
     L.answer_batch(_state(), KEY, np.array([[2**31, 2**31 - 1]]), np.arange(1))
   with pytest.raises(ValueError, match="votes must"):
@@ -238,10 +243,10 @@ def test_rows_with_unequal_totals_are_refused_everywhere():
     a.answer(votes[1:])  # Inflated rows in a later call.
 
 
-# --- 7. String booleans and id overflow ---------------------------------------------------
+# --- 7. Booleans given as strings or numbers, and id overflow -----------------------------
 
 
-def test_string_booleans_are_refused():
+def test_booleans_given_as_strings_or_numbers_are_refused():
   votes = np.array([[30, 10, 0]])
   with pytest.raises(ValueError, match="data_dependent must be a boolean"):
     acc.lnmax_log_moments(votes, 0.05, np.arange(1.0, 9.0), data_dependent="False")
@@ -252,6 +257,10 @@ def test_string_booleans_are_refused():
   for name in ("data_dependent", "consistent"):
     with pytest.raises(ValueError, match=f"{name} must be a boolean"):
       _gnmax(**{name: "False"})
+    with pytest.raises(ValueError, match=f"{name} must be a boolean; got 0"):
+      _gnmax(**{name: 0})  # A number is not a flag either.
+  with pytest.raises(ValueError, match="data_dependent must be a boolean; got 1"):
+    acc.gnmax_rdp(votes, 40.0, ORDERS, data_dependent=1)
 
 
 def test_votes_whose_index_is_not_a_dataset_row_are_refused(tmp_path):
