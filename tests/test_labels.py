@@ -90,6 +90,9 @@ def test_labels_of_other_votes_and_tampered_outcomes_are_refused(tmp_path):
   np.savez(path, **{**arrays, "noise": np.array("none")})  # Neither secret nor a seed.
   with pytest.raises(ValueError, match=r"noise must be 'secret' or 'research:<seed>', got 'none'"):
     labels_lib.load_labels(tmp_path)
+  np.savez(path, **{**arrays, "noise": np.array("public:7")})  # A seed of another kind.
+  with pytest.raises(ValueError, match=r"labels.npz: noise must be .*, got 'public:7'"):
+    labels_lib.load_labels(tmp_path)
 
 
 def test_the_noise_seed_of_loaded_labels(tmp_path):
