@@ -111,6 +111,16 @@ def test_restart_discards_mismatched_checkpoints(tmp_path):
     assert ckpt.restore_or(_state(0.0))[1] == 0  # the new fingerprint is the one stored
 
 
+def test_a_restart_keeps_the_directory_locked(tmp_path):
+  """restart=True discards what the directory holds but not its lock file: a second run
+  started meanwhile is refused, not handed a new lock file of its own."""
+  (tmp_path / "3").mkdir()  # A step of an earlier run.
+  with checkpoint.Checkpointer(tmp_path, restart=True):
+    assert not (tmp_path / "3").exists() and (tmp_path / checkpoint.LOCK_FILE).is_file()
+    with pytest.raises(checkpoint.LockedError, match="this process"):
+      checkpoint.Checkpointer(tmp_path)
+
+
 def test_checkpoints_without_fingerprint_are_refused(tmp_path):
   _saved(tmp_path)  # written with no fingerprint (e.g. by an older version)
   with pytest.raises(checkpoint.ResumeMismatchError, match="no fingerprint"):
