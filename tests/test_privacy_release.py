@@ -196,7 +196,10 @@ def test_3_a_release_is_drawn_only_where_it_was_paid_for(tmp_path, monkeypatch):
   cost = 10 * ORDERS / 40.0**2 + spec.rdp_curve(ORDERS)  # GNMax: λ/σ² per answer
   assert paid == pytest.approx(float(acc.rdp_accountant(ORDERS).compose(cost).epsilon(
       1e-5)[0]), rel=1e-9)
-  assert budget.release()["public"]["release"] == 1 and budget.epsilon == paid
+  first = budget.release()
+  assert first["public"]["release"] == 1 and budget.epsilon == paid
+  # The k-th release's expected ε is the data-dependent ε plus k releases' RDP (one order).
+  _assert_expected_release_epsilon(first, 1)
   budget.answer(np.arange(10, 12))  # the second release is paid with these rows
   read = budget._read  # pylint: disable=protected-access
 
@@ -212,7 +215,16 @@ def test_3_a_release_is_drawn_only_where_it_was_paid_for(tmp_path, monkeypatch):
     budget.release()
   monkeypatch.undo()
   assert ledger.read_bytes() == before  # nothing drawn, nothing written
-  assert make().release()["public"]["release"] == 2
+  second = make().release()
+  assert second["public"]["release"] == 2
+  _assert_expected_release_epsilon(second, 2)
+
+
+def _assert_expected_release_epsilon(release, k):
+  private = release["private"]
+  assert private["rdp_release"] > 0
+  assert private["epsilon_expected_release"] == pytest.approx(
+      private["epsilon_data_dependent"] + k * private["rdp_release"], rel=1e-12)
 
 
 # --- 4. The budget belongs to the teachers ------------------------------------------------
