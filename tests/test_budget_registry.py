@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pathlib
 
 import numpy as np
@@ -314,6 +315,23 @@ def test_the_registry_is_owner_only(tmp_path):
   with pytest.raises(budget_lib.BudgetError, match="shared with other users.*own"):
     budget_lib.BudgetRegistry(tmp_path / "shared").claim(DATA, "v1", tmp_path)
   assert not list((tmp_path / "shared").iterdir())
+
+
+def test_a_budgets_files_and_locks_are_owner_only(tmp_path):
+  """The ledger, its journal and the locks guarding them and the registry's entry are
+  0600 whatever the umask: another user who could open a lock could hold it, and stall
+  every spend of the budget."""
+  old = os.umask(0o022)
+  try:
+    reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+    a = _teachers(tmp_path / "a", 0)
+    _budget(a, reg).answer(np.arange(5))
+  finally:
+    os.umask(old)
+  files = [a / "ledger.npz", a / "ledger.npz.journal", a / "ledger.npz.lock",
+           tmp_path / "registry" / f"{DATA}.lock"]
+  assert {str(p): oct(p.stat().st_mode & 0o777) for p in files} == {
+      str(p): "0o600" for p in files}
 
 
 @pytest.mark.slow
