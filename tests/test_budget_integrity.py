@@ -263,6 +263,21 @@ def test_booleans_given_as_strings_or_numbers_are_refused():
     acc.gnmax_rdp(votes, 40.0, ORDERS, data_dependent=1)
 
 
+def test_the_largest_id_is_refused_without_consistent_answers():
+  """Without consistent answers the next fresh id is one past the last one answered: after
+  the largest two-word id it would wrap to 0, and every id, its noise draw already used,
+  would be fresh again. That id is refused; the one below it is answered."""
+  votes = _votes(np.random.default_rng(7), 2, 40)
+  top = 2**32 - 1
+  state = _state(epsilon_max=np.inf)
+  with pytest.raises(ValueError, match="query_ids must be fresh"):
+    L.answer_batch(state, KEY, votes, np.array([[top, top - 1], [top, top]], np.uint32))
+  state, out = L.answer_batch(state, KEY, votes[:1], np.array([[top, top - 1]], np.uint32))
+  assert np.all(out.status == ANSWERED) and int(state.num_charged) == 1
+  with pytest.raises(ValueError, match="query_ids must be fresh"):
+    L.answer_batch(state, KEY, votes[:1], np.array([[0, 0]], np.uint32))
+
+
 def test_votes_whose_index_is_not_a_dataset_row_are_refused(tmp_path):
   index = np.arange(40)
   index[3] = -1
