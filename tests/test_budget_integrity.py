@@ -202,6 +202,19 @@ def test_functional_state_records_delta_budget_and_mechanism():
     L.answer_batch(bad, KEY, votes, np.arange(48, 96))
 
 
+def test_a_functional_state_with_a_negative_counter_is_refused():
+  """A state whose counter went negative (edited by hand, or wrapped) is refused before
+  anything is answered or charged, naming the counter."""
+  votes = _votes(np.random.default_rng(4), 4, 40)
+  state = _state()
+  for name in ("num_charged", "num_answered", "num_teachers"):
+    bad = state._replace(**{name: np.int32(-1)})
+    with pytest.raises(ValueError, match=f"counters must be non-negative; got .*{name} -1"):
+      L.answer_batch(bad, KEY, votes, np.arange(4))
+    with pytest.raises(ValueError, match=f"counters must be non-negative; got .*{name} -1"):
+      L.charge(bad, np.zeros(len(ORDERS)))
+
+
 # --- 5. Vote counts that do not fit -------------------------------------------------------
 
 
