@@ -654,8 +654,9 @@ def test_the_aggregators_record_grows_instead_of_refusing():
 
 def test_restore_refuses_a_cache_that_is_not_the_charged_queries():
   """A consistent ledger's record holds one entry per charged query: a record with an
-  entry dropped (its query would be charged again and answered anew) or added (a query
-  never charged would be answered for free, with a label nobody paid for) is refused."""
+  entry dropped (its query would be charged again and answered anew), added (a query
+  never charged would be answered for free, with a label nobody paid for) or replaced by
+  a copy of another (dropped, with the count kept) is refused."""
   votes = _votes(np.random.default_rng(16), 4, 20)
   a = _make("gnmax", epsilon_max=float("inf"), consistent=True)
   a.answer(votes, query_ids=[3, 5, 8, 9])
@@ -665,7 +666,9 @@ def test_restore_refuses_a_cache_that_is_not_the_charged_queries():
   dropped = {k: record[k][:3] for k in keys}
   added = {k: np.append(record[k], x).astype(record[k].dtype)
            for k, x in zip(keys, (12, 0, ANSWERED))}
-  for forged in (dropped, added):
+  # An entry replaced by a copy of its neighbour: as many entries, one query dropped.
+  copied = {k: record[k][[0, 1, 1, 3]] for k in keys}
+  for forged in (dropped, added, copied):
     with pytest.raises(ValueError, match="ledger_cache_ids"):
       L.restore_ledger({**record, **forged})
 
