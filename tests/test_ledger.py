@@ -673,6 +673,24 @@ def test_restore_refuses_a_cache_that_is_not_the_charged_queries():
       L.restore_ledger({**record, **forged})
 
 
+def test_restore_refuses_a_cache_entry_recorded_as_refused():
+  """Only charged queries are recorded, each answered or not confident: an entry whose
+  outcome is a refusal (budget or capacity: never charged) or not a status at all is a
+  forged record (its repeats would be given that outcome), refused like any other."""
+  votes = _votes(np.random.default_rng(16), 4, 20)
+  a = _make("gnmax", epsilon_max=float("inf"), consistent=True)
+  a.answer(votes, query_ids=[3, 5, 8, 9])
+  record = a.ledger_record()
+  labels = record["ledger_cache_labels"].copy()
+  labels[1] = -1  # Unanswered, as a refusal's label is.
+  for outcome in (REFUSED, int(L.Status.REFUSED_CAPACITY), 7):
+    status = record["ledger_cache_status"].copy()
+    status[1] = outcome
+    with pytest.raises(ValueError, match="ledger_cache_ids"):
+      L.restore_ledger({**record, "ledger_cache_labels": labels,
+                        "ledger_cache_status": status})
+
+
 def test_non_consistent_ids_out_of_order_cannot_reuse_a_noise_draw():
   """Without consistent answers the ids of a batch must be strictly increasing: [5, 3, 5]
   would answer two queries with the draw of id 5 (a decrease hid the repeat)."""
