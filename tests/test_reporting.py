@@ -71,3 +71,19 @@ def test_a_students_plot_point_keeps_its_delta_and_samplers_term():
   assert plots.delta_label([p, other]) == "δ per point (students.json) + the samplers' term"
   no_epsilon = {**other, "epsilon": None, "delta": 1e-3}  # plurality labels: no ε to name
   assert plots.delta_label([other, no_epsilon]) == "δ = 1e-05"
+
+
+def test_a_students_plot_point_from_a_file_without_its_noise_source_is_private():
+  """A student's results.json that records neither its disclosure nor its labels' noise
+  source (the committed supervised_100, active_500, vat_100: every run's noise was seeded
+  then) is a research measurement: its point is private, as the README says."""
+  from pate_jax.students import plots  # pylint: disable=g-import-not-at-top
+  old = {"student": "supervised", "labels": "noisy", "num_queries": 100,
+         "eval_accuracy": 0.796,
+         "epsilon": {"moments_data_independent": {"epsilon": 5.3, "delta": 1e-5}}}
+  assert plots.point(old, "supervised_100")["private"]
+  assert plots.point({**old, "active_rounds": [{}]}, "active_500")["private"]
+  secret = {**old, "noise_source": {"public": False}}
+  assert not plots.point(secret, "a", "publishable: ...")["private"]
+  assert not plots.point(secret, "b")["private"]  # its noise source says secret
+  assert not plots.point({**old, "labels": "true"}, "c")["private"]  # no teacher at all

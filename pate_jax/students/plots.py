@@ -20,7 +20,8 @@ def point(results: dict[str, Any], run: str, disclosure: str | None = None) -> d
   """One plotted point from a train_student ``results.json`` (``results``, and the file's
   ``disclosure``). It is private -- the data owner's only -- where the student learnt the
   teachers' un-noised labels, where the file is private as a whole, or where its labels'
-  noise came from a research seed (files written before such runs were marked)."""
+  noise came from a research seed (files written before such runs were marked, and those
+  written before the noise source was recorded: every run's noise was seeded then)."""
   eps = results.get("epsilon")
   release = results.get("epsilon_release")
   value = None
@@ -40,7 +41,11 @@ def point(results: dict[str, Any], run: str, disclosure: str | None = None) -> d
     label += f", T = {results['temperature']:g} probabilities (no noise: private)"
   # On the teachers' un-noised labels: no privacy guarantee; with a research seed's noise:
   # the labels bound the votes beyond any ε. Either way, the data owner's only.
-  research = bool((results.get("noise_source") or {}).get("public"))
+  # A file that records neither its disclosure nor its labels' noise source was written
+  # before they were recorded, when every run's noise came from a seed: research noise too.
+  unrecorded = (disclosure is None and "noise_source" not in results
+                and results.get("labels", "noisy") in ("noisy", "true_answered"))
+  research = bool((results.get("noise_source") or {}).get("public")) or unrecorded
   private = (results.get("labels") in UNNOISED_LABELS or research
              or (disclosure is not None and not disclosure.startswith("publishable")))
   if research:
