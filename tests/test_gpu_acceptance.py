@@ -558,3 +558,20 @@ def test_the_hand_over_keeps_votes_over_the_size_limit_and_its_copies_keep_times
     os.utime(src, (1_000_000_000, 1_000_000_000))
     dst = io.copy_file(src, tmp_path / "published" / src.name)
     assert os.stat(dst).st_mtime == 1_000_000_000 and os.stat(dst).st_mode & 0o777 == mode
+
+
+def test_a_failed_run_marks_every_line_of_its_message_private(tmp_path, monkeypatch, capsys):
+  """A run's error may quote what it computed from the private data on any of its lines:
+  each line printed says so, as the harness marks a script's error."""
+  c = _config("gpu_acceptance")
+  c.stages = "bench_accounting"
+
+  def fake_run(config, name, root):
+    raise ValueError("the labels disagree:\nplurality accuracy 0.9312 on the pool")
+
+  monkeypatch.setattr(ga, "_run_one", fake_run)
+  ga.run(c, str(tmp_path / "w"))
+  lines = capsys.readouterr().out.splitlines()
+  failed = lines.index(next(line for line in lines if "FAILED" in line))
+  assert lines[failed].endswith(experiment.PRIVATE_MARK + "ValueError: the labels disagree:")
+  assert lines[failed + 1] == experiment.PRIVATE_MARK + "plurality accuracy 0.9312 on the pool"

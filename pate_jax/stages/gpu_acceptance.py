@@ -518,9 +518,10 @@ def run(config, workdir: str) -> dict:
         status[name] = {"stage": stage, "status": "failed", "wall_seconds": time.time() - t0,
                         "error": f"{type(e).__name__}: {str(e)[:500]}".replace(
                             str(root.resolve()), str(root))}
-        # Marked as the harness marks error lines (experiment.PRIVATE_MARK).
-        print(f"[stage {stage}] {name}: FAILED: {experiment.PRIVATE_MARK}{type(e).__name__}: {e}",
-              flush=True)
+        # Marked as the harness marks error lines: every line of a message of several (one
+        # may quote what the run computed from the private data).
+        print(f"[stage {stage}] {name}: FAILED: "
+              + experiment.mark_private(f"{type(e).__name__}: {e}"), flush=True)
       summary, handed = _hand_over(config, root, chosen, status), len(status)
     if summary is None or handed != len(status):  # runs skipped since the last hand-over
       summary = _hand_over(config, root, chosen, status)
