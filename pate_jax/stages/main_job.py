@@ -259,8 +259,9 @@ def wire(config, root: pathlib.Path | None) -> None:
 def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> dict:
   """Runs the main job (module docstring) into ``workdir``. ``on_labels``: called once the
   student's labels are paid for and written, before anything drawn from their noise is
-  printed (the GPU acceptance hands its workdir over then); its seconds are kept apart
-  (``hand_over_seconds``), out of ``wall_seconds`` and ``stage_seconds``."""
+  printed (the GPU acceptance hands its workdir over then); its seconds are private
+  (``private.seconds.hand_over``: that hand-over compresses the teachers' directory), out
+  of ``wall_seconds`` and ``stage_seconds``."""
   t0 = time.time()
   root = pathlib.Path(workdir)
   wire(config, root)
@@ -326,7 +327,6 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
       "delta": labels["delta"],
       # To the student's end (the attack's is private), the hand-over's aside.
       "wall_seconds": student_end - t0 - sum(hand_over),
-      "hand_over_seconds": sum(hand_over) if hand_over else None,
       "stage_seconds": stage_seconds,  # sequential: they add up to (nearly) the wall
       "concurrent_seconds": concurrent_seconds,
       # Inside the teachers' and the student's stages (None: teachers reused, not timed).
@@ -342,7 +342,10 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
           epsilon=labels["private"]["epsilon"],
           epsilon_release=labels["private"].get("epsilon_release"),
           attack=attack,
-          seconds={"wall_end_to_end": time.time() - t0, **attack_seconds}),
+          # The hand-over compresses the teachers' directory (votes.npz and the ledger):
+          # its seconds follow the votes' agreement.
+          seconds={"wall_end_to_end": time.time() - t0, **attack_seconds,
+                   **({"hand_over": sum(hand_over)} if hand_over else {})}),
   }
   record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
   mechanism = mechanisms.get(config.aggregate.mechanism, "config.aggregate.mechanism")

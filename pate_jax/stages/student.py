@@ -66,7 +66,8 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
 
   ``on_labels``: called once the labels are written and before the training (the main
   job starts its attack there, beside the training); not called by the active learner,
-  whose labels come during its training.
+  whose labels come during its training. Its seconds are private
+  (``private.on_labels_seconds``), out of ``wall_seconds`` and ``phase_seconds``.
   """
   clock = experiment.PhaseClock()
   workdir = pathlib.Path(workdir)
@@ -190,7 +191,12 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
     clock.mark("labels")
     if on_labels is not None:
       on_labels()
-      clock.mark("on_labels")  # (the main job's hand-over, if any: not the fit's)
+      # The main job's hand-over (the GPU acceptance compresses the teachers' directory,
+      # votes.npz and ledger among it: its seconds follow the votes' agreement): private,
+      # out of the publishable phases and wall.
+      aside = clock.mark("on_labels")
+      del clock.seconds["on_labels"]
+      results.setdefault("private", reporting.private_part())["on_labels_seconds"] = aside
     if num_seeds == 1:
       fit, results["game_restarts"] = _fit_checked(config, student, data, key, root, workdir,
                                                    fit_kwargs)
@@ -210,7 +216,8 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
       "resumed_from_step": fit.resumed_from,
       "train_seconds": fit.train_seconds,
       "history": fit.history,
-      "wall_seconds": clock.elapsed(),
+      "wall_seconds": clock.elapsed() - (results.get("private") or {}).get(
+          "on_labels_seconds", 0.0),
       # Where the wall went, phase by phase (they add up to it, but for this file's write);
       # the fit's training segments alone are ``train_seconds``.
       "phase_seconds": dict(clock.seconds),

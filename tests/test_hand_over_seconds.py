@@ -1,0 +1,39 @@
+"""The main job's hand-over (the GPU acceptance archives the teachers' directory when the
+labels are paid for) takes seconds that follow the votes: they are private, out of the
+student's publishable wall and phases."""
+
+import pathlib
+import time
+
+import numpy as np
+
+from pate_jax import students
+from pate_jax.experiment import load_script
+from pate_jax.stages import student as student_stage
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_the_hand_over_seconds_are_private_in_the_student_results(tmp_path, monkeypatch):
+  c = load_script(REPO / "configs" / "student_supervised.py").get_config("cpu")
+  c.votes_dir, c.num_steps, c.batch_size = "teachers", 4, 2
+  n = 6
+  votes = {"dataset": "digits", "num_teachers": 5, "labels": np.arange(20) % 3,
+           "votes": np.ones((20, 3), np.int32)}
+  agg = {"num_queries": n, "noise_source": {"public": False},
+         "private": {"epsilon": {"x": {"epsilon": 1.0}}}}
+  monkeypatch.setattr(student_stage.votes_lib, "load_votes", lambda d: votes)
+  monkeypatch.setattr(students, "load_public_data", lambda v, d: (
+      np.zeros((20, 2), np.float32), np.zeros((4, 2), np.float32), np.zeros(4, int), 3))
+  monkeypatch.setattr(students, "build_student", lambda *a, **k: None)
+  monkeypatch.setattr(students, "make_student_data", lambda *a: None)
+  monkeypatch.setattr(students, "answered_labels", lambda f: (np.arange(n), np.zeros(n, int)))
+  monkeypatch.setattr(student_stage, "noisy_labels", lambda config, out: ({}, agg))
+  fit = students.FitResult(None, 0.5, [], 0, 0.0)
+  monkeypatch.setattr(student_stage, "_fit_checked", lambda *a: (fit, []))
+  hand_over = 0.4  # compressing votes.npz: slower the less the teachers agree
+  r = student_stage.run(c, str(tmp_path), on_labels=lambda: time.sleep(hand_over))
+  assert r["private"]["on_labels_seconds"] >= hand_over
+  assert "on_labels" not in r["phase_seconds"]
+  assert r["wall_seconds"] < hand_over
+  assert abs(sum(r["phase_seconds"].values()) - r["wall_seconds"]) < 0.1
