@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.special
+import scipy.stats
 from jax.test_util import check_grads
 
 from pate_jax import accounting as acc
@@ -640,3 +641,143 @@ def test_tied_top_classes_use_q_capped_at_one_less_one_over_c():
   out = np.asarray(acc.gnmax_local_sensitivity(votes, 6, sigma, order))
   np.testing.assert_allclose(out[0], order / sigma**2 - reference._theorem6(log_bl, sigma, order),
                              rtol=1e-9)
+
+
+# ------------------------------------------------------------------ the release's sums and choices
+# release_core composes per-query pieces (the data-dependent RDP of each step, their A(d)) by
+# the module's formulas. The pieces are replaced by cheap stand-ins of known values (the real
+# ones are the tests above), so that the composition compiles in well under a second and is
+# compared with a plain loop over (λ, β) of the same formulas.
+
+_T = 10  # teachers
+
+
+def _fake_pieces(xp):
+  """Stand-ins for the per-query pieces, in ``xp`` (jax.numpy in the release, numpy in the
+  loop). GNMax: data-independent (its value at the unanimous histogram is λ/σ²) for
+  λ >= 4. Threshold table r(v): equal to λ/(2σ_T²) at both ends for λ >= 4, at v = 0 only
+  for 2.5 <= λ < 4 (data-dependent: both ends must match), at neither below. The A(d) are
+  0 at d = 0 and vary with the votes and d."""
+  top = lambda votes: xp.max(votes, axis=-1)
+
+  def gnmax_rdp(votes, sigma, orders, data_dependent=True):
+    a = xp.where(orders >= 4.0, 1.0, 0.5)
+    return orders / sigma**2 * (a + (1.0 - a) * (1.0 - top(votes)[:, None] / _T) * 0.7)
+
+  def threshold_rdp(votes, threshold, sigma_threshold, orders):
+    return orders / (2.0 * sigma_threshold**2) * (0.2 + 0.06 * top(votes)[:, None])
+
+  def table(threshold, sigma_threshold, orders, num_teachers):
+    v = xp.arange(num_teachers + 1.0)[:, None] / num_teachers
+    ends = xp.where(orders >= 4.0, 0.0, xp.where(orders >= 2.5, v, 0.3 + v))
+    return orders / (2.0 * sigma_threshold**2) * (1.0 + ends)
+
+  def threshold_ls(votes, threshold, sigma_threshold, orders, num_teachers):
+    d = xp.arange(num_teachers, dtype=votes.dtype)
+    return (0.004 * orders[None, :, None] * (1.0 + top(votes))[:, None, None]
+            * (d * xp.exp(-0.25 * d))[None, None, :])
+
+  def walk(votes, sigma, orders, log_q0, log_q1, plateau, num_teachers):
+    d = xp.arange(num_teachers, dtype=votes.dtype)
+    return (0.01 * orders[None, :, None] * (1.0 + _T - top(votes))[:, None, None]
+            * xp.minimum(d, 3.0)[None, None, :])
+
+  return dict(gnmax_rdp=gnmax_rdp, threshold_rdp=threshold_rdp, table=table,
+              threshold_ls=threshold_ls, walk=walk)
+
+
+def _loop_release(f, votes, num_rows, threshold, sigma_threshold, sigma, orders, betas, delta,
+                  confident, answered):
+  """The module docstring's release, one order and one β at a time (numpy, floats)."""
+  votes = np.asarray(votes, np.float64)[:num_rows]
+  best = None
+  for k, lam in enumerate(orders):
+    o = np.array([lam])
+    unanimous = np.zeros((1, votes.shape[1]))
+    unanimous[0, 0] = _T
+    close = lambda a, b: abs(a - b) <= 1e-8 + 1e-5 * abs(b)
+    ind_answer, ind_thr = lam / sigma**2, lam / (2 * sigma_threshold**2)
+    dep_answer = not close(float(f["gnmax_rdp"](unanimous, sigma, o)[0, 0]), ind_answer)
+    r = np.asarray(f["table"](threshold, sigma_threshold, o, _T))[:, 0]
+    dep_thr = confident and not (close(r[0], ind_thr) and close(r[-1], ind_thr))
+    rdp, ls = 0.0, np.zeros(_T)
+    for row, q in zip(votes, range(num_rows)):
+      if answered is not None:
+        weight = float(answered[q])
+      elif confident:
+        weight = scipy.stats.norm.cdf((round(row.max()) - threshold) / sigma_threshold)
+      else:
+        weight = 1.0
+      if confident:
+        rdp += (float(f["threshold_rdp"](row[None], threshold, sigma_threshold, o)[0, 0])
+                if dep_thr else ind_thr)
+      rdp += weight * (float(f["gnmax_rdp"](row[None], sigma, o)[0, 0]) if dep_answer
+                       else ind_answer)
+      if dep_thr:
+        ls += np.asarray(f["threshold_ls"](row[None], threshold, sigma_threshold, o, _T))[0, 0]
+      if dep_answer:
+        ls += weight * np.asarray(f["walk"](row[None], sigma, o, 0, 0, 0, _T))[0, 0]
+    term = -math.log(delta) / (lam - 1)
+    if not ls.any():
+      cand = dict(order=lam, beta=0.0, smooth_sensitivity=0.0, sigma_ss=math.inf,
+                  noise_std=0.0, rdp=rdp, rdp_release=0.0, cost=rdp)
+      cand["total"] = rdp + term
+      best = cand if best is None or cand["total"] < best["total"] else best
+      continue
+    for beta in betas[k]:
+      smooth = max(ls[d] * math.exp(-beta * d) for d in range(_T))
+      sig = (lam * math.exp(2 * beta) / smooth)**(1 / 3)
+      gnss = (lam * math.exp(2 * beta) / sig**2
+              + (beta * lam - 0.5 * math.log(1 - 2 * lam * beta)) / (lam - 1))
+      cost = rdp + gnss + 2 * smooth * sig
+      cand = dict(order=lam, beta=beta, smooth_sensitivity=smooth, sigma_ss=sig,
+                  noise_std=smooth * sig, rdp=rdp, rdp_release=gnss, cost=cost,
+                  total=cost + term)
+      best = cand if best is None or cand["total"] < best["total"] else best
+  term = -math.log(delta) / (best["order"] - 1)
+  best["epsilon_before"] = best["rdp"] + term
+  best["epsilon"] = best["rdp"] + best["rdp_release"] + term
+  return best
+
+
+def test_the_release_sums_weighs_and_chooses_as_its_formulas_say(monkeypatch):
+  """Over the first ``num_rows`` rows only: rdp and A(d) summed (GNMax's weighted by
+  Pr[answered] or the realised answers), SS_β = max_d e^{-βd} A(d), σ_ss = (λe^{2β}/SS)^{1/3},
+  (λ, β) minimising rdp + ε_ss + 2·SS·σ_ss + log(1/δ)/(λ-1); a step is data-independent
+  only where its bound equals the data-independent one at both extreme histograms; where
+  nothing is data-dependent, no noise. Against a loop of those formulas."""
+  f = _fake_pieces(jnp)
+  monkeypatch.setattr(ss._gnmax, "gnmax_rdp_core", f["gnmax_rdp"])
+  monkeypatch.setattr(ss._gnmax, "confident_threshold_rdp_core", f["threshold_rdp"])
+  monkeypatch.setattr(ss, "_threshold_rdp_table", f["table"])
+  monkeypatch.setattr(ss, "threshold_local_sensitivity_core", f["threshold_ls"])
+  monkeypatch.setattr(ss, "gnmax_walk_core", f["walk"])
+  core = jax.jit(ss.release_core.__wrapped__, static_argnames=("num_teachers", "conversion"))
+  votes = np.array([[7, 2, 1], [4, 3, 3], [10, 0, 0], [5, 5, 0], [6, 1, 3],
+                    # rows past num_rows = 5: never in a sum (unlike any real row)
+                    [0, 0, 10], [1, 9, 0], [2, 2, 6]], np.float64)
+  answered = np.array([1, 0, 1, 1, 0, 1, 1, 1], np.float64)
+  constants = tuple(np.zeros(2) for _ in range(3))
+  names = ("order", "beta", "smooth_sensitivity", "sigma_ss", "noise_std", "rdp",
+           "rdp_release", "epsilon_before", "epsilon", "cost")
+  seen = set()
+  for orders, delta, confident, realised in (
+      ([2.0, 3.0], 1e-5, True, False), ([2.0, 3.0], 0.5, True, True),
+      ([2.0, 3.0], 1e-3, False, False), ([3.0, 5.0], 1e-8, True, True),
+      ([2.0, 5.0], 0.9, True, False)):
+    orders = np.array(orders)
+    betas = np.array([0.3, 0.42, 0.49])[None, :] / orders[:, None]  # K = 2, B = 3
+    out = core(votes, answered, np.int32(5), 6.0, 2.0, 1.5, orders, betas, delta, 1.0,
+               constants, np.bool_(confident), np.bool_(realised), np.bool_(False),
+               num_teachers=_T, conversion="classic")
+    want = _loop_release(_fake_pieces(np), votes, 5, 6.0, 2.0, 1.5, orders, betas, delta, confident,
+                         answered if realised else None)
+    for name in names:
+      np.testing.assert_allclose(float(getattr(out, name)), want[name], rtol=1e-12,
+                                 err_msg=name)
+    weights = (answered[:5] if realised else scipy.stats.norm.cdf(
+        (votes[:5].max(axis=1) - 6.0) / 2.0) if confident else np.ones(5))
+    np.testing.assert_allclose(float(out.answered), weights.sum(), rtol=1e-12)
+    seen.add((float(out.order), float(out.beta) == 0.0))
+  # The cases reach both orders and a release with nothing data-dependent (order 5).
+  assert {(2.0, False), (3.0, False), (5.0, True)} <= seen, seen
