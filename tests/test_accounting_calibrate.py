@@ -123,6 +123,20 @@ def test_the_calibrated_noise_never_spends_more_than_the_target(target, delta, q
   assert target * (1 - 1e-9) <= eps <= target, (sigma, eps - target)
 
 
+def test_the_calibrated_noise_leaves_the_accountant_room_for_its_own_rounding():
+  """The root is sought 16 ulps under the target, so that an accountant composing in
+  another order (a ledger, a report) never finds a few ulps over it: the returned noise
+  spends at least 4 ulps under the target (the settings of the test above, Newton too)."""
+  for target, delta, queries in ((1.0, 1e-5, 100), (2.0, 1e-6, 1000), (8.0, 1e-5, 5000)):
+    for method in ("newton", "bisection"):
+      sigma = float(acc.calibrate_noise(target, delta, mechanism=GN, num_queries=queries,
+                                        method=method))
+      eps = float(acc.rdp_accountant().compose(queries * acc.DEFAULT_ORDERS / sigma**2
+                                               ).epsilon(delta)[0])
+      assert target * (1 - 1e-9) <= eps <= target * (1 - 4 * np.finfo(float).eps), (
+          target, method, eps - target)
+
+
 @pytest.mark.parametrize("mechanism", ["gnmax", "lnmax"])
 @pytest.mark.parametrize("method", ["newton", "bisection"])
 def test_a_loose_tolerance_still_never_spends_more_than_the_target(mechanism, method):
