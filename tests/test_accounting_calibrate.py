@@ -123,6 +123,19 @@ def test_the_calibrated_noise_never_spends_more_than_the_target(target, delta, q
   assert target * (1 - 1e-9) <= eps <= target, (sigma, eps - target)
 
 
+def test_newton_steps_that_leave_the_bracket_are_replaced_by_bisection():
+  """Two orders far apart: ε is the smaller of two smooth curves, with a kink where the best
+  order switches, and a Newton step taken on one curve can land outside the bracket (at
+  this target, unguarded steps cycle until the iteration cap). The noise found spends the
+  target, as the closed form Q·λ/σ² converted at each order says."""
+  orders = np.array([1.5, 64.0])
+  for target in (15.811388300841895, 21.08482517142911):
+    sigma = float(acc.calibrate_noise(target, 1e-5, mechanism=GN, num_queries=50,
+                                      orders=orders))
+    eps = float(acc.rdp_to_epsilon(50 * orders / sigma**2, orders, 1e-5)[0])
+    assert target * (1 - 1e-9) <= eps <= target, (target, sigma, eps - target)
+
+
 def test_the_calibrated_noise_leaves_the_accountant_room_for_its_own_rounding():
   """The root is sought 16 ulps under the target, so that an accountant composing in
   another order (a ledger, a report) never finds a few ulps over it: the returned noise
