@@ -781,3 +781,64 @@ def test_the_release_sums_weighs_and_chooses_as_its_formulas_say(monkeypatch):
     seen.add((float(out.order), float(out.beta) == 0.0))
   # The cases reach both orders and a release with nothing data-dependent (order 5).
   assert {(2.0, False), (3.0, False), (5.0, True)} <= seen, seen
+
+
+@pytest.mark.parametrize("conversion", ["classic", "improved"])
+def test_the_releases_delta_term_is_the_conversions(conversion):
+  """ε - rdp of the release's RDP -> (ε, δ) conversion at each order, the one the
+  accountant applies (classic: log(1/δ)/(λ-1); improved: Balle et al. 2020)."""
+  orders, delta = np.array([1.5, 2.0, 8.0, 32.0]), 1e-5
+  term = np.asarray(ss._delta_term(jnp.asarray(orders), delta, conversion))
+  for lam, t in zip(orders, term):
+    eps = float(acc.rdp_to_epsilon(np.array([3.0]), np.array([lam]), delta, conversion)[0])
+    np.testing.assert_allclose(t, eps - 3.0, rtol=1e-13)
+
+
+def test_the_release_stage_releases_the_realised_answers_at_the_fixed_parameters(
+    tmp_path, monkeypatch):
+  """The release stage (pate_jax.stages.release) hands the smooth-sensitivity release the
+  answers it drew and the fixed λ, β and σ_ss (never ones chosen on the votes), reports
+  those as its public parameters, and its data-independent ε is the closed form
+  Q·λ/(2σ_T²) + answered·λ/σ², converted. The answers, the fixed parameters, the release,
+  its draw and the paper's own analysis are stand-ins here (each is tested on its own), so
+  nothing slow compiles."""
+  from pate_jax import aggregation, budget  # pylint: disable=g-import-not-at-top
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import aggregate  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import release as release_stage  # pylint: disable=g-import-not-at-top
+  votes = synthetic_votes(10, 40, 250, 10)
+  votes_lib.save_votes(tmp_path / "votes.npz", votes, np.argmax(votes, axis=1),
+                       dataset="synthetic")
+  config = experiment.load_script(REPO / "configs" / "release_epsilon.py").get_config()
+  config.num_queries, config.orders, config.joint_orders, config.draws = 40, "default", False, 4
+  config.noise_seed = 0
+  answered = np.arange(40) % 3 == 1
+  spec = budget.ReleaseSpec.make(18.5, 7.5)
+  calls = []
+
+  def stand_in(v, **kw):
+    calls.append(kw)
+    return acc.Release(*[np.float64(x) for x in (kw["order"], 0.02, 0.3, 6.0, 0.5, 1.0, 0.2,
+                                                 1.5, 2.0, 5.0, 10.0, 0.0, 0.0)])
+
+  monkeypatch.setattr(aggregation, "confident_gnmax",
+                      lambda key, v, **kw: (np.where(answered, 0, -1), answered))
+  monkeypatch.setattr(aggregate, "fixed_release", lambda *args: spec)
+  monkeypatch.setattr(acc, "smooth_sensitivity_release", stand_in)
+  monkeypatch.setattr(acc, "release_epsilon", lambda key, release, upper=np.inf: np.float64(
+      release.epsilon))
+  monkeypatch.setattr(acc, "valid_release_orders", lambda sigma, c, orders: np.asarray(orders))
+  monkeypatch.setattr(acc, "confident_gnmax_rdp",
+                      lambda v, *args: np.full((len(v), len(args[-1])), 0.01))
+  out = release_stage.run(config, tmp_path)
+  assert out["num_answered"] == answered.sum()
+  fixed = calls[0]
+  np.testing.assert_array_equal(fixed["answered"], answered)
+  assert fixed["order"] == spec.order and fixed["sigma_ss"] == spec.sigma_ss
+  np.testing.assert_array_equal(fixed["betas"], [spec.beta])
+  assert out["release"] == spec._asdict()
+  grid = np.asarray(acc.DEFAULT_ORDERS)
+  rdp = 40 * grid / (2 * 150.0**2) + answered.sum() * grid / 40.0**2
+  eps, best = acc.rdp_to_epsilon(rdp, grid, 1e-5, "classic")
+  np.testing.assert_allclose(out["epsilon_data_independent"], float(eps), rtol=1e-12)
+  assert out["epsilon_data_independent_order"] == float(best)
