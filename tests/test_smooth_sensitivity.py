@@ -783,6 +783,33 @@ def test_the_release_sums_weighs_and_chooses_as_its_formulas_say(monkeypatch):
   assert {(2.0, False), (3.0, False), (5.0, True)} <= seen, seen
 
 
+def test_the_default_order_has_the_smallest_data_dependent_epsilon(monkeypatch):
+  """order None: the order of the pool with the smallest ε before the release (tf-privacy's),
+  over the first ``num_rows`` rows, each weighted as in the release. Stand-in pieces as
+  above, against a loop."""
+  f, g = _fake_pieces(jnp), _fake_pieces(np)
+  monkeypatch.setattr(ss._gnmax, "gnmax_rdp_core", f["gnmax_rdp"])
+  monkeypatch.setattr(ss._gnmax, "confident_threshold_rdp_core", f["threshold_rdp"])
+  best_order = jax.jit(ss._best_order_core.__wrapped__, static_argnames=("conversion",))
+  votes = np.array([[7, 2, 1], [4, 3, 3], [10, 0, 0], [5, 5, 0], [6, 1, 3],
+                    [0, 0, 10], [1, 9, 0], [2, 2, 6]], np.float64)
+  answered = np.array([1, 0, 1, 1, 0, 1, 1, 1], np.float64)
+  pool = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 16.0])
+  chosen = set()
+  for delta, realised in ((1e-5, False), (1e-2, True), (1e-12, False)):
+    weights = answered[:5] if realised else scipy.stats.norm.cdf(
+        (votes[:5].max(axis=1) - 6.0) / 2.0)
+    eps = [sum(float(g["threshold_rdp"](row[None], 6.0, 2.0, np.array([lam]))[0, 0])
+               + w * float(g["gnmax_rdp"](row[None], 1.5, np.array([lam]))[0, 0])
+               for row, w in zip(votes[:5], weights)) - math.log(delta) / (lam - 1)
+           for lam in pool]
+    out = float(best_order(votes, answered, np.int32(5), 6.0, 2.0, 1.5, pool, delta,
+                           np.bool_(True), np.bool_(realised), conversion="classic"))
+    assert out == pool[int(np.argmin(eps))], (delta, realised, out, eps)
+    chosen.add(out)
+  assert len(chosen) >= 2, chosen
+
+
 @pytest.mark.parametrize("conversion", ["classic", "improved"])
 def test_the_releases_delta_term_is_the_conversions(conversion):
   """ε - rdp of the release's RDP -> (ε, δ) conversion at each order, the one the
