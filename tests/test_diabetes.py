@@ -121,3 +121,20 @@ def test_bad_files_are_clear_errors(tmp_path):
     diabetes.load_diabetes(jax.random.key(0), path=good, drop_columns=["bmi"])
   d = diabetes.load_diabetes(jax.random.key(0), path=good, drop_columns="gender,age")
   assert "gender" not in d["train"].feature_names and "age" in d["train"].columns
+
+
+def test_the_tabular_task_codes_with_the_query_splits_vocabulary(tmp_path, recwarn):
+  """tabular.load_task codes Diabetes with the public query split's vocabulary: a value only
+  private (training) records hold is coded -1, silently, so that no private record changes
+  how the queries are coded. Here every row holds its own insulin value."""
+  from pate_jax import tabular  # pylint: disable=g-import-not-at-top
+  rows = _rows()
+  for i, row in enumerate(rows):
+    row["insulin"] = f"v{i}"
+  _write(tmp_path / "diabetes" / diabetes.DIABETES_FILE, rows)
+  train, queries, name = tabular.load_task(jax.random.key(0), "diabetes", tmp_path)
+  assert name == "diabetes" and len(train) and len(queries)
+  column = train.feature_names.index("insulin")
+  assert set(train.encoder.vocab["insulin"]) == set(queries.columns["insulin"])
+  assert np.all(train.features[:, column] == -1) and np.all(queries.features[:, column] >= 0)
+  assert not [w for w in recwarn if "insulin" in str(w.message) or "v1" in str(w.message)]
