@@ -686,6 +686,15 @@ def _fake_pieces(xp):
               threshold_ls=threshold_ls, walk=walk)
 
 
+def _fresh_jit(jitted, static_argnames):
+  """``jitted``'s function compiled apart from it, with the stand-ins patched in. Not
+  ``jax.jit(jitted.__wrapped__)``: jit's trace cache is keyed by the Python function, so
+  that would share ``jitted``'s traces (a trace of the module's real pieces would be reused
+  here, and one of the stand-ins by the module's later calls of the same shapes)."""
+  return jax.jit(lambda *args, **kwargs: jitted.__wrapped__(*args, **kwargs),
+                 static_argnames=static_argnames)
+
+
 def _loop_release(f, votes, num_rows, threshold, sigma_threshold, sigma, orders, betas, delta,
                   confident, answered):
   """The module docstring's release, one order and one β at a time (numpy, floats)."""
@@ -752,7 +761,7 @@ def test_the_release_sums_weighs_and_chooses_as_its_formulas_say(monkeypatch):
   monkeypatch.setattr(ss, "_threshold_rdp_table", f["table"])
   monkeypatch.setattr(ss, "threshold_local_sensitivity_core", f["threshold_ls"])
   monkeypatch.setattr(ss, "gnmax_walk_core", f["walk"])
-  core = jax.jit(ss.release_core.__wrapped__, static_argnames=("num_teachers", "conversion"))
+  core = _fresh_jit(ss.release_core, ("num_teachers", "conversion"))
   votes = np.array([[7, 2, 1], [4, 3, 3], [10, 0, 0], [5, 5, 0], [6, 1, 3],
                     # rows past num_rows = 5: never in a sum (unlike any real row)
                     [0, 0, 10], [1, 9, 0], [2, 2, 6]], np.float64)
@@ -790,7 +799,7 @@ def test_the_default_order_has_the_smallest_data_dependent_epsilon(monkeypatch):
   f, g = _fake_pieces(jnp), _fake_pieces(np)
   monkeypatch.setattr(ss._gnmax, "gnmax_rdp_core", f["gnmax_rdp"])
   monkeypatch.setattr(ss._gnmax, "confident_threshold_rdp_core", f["threshold_rdp"])
-  best_order = jax.jit(ss._best_order_core.__wrapped__, static_argnames=("conversion",))
+  best_order = _fresh_jit(ss._best_order_core, ("conversion",))
   votes = np.array([[7, 2, 1], [4, 3, 3], [10, 0, 0], [5, 5, 0], [6, 1, 3],
                     [0, 0, 10], [1, 9, 0], [2, 2, 6]], np.float64)
   answered = np.array([1, 0, 1, 1, 0, 1, 1, 1], np.float64)
