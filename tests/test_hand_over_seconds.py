@@ -32,8 +32,11 @@ def test_the_hand_over_seconds_are_private_in_the_student_results(tmp_path, monk
   fit = students.FitResult(None, 0.5, [], 0, 0.0)
   monkeypatch.setattr(student_stage, "_fit_checked", lambda *a: (fit, []))
   hand_over = 0.4  # compressing votes.npz: slower the less the teachers agree
+  start = time.perf_counter()
   r = student_stage.run(c, str(tmp_path), on_labels=lambda: time.sleep(hand_over))
+  outside = time.perf_counter() - start
   assert r["private"]["on_labels_seconds"] >= hand_over
   assert "on_labels" not in r["phase_seconds"]
-  assert r["wall_seconds"] < hand_over
+  # The hand-over's seconds taken out of the wall (whatever the rest took: a loaded host).
+  assert r["wall_seconds"] <= outside - hand_over
   assert abs(sum(r["phase_seconds"].values()) - r["wall_seconds"]) < 0.1
