@@ -266,12 +266,13 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
                           config.sound.votes_dir)
     if key is None:  # draw_once refuses a new release unless another_budget
       teachers_stage.warn_without_data_digest(config.sound.votes_dir)
-  source = pathlib.Path(config.sound.votes_dir)  # votes.npz, or the teachers' directory
+  # The teachers' directory, or their votes file (named as load_votes reads it).
+  source = pathlib.Path(config.sound.votes_dir)
   stored = budget_lib.draw_once(
       workdir / SOUND_RELEASE, draw, votes_digest=digest, settings=settings,
       secret=not noise["public"], registry=registry, private_data=key,
       another_budget=another,
-      teachers=source.parent if source.suffix == ".npz" else source)
+      teachers=source if source.is_dir() else source.parent)
   # The σ the release was drawn with (a library's update may move today's calibration in
   # its last bits; the release and its ε are the stored σ's).
   drawn_with = [float(x) for x in stored["noise_multipliers"]]
