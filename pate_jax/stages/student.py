@@ -5,7 +5,7 @@
 
 Reads the teachers' ``votes.npz`` (``--config.votes_dir``), labels
 ``aggregate.num_queries`` pool rows (``aggregate.query_selection``: by default
-``"balanced"``, a tenth of them from each class; ``"first"``: the first rows) from the
+``"balanced"``, an equal share from each class; ``"first"``: the first rows) from the
 teachers' budget (the aggregate stage, pate_jax.stages.aggregate, into
 ``<workdir>/labels/``; rows answered before, by any run, come back as recorded, never paid
 for twice), trains the student with orbax checkpoints
