@@ -78,17 +78,23 @@ def test_research_noise_is_replaced_freely_and_never_registered(tmp_path):
   assert draws.count == 3 and len(reg.budgets(DATA)) == 1
 
 
-def test_a_release_is_one_budget_beside_the_teachers_ledger(tmp_path):
-  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+def _spent_teachers(teachers, registry):
+  """Synthetic teachers' votes in ``teachers`` and their ledger, spent on five answers."""
   votes = np.random.default_rng(0).multinomial(50, np.full(10, 0.1), size=20)
-  teachers = tmp_path / "teachers"
   votes_lib.save_votes(teachers / "votes.npz", votes, votes.argmax(1), dataset="synthetic",
                        private_data=DATA)
   ledger = budget_lib.TeachersBudget(
       teachers, votes_lib.load_votes(teachers), rng.noise_key("aggregation"),
       mechanism="gnmax", params={"sigma": 20.0}, epsilon_max=20.0, delta=1e-5,
-      chunk_size=16, orders=np.array([2.0, 8.0, 32.0]), registry=reg)
+      chunk_size=16, orders=np.array([2.0, 8.0, 32.0]), registry=registry)
   ledger.answer(np.arange(5))
+  return ledger
+
+
+def test_a_release_is_one_budget_beside_the_teachers_ledger(tmp_path):
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  teachers = tmp_path / "teachers"
+  ledger = _spent_teachers(teachers, reg)
   draws = _Draws()
   with pytest.raises(budget_lib.BudgetError, match=r"already has a privacy budget: the "
                      r"teachers in .*teachers.*A release of these teachers' votes on the same "
@@ -179,16 +185,8 @@ def test_a_release_beside_a_spent_ledger_is_refused_under_another_registry(tmp_p
   names: a registry that does not follow it (another one, or one deleted) does not let a
   secret release of the same votes open a second budget unasked. A rerun reads back the
   release it drew; research noise spends nothing."""
-  votes = np.random.default_rng(0).multinomial(50, np.full(10, 0.1), size=20)
   teachers = tmp_path / "teachers"
-  votes_lib.save_votes(teachers / "votes.npz", votes, votes.argmax(1), dataset="synthetic",
-                       private_data=DATA)
-  ledger = budget_lib.TeachersBudget(
-      teachers, votes_lib.load_votes(teachers), rng.noise_key("aggregation"),
-      mechanism="gnmax", params={"sigma": 20.0}, epsilon_max=20.0, delta=1e-5,
-      chunk_size=16, orders=np.array([2.0, 8.0, 32.0]),
-      registry=budget_lib.BudgetRegistry(tmp_path / "registry"))
-  ledger.answer(np.arange(5))
+  ledger = _spent_teachers(teachers, budget_lib.BudgetRegistry(tmp_path / "registry"))
   other = budget_lib.BudgetRegistry(tmp_path / "another_registry")
   draws, path = _Draws(), tmp_path / "a" / "release.npz"
   for registry in (other, None):
