@@ -143,6 +143,25 @@ def test_a_warning_is_marked_private_on_every_line(tmp_path, dry_run):
   _assert_every_line_marked(proc.stderr)
 
 
+def test_the_line_ctrl_c_prints_is_marked_private(tmp_path):
+  """The one line a script prints on Ctrl-C (where what was finished stays) is marked
+  private: every line a research run prints says so."""
+  config = tmp_path / "config.py"
+  config.write_text("import ml_collections\n\ndef get_config():\n"
+                    "  return ml_collections.ConfigDict({'steps': 1})\n")
+  source = ("import sys\nfrom pate_jax import experiment\n"
+            "def run(config, workdir):\n  raise KeyboardInterrupt\n"
+            "experiment.run_main(run, argv=sys.argv)\n")
+  proc = subprocess.run(
+      [sys.executable, "-c", source, f"--config={config}", f"--workdir={tmp_path / 'w'}"],
+      capture_output=True, text=True, timeout=120,
+      env={**os.environ, "PATE_JAX_TRACEBACK": "",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+  assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+  assert proc.stderr.startswith("interrupted: " + experiment.PRIVATE_MARK), proc.stderr
+  assert len(proc.stderr.rstrip("\n").split("\n")) == 1, proc.stderr
+
+
 def test_pdb_post_mortem_opens_the_debugger_on_a_caught_error(tmp_path):
   """absl's --pdb_post_mortem still opens the debugger at the failing frame, although the
   harness catches the exception to print its traceback marked."""
@@ -206,6 +225,51 @@ def test_files_holding_private_values_are_owner_only(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   finally:
     os.umask(old)
+
+
+def test_a_research_seeds_results_are_private_as_a_whole(tmp_path):
+  """A run whose noise came from a research seed (recorded, so anyone recomputes it) writes
+  its results as a measurement: private as a whole, owner-only. Secret noise keeps the
+  stage's disclosure: publishable outside its ``private`` part."""
+  from pate_jax import rng  # pylint: disable=g-import-not-at-top
+  research = experiment.noise_disclosure(rng.noise_record(7))
+  assert research == experiment.MEASUREMENT
+  assert experiment.noise_disclosure(rng.noise_record(None)) == experiment.PUBLISHABLE
+  old = os.umask(0o022)
+  try:
+    path = experiment.write_results(tmp_path / "w", {"accuracy": 0.9}, config={}, seed=0,
+                                    disclosure=research)
+  finally:
+    os.umask(old)
+  assert path.stat().st_mode & 0o777 == 0o600
+  assert experiment.private_as_a_whole(tmp_path / "w")
+
+
+def test_a_results_file_carries_the_time_it_records(tmp_path):
+  """``written_at`` is the time a results file records and its modification time too (the
+  main job's summary carries its student's end, not the private attack's after it)."""
+  import json  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  when = 1_000_000_000.0
+  path = experiment.write_results(tmp_path / "w", {"accuracy": 0.9}, config={}, seed=0,
+                                  written_at=when)
+  assert path.stat().st_mtime == when and path.stat().st_atime == when
+  recorded = json.loads(path.read_text())["written_at"]
+  assert time.mktime(time.strptime(recorded, "%Y-%m-%dT%H:%M:%S%z")) == when
+
+
+def test_narrow_makes_an_older_versions_file_owner_only(tmp_path):
+  """A record an older version wrote readable by others (0644) is made 0600; an owner-only
+  one is left as it is, and a missing one stays missing."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  wide, own = tmp_path / "votes.npz", tmp_path / "ledger.npz"
+  for path, mode in ((wide, 0o644), (own, 0o600)):
+    path.write_bytes(b"x")
+    path.chmod(mode)
+    io.narrow(path)
+    assert path.stat().st_mode & 0o777 == 0o600, (path, oct(path.stat().st_mode))
+  io.narrow(tmp_path / "absent")
+  assert not (tmp_path / "absent").exists()
 
 
 def test_a_refused_run_leaves_no_workdir_it_created(tmp_path):
