@@ -87,3 +87,27 @@ def test_a_students_plot_point_from_a_file_without_its_noise_source_is_private()
   assert not plots.point(secret, "a", "publishable: ...")["private"]
   assert not plots.point(secret, "b")["private"]  # its noise source says secret
   assert not plots.point({**old, "labels": "true"}, "c")["private"]  # no teacher at all
+
+
+def test_split_epsilon_keeps_the_data_dependent_entries_out_of_the_publishable_part():
+  """Every data-dependent ε (a function of the votes) goes to the private part; the
+  data-independent ones stay publishable."""
+  report = {"moments_data_independent": {"epsilon": 5.0}, "strong_composition": {"epsilon": 6.0},
+            "moments_data_dependent": {"epsilon": 1.5},
+            "renyi_data_dependent_smooth": {"epsilon": 1.2}}
+  public, private = reporting.split_epsilon(report)
+  assert set(public) == {"moments_data_independent", "strong_composition"}
+  assert set(private) == {"moments_data_dependent", "renyi_data_dependent_smooth"}
+  assert reporting.split_epsilon({}) == ({}, {})
+
+
+def test_the_vote_gap_figure_is_titled_private(tmp_path, monkeypatch):
+  """The teachers' vote gap histogram is drawn from their votes: its title says it is
+  private before anything else."""
+  from pate_jax import experiment  # pylint: disable=g-import-not-at-top
+  from pate_jax.reporting import _plots  # pylint: disable=g-import-not-at-top
+  saved = []
+  monkeypatch.setattr(_plots.io, "save_figure", lambda fig, path, **_: saved.append(fig))
+  _plots.plot_gap(np.array([0.1, 0.5, 0.9]), 3, tmp_path / "gap.png")
+  (ax,) = saved[0].axes
+  assert ax.get_title().startswith(experiment.PRIVATE_TITLE), ax.get_title()
