@@ -111,3 +111,26 @@ def test_the_vote_gap_figure_is_titled_private(tmp_path, monkeypatch):
   _plots.plot_gap(np.array([0.1, 0.5, 0.9]), 3, tmp_path / "gap.png")
   (ax,) = saved[0].axes
   assert ax.get_title().startswith(experiment.PRIVATE_TITLE), ax.get_title()
+
+
+def test_the_main_jobs_report_keeps_the_private_values_below_its_private_heading():
+  """report.md of the committed CPU main job: the teachers, the data-dependent ε and the
+  attack's histograms sit below "## Private: for the data owner only", their table headings
+  and the figures drawn from them say private, and the publishable part holds the student's
+  figure alone."""
+  import json  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+  path = pathlib.Path(__file__).resolve().parent.parent / "results/runs/pate_mnist_cpu"
+  s = json.loads((path / "results.json").read_text())["results"]
+  md = reporting.main_job_markdown(s, {k: f"{k}.png" for k in ("student", "gap", "privacy",
+                                                                "attack")})
+  public, private = md.split("\n## Private: for the data owner only\n")
+  for heading in ("### Teachers", "### Data-dependent ε", "### Histogram attack"):
+    assert heading in private and heading not in public, heading
+  assert "| data-dependent ε (private) |" in private and "| votes (private) |" in private
+  assert "plurality vote" in private and "plurality" not in public
+  figures = [ln for ln in md.splitlines() if ln.startswith("![")]
+  assert figures == ["![student accuracy](student.png)", "![private: vote gap](gap.png)",
+                     "![private: epsilon vs queries](privacy.png)",
+                     "![private: attack](attack.png)"]
+  assert figures[0] in public and all(f in private for f in figures[1:])
