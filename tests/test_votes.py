@@ -253,3 +253,27 @@ def test_check_soft_counts_bounds_each_rows_sum_by_scale_times_teachers():
   for bad in ([[4, 5]], [[8, 8]], [[9, 0]], [[-1, 2]]):
     with pytest.raises(ValueError, match="soft_counts must be >= 0 with rows summing"):
       votes_lib.check_soft_counts(np.array(bad), 2, 4)
+
+
+def _raw_votes_file(path, **changes):
+  """A votes.npz written field by field (not through save_votes), with ``changes``."""
+  arrays = {"votes": np.array([[3, 1], [2, 2]], np.int32), "labels": np.array([0, 1]),
+            "index": np.array([0, 1]), "num_pool": np.int64(2), "num_teachers": np.int64(4),
+            "dataset": np.str_("x"), "salt": np.arange(16, dtype=np.uint8),
+            "predictions": np.array([[0, 0], [0, 0], [0, 1], [1, 1]], np.uint8)}
+  arrays.update(changes)
+  np.savez(path, **arrays)
+  return path
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"num_pool": np.int64(3)}, r"num_pool must be an integer in \[0, Q=2\]"),
+    ({"num_pool": np.int64(-1)}, r"num_pool must be an integer in \[0, Q=2\]"),
+    ({"salt": np.arange(16, dtype=np.int64)}, "salt must be 16 bytes"),
+    ({"salt": np.arange(15, dtype=np.uint8)}, "salt must be 16 bytes"),
+])
+def test_load_refuses_a_pool_past_the_votes_or_a_salt_not_of_16_bytes(tmp_path, changes, match):
+  good = votes_lib.load_votes(_raw_votes_file(tmp_path / "good.npz"))
+  assert good["num_teachers"] == 4 and good["num_pool"] == 2
+  with pytest.raises(ValueError, match=match):
+    votes_lib.load_votes(_raw_votes_file(tmp_path / "votes.npz", **changes))
