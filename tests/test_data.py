@@ -64,6 +64,17 @@ class TestPartition:
     with pytest.raises(ValueError, match="num_teachers must be an int"):
       data.partition_indices(jax.random.key(0), 10, 2.5)
 
+  @pytest.mark.parametrize("n, t", [(1000, 10), (12, 3), (7, 7), (7, 1), (11, 4), (5, 5)])
+  def test_every_row_is_held_once_but_the_remainder(self, n, t):
+    """Shards of n // t rows each, pairwise disjoint, whose union is all but n mod t rows
+    (none when t divides n): a brute-force count of each row's shards."""
+    part = data.partition_indices(jax.random.key(3), n, t)
+    assert part.index.shape == (t, n // t) and part.dropped == n % t
+    held = np.zeros(n, np.int64)
+    for shard in part.index:
+      np.add.at(held, shard, 1)
+    assert held.max() == 1 and held.sum() == n - n % t
+
 
 class TestStudentSplit:
 
