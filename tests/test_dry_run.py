@@ -7,6 +7,7 @@ forced host devices. Kept cheap (CI's time budget): small configs, no training.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -15,6 +16,7 @@ import sys
 
 import jax
 import numpy as np
+import optax
 import pytest
 
 from pate_jax import experiment
@@ -66,6 +68,45 @@ def test_dry_run_text_lists_every_field_the_mesh_and_the_plan():
 
 def test_help_mentions_dry_run():
   assert "--dry_run" in experiment.help_text("doc", None, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TwoDevices:
+  """A mesh of two devices as far as the planner reads one (its size): the plan is made
+  from abstract shapes only, so nothing is placed on them."""
+  size: int = 2
+
+
+def _mlp_fns():
+  from pate_jax import models, teachers  # pylint: disable=g-import-not-at-top
+  return teachers.TeacherFns(models.get_model("mlp", 10, hidden=(16,)), optax.adam(1e-3), None)
+
+
+def test_memory_plan_counts_chunks_and_bytes_per_device():
+  """5 teachers on 2 devices pad to 6, 3 per device; chunks of 2 teachers and 4 of the 10
+  queries take ceil(3 / 2) = 2 and ceil(10 / 4) = 3 chunks; the state splits evenly."""
+  from pate_jax import teachers  # pylint: disable=g-import-not-at-top
+  ens = teachers.Ensemble(_mlp_fns(), "chunked", chunk_size=2, mesh=_TwoDevices())
+  x, y = np.zeros((5, 6, 28, 28, 1), np.uint8), np.zeros((5, 6), np.int32)
+  p = teachers.memory_plan(ens, 5, x, y, 10, 4, jax.random.key(0))
+  assert (p["padded_teachers"], p["devices"], p["teachers_per_device"]) == (6, 2, 3)
+  assert p["state_bytes_per_device"] * 2 == p["state_bytes"]
+  assert p["params_bytes_per_teacher"] * 6 < p["state_bytes"]  # + Adam's two moments
+  for name in ("train_plan", "predict_plan"):
+    assert (p[name]["teachers_per_chunk"], p[name]["teacher_chunks"]) == (2, 2), name
+  assert (p["predict_plan"]["queries_per_chunk"], p["predict_plan"]["query_chunks"]) == (4, 3)
+
+
+def test_memory_plan_predicts_beside_the_optimizer_state():
+  """The prediction's budget is what is left beside everything resident while it runs: the
+  parameters, the query images (float32) and the optimizer state, all of the state."""
+  from pate_jax import teachers  # pylint: disable=g-import-not-at-top
+  x, y = np.zeros((5, 6, 28, 28, 1), np.uint8), np.zeros((5, 6), np.int32)
+  p = teachers.memory_plan(teachers.Ensemble(_mlp_fns(), "vmap"), 5, x, y, 10, None,
+                           jax.random.key(0))
+  resident = p["state_bytes_per_device"] + 10 * 28 * 28 * 4
+  assert p["budget_bytes_per_device"] - p["predict_plan"]["budget_bytes_left_for_chunks"] == (
+      resident)
 
 
 @pytest.mark.slow
