@@ -632,6 +632,37 @@ def test_compute_votes_counts_only_the_first_num_teachers():
     assert np.asarray(acc).shape == (t - 2,)
 
 
+def test_query_set_is_the_pool_then_the_evaluation_rows():
+  """The first ``num_pool`` query rows are the student split's public pool, the rest its
+  evaluation rows: the queried pool holds no evaluation row."""
+  import types  # pylint: disable=g-import-not-at-top
+  ds = types.SimpleNamespace(name="mnist", test_labels=np.zeros(10_000, np.int64))
+  rows, num_pool = teachers.query_set(ds)
+  split = data.student_split("mnist", 10_000)
+  assert num_pool == 9_000 and rows.shape == (10_000,)
+  assert set(rows[:num_pool].tolist()) == set(split.pool_index.tolist())
+  assert set(rows[num_pool:].tolist()) == set(split.eval_index.tolist())
+
+
+def test_compute_votes_accuracy_and_predictions_are_the_real_teachers():
+  """Each real teacher's accuracy is its share of correct answers, and the predictions
+  returned are those of the real teachers only (padding excluded), by applying each alone."""
+  fns = teachers.TeacherFns(models.get_model("mlp", 10, hidden=(16,)), optax.adam(1e-3), None)
+  t, x = 5, jax.random.normal(jax.random.key(0), (11, 28, 28, 1))
+  params = jax.vmap(lambda k: fns.init(k, x)["params"])(jax.random.split(jax.random.key(1), t))
+  want = np.stack([np.argmax(fns.model.apply(jax.tree.map(lambda a: a[i], params), x), -1)
+                   for i in range(t - 2)])  # [3, 11]
+  labels = want[0].copy()
+  labels[:4] = (labels[:4] + 1) % 10  # teacher 0 right on 7 of 11
+  got, acc, _, _, preds = teachers.compute_votes(
+      teachers.Ensemble(fns, "loop"), {"params": params, "opt_state": ()}, x, labels,
+      num_classes=10, num_teachers=t - 2, return_predictions=True)
+  np.testing.assert_array_equal(preds, want)
+  np.testing.assert_allclose(np.asarray(acc), (want == labels).mean(1), atol=1e-6)
+  assert float(acc[0]) == pytest.approx(7 / 11)
+  np.testing.assert_array_equal(got, [np.bincount(want[:, q], minlength=10) for q in range(11)])
+
+
 def test_largest_divisor_within_is_the_brute_force_maximum():
   """Every n up to 150 (perfect squares among them) and every limit at, between and around
   its divisors: the largest d | n with d <= limit, 0 below 1."""
