@@ -117,14 +117,13 @@ def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> pathlib.Path:
   return dst
 
 
-def set_times(path: str | os.PathLike, when: float) -> bool:
-  """Sets ``path``'s access and modification times to ``when`` (seconds since the epoch);
-  False, leaving them, where the caller may not (a directory of another user's)."""
+def set_times(path: str | os.PathLike, when: float) -> None:
+  """Sets ``path``'s access and modification times to ``when`` (seconds since the epoch),
+  or leaves them where the caller may not (a directory of another user's)."""
   try:
     os.utime(path, (when, when))
   except PermissionError:
-    return False
-  return True
+    pass
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Path:

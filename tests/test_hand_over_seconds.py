@@ -40,3 +40,18 @@ def test_the_hand_over_seconds_are_private_in_the_student_results(tmp_path, monk
   # The hand-over's seconds taken out of the wall (whatever the rest took: a loaded host).
   assert r["wall_seconds"] <= outside - hand_over
   assert abs(sum(r["phase_seconds"].values()) - r["wall_seconds"]) < 0.1
+
+
+def test_a_phase_set_aside_is_neither_recorded_nor_in_the_elapsed_time():
+  from pate_jax.experiment import PhaseClock  # pylint: disable=g-import-not-at-top
+  clock = PhaseClock()
+  time.sleep(0.05)
+  clock.mark("a")
+  time.sleep(0.2)
+  aside = clock.set_aside()
+  time.sleep(0.05)
+  clock.mark("b")
+  elapsed = clock.elapsed()
+  total = time.perf_counter() - clock.start
+  assert aside >= 0.2 and set(clock.seconds) == {"a", "b"}
+  assert elapsed <= total - aside and abs(sum(clock.seconds.values()) - elapsed) < 0.01

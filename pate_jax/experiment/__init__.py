@@ -28,7 +28,8 @@ from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, F
                                        fast_compile_enabled,
                                        mark_private, output_files, print_outputs,
                                        print_private, private_as_a_whole, python_path,
-                                       quiet_backend_probe, report_marked, run_and_report,
+                                       quiet_backend_probe, report_marked, report_private,
+                                       run_and_report,
                                        run_main, set_deterministic, set_fast_compile,
                                        side_thread, timed, user_errors,
                                        warnings_marked_private, without_deterministic_flag)
@@ -87,6 +88,7 @@ __all__ = [
     "read_results",
     "remove_stale",
     "report_marked",
+    "report_private",
     "restart_hint",
     "run_and_report",
     "run_main",

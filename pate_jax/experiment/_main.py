@@ -302,9 +302,14 @@ def report_marked(report: Callable[[Any], None], results: Any,
                   workdir: str | os.PathLike) -> None:
   """``report(results)``, every printed line marked private (:func:`mark_private`) where
   a results file in ``workdir`` is private as a whole (:func:`private_as_a_whole`)."""
-  if not private_as_a_whole(workdir):
+  if private_as_a_whole(workdir):
+    report_private(report, results)
+  else:
     report(results)
-    return
+
+
+def report_private(report: Callable[[Any], None], results: Any) -> None:
+  """``report(results)``, every line it prints marked private (:func:`mark_private`)."""
   with contextlib.redirect_stdout(io.StringIO()) as out:
     report(results)
   print(mark_private(out.getvalue()), end="")
@@ -512,19 +517,33 @@ class PhaseClock:
   mark (or at the clock's start) and adds its seconds to ``seconds["votes"]`` (a name
   marked again accumulates). The phases tile the time from the start to the last mark, so
   they add up to the stage's wall up to that mark; host work in other threads is not
-  theirs. The stages record them as ``phase_seconds`` in ``results.json``."""
+  theirs. The stages record them as ``phase_seconds`` in ``results.json``.
+  ``clock.set_aside()`` ends a phase that is neither recorded nor in :meth:`elapsed` (time
+  whose length is not the stage's to publish)."""
 
   def __init__(self):
     self.start = self._last = time.perf_counter()
     self.seconds: dict[str, float] = {}
+    self._aside = 0.0
+
+  def _lap(self) -> float:
+    now = time.perf_counter()
+    spent, self._last = now - self._last, now
+    return spent
 
   def mark(self, name: str) -> float:
     """Ends phase ``name``; returns its seconds (this mark's)."""
-    now = time.perf_counter()
-    spent, self._last = now - self._last, now
+    spent = self._lap()
     self.seconds[name] = self.seconds.get(name, 0.0) + spent
     return spent
 
+  def set_aside(self) -> float:
+    """Ends the phase begun at the previous mark, out of the phases and of :meth:`elapsed`;
+    returns its seconds."""
+    spent = self._lap()
+    self._aside += spent
+    return spent
+
   def elapsed(self) -> float:
-    """Seconds since the clock started."""
-    return time.perf_counter() - self.start
+    """Seconds since the clock started, but those set aside."""
+    return time.perf_counter() - self.start - self._aside

@@ -29,8 +29,6 @@ research seed.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import pathlib
 import time
 from typing import Any
@@ -162,9 +160,7 @@ def report(r: dict[str, Any]) -> None:
   """The released ε and its settings, then the un-noised values: every line marked private
   (:func:`pate_jax.experiment.mark_private`), since the stage spends from no budget and its
   results are private as a whole, whoever calls it (the script's harness marks them too)."""
-  with contextlib.redirect_stdout(io.StringIO()) as out:
-    _report(r)
-  print(experiment.mark_private(out.getvalue()), end="")
+  experiment.report_private(_report, r)
 
 
 def _report(r: dict[str, Any]) -> None:

@@ -194,9 +194,8 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
       # The main job's hand-over (the GPU acceptance compresses the teachers' directory,
       # votes.npz and ledger among it: its seconds follow the votes' agreement): private,
       # out of the publishable phases and wall.
-      aside = clock.mark("on_labels")
-      del clock.seconds["on_labels"]
-      results.setdefault("private", reporting.private_part())["on_labels_seconds"] = aside
+      results.setdefault("private", reporting.private_part())["on_labels_seconds"] = (
+          clock.set_aside())
     if num_seeds == 1:
       fit, results["game_restarts"] = _fit_checked(config, student, data, key, root, workdir,
                                                    fit_kwargs)
@@ -216,8 +215,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
       "resumed_from_step": fit.resumed_from,
       "train_seconds": fit.train_seconds,
       "history": fit.history,
-      "wall_seconds": clock.elapsed() - (results.get("private") or {}).get(
-          "on_labels_seconds", 0.0),
+      "wall_seconds": clock.elapsed(),
       # Where the wall went, phase by phase (they add up to it, but for this file's write);
       # the fit's training segments alone are ``train_seconds``.
       "phase_seconds": dict(clock.seconds),
