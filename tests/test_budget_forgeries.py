@@ -218,23 +218,41 @@ def test_a_forged_release_is_refused(tmp_path, draw, forge):
 
 
 @pytest.mark.slow
-def test_a_release_written_before_releases_were_clipped_is_read_as_it_is(tmp_path):
-  """A release of an older version records no clipping range, and its ε (never clipped)
-  may pass the budget's: the ledger is the code's own, and its release is read back."""
+def test_a_release_written_before_releases_were_clipped_is_published_on_the_grid(tmp_path):
+  """A release of an older version records no clipping range and holds the float64 bits of
+  its draw (which can tell neighbours apart): it is read back, and published on the release
+  grid and clipped to the budget's data-independent ε; the stored file is left as it is."""
   make = _releasing_budget(tmp_path)
   make().answer(np.arange(5))
-  make().release()
-  older = {}
+  drawn = make().release()
+  upper = drawn["public"]["clipped_to"][1]
+  stored = {}
 
-  def unclipped(text):
-    release = json.loads(text)
-    del release["public"]["clipped_to"]
-    release["public"]["epsilon_released"] = 1e3 + release["public"]["epsilon_released"]
-    older.update(release)
-    return json.dumps(release)
+  def unclipped(value):
+    def forge(text):
+      release = json.loads(text)
+      release["public"].pop("clipped_to", None)
+      release["public"]["epsilon_released"] = value
+      stored.clear()
+      stored.update(release)
+      return json.dumps(release)
+    return lambda a: np.str_(forge(str(a["release_json"])))
 
-  _forge(tmp_path, release_json=lambda a: np.str_(unclipped(str(a["release_json"]))))
-  assert make().release() == older
+  off_grid = upper / 3.0 + 1e-9
+  _forge(tmp_path, release_json=unclipped(off_grid))
+  got = make().release()
+  cell = round(off_grid / acc.RELEASE_GRID) * acc.RELEASE_GRID
+  assert got["public"]["epsilon_released"] == cell != off_grid
+  assert got["public"]["clipped_to"] == [0.0, upper]
+  assert got["private"] == stored["private"]
+  assert {k: v for k, v in got["public"].items() if k not in ("epsilon_released",
+                                                              "clipped_to")} == {
+      k: v for k, v in stored["public"].items() if k != "epsilon_released"}
+  data = np.load(tmp_path / budget_lib.LEDGER_FILE)
+  assert json.loads(str(data["release_json"])) == stored   # the file is left as it is
+  for value, published in ((1e3 + upper, upper), (-0.7, 0.0)):
+    _forge(tmp_path, release_json=unclipped(value))
+    assert make().release()["public"]["epsilon_released"] == published
 
 
 def test_a_deleted_ledger_beside_its_journal_does_not_give_the_budget_back(tmp_path):

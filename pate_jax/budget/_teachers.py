@@ -483,7 +483,8 @@ class TeachersBudget:
       ``{"public": {...}, "private": {...}}``: ``public`` may be published (the released
       ε and the range it is clipped to, δ, the fixed λ, β, σ_ss, the conversion, which
       release of this ledger it is and how many queries it covers); ``private`` is for
-      the data owner only.
+      the data owner only. A release an older version stored unclipped (no
+      ``clipped_to``) is returned on the grid and clipped (:func:`_published`).
     """
     if self.release_spec is None:
       return None
@@ -493,7 +494,7 @@ class TeachersBudget:
         return None
       covered = (loaded.release or {}).get("public", {}).get("num_charged")
       if covered == int(loaded.rows.size):
-        return loaded.release
+        return _published(loaded.release, float(loaded.record["ledger_epsilon"]))
       count = loaded.release_count + 1
       if count > loaded.releases_paid:
         raise BudgetError(f"{self.path}: release {count} of {int(loaded.rows.size)} charged "
@@ -540,3 +541,22 @@ class TeachersBudget:
                     "smooth_sensitivity": f(rel.smooth_sensitivity),
                     "noise_std": f(rel.noise_std)},
     }
+
+
+def _published(release: dict[str, Any], upper: float) -> dict[str, Any]:
+  """A stored release as it may be published.
+
+  One drawn by this version is returned as it is. One an older version stored before
+  releases were rounded and clipped (no ``clipped_to``) holds the float64 bits of
+  ``e + std·z``, which can tell neighbouring votes apart
+  (:func:`pate_jax.accounting.on_release_grid`): it is published on the grid and clipped to
+  ``[0, upper]``, the budget's data-independent ε (public; no answer was charged since the
+  release covers every charged row), both post-processing of the stored draw. The stored
+  file is left as it is.
+  """
+  if "clipped_to" in release["public"]:
+    return release
+  value = float(np.clip(np.asarray(acc.on_release_grid(release["public"]["epsilon_released"])),
+                        0.0, upper))
+  public = {**release["public"], "epsilon_released": value, "clipped_to": [0.0, upper]}
+  return {**release, "public": public}
