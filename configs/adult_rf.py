@@ -47,7 +47,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data_dir = ""                 # "" -> $PATE_JAX_DATA_DIR.
   c.drop_columns = "education" if "noeducation" in args else ""  # comma-separated names
   c.query_split = "test"          # Adult: "test" or "attack" (queries = student pool + eval).
-  c.test_fraction = 0.25          # Diabetes only: held-out fraction of the balanced subset.
+  c.test_fraction = 0.25          # Diabetes only: the public split's fraction of all rows.
+  # Diabetes only: "label_free" (rows and columns chosen without looking at the rows) or
+  # "paper" (chosen on every row: no secret-noise release of its votes; configs/diabetes_rf.py).
+  c.diabetes_preparation = "label_free"
   c.n_jobs = -1                   # joblib workers for teachers (-1: all cores).
 
   # Teachers, non-private baseline and student: sklearn RandomForestClassifier with
@@ -55,6 +58,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.num_teachers = 250
   c.n_estimators = 100
   c.max_depth = config_dict.placeholder(int)   # None: sklearn's default (unlimited).
+  # The baseline's and each teacher's class weights (sklearn's class_weight, computed on the
+  # rows each forest is fitted on): None (unweighted, as here), "balanced" or
+  # "balanced_subsample".
+  c.class_weight = config_dict.placeholder(str)
   c.student_n_estimators = 100
   c.baseline_n_estimators = 100
 

@@ -15,7 +15,7 @@ WITH_MISSING = ("race", "weight", "payer_code", "medical_specialty", "diag_1", "
                 "diag_3")
 
 
-def _rows(n_pos=6, n_other=14):
+def _rows(n_pos=30, n_other=90):
   """Synthetic rows with the original columns; row i's encounter_id is i."""
   readmitted = ["<30"] * n_pos + [">30", "NO"] * (n_other // 2)
   rows = []
@@ -56,34 +56,141 @@ def data_dir(tmp_path):
   return tmp_path
 
 
-def test_features_exclude_ids_label_and_missing_value_columns(data_dir):
+def _ids(split):
+  return split.columns["encounter_id"].astype(int)
+
+
+def test_features_are_a_fixed_list_whatever_the_rows_hold(data_dir, tmp_path):
+  """The label-free default keeps the fixed DIABETES_FEATURES (the file's columns less the
+  identifiers, the label and the seven columns known to hold "?"), their kinds fixed too:
+  a missing value in a kept column is coded, never an error nor a reason to drop it."""
   d = diabetes.load_diabetes(jax.random.key(0), data_dir, test_fraction=0.25, on_unknown="ignore")
   names = d["train"].feature_names
   expected = [c for c in diabetes.DIABETES_COLUMNS
               if c not in WITH_MISSING + diabetes.DIABETES_ID_COLUMNS + ("readmitted",)]
-  assert list(names) == expected and len(names) == 40
+  assert list(names) == expected == list(diabetes.DIABETES_FEATURES) and len(names) == 40
   assert d["test"].feature_names == names
+  assert set(diabetes.DIABETES_WITH_MISSING) == set(WITH_MISSING)
   voc = d["train"].encoder.vocab
   assert "time_in_hospital" not in voc and "age" in voc and "insulin" in voc
   assert voc["max_glu_serum"] == ("None",)  # "None" is a category, not a missing value.
+  # "?" and "" in kept columns, numeric and categorical, of private and public rows alike.
+  rows = _rows()
+  for i in range(len(rows)):
+    rows[i]["num_lab_procedures"] = ["?", ""][i % 2] if i % 7 == 0 else rows[i][
+        "num_lab_procedures"]
+    rows[i]["age"] = "?" if i % 11 == 0 else rows[i]["age"]
+  holes = diabetes.load_diabetes(jax.random.key(0), path=_write(tmp_path / "h.csv", rows),
+                                 on_unknown="raise", vocabulary="test")
+  assert holes["train"].feature_names == names
+  assert holes["train"].encoder.categorical == d["train"].encoder.categorical
+  for split in ("train", "test"):
+    ids, x = _ids(holes[split]), holes[split].features
+    lab = x[:, names.index("num_lab_procedures")]
+    np.testing.assert_array_equal(lab, np.where(ids % 7 == 0, tabular_unknown(), 40 + ids))
+    assert (ids % 7 == 0).any()  # each split holds a missing number
+  assert "?" in holes["test"].encoder.vocab["age"]  # a category of the public split
 
 
-def test_balanced_subset_keeps_all_positives(data_dir):
-  d = diabetes.load_diabetes(jax.random.key(0), data_dir, test_fraction=0.25, on_unknown="ignore")
+def tabular_unknown():
+  from pate_jax.data import UNKNOWN_CODE  # pylint: disable=g-import-not-at-top
+  return UNKNOWN_CODE
+
+
+def test_the_paper_preparation_chooses_columns_and_a_balanced_subset_on_the_whole_file(
+    tmp_path):
+  """preparation="paper": the columns without a missing value anywhere in the file, and
+  a balanced subset of the whole file (every "<30" row) cut into train / test."""
+  path = _write(tmp_path / "p.csv", _rows(6, 14))
+  d = diabetes.load_diabetes(jax.random.key(0), path=path, on_unknown="ignore",
+                             preparation="paper")
+  assert list(d["train"].feature_names) == list(diabetes.DIABETES_FEATURES)
   train, test = d["train"], d["test"]
   assert len(train) + len(test) == 12 and len(test) == 3
   labels = np.concatenate([train.labels, test.labels])
   assert labels.sum() == 6  # All six "<30" rows; six of the 14 others.
-  ids = np.concatenate([train.columns["encounter_id"], test.columns["encounter_id"]]).astype(int)
+  ids = np.concatenate([_ids(train), _ids(test)])
   assert len(set(ids)) == 12
   assert set(ids[labels == 1]) == set(range(6))
   np.testing.assert_array_equal(labels, (ids < 6).astype(int))  # Label is "<30".
-  again = diabetes.load_diabetes(jax.random.key(0), data_dir, test_fraction=0.25, on_unknown="ignore")
+  again = diabetes.load_diabetes(jax.random.key(0), path=path, on_unknown="ignore",
+                                 preparation="paper")
   np.testing.assert_array_equal(again["train"].features, train.features)
-  other = diabetes.load_diabetes(jax.random.key(1), data_dir, test_fraction=0.25, on_unknown="ignore")
-  other_ids = np.concatenate([other["train"].columns["encounter_id"],
-                              other["test"].columns["encounter_id"]])
-  assert list(other_ids) != list(ids.astype(str))
+  other = diabetes.load_diabetes(jax.random.key(1), path=path, on_unknown="ignore",
+                                 preparation="paper")
+  assert list(np.concatenate([_ids(other["train"]), _ids(other["test"])])) != list(ids)
+  rows = _rows(6, 14)
+  rows[9]["age"] = "?"  # one record's missing value drops the column for every record
+  holes = diabetes.load_diabetes(jax.random.key(0), path=_write(tmp_path / "q.csv", rows),
+                                 on_unknown="ignore", preparation="paper")
+  assert "age" not in holes["train"].feature_names
+  with pytest.raises(ValueError, match="preparation must be one of"):
+    diabetes.load_diabetes(jax.random.key(0), path=path, preparation="balanced")
+
+
+def test_the_label_free_split_is_blind_to_labels_and_its_public_split_balanced(tmp_path):
+  """The default: the private split is the first 1 - test_fraction of a keyed permutation
+  of all rows, whatever their labels; the public split is the rest, balanced by its own
+  labels (every public row of the minority class kept)."""
+  rows = _rows()
+  d = diabetes.load_diabetes(jax.random.key(0), path=_write(tmp_path / "a.csv", rows),
+                             vocabulary="test")
+  train, test = d["train"], d["test"]
+  assert len(train) == 120 - 30  # 30 = round(0.25 * 120) public rows, before balancing
+  assert test.labels.sum() * 2 == len(test) > 0  # balanced by the public labels
+  assert not set(_ids(train)) & set(_ids(test))
+  public = sorted(set(range(120)) - set(_ids(train)))
+  minority = [i for i in public if i < 30]  # "<30" rows are 0..29: the public minority
+  assert len(minority) * 2 == len(test) and set(minority) <= set(_ids(test))
+  assert train.labels.sum() == 30 - len(minority)  # the private split keeps its imbalance
+  # Other labels, the same private rows: the split does not look at them.
+  for row in rows:
+    row["readmitted"] = "NO" if row["readmitted"] == "<30" else "<30"
+  flipped = diabetes.load_diabetes(jax.random.key(0), path=_write(tmp_path / "b.csv", rows),
+                                   vocabulary="test")
+  np.testing.assert_array_equal(_ids(flipped["train"]), _ids(train))
+  with pytest.raises(ValueError, match="public test split's labels: cannot balance"):
+    only = [dict(r, readmitted="NO") for r in rows]
+    diabetes.load_diabetes(jax.random.key(0), path=_write(tmp_path / "c.csv", only))
+
+
+@pytest.mark.parametrize("change", ["label", "missing value"])
+def test_one_private_record_changes_nothing_but_itself(tmp_path, change):
+  """Replacing one private record (its label, or a missing value in a kept column) leaves
+  the feature columns, the private and public rows and every teacher's partition as they
+  were, but for that record: the preparation is outside no ε. (The paper's preparation
+  would rebalance the file, or drop the column.)"""
+  from pate_jax import rng, tabular  # pylint: disable=g-import-not-at-top
+  from sklearn.tree import DecisionTreeClassifier  # pylint: disable=g-import-not-at-top
+  rows = _rows()
+  key = rng.stream(rng.root_key(0), "data_split")  # the tabular stage's streams
+  teachers_key = rng.stream(rng.root_key(0), "teachers")
+
+  def prepared(path):
+    train, queries, _ = tabular.load_task(key, "diabetes", path)
+    ensemble = tabular.fit_teachers(teachers_key, train.features, train.labels, 6,
+                                    estimator=DecisionTreeClassifier(), n_jobs=1)
+    return train, queries, _ids(train)[ensemble.index]
+
+  _write(tmp_path / "a" / "diabetes" / diabetes.DIABETES_FILE, rows)
+  train, queries, parts = prepared(tmp_path / "a")
+  record = int(next(i for i in _ids(train) if i >= 30))  # a private "NO" / ">30" row
+  if change == "label":
+    rows[record]["readmitted"] = "<30"
+  else:
+    rows[record]["num_lab_procedures"] = "?"
+  _write(tmp_path / "b" / "diabetes" / diabetes.DIABETES_FILE, rows)
+  train_b, queries_b, parts_b = prepared(tmp_path / "b")
+  assert train_b.feature_names == train.feature_names
+  np.testing.assert_array_equal(_ids(train_b), _ids(train))
+  np.testing.assert_array_equal(_ids(queries_b), _ids(queries))
+  np.testing.assert_array_equal(parts_b, parts)  # each teacher's rows, in their order
+  np.testing.assert_array_equal(queries_b.features, queries.features)
+  other = _ids(train) != record
+  np.testing.assert_array_equal(train_b.features[other], train.features[other])
+  np.testing.assert_array_equal(train_b.labels[other], train.labels[other])
+  changed = (train_b.labels != train.labels) | (train_b.features != train.features).any(1)
+  assert changed[~other].all()
 
 
 def test_balanced_index_counts():
@@ -117,6 +224,11 @@ def test_bad_files_are_clear_errors(tmp_path):
   good = _write(tmp_path / "c.csv", _rows())
   with pytest.raises(ValueError, match="test_fraction"):
     diabetes.load_diabetes(jax.random.key(0), path=good, test_fraction=1.0)
+  with pytest.raises(ValueError, match="leaves an empty split of the 120 rows"):
+    diabetes.load_diabetes(jax.random.key(0), path=good, test_fraction=0.001)
+  no_age = _write(tmp_path / "d.csv", _rows(), [c for c in diabetes.DIABETES_COLUMNS if c != "age"])
+  with pytest.raises(ValueError, match=r"feature columns \['age'\] not in the header"):
+    diabetes.load_diabetes(jax.random.key(0), path=no_age)
   with pytest.raises(ValueError, match="drop_columns"):
     diabetes.load_diabetes(jax.random.key(0), path=good, drop_columns=["bmi"])
   d = diabetes.load_diabetes(jax.random.key(0), path=good, drop_columns="gender,age")
@@ -138,3 +250,4 @@ def test_the_tabular_task_codes_with_the_query_splits_vocabulary(tmp_path, recwa
   assert set(train.encoder.vocab["insulin"]) == set(queries.columns["insulin"])
   assert np.all(train.features[:, column] == -1) and np.all(queries.features[:, column] >= 0)
   assert not [w for w in recwarn if "insulin" in str(w.message) or "v1" in str(w.message)]
+

@@ -120,6 +120,23 @@ def test_encoder_rejects_bad_input():
     tabular.encode(enc, {"n": np.array(["1"])}, on_unknown="drop")
 
 
+def test_encoder_codes_a_numeric_columns_missing_values_as_unknown():
+  """A numeric column may hold the encoder's missing values ("?", ""), coded UNKNOWN_CODE
+  in any split, without an error (one on a private row would tell of it); other text is
+  still an error, and without missing values "?" is one too."""
+  enc = tabular.fit_encoder({"n": np.array(["1", "?", "2"]), "c": np.array(["x", "?", ""])},
+                            ["n", "c"], numeric=["n"], categorical=["c"], missing=("?", ""))
+  assert enc.vocab == {"c": ("", "?", "x")} and enc.missing == ("?", "")
+  x = tabular.encode(enc, {"n": np.array(["", "4", "?"]), "c": np.array(["x", "?", "y"])},
+                     on_unknown="ignore")
+  np.testing.assert_array_equal(x, [[tabular.UNKNOWN_CODE, 2], [4, 1],
+                                    [tabular.UNKNOWN_CODE, tabular.UNKNOWN_CODE]])
+  with pytest.raises(ValueError, match=r"'n' is numeric .*'abc' at row 1"):
+    tabular.encode(enc, {"n": np.array(["?", "abc"]), "c": np.array(["x", "x"])})
+  with pytest.raises(ValueError, match="'n' must hold finite numbers; found '\\?' at row 1"):
+    tabular.fit_encoder({"n": np.array(["1", "?"])}, ["n"], numeric=["n"])
+
+
 # ----------------------------------------------------------------------------- teachers
 
 
@@ -144,6 +161,42 @@ def test_teachers_fit_their_own_disjoint_partition():
     np.testing.assert_array_equal(teacher.x_, x[ens.index[t]])
     np.testing.assert_array_equal(teacher.y_, y[ens.index[t]])
     assert teacher.random_state == ens.random_states[t]
+
+
+def test_balanced_class_weights_are_each_teachers_own():
+  """class_weight="balanced" weighs the classes on each teacher's own partition (part of
+  its training, inside the ε): every teacher's tree sees its two classes with equal
+  weight, though the partitions' class ratios differ (weights from the whole training
+  set would not balance them)."""
+  gen = np.random.default_rng(0)
+  y = (np.arange(200) % 9 == 0).astype(int)  # 23 of 200 in class 1, as a rare readmission
+  x = gen.normal(size=(200, 3)).astype(np.float32)
+  forest = tabular.random_forest(1, bootstrap=False, max_features=None,
+                                 class_weight="balanced")
+  ens = tabular.fit_teachers(jax.random.key(1), x, y, 5, estimator=forest, n_jobs=1)
+  shares = np.array([y[idx].mean() for idx in ens.index])
+  assert len(set(shares.tolist())) > 1 and (shares > 0).all()
+  whole = len(y) / (2 * np.bincount(y))  # the whole set's balanced weights
+  for teacher, share in zip(ens.teachers, shares):
+    np.testing.assert_allclose(teacher.estimators_[0].tree_.value[0, 0], [0.5, 0.5])
+    on_whole = np.array([1 - share, share]) * whole
+    assert not np.allclose(on_whole / on_whole.sum(), [0.5, 0.5])
+
+
+def test_the_stages_forests_weight_classes_as_the_config_says():
+  """The baseline and the teachers (fitted on the private rows) take config.class_weight;
+  Adult's none (unchanged), Diabetes' "balanced"; the student none."""
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  adult = tabular_stage.forests(_config("cpu"))
+  assert {m.get_params()["class_weight"] for m in adult.values()} == {None}
+  assert adult["teachers"].get_params() == tabular.random_forest(10).get_params()
+  config = _load_by_path("configs", "diabetes_rf.py").get_config("cpu")
+  weights = {k: m.get_params()["class_weight"] for k, m in
+             tabular_stage.forests(config).items()}
+  assert weights == {"baseline": "balanced", "teachers": "balanced", "student": None}
+  config.class_weight = "inverse"
+  with pytest.raises(ValueError, match="config.class_weight must be one of"):
+    tabular_stage.forests(config)
 
 
 def test_votes_are_histograms_of_predictions():

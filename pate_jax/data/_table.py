@@ -72,14 +72,17 @@ def _is_numeric(values: np.ndarray) -> bool:
 
 
 def _numbers(values: np.ndarray, name: str, source: str | None,
-             what: str = "must hold finite numbers") -> np.ndarray:
-  """A numeric column as finite float64; anything else is an error naming the column."""
+             what: str = "must hold finite numbers", missing: Sequence[str] = ()) -> np.ndarray:
+  """A numeric column as finite float64, its ``missing`` values as :data:`UNKNOWN_CODE`;
+  anything else is an error naming the column."""
   where = f"{source}: " if source else ""
   values = np.asarray(values).astype(np.str_)
+  absent = np.isin(values, np.asarray(missing, np.str_))
+  values = np.where(absent, str(UNKNOWN_CODE), values)
   try:
     numbers = values.astype(np.float64)
   except ValueError:
-    bad = np.array([not _is_numeric(np.asarray([v])) for v in values])
+    bad = np.array([not _is_numeric(np.asarray([v])) for v in values], bool)
   else:
     bad = ~np.isfinite(numbers)
   if bad.any():
@@ -98,9 +101,13 @@ class Encoder:
     vocab: for each categorical column, its sorted categories; category
       ``vocab[c][k]`` is coded ``k``, anything else :data:`UNKNOWN_CODE`.
       Columns absent from ``vocab`` are numeric and parsed as floats.
+    missing: values that mark a missing number (e.g. ``"?"``): in a numeric column they
+      are coded :data:`UNKNOWN_CODE` instead of parsed (in a categorical one they are
+      categories as any other). Empty: a numeric column holds numbers only.
   """
   feature_names: tuple[str, ...]
   vocab: Mapping[str, tuple[str, ...]]
+  missing: tuple[str, ...] = ()
 
   @property
   def categorical(self) -> tuple[str, ...]:
@@ -109,13 +116,16 @@ class Encoder:
 
 def fit_encoder(columns: Mapping[str, np.ndarray], feature_names: Sequence[str], *,
                 categorical: Iterable[str] = (), numeric: Iterable[str] = (),
-                source: str | None = None) -> Encoder:
+                missing: Iterable[str] = (), source: str | None = None) -> Encoder:
   """Learns the coding of ``feature_names`` from (training) ``columns``.
 
   A column is categorical if it is listed in ``categorical`` or, unless it is listed
   in ``numeric``, if any of its values does not parse as a number; its vocabulary is
   its sorted set of values. A numeric column must hold finite numbers only (a "?"
-  in a column declared ``numeric`` is an error, not a switch to categorical).
+  in a column declared ``numeric`` is an error, not a switch to categorical), or one of
+  the ``missing`` values, which :func:`encode` codes :data:`UNKNOWN_CODE` (a column that
+  every feature name declares ``categorical`` or ``numeric`` is then coded without
+  looking at which values its rows hold).
 
   Raises:
     ValueError: if a feature name is not a column, a column is declared both
@@ -123,22 +133,23 @@ def fit_encoder(columns: Mapping[str, np.ndarray], feature_names: Sequence[str],
       (naming ``source``, the column, the value and its row).
   """
   where = f"{source}: " if source else ""
-  missing = [n for n in feature_names if n not in columns]
-  if missing:
-    raise ValueError(f"{where}feature_names: columns {missing} not in the table "
+  absent = [n for n in feature_names if n not in columns]
+  if absent:
+    raise ValueError(f"{where}feature_names: columns {absent} not in the table "
                      f"(columns: {list(columns)})")
   forced, numbers = set(categorical), set(numeric)
   if forced & numbers:
     raise ValueError(f"columns {sorted(forced & numbers)} are declared both categorical "
                      "and numeric")
+  missing = tuple(str(v) for v in missing)
   vocab = {}
   for name in feature_names:
     values = np.asarray(columns[name])
     if name in forced or (name not in numbers and not _is_numeric(values)):
       vocab[name] = tuple(str(v) for v in np.unique(values))
-    else:
-      _numbers(values, name, source)  # "?" is not a number, and "nan" / "inf" are no data
-  return Encoder(tuple(feature_names), vocab)
+    else:  # "?" is not a number (unless a missing value), and "nan" / "inf" are no data
+      _numbers(values, name, source, missing=missing)
+  return Encoder(tuple(feature_names), vocab, missing)
 
 
 def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
@@ -147,7 +158,8 @@ def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
 
   Categorical values are replaced by their index in ``encoder.vocab``; a value
   outside the vocabulary (e.g. a category first seen at prediction time) becomes
-  :data:`UNKNOWN_CODE`. Numeric columns are parsed as floats. Codes and the
+  :data:`UNKNOWN_CODE`. Numeric columns are parsed as floats (a value of
+  ``encoder.missing`` coded :data:`UNKNOWN_CODE`). Codes and the
   integer-valued Adult/Diabetes features are exact in float32 (< 2**24).
 
   Args:
@@ -192,9 +204,10 @@ def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
         if on_unknown == "warn":
           warnings.warn(msg, UserWarning, stacklevel=2)
       out[:, j] = np.where(known, pos_c, UNKNOWN_CODE)
-    else:  # numeric in the training split
+    else:  # numeric in the training split; its missing values coded UNKNOWN_CODE
       out[:, j] = _numbers(values, name, source,
-                           "is numeric in the training split and must hold finite numbers")
+                           "is numeric in the training split and must hold finite numbers",
+                           missing=encoder.missing)
   return out
 
 

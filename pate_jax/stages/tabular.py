@@ -102,7 +102,7 @@ def released_student(config, workdir: pathlib.Path) -> dict:
                                 int(config.student_repeats))
   task = tabular.StudentTask(
       x, queries.features[num_pool:], queries.labels[num_pool:], n_jobs=config.n_jobs,
-      estimator=tabular.random_forest(config.student_n_estimators, max_depth=config.max_depth))
+      estimator=forests(config)["student"])
   noise_seed = labels_lib.noise_seed(released)
   budgets = None  # a research seed's labels: no registered budget
   if noise_seed is None:  # before any forest is fitted: a refused registry fails at once
@@ -141,7 +141,43 @@ def _load_task(config):
       config.data_dir or None, query_split=config.query_split,
       test_fraction=config.test_fraction,
       drop_columns=[c.strip() for c in config.drop_columns.split(",") if c.strip()],
-      coarsen=bool(config.get("coarsen", False)))
+      coarsen=bool(config.get("coarsen", False)), preparation=_preparation(config))
+
+
+def _preparation(config) -> str:
+  """``config.diabetes_preparation`` (absent: "label_free"), checked for the dataset."""
+  preparation = config.get("diabetes_preparation", "label_free")
+  try:
+    tabular.label_chosen(config.dataset, preparation)
+  except ValueError as e:
+    raise ValueError(f"config.diabetes_preparation: {e}") from None
+  return preparation
+
+
+CLASS_WEIGHTS = (None, "balanced", "balanced_subsample")
+
+
+def forests(config) -> dict[str, tabular.Estimator]:
+  """The forest prototypes of the stage, by role: ``"baseline"`` (one forest on all the
+  training rows), ``"teachers"`` and ``"student"``. scikit-learn's defaults except the
+  number of trees (Appendix C), ``config.max_depth``, and, for the two trained on the
+  private training rows (the baseline and every teacher), ``config.class_weight``
+  (absent: ``None``, unweighted): ``"balanced"`` weights each class by the inverse of its
+  frequency in the rows the forest is fitted on (each teacher's: its own partition, part of
+  its training and so inside the ε; ``"balanced_subsample"``: in each tree's bootstrap
+  sample). The student learns from the public pool's labels, unweighted.
+
+  Raises:
+    ValueError: ``config.class_weight`` not one of :data:`CLASS_WEIGHTS`.
+  """
+  weight = config.get("class_weight")
+  if weight not in CLASS_WEIGHTS:
+    raise ValueError(f"config.class_weight must be one of {CLASS_WEIGHTS}, got {weight!r}")
+  forest, depth = tabular.random_forest, config.max_depth
+  return {"baseline": forest(config.baseline_n_estimators, max_depth=depth,
+                             n_jobs=config.n_jobs, class_weight=weight),
+          "teachers": forest(config.n_estimators, max_depth=depth, class_weight=weight),
+          "student": forest(config.student_n_estimators, max_depth=depth)}
 
 
 def _pool_size(config, queries) -> int:
@@ -200,19 +236,16 @@ def _run(config, workdir: pathlib.Path) -> dict:
   x_pool, y_pool = queries.features[:config.num_pool], queries.labels[:config.num_pool]
   x_eval, y_eval = queries.features[config.num_pool:], queries.labels[config.num_pool:]
   confident = confident_gnmax_settings(config, len(queries))  # before anything is fitted
+  models = forests(config)
   num_classes = int(max(train.labels.max(), queries.labels.max())) + 1
   timings["load_s"] = time.perf_counter() - t0
   logging.info("%s: %d train, %d queries (%d pool / %d eval), features %s", name,
                len(train), len(queries), len(y_pool), len(y_eval), train.feature_names)
 
-  forest = tabular.random_forest  # sklearn defaults except n_estimators (Appendix C).
-
   # 2. Non-private baseline on all training data.
   t0 = time.perf_counter()
-  baseline = tabular.fit_model(
-      rng.stream(root, "baseline"), train.features, train.labels,
-      estimator=forest(config.baseline_n_estimators, max_depth=config.max_depth,
-                       n_jobs=config.n_jobs))
+  baseline = tabular.fit_model(rng.stream(root, "baseline"), train.features, train.labels,
+                               estimator=models["baseline"])
   non_private = {
       "accuracy_eval": tabular.accuracy(baseline, x_eval, y_eval),
       "accuracy_all_queries": tabular.accuracy(baseline, queries.features, queries.labels)}
@@ -223,8 +256,8 @@ def _run(config, workdir: pathlib.Path) -> dict:
   t0 = time.perf_counter()
   ensemble = tabular.fit_teachers(
       rng.stream(root, "teachers"), train.features, train.labels,
-      config.num_teachers, estimator=forest(config.n_estimators, max_depth=config.max_depth),
-      num_classes=num_classes, n_jobs=config.n_jobs, progress=experiment.progress)
+      config.num_teachers, estimator=models["teachers"], num_classes=num_classes,
+      n_jobs=config.n_jobs, progress=experiment.progress)
   timings["teachers_fit_s"] = time.perf_counter() - t0
   t0 = time.perf_counter()
   votes, preds = tabular.teacher_votes(ensemble, queries.features, n_jobs=config.n_jobs)
@@ -249,9 +282,8 @@ def _run(config, workdir: pathlib.Path) -> dict:
   noise_key = rng.stream(root, "aggregation")
   student_seeds = tabular.random_states(rng.stream(root, "student_init"),
                                         int(config.student_repeats))
-  task = tabular.StudentTask(
-      x_pool, x_eval, y_eval, n_jobs=config.n_jobs,
-      estimator=forest(config.student_n_estimators, max_depth=config.max_depth))
+  task = tabular.StudentTask(x_pool, x_eval, y_eval, n_jobs=config.n_jobs,
+                             estimator=models["student"])
   accountant = tabular.Accountant(
       delta=config.delta, max_moment=config.lnmax_max_moment,
       orders=tuple(config.rdp_orders), conversion=config.rdp_conversion,
@@ -327,13 +359,17 @@ def _run(config, workdir: pathlib.Path) -> dict:
 
 def plan(config) -> dict:
   """``--dry_run``: the task's sizes (training rows, query pool and evaluation rows,
-  features; loads the CSVs), rows per teacher, the forests and the sweep grids."""
+  features; loads the CSVs), rows per teacher, the forests (and their class weights), the
+  sweep grids, and Diabetes' preparation."""
   out = {"dataset": config.dataset, "num_teachers": int(config.num_teachers),
          "n_estimators": int(config.n_estimators), "num_pool": int(config.num_pool),
          "query_counts": tuple(config.query_counts), "lnmax_gammas": tuple(config.lnmax_gammas),
          "gnmax_sigmas": tuple(config.gnmax_sigmas), "num_seeds": int(config.num_seeds),
          "student_repeats": int(config.student_repeats),
-         "labels_dir": config.get("labels_dir", "") or "off (teachers, votes and sweeps)"}
+         "labels_dir": config.get("labels_dir", "") or "off (teachers, votes and sweeps)",
+         "class_weight": forests(config)["teachers"].get_params()["class_weight"]}
+  if config.dataset == "diabetes":
+    out["diabetes_preparation"] = _preparation(config)
   confident = confident_gnmax_settings(config)
   if confident is not None:
     out["confident_gnmax"] = {**confident[0].as_dict(), "num_queries": confident[1]}

@@ -8,7 +8,10 @@ split that the papers use) or :mod:`pate_jax.data.diabetes`, with the categorica
 vocabulary of the public query split: were it the private split's, one private record
 holding a category the queries hold too would change the coding of every teacher's
 queries (an unseen category is coded -1), and so every teacher's vote at once and the
-student's inputs, which no noise covers.
+student's inputs, which no noise covers. Diabetes' rows and columns are by default chosen
+without looking at the rows (:mod:`pate_jax.data.diabetes`, ``preparation="label_free"``);
+its ``"paper"`` preparation chooses them on every row, private ones included, so that an ε
+of teachers trained on it holds for the data as prepared only (:func:`label_chosen`).
 """
 
 from __future__ import annotations
@@ -25,18 +28,39 @@ DATASETS = ("adult", "adult_uci", "diabetes")
 
 
 def task_name(dataset: str, drop_columns: Iterable[str] = (), query_split: str = "test",
-              coarsen: bool = False) -> str:
-  """``dataset`` (+ ``-coarse``) + ``-no<column>`` per dropped column + ``-<query_split>``
-  unless "test"."""
-  name = dataset + ("-coarse" if coarsen else "") + "".join(f"-no{c}" for c in drop_columns)
+              coarsen: bool = False, preparation: str = "label_free") -> str:
+  """``dataset`` (+ ``-coarse``, + ``-<preparation>`` unless "label_free") + ``-no<column>``
+  per dropped column + ``-<query_split>`` unless "test"."""
+  name = (dataset + ("-coarse" if coarsen else "")
+          + ("" if preparation == "label_free" else f"-{preparation}")
+          + "".join(f"-no{c}" for c in drop_columns))
   return name if query_split == "test" else f"{name}-{query_split}"
+
+
+def label_chosen(dataset: str, preparation: str = "label_free") -> bool:
+  """Whether the task's preparation looks at its private rows (Diabetes' ``"paper"``: the
+  balanced subset and the feature columns chosen on the whole file), so that an ε of
+  teachers trained on it does not hold for the file: no release may be drawn from their
+  votes with secret noise.
+
+  Raises:
+    ValueError: a ``preparation`` other than "label_free" for another dataset than
+      Diabetes, or not one of :data:`pate_jax.data.diabetes.PREPARATIONS`.
+  """
+  if preparation not in diabetes.PREPARATIONS:
+    raise ValueError(f"preparation must be one of {diabetes.PREPARATIONS}, got "
+                     f"{preparation!r}")
+  if preparation != "label_free" and dataset != "diabetes":
+    raise ValueError(f"preparation: {preparation!r} is a Diabetes preparation; dataset "
+                     f"{dataset!r} has only 'label_free' (its splits are fixed files)")
+  return preparation in diabetes.LABEL_CHOSEN
 
 
 def private_data(dataset: str, data_dir: str | os.PathLike | None = None) -> str:
   """The key of a tabular task's privacy budget (votes.npz's ``private_data``,
   :class:`pate_jax.budget.BudgetRegistry`): the SHA-256 of the file that holds its private
   training rows, whatever their coding, columns or split -- Adult's ``train.csv``, the
-  original ``adult.data``, Diabetes' whole ``diabetic_data.csv`` (its training subset is
+  original ``adult.data``, Diabetes' whole ``diabetic_data.csv`` (its training rows are
   drawn from every row)."""
   if dataset == "adult":
     source = adult.adult_path("train", data_dir)
@@ -51,25 +75,29 @@ def private_data(dataset: str, data_dir: str | os.PathLike | None = None) -> str
 
 def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None = None, *,
               query_split: str = "test", test_fraction: float = 0.25,
-              drop_columns: Iterable[str] = (), coarsen: bool = False
-              ) -> tuple[TabularSplit, TabularSplit, str]:
+              drop_columns: Iterable[str] = (), coarsen: bool = False,
+              preparation: str = "label_free") -> tuple[TabularSplit, TabularSplit, str]:
   """``(train, queries, name)`` of a tabular task.
 
   Args:
-    key: PRNG key of Diabetes' balanced subset and split (unused for Adult,
-      whose splits are fixed files).
+    key: PRNG key of Diabetes' split (unused for Adult, whose splits are fixed files).
     dataset: ``"adult"``, ``"adult_uci"`` or ``"diabetes"``.
     data_dir: the data directory (default ``$PATE_JAX_DATA_DIR``).
     query_split: Adult: ``"test"`` or ``"attack"``; original Adult and Diabetes:
       ``"test"`` only.
-    test_fraction: Diabetes: held-out fraction of the balanced subset.
+    test_fraction: Diabetes: held-out (public) fraction of all rows ("label_free"), of
+      the balanced subset ("paper").
     drop_columns: columns left out of the features.
     coarsen: original Adult only: merge its categories as the offline copy does.
+    preparation: Diabetes: ``"label_free"`` or ``"paper"``
+      (:func:`pate_jax.data.diabetes.load_diabetes`; :func:`label_chosen`); the other
+      datasets: "label_free" only.
 
   Returns:
     The training split, the query split and :func:`task_name`.
   """
   drop = list(drop_columns)
+  label_chosen(dataset, preparation)  # validates it
   if coarsen and dataset != "adult_uci":
     raise ValueError(f"coarsen: only for dataset 'adult_uci' (the original files), got "
                      f"{dataset!r}")
@@ -88,8 +116,9 @@ def load_task(key: jax.Array, dataset: str, data_dir: str | os.PathLike | None =
     if query_split != "test":
       raise ValueError(f"query_split: Diabetes has only a 'test' split, got {query_split!r}")
     splits = diabetes.load_diabetes(key, data_dir, test_fraction=test_fraction,
-                                    drop_columns=drop, vocabulary="test")
+                                    drop_columns=drop, vocabulary="test",
+                                    preparation=preparation)
     train, queries = splits["train"], splits["test"]
   else:
     raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
-  return train, queries, task_name(dataset, drop, query_split, coarsen)
+  return train, queries, task_name(dataset, drop, query_split, coarsen, preparation)
