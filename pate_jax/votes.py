@@ -46,6 +46,12 @@ forests) reduce their predictions to this array and save it with
                              attack stages; for older files the aggregate stage reads the
                              digest their teachers' run recorded, and votes with neither
                              have no registry entry.
+  not_releasable str []      optional: why no release may be drawn from these votes with
+                             secret noise (their teachers' data was prepared by looking at
+                             its private rows, outside any ε: Diabetes' ``"paper"``
+                             preparation): :class:`pate_jax.budget.TeachersBudget` refuses
+                             a secret-noise budget on them, naming it; research noise (a
+                             noise seed, private as a whole) may still measure them.
 """
 
 from __future__ import annotations
@@ -138,7 +144,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
                num_pool: int | None = None, dataset: str = "", probabilities: Any = None,
                temperatures: Any = None, predictions: Any = None,
                private_data: str | None = None, soft_counts: Any = None,
-               soft_count_scale: int = SOFT_COUNT_SCALE) -> pathlib.Path:
+               soft_count_scale: int = SOFT_COUNT_SCALE,
+               not_releasable: str | None = None) -> pathlib.Path:
   """Writes ``votes.npz`` (see module docstring) atomically, after :func:`check_votes`.
 
   ``soft_counts``: optional ``[K, Q, C]`` teachers' summed :func:`soft_counts` at the
@@ -148,7 +155,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
 
   ``predictions``: optional ``[T, Q]`` per-teacher predicted classes (stored as uint8);
   their histogram must equal ``votes``. ``private_data``: optional SHA-256 (64 hex digits)
-  of the teachers' training data (the module docstring).
+  of the teachers' training data (the module docstring). ``not_releasable``: optional,
+  why no secret-noise release may be drawn from them (the module docstring).
   """
   votes = np.asarray(votes)
   labels = np.asarray(labels)
@@ -175,6 +183,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
     arrays["predictions"] = np.asarray(predictions)
   if private_data is not None:
     arrays["private_data"] = np.str_(private_data)
+  if not_releasable is not None:
+    arrays["not_releasable"] = np.str_(not_releasable)
   path = pathlib.Path(path)
   arrays["salt"] = _salt(path, arrays)
   arrays = check_votes(arrays, str(path))
@@ -261,6 +271,12 @@ def check_votes(arrays: dict[str, Any], where: str) -> dict[str, Any]:
       raise ValueError(f"{where}: private_data must be a SHA-256 (64 lowercase hex digits); "
                        f"got {len(digest)} characters")
     out["private_data"] = np.str_(digest)
+  if "not_releasable" in arrays:
+    why = np.asarray(arrays["not_releasable"])
+    if why.shape != () or why.dtype.kind != "U" or not str(why).strip():
+      raise ValueError(f"{where}: not_releasable must be a non-empty string (why no "
+                       f"secret-noise release may be drawn); got {why.dtype} {why.shape}")
+    out["not_releasable"] = np.str_(why)
   return out
 
 
@@ -338,8 +354,9 @@ def load_votes(path: str | os.PathLike) -> dict[str, Any]:
                             "(or experiments/tabular.py) with this workdir first")
   out = check_votes(_checks.npz_arrays(path, KEYS), str(path))
   out["dataset"] = str(out["dataset"])
-  if "private_data" in out:
-    out["private_data"] = str(out["private_data"])
+  for k in ("private_data", "not_releasable"):
+    if k in out:
+      out[k] = str(out[k])
   for k in ("num_pool", "num_teachers", "soft_count_scale"):
     if k in out:
       out[k] = int(out[k])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import pathlib
 
 import jax
 import numpy as np
@@ -251,3 +252,34 @@ def test_the_tabular_task_codes_with_the_query_splits_vocabulary(tmp_path, recwa
   assert np.all(train.features[:, column] == -1) and np.all(queries.features[:, column] >= 0)
   assert not [w for w in recwarn if "insulin" in str(w.message) or "v1" in str(w.message)]
 
+
+@pytest.mark.slow
+def test_the_stage_marks_the_votes_of_the_paper_preparation_not_releasable(data_dir, tmp_path):
+  """The tabular stage on Diabetes: the label-free default's votes are releasable (their
+  teachers' forests weight their classes on their own partitions); the paper
+  preparation's votes.npz carries not_releasable, and the aggregate stage refuses them
+  a secret-noise release, naming config.diabetes_preparation."""
+  from pate_jax import experiment  # pylint: disable=g-import-not-at-top
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import aggregate, tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  configs = pathlib.Path(__file__).resolve().parent.parent / "configs"
+  config = experiment.load_script(configs / "diabetes_rf.py").get_config("cpu")
+  config.data_dir, config.n_jobs, config.num_pool = str(data_dir), 1, 6
+  config.num_teachers, config.n_estimators = 3, 2
+  config.student_n_estimators = config.baseline_n_estimators = 2
+  config.query_counts, config.lnmax_gammas, config.gnmax_sigmas = [6], [1.0], [1.0]
+  config.num_seeds, config.reference_pools, config.student_repeats = 1, 0, 1
+  free = tabular_stage.run(config, tmp_path / "label_free")
+  assert free["dataset"] == "diabetes" and free["num_train"] == 90
+  assert "not_releasable" not in votes_lib.load_votes(tmp_path / "label_free")
+  config.diabetes_preparation = "paper"
+  paper = tabular_stage.run(config, tmp_path / "paper")
+  assert paper["dataset"] == "diabetes-paper" and paper["num_train"] == 45
+  assert votes_lib.load_votes(tmp_path / "paper")["not_releasable"] == (
+      tabular_stage.not_releasable(config))
+  agg = experiment.load_script(configs / "aggregate_mnist.py").get_config("cpu")
+  agg.votes_dir, agg.num_queries, agg.query_selection = str(tmp_path / "paper"), 6, "first"
+  agg.mechanism, agg.privacy_plot, agg.epsilon_max = "gnmax", False, 50.0
+  agg.budget_registry = str(tmp_path / "registry")
+  with pytest.raises(ValueError, match=r"secret noise .*config.diabetes_preparation='paper'"):
+    aggregate.run(agg, tmp_path / "labels")

@@ -468,6 +468,58 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
     tabular_stage.run(config, tmp_path / "student_pool")
 
 
+def test_votes_of_a_label_chosen_preparation_get_no_secret_noise_release(tmp_path):
+  """Diabetes' "paper" preparation chooses its rows and columns on the private rows, so
+  the tabular stage marks its votes not_releasable: the aggregate stage refuses them a
+  secret-noise budget, naming the option, before anything is spent; a research noise seed
+  (private as a whole) may still measure them, and label-free votes are released."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import aggregate, tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  config = _load_by_path("configs", "diabetes_rf.py").get_config("cpu")
+  assert tabular_stage.not_releasable(config) is None
+  assert tabular_stage.not_releasable(_config("cpu")) is None
+  config.diabetes_preparation = "paper"
+  why = tabular_stage.not_releasable(config)
+  assert why.startswith("config.diabetes_preparation='paper'")
+  adult = _config("cpu")
+  adult.diabetes_preparation = "paper"
+  with pytest.raises(ValueError, match="config.diabetes_preparation: .*Diabetes preparation"):
+    tabular_stage.not_releasable(adult)
+  gen = np.random.default_rng(0)
+  labels = gen.integers(0, 2, 60)
+  votes = np.stack([25 - labels * 20, labels * 20], axis=1)
+  for name, reason in (("paper", why), ("label_free", None)):
+    votes_lib.save_votes(tmp_path / name / "votes.npz", votes, labels, num_pool=40,
+                         dataset="diabetes", private_data=io.data_digest(labels, name),
+                         not_releasable=reason)
+  assert votes_lib.load_votes(tmp_path / "paper")["not_releasable"] == why
+  assert "not_releasable" not in votes_lib.load_votes(tmp_path / "label_free")
+  agg = _load_by_path("configs", "aggregate_mnist.py").get_config("cpu")
+  agg.num_queries, agg.query_selection, agg.mechanism = 10, "first", "gnmax"
+  agg.privacy_plot, agg.epsilon_max = False, 50.0
+  agg.budget_registry = str(tmp_path / "registry")
+  agg.votes_dir = str(tmp_path / "paper")
+  agg.data_dependent = False  # no release order to compute for the budgets made below
+  with pytest.raises(ValueError, match=r"no release may be drawn with secret noise from these "
+                     r"votes: config.diabetes_preparation='paper'"):
+    aggregate.run(agg, tmp_path / "labels")
+  assert sorted(p.name for p in (tmp_path / "paper").iterdir()) == ["votes.npz"]
+  assert not (tmp_path / "registry").exists()
+  data = votes_lib.load_votes(tmp_path / "paper")
+  research = agg.copy_and_resolve_references()
+  research.noise_seed = 3
+  assert aggregate.make_budget(research, data, agg.votes_dir,
+                               tmp_path / "research").research_seed == 3
+  agg.votes_dir = str(tmp_path / "label_free")
+  released = aggregate.make_budget(agg, votes_lib.load_votes(agg.votes_dir), agg.votes_dir,
+                                   tmp_path / "released")
+  assert released.research_seed is None
+  bad = dict(votes=votes, labels=labels, index=np.arange(60), num_pool=np.int64(40),
+             num_teachers=np.int64(25), dataset="diabetes", not_releasable=" ")
+  with pytest.raises(ValueError, match="not_releasable must be a non-empty string"):
+    votes_lib.check_votes(bad, "v.npz")
+
+
 def test_the_budget_key_is_the_training_file_whatever_its_coding(tmp_path):
   """tabular.private_data: the SHA-256 of the file of the private training rows (not of
   their coding, columns or the query split), the key of the task's privacy budget."""

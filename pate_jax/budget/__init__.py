@@ -33,7 +33,10 @@ spending:
   second budget unless it is asked for (``another_budget``), and then every run on the
   data reports how many budgets add up; the registry follows every write of the ledger, so
   that a copy of the teachers' directory behind it, an older copy restored or a ledger
-  deleted with its journal is refused on this machine too.
+  deleted with its journal is refused on this machine too;
+* votes that carry ``not_releasable`` (teachers whose data was prepared by looking at its
+  private rows, such as Diabetes' ``"paper"`` preparation) get no secret-noise budget at
+  all (:func:`check_releasable`): no ε of them holds for the data.
 
 A row of votes.npz is answered at most once: asking it again returns the recorded
 outcome, free (post-processing of an answer already paid for). New rows are answered by a
@@ -85,12 +88,12 @@ from pate_jax.budget._release import (
     ReleaseSpec,
     default_release_order,
 )
-from pate_jax.budget._teachers import TeachersBudget
+from pate_jax.budget._teachers import TeachersBudget, check_releasable
 
 
 __all__ = [
     "ReleaseSpec", "TeachersBudget", "BudgetError", "votes_digest", "default_release_order",
     "LEDGER_FILE", "RESEARCH_LEDGER_FILE", "JOURNAL_SUFFIX", "BudgetRegistry",
     "registry_directory", "REGISTRY_ENV", "draw_once", "release_digest", "written_ledgers",
-    "refuse_spent_votes",
+    "refuse_spent_votes", "check_releasable",
 ]

@@ -45,6 +45,18 @@ _REFUSED = int(ledger_lib.Status.REFUSED_BUDGET)
 _CHARGED = (_ANSWERED, _NOT_CONFIDENT)
 
 
+def check_releasable(votes: dict[str, Any], research_seed: int | None) -> None:
+  """Refuses secret noise (``research_seed`` ``None``) on votes that carry
+  ``not_releasable`` (:mod:`pate_jax.votes`: their teachers' data was prepared by looking
+  at its private rows, so no ε of them holds for the data), with a ``ValueError`` that
+  gives the votes' reason. Research noise (private as a whole) may measure them.
+  """
+  if research_seed is None and votes.get("not_releasable"):
+    raise ValueError("votes: no release may be drawn with secret noise from these votes: "
+                     f"{votes['not_releasable']} (a research noise seed may still measure "
+                     "them, private as a whole)")
+
+
 class TeachersBudget:
   """The one budget of a set of teachers (module docstring).
 
@@ -78,6 +90,11 @@ class TeachersBudget:
       the same private data (whose ε adds to this one's); otherwise that is refused.
     private_data: the registry's key where the votes carry none (votes.npz written before
       its ``private_data`` field: the digest the teachers' run recorded).
+
+  Raises:
+    ValueError: secret noise on votes that carry ``not_releasable`` (their teachers' data
+      was prepared by looking at its private rows: no ε of them holds for the data; the
+      message gives the votes' reason), or a bad setting.
   """
 
   def __init__(self, directory: str | os.PathLike, votes: dict[str, Any], key: jax.Array, *,
@@ -88,6 +105,7 @@ class TeachersBudget:
                research_seed: int | None = None, release_key: jax.Array | None = None,
                release_by_rule: bool = False, registry: BudgetRegistry | None = None,
                another_budget: bool = False, private_data: str | None = None):
+    check_releasable(votes, research_seed)
     if research_seed is None and not math.isfinite(float(epsilon_max)):
       raise ValueError("epsilon_max must be finite with secret noise (research_seed None): a "
                        f"release needs a budget; got {epsilon_max!r} (inf is for research "

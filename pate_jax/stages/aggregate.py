@@ -109,8 +109,11 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
                 workdir: pathlib.Path) -> budget_lib.TeachersBudget:
   """The budget the config spends: the teachers' (beside votes.npz) with secret noise,
   registered on their private data in ``config.budget_registry``, the work directory's with
-  a research noise seed."""
+  a research noise seed. Secret noise on votes marked ``not_releasable`` (their teachers'
+  data prepared by looking at its private rows: Diabetes' ``"paper"`` preparation) is
+  refused first (:func:`pate_jax.budget.check_releasable`)."""
   noise_seed = rng.check_noise_seed(config.get("noise_seed"), "config.noise_seed")
+  budget_lib.check_releasable(data, noise_seed)  # before any setting is computed
   another = _checks.boolean(config.get("another_budget", False), "config.another_budget")
   mechanism = mechanisms.get(config.mechanism, "config.mechanism")
   params = {name: float(config[name]) for name in mechanism.param_names}

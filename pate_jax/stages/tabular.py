@@ -26,7 +26,9 @@ The release: ``experiments/aggregate.py`` answers the pool rows of this stage's
 ``votes.npz`` from the teachers' budget (secret noise, the ledger beside the votes), and
 this stage with ``config.labels_dir`` set to that run's workdir trains the student forests
 on the released labels alone (:func:`released_student`): publishable, as the image
-students trained on released labels are.
+students trained on released labels are. Not on Diabetes' ``config.diabetes_preparation =
+"paper"``, whose rows and columns are chosen on the private rows: its ``votes.npz`` carries
+``not_releasable`` (:func:`not_releasable`), and the budget refuses it secret noise.
 """
 
 from __future__ import annotations
@@ -154,6 +156,20 @@ def _preparation(config) -> str:
   return preparation
 
 
+def not_releasable(config) -> str | None:
+  """What the stage writes into ``votes.npz``'s ``not_releasable`` (``None``: nothing):
+  why no release may be drawn with secret noise from the votes of teachers whose data was
+  prepared by looking at its private rows (Diabetes' ``config.diabetes_preparation =
+  "paper"``; :func:`tabular.label_chosen`)."""
+  preparation = _preparation(config)
+  if not tabular.label_chosen(config.dataset, preparation):
+    return None
+  return (f"config.diabetes_preparation={preparation!r} chose the balanced subset, the "
+          "private/public split and the feature columns from every row of the file, private "
+          "rows' labels and missing values included, so no ε of these teachers holds for the "
+          "file; train them with config.diabetes_preparation='label_free' for a release")
+
+
 CLASS_WEIGHTS = (None, "balanced", "balanced_subsample")
 
 
@@ -266,7 +282,8 @@ def _run(config, workdir: pathlib.Path) -> dict:
   experiment.remove_stale(workdir, ("results.json", "student_accuracy.png"))
   votes_lib.save_votes(workdir / "votes.npz", votes, queries.labels,
                        index=np.arange(len(queries)), num_pool=config.num_pool, dataset=name,
-                       private_data=tabular.private_data(config.dataset, config.data_dir or None))
+                       private_data=tabular.private_data(config.dataset, config.data_dir or None),
+                       not_releasable=not_releasable(config))
   tabular.save_teacher_predictions(workdir / "teacher_predictions.npz", ensemble, preds,
                                    num_pool=config.num_pool)
   pool_votes = votes[:config.num_pool]
@@ -369,7 +386,10 @@ def plan(config) -> dict:
          "labels_dir": config.get("labels_dir", "") or "off (teachers, votes and sweeps)",
          "class_weight": forests(config)["teachers"].get_params()["class_weight"]}
   if config.dataset == "diabetes":
-    out["diabetes_preparation"] = _preparation(config)
+    why = not_releasable(config)
+    out["diabetes_preparation"] = (f"{_preparation(config)}: "
+                                   + ("no secret-noise release of its votes" if why else
+                                      "rows and columns chosen without looking at the rows"))
   confident = confident_gnmax_settings(config)
   if confident is not None:
     out["confident_gnmax"] = {**confident[0].as_dict(), "num_queries": confident[1]}
