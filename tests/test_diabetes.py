@@ -261,7 +261,8 @@ def test_the_stage_marks_the_votes_of_the_paper_preparation_not_releasable(data_
   a secret-noise release, naming config.diabetes_preparation."""
   from pate_jax import experiment  # pylint: disable=g-import-not-at-top
   from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
-  from pate_jax.stages import aggregate, tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import aggregate  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
   configs = pathlib.Path(__file__).resolve().parent.parent / "configs"
   config = experiment.load_script(configs / "diabetes_rf.py").get_config("cpu")
   config.data_dir, config.n_jobs, config.num_pool = str(data_dir), 1, 6

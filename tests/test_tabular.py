@@ -474,7 +474,8 @@ def test_votes_of_a_label_chosen_preparation_get_no_secret_noise_release(tmp_pat
   secret-noise budget, naming the option, before anything is spent; a research noise seed
   (private as a whole) may still measure them, and label-free votes are released."""
   from pate_jax import io  # pylint: disable=g-import-not-at-top
-  from pate_jax.stages import aggregate, tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import aggregate  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
   config = _load_by_path("configs", "diabetes_rf.py").get_config("cpu")
   assert tabular_stage.not_releasable(config) is None
   assert tabular_stage.not_releasable(_config("cpu")) is None
