@@ -14,8 +14,9 @@ coordinates). :func:`sample` draws it exactly, with the paper's Algorithms 1–3
 arithmetic on uniform bits only, so the distribution of what is released is the one the
 analysis assumes and no sampler term is charged.
 
-The bits are threefry's, as every other noise of the library: row ``i`` of a draw reads
-block ``b = 0, 1, …`` of :data:`WORDS` uint32 words from
+The bits are the key's, as every other noise of the library (threefry's for a seeded key,
+the XOR of two threefry streams for a secret one, :data:`pate_jax.rng.SECRET_IMPL`): row
+``i`` of a draw reads block ``b = 0, 1, …`` of :data:`WORDS` uint32 words from
 ``jax.random.bits(fold_in(fold_in(key, ids[i]), b))``, so a row depends only on
 ``(key, ids[i])``, not on the other rows drawn with it.
 

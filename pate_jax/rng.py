@@ -23,11 +23,14 @@ fold_in(fold_in(root, 1), t)``).
 Private noise. The seed covers what is not private: partitions, initialisation, batches,
 the attacks' simulations. Noise that protects the private data -- the noisy answers of
 GNMax / LNMax / Confident-GNMax, the smooth-sensitivity release of an ε, the KD-GAN's sound
-soft-label release -- comes from :func:`noise_key`: by default 64 bits of the operating
-system's randomness (``os.urandom``), drawn afresh for every mechanism and never written
-anywhere, so that no file a run writes lets anyone recompute the noise. A config may name a
+soft-label release -- comes from :func:`noise_key`: by default a key of :data:`SECRET_IMPL`
+made of 128 bits of the operating system's randomness (``os.urandom``; two threefry keys
+whose bit streams are XORed, :func:`secret_key`), drawn afresh for every mechanism and never
+written anywhere, so that no file a run writes lets anyone recompute the noise. A config may
+name a
 *research noise seed* instead (``config.noise_seed``) for exact reproduction: the noise is
-then ``stream(root_key(noise_seed), name)``, public to anyone who reads the seed, and every
+then ``stream(root_key(noise_seed), name)`` (a threefry key, as every seeded key), public to
+anyone who reads the seed, and every
 output of the run says that its ε is a measurement, not a release
 (:func:`noise_record`), and its files are private as a whole
 (:func:`pate_jax.experiment.noise_disclosure`).
@@ -47,7 +50,9 @@ import types
 from typing import Any, Mapping
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.extend import random as jex_random
 
 STREAMS_BASE = 2**31
 """Offset of every stream id (see the module docstring)."""
@@ -165,11 +170,76 @@ def host_permutation(key: jax.Array | int, n: int) -> np.ndarray:
     return np.asarray(jax.random.permutation(key, n))
 
 
+# The secret keys' PRNG: two threefry keys, 128 bits.
+
+_THREEFRY = jex_random.threefry_prng_impl
+
+
+def _pair_seed(seed: jax.Array) -> jax.Array:
+  """``[4]``: the two halves ``fold_in(threefry_seed(seed), 0)`` and ``(…, 1)`` (for
+  completeness: a secret key is never made from a seed)."""
+  key = _THREEFRY.seed(seed)
+  return jnp.concatenate([_THREEFRY.fold_in(key, np.uint32(0)),
+                          _THREEFRY.fold_in(key, np.uint32(1))])
+
+
+def _pair_split(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+  """``[*shape, 4]``: threefry's ``split`` of each half, side by side."""
+  return jnp.concatenate([_THREEFRY.split(key[:2], shape), _THREEFRY.split(key[2:], shape)],
+                         axis=-1)
+
+
+def _pair_fold_in(key: jax.Array, data: jax.Array) -> jax.Array:
+  """``[4]``: threefry's ``fold_in`` of ``data`` into each half."""
+  return jnp.concatenate([_THREEFRY.fold_in(key[:2], data), _THREEFRY.fold_in(key[2:], data)])
+
+
+def _pair_random_bits(key: jax.Array, bit_width: int, shape: tuple[int, ...]) -> jax.Array:
+  """The XOR of the two halves' threefry bits of the same ``bit_width`` and ``shape``."""
+  return (_THREEFRY.random_bits(key[:2], bit_width, shape)
+          ^ _THREEFRY.random_bits(key[2:], bit_width, shape))
+
+
+SECRET_IMPL = jex_random.define_prng_impl(
+    key_shape=(4,), seed=_pair_seed, split=_pair_split, random_bits=_pair_random_bits,
+    fold_in=_pair_fold_in, name="threefry2x32_pair", tag="fry2")
+"""The PRNG of secret noise keys (dtype ``key<fry2>``): a key is four ``uint32`` words, two
+independent threefry2x32 keys ``h1 = words[:2]``, ``h2 = words[2:]`` (128 bits).
+
+* ``random_bits(k, w, shape) = threefry_bits(h1, w, shape) XOR threefry_bits(h2, w, shape)``;
+* ``split`` and ``fold_in`` apply threefry's to each half, so every key derived from a
+  secret key (``fold_in(k, query_id)``, Confident-GNMax's ``split``) has 128 bits too.
+
+What is drawn is distributed as with threefry: the XOR of two independent streams is
+uniform as soon as one of them is (and unpredictable without both halves), and JAX's
+samplers read a key only through its implementation's ``random_bits`` / ``split`` /
+``fold_in`` (``jax/_src/random/core.py``: ``bits``, ``uniform``, ``normal``, ``laplace``,
+``gumbel``, ``randint``, ``bernoulli``, ``choice``, ``permutation`` all call
+``_random_bits`` -> ``prng.random_bits`` -> ``impl.random_bits``), so the maps from bits to
+values, and the sampler error they carry (:data:`pate_jax.mechanisms.SAMPLER_CDF_ERROR`),
+are threefry's. Two exceptions in JAX, drawn by no private release: ``poisson`` refuses keys
+other than threefry's, and ``gamma`` (``beta``, ``dirichlet``) loops with ``lax.map`` instead
+of ``vmap`` over a batch of them.
+
+What it costs and gives: a draw runs threefry twice. Trying every key against the released
+labels takes 2^128 tries, and one half alone tells nothing of the noise (the other half's
+stream masks it), so a search over one half's 2^64 keys finds nothing. A meet-in-the-middle
+search that could read the raw bits of a draw (a table of one half's outputs, matched
+against the other's) would take about 2^64 evaluations of each half and memory for 2^64 of
+them: more than a search of one 64-bit key, less than 2^128."""
+
+
 def secret_key() -> jax.Array:
-  """A fresh threefry key from 64 bits of ``os.urandom``: never derived from a seed, never
-  stored; two calls give independent keys."""
-  words = np.frombuffer(os.urandom(8), dtype=np.uint32).copy()
-  return jax.random.wrap_key_data(words, impl="threefry2x32")
+  """A fresh :data:`SECRET_IMPL` key from 128 bits of ``os.urandom`` (16 bytes: its four
+  words, two threefry keys): never derived from a seed, never stored; two calls give
+  independent keys."""
+  words = np.frombuffer(os.urandom(16), dtype=np.uint32).copy()
+  return jax.random.wrap_key_data(words, impl=SECRET_IMPL)
+
+
+SECRET_KEY_DTYPE = jax.random.key_dtype(SECRET_IMPL)
+"""The dtype of :data:`SECRET_IMPL` keys (``key<fry2>``), e.g. for a ``jax.ShapeDtypeStruct``
+of a secret key in a program compiled ahead of time (:func:`noise_key_spec`)."""
 
 
 def check_noise_seed(noise_seed: Any, name: str = "noise_seed") -> int | None:
@@ -192,11 +262,11 @@ def noise_key(name: str, noise_seed: int | None = None) -> jax.Array:
 
   Args:
     name: a key of :data:`STREAMS`.
-    noise_seed: ``None`` (the default): a fresh secret key from :func:`secret_key` at every
-      call (two mechanisms never share noise, not even on other teachers: shared noise
-      would let one release reveal the other's noise); an integer: the research noise
-      seed, and the key is ``stream(root_key(noise_seed), name)``, public
-      (:data:`PUBLIC_NOISE_NOTE`).
+    noise_seed: ``None`` (the default): a fresh secret key from :func:`secret_key` (128
+      bits, :data:`SECRET_IMPL`) at every call (two mechanisms never share noise, not even
+      on other teachers: shared noise would let one release reveal the other's noise); an
+      integer: the research noise seed, and the key is ``stream(root_key(noise_seed),
+      name)`` (threefry), public (:data:`PUBLIC_NOISE_NOTE`).
 
   Returns:
     A PRNG key; query ``i`` of a mechanism draws from ``fold_in(key, i)``.
@@ -206,6 +276,15 @@ def noise_key(name: str, noise_seed: int | None = None) -> jax.Array:
   if seed is not None:
     return stream(root_key(seed), name)
   return secret_key()
+
+
+def noise_key_spec(noise_seed: int | None = None) -> jax.ShapeDtypeStruct:
+  """The shape and dtype of :func:`noise_key`'s key for ``noise_seed``, for a program
+  lowered ahead of time (a plan's memory): a :data:`SECRET_IMPL` key for secret noise, a
+  threefry key for a research seed. Nothing is drawn and ``os.urandom`` is not read."""
+  seed = check_noise_seed(noise_seed)
+  dtype = SECRET_KEY_DTYPE if seed is None else jax.random.key_dtype("threefry2x32")
+  return jax.ShapeDtypeStruct((), dtype)
 
 
 def noise_record(noise_seed: int | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 import numpy as np
 import pytest
 
-from pate_jax import distributed
+from pate_jax import distributed, rng
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TIMEOUT_S = 180
@@ -193,12 +193,15 @@ def test_put_teacher_axis_and_to_host_single_process():
   sharding = NamedSharding(mesh, P("teachers"))
   n = len(jax.devices())
   tree = {"x": np.arange(n * 6, dtype=np.float32).reshape(n * 2, 3),
-          "keys": jax.random.split(jax.random.key(0), n * 2)}
+          "keys": jax.random.split(jax.random.key(0), n * 2),
+          "secret_keys": jax.random.split(jax.random.key(0, impl=rng.SECRET_IMPL), n * 2)}
   out = distributed.put_teacher_axis(tree, sharding)
   assert out["x"].sharding == sharding and out["keys"].sharding == sharding
   np.testing.assert_array_equal(distributed.to_host(out["x"]), tree["x"])
-  np.testing.assert_array_equal(jax.random.key_data(out["keys"]),
-                                jax.random.key_data(tree["keys"]))
+  for name in ("keys", "secret_keys"):  # threefry's 2 words, the secret impl's 4
+    assert out[name].dtype == tree[name].dtype and out[name].sharding == sharding
+    np.testing.assert_array_equal(jax.random.key_data(out[name]),
+                                  jax.random.key_data(tree[name]))
   if n > 1:
     with pytest.raises(ValueError, match=r"leaf \['x'\]"):
       distributed.put_teacher_axis({"x": np.zeros((n + 1, 2))}, sharding)

@@ -185,12 +185,18 @@ def test_3_a_release_is_drawn_only_where_it_was_paid_for(tmp_path, monkeypatch):
   nothing is drawn."""
   teachers = _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
   spec = budget_lib.ReleaseSpec(order=8.0, beta=0.02, sigma_ss=10.0)
+  drawn = []  # the secret keys made: 128 bits each (rng.SECRET_IMPL)
+  secret_key = rng.secret_key
+  monkeypatch.setattr(rng, "secret_key", lambda: drawn.append(secret_key()) or drawn[-1])
   make = lambda: budget_lib.TeachersBudget(  # noqa: E731
       teachers, votes_lib.load_votes(teachers), rng.noise_key("aggregation"),
       mechanism="gnmax", params={"sigma": 40.0}, epsilon_max=50.0, delta=1e-5,
       orders=ORDERS, chunk_size=16, release=spec,
       release_key=rng.noise_key("epsilon_release"))
   budget = make()
+  assert len(drawn) == 2 and budget.key is drawn[0] and budget.release_key is drawn[1]
+  assert all(k.dtype == rng.SECRET_KEY_DTYPE and jax.random.key_data(k).shape == (4,)
+             for k in drawn)
   budget.answer(np.arange(10))
   paid = budget.epsilon
   cost = 10 * ORDERS / 40.0**2 + spec.rdp_curve(ORDERS)  # GNMax: λ/σ² per answer
