@@ -202,6 +202,22 @@ def test_the_release_plan_says_the_rules_order_is_for_this_query_count():
   assert "order_from" not in fixed and fixed["order"] == 20.0
 
 
+def test_the_aggregate_plan_measures_the_key_the_run_draws_from(digits_votes_dir,
+                                                               monkeypatch):
+  """The answers' memory is planned with the run's key type: a secret key's four words by
+  default, a threefry key with a research noise seed."""
+  from pate_jax import rng  # pylint: disable=g-import-not-at-top
+  seen, measure = [], experiment.compiled_temp_bytes
+  monkeypatch.setattr(experiment, "compiled_temp_bytes",
+                      lambda fn, key, *args: seen.append(key.dtype) or measure(fn, key, *args))
+  votes = str(digits_votes_dir)
+  for seed in (None, 0):
+    plan = _script("aggregate").plan(_config("aggregate_mnist", "cpu", votes_dir=votes,
+                                             noise_seed=seed))
+    assert isinstance(plan["answer_temp_bytes_per_chunk"], int)
+  assert seen == [rng.SECRET_KEY_DTYPE, jax.random.key_dtype("threefry2x32")]
+
+
 def test_votes_scripts_plan_with_votes_and_say_when_missing(digits_votes_dir, tmp_path):
   votes = str(digits_votes_dir)
   missing = str(tmp_path / "none")

@@ -311,7 +311,7 @@ def plan(config: Any) -> dict[str, Any]:
   if data is None:
     return out
   out["num_queries_within_pool"] = 0 < n <= data["num_pool"]
-  key = rng.stream(rng.root_key(0), "aggregation")  # Shapes only: nothing is drawn.
+  key = rng.noise_key_spec(config.get("noise_seed"))  # The run's key type; nothing drawn.
   votes = jax.ShapeDtypeStruct((chunk, data["votes"].shape[1]), data["votes"].dtype)
   with jax.enable_x64(True):  # the answers' float64 noise (pate_jax.mechanisms)
     out["answer_temp_bytes_per_chunk"] = experiment.compiled_temp_bytes(
