@@ -144,6 +144,61 @@ def test_a_release_killed_before_its_entry_is_adopted(tmp_path):
                                                                     VOTES)
 
 
+class _Killed(BaseException):
+  """A run killed at a chosen point (nothing of the library catches it)."""
+
+
+def test_a_release_killed_before_its_entry_is_complete_holds_the_data(tmp_path, monkeypatch):
+  """Killed after the release's file and before the registry recorded it: the data is
+  already held, so other teachers' ledger is refused (not left to spend as the only
+  budget, with the release adopted beside it later), and the file's rerun completes the
+  entry without drawing again."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  write = budget_lib.BudgetRegistry._write
+
+  def killed_at_the_entry_of_a_drawn_release(path, private_data, budgets):
+    if any(b.get("release") and b.get("generation") == 1 for b in budgets):
+      raise _Killed
+    write(path, private_data, budgets)
+
+  draws, path = _Draws(), tmp_path / "a" / "release.npz"
+  with monkeypatch.context() as m:
+    m.setattr(budget_lib.BudgetRegistry, "_write",
+              staticmethod(killed_at_the_entry_of_a_drawn_release))
+    with pytest.raises(_Killed):
+      _once(path, draws, reg)
+  assert path.exists() and draws.count == 1
+  with pytest.raises(budget_lib.BudgetError, match=r"a release of their votes outside a "
+                     r"ledger, in .*release\.npz"):
+    reg.claim(DATA, "other votes", tmp_path / "teachers")
+  first = np.load(path)["targets"]
+  np.testing.assert_array_equal(_once(path, draws, reg)["targets"], first)
+  (only,) = reg.budgets(DATA)
+  assert draws.count == 1
+  assert (only["generation"], only["sha256"], only["path"]) == (
+      1, io.file_digest(path), str(path.resolve()))
+
+
+def test_a_release_killed_while_drawing_kept_nothing_and_is_drawn_again(tmp_path):
+  """Killed inside the draw, before its file: nothing was kept, so its entry neither holds
+  the data nor refuses the release's rerun, which draws it (once) and registers it."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+
+  def killed():
+    raise _Killed
+
+  path = tmp_path / "a" / "release.npz"
+  with pytest.raises(_Killed):
+    _once(path, killed, reg)
+  assert not path.exists() and reg.budgets(DATA) == []
+  draws = _Draws()
+  _once(path, draws, reg)
+  _once(path, draws, reg)
+  (only,) = reg.budgets(DATA)
+  assert draws.count == 1 and (only["generation"], only["sha256"]) == (1,
+                                                                       io.file_digest(path))
+
+
 def test_two_runs_at_once_cannot_both_draw(tmp_path):
   """The checks and the draw hold the registry's lock: the second run sees the first."""
   reg = budget_lib.BudgetRegistry(tmp_path / "registry")

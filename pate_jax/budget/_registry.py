@@ -36,8 +36,12 @@ same way (``{"votes": <the entry's id>, "release": <digest of what was released 
 votes, with which settings>, "of_votes": <the votes' salted digest>, "path": <its file>,
 "registered", "generation": 1, "sha256": <its file's>}``): it is refused where the data has
 another budget, unless asked for, and teachers' ledgers are refused where it has one. It is
-drawn and registered under the entry's lock (:meth:`BudgetRegistry.spend_release`), so it
-is never provisional.
+drawn and registered under the entry's lock (:meth:`BudgetRegistry.spend_release`), its
+entry written before the draw (generation 0, no hash) and completed after its file: a run
+killed between the file and the entry leaves an entry that holds the data against other
+teachers, and that the file's next reader completes (:meth:`record_release`). An entry left
+at generation 0 whose file was never written (a run killed while drawing, before anything
+was kept) is provisional, as a ledger's.
 
 The registry is private, like the ledgers (it names the teachers' directories and the
 data's digest, which its file names are): its directory is made owner-only (0700; a
@@ -273,9 +277,12 @@ class BudgetRegistry:
     """Draws and registers a release in one step, under the registry's lock: ``write()``
     draws the release ``release`` (a digest of what is released from which votes, with
     which settings) of the votes digest ``votes`` into ``path`` and returns the file's
-    SHA-256; the entry is written after it. Holding the lock throughout, two runs cannot
-    both pass the checks before either registers (a release is a quick draw); a run killed
-    after the file and before its entry leaves a file that :meth:`record_release` adopts.
+    SHA-256. Its entry is written before the draw (generation 0, no hash: it already holds
+    the data against other budgets) and completed after the file. Holding the lock
+    throughout, two runs cannot both pass the checks before either registers (a release is
+    a quick draw); a run killed after the file and before the entry is completed leaves a
+    file that :meth:`record_release` adopts into that entry, and one killed before the
+    file an entry that is provisional (nothing was kept: the release may be drawn).
 
     Raises:
       BudgetError, before ``write`` is called: the release was drawn before (its entry
@@ -284,8 +291,8 @@ class BudgetRegistry:
     """
     entry_path, lock = self._paths(private_data)
     with _locked(lock):
-      budgets = self._load(entry_path, private_data)
-      drawn = [b for b in budgets if b.get("release") == release]
+      live = [b for b in self._load(entry_path, private_data) if not _provisional(b)]
+      drawn = [b for b in live if b.get("release") == release]
       here = str(pathlib.Path(path).resolve())
       if drawn and any(b.get("path") == here for b in drawn) and pathlib.Path(path).exists():
         raise BudgetError(f"another run drew this release into {path} meanwhile; run again "
@@ -297,35 +304,45 @@ class BudgetRegistry:
             f"{pathlib.Path(path)} does not hold it: drawing it again spends again. Copy "
             "that file here to use it, or set config.another_budget=True to draw a new one "
             "(the budgets add up)")
-      live = [b for b in budgets if not _provisional(b)]
       if live and not another:
         raise BudgetError(self._refusal(live, "a release of these teachers' votes"))
-      sha256 = write()
-      live.append({"votes": secrets.token_hex(16), "release": release, "of_votes": votes,
-                   "path": here, "registered": _now(),
-                   "generation": 1, "sha256": str(sha256)})
-      self._write(entry_path, private_data, live)
+      # Registered before the draw: a run killed once its file is written, before the
+      # entry is completed, still holds the data against other budgets.
+      entry = {"votes": secrets.token_hex(16), "release": release, "of_votes": votes,
+               "path": here, "registered": _now(), "generation": 0, "sha256": ""}
+      self._write(entry_path, private_data, live + [entry])
+      try:
+        sha256 = write()
+      except BaseException:
+        if not pathlib.Path(path).exists():  # nothing was kept: the entry goes
+          self._write(entry_path, private_data, live)
+        raise
+      entry.update(generation=1, sha256=str(sha256))
+      self._write(entry_path, private_data, live + [entry])
 
   def record_release(self, private_data: str, release: str, votes: str,
                      path: str | os.PathLike, sha256: str) -> None:
     """Records that the release ``release`` of the votes digest ``votes`` is in ``path``
     with file hash ``sha256``: in its entry that holds this file (a moved copy: the path
-    follows), else in a new entry: a release drawn where this registry did not follow it
-    (another registry, one deleted, or a run killed between its file and its entry) is
-    spent all the same, and is listed beside the others."""
+    follows), or in the entry registered for ``path`` before its draw (a run killed between
+    its file and the entry's completion), else in a new entry: a release drawn where this
+    registry did not follow it (another registry, one deleted) is spent all the same, and
+    is listed beside the others."""
     entry_path, lock = self._paths(private_data)
     here = str(pathlib.Path(path).resolve())
     with _locked(lock):
       budgets = self._load(entry_path, private_data)
       entry = next((b for b in budgets if b.get("release") == release
-                    and b.get("sha256") == sha256), None)
-      if entry is not None and entry.get("path") == here:
+                    and (b.get("sha256") == sha256
+                         or (int(b.get("generation", -1)) == 0 and b.get("path") == here))),
+                   None)
+      if entry is not None and (entry.get("path"), entry.get("sha256")) == (here, sha256):
         return
       if entry is None:
         entry = {"votes": secrets.token_hex(16), "release": release, "of_votes": votes,
-                 "registered": _now(), "generation": 1, "sha256": str(sha256)}
+                 "registered": _now()}
         budgets.append(entry)
-      entry["path"] = here
+      entry.update(path=here, generation=1, sha256=str(sha256))
       self._write(entry_path, private_data, budgets)
 
   @staticmethod
@@ -354,11 +371,15 @@ def _provisional(entry: dict[str, Any], own: str | None = None) -> bool:
   """A ledger's entry registered but never written, whose directory holds no ledger (nor
   its journal) and whose ledger lock no one holds: a run killed or refused before its first
   write, which spent nothing. (A run between its registration and its first write holds
-  the lock: its entry stands. A release's entry is written once its file is: never
-  provisional.) ``own``: the caller's teachers directory, whose lock the caller holds
-  itself; an entry there is judged by its files alone."""
-  if int(entry.get("generation", -1)) != 0 or "release" in entry:
+  the lock: its entry stands.) Or a release's entry registered before its draw whose file
+  was never written: a run killed while drawing, which kept nothing (a run still drawing
+  holds the registry's lock, under which this is asked). ``own``: the caller's teachers
+  directory, whose lock the caller holds itself; an entry there is judged by its files
+  alone."""
+  if int(entry.get("generation", -1)) != 0:
     return False
+  if "release" in entry:
+    return not pathlib.Path(str(entry.get("path", ""))).exists()
   teachers = pathlib.Path(entry["teachers"])
   return (not written_ledgers(teachers)  # (killed between the ledger and its journal: spent)
           and (entry["teachers"] == own or not _held(teachers / (LEDGER_FILE + LOCK_SUFFIX))))
