@@ -252,6 +252,57 @@ def test_4_two_aggregators_from_one_record_cannot_both_spend():
                         orders=ORDERS, chunk_size=16, ledger=record)
 
 
+def test_4_discarded_spends_free_their_record_only_where_no_one_spent_since():
+  votes = _votes(5, 8)
+  kw = dict(sigma=40.0, epsilon_max=2.0, delta=1e-5, orders=ORDERS, chunk_size=16)
+  a = L.PrivateAggregator(jax.random.key(0), "gnmax", **kw)
+  a.answer(votes[:2])
+  record = a.ledger_record()
+  a.answer(votes[2:4])  # spent in memory, its record never written
+  with pytest.raises(ValueError, match="generation must be in"):
+    a.discard_since(3)
+  a.discard_since(1)
+  b = L.PrivateAggregator(jax.random.key(1), "gnmax", ledger=record, **kw)  # resumes
+  with pytest.raises(L.StaleLedgerError, match="stale"):  # the discarded copy cannot spend
+    a.answer(votes[4:])
+  b.answer(votes[4:6])
+  a.discard_since(1)  # b spent since: nothing changes
+  with pytest.raises(L.StaleLedgerError, match="generation"):
+    L.PrivateAggregator(jax.random.key(3), "gnmax", ledger=record, **kw)
+
+
+def test_4_a_spend_whose_ledger_write_failed_resumes_in_the_same_process(tmp_path,
+                                                                         monkeypatch):
+  """The ledger's write fails (a full disk, an interrupt) after new rows were answered in
+  memory: nothing of it was returned, and the file on disk is still the record, so a retry
+  in the same process answers from it (as a new process would), not refused as an older
+  copy; every row is charged once."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  teachers = _teachers(tmp_path / "t", _votes(4, 40))
+  budget = aggregate.make_budget(_config(teachers, data_dependent=False),
+                                 votes_lib.load_votes(teachers), teachers, tmp_path / "w")
+  budget.answer(np.arange(10))
+  write = io.write_private
+
+  def disk_full(path, fill):
+    if pathlib.Path(path).name == "ledger.npz":
+      raise OSError(28, "No space left on device")
+    return write(path, fill)
+
+  with monkeypatch.context() as m:
+    m.setattr(io, "write_private", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+      budget.answer(np.arange(20))
+  out = budget.answer(np.arange(20))
+  state = budget.state()
+  assert out.repeated.tolist() == [True] * 10 + [False] * 10
+  assert sorted(state["rows"].tolist()) == list(range(20))
+  assert int(state["record"]["ledger_num_charged"]) == 20
+  cost = 20 * ORDERS / 40.0**2
+  eps = acc.rdp_accountant(ORDERS).compose(cost).epsilon(1e-5)[0]
+  assert budget.epsilon == pytest.approx(float(eps), rel=1e-9)
+
+
 @pytest.mark.slow
 def test_4_two_workdirs_and_a_restored_labels_file_spend_one_budget(tmp_path):
   teachers = _teachers(tmp_path / "t", _votes(6, 60))

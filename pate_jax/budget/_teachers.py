@@ -443,27 +443,13 @@ class TeachersBudget:
         self._claim()
         aggregator = loaded.aggregator or self._aggregator(None)
         spent = aggregator.generation
-        paid = loaded.releases_paid
-        if self.release_spec is not None and paid == loaded.release_count:
-          # New answers need a release of their own: reserve (pay for) it first, so that
-          # answering never leaves too little budget to release what it cost.
-          if aggregator.charge(self.release_spec.rdp_curve(aggregator.orders)):
-            paid += 1
-          elif not loaded.generation:
-            raise BudgetError(f"epsilon_max {aggregator.epsilon_max:g} leaves no room for "
-                              f"the release of the private ε ({self.release_spec}); raise "
-                              "it or release nothing")
-        if paid > loaded.release_count or self.release_spec is None:
-          out = aggregator.answer(self.votes[new])
-          ok = out.status != _REFUSED
-          for r, lab, st in zip(new[ok], out.labels[ok], out.status[ok]):
-            known[int(r)] = (int(lab), int(st))
-          loaded.rows = np.concatenate([loaded.rows, new[ok]])
-          loaded.labels = np.concatenate([loaded.labels, out.labels[ok]]).astype(np.int32)
-          loaded.status = np.concatenate([loaded.status, out.status[ok]]).astype(np.int32)
-        if aggregator.generation != spent:  # Something was charged: the file follows.
-          loaded.record, loaded.releases_paid = aggregator.ledger_record(), paid
-          self._write(loaded)
+        try:
+          self._answer_new(loaded, aggregator, new, known)
+        except BaseException:
+          # Nothing of it was returned, and the file (if not written) is still the record:
+          # a retry in this process resumes from it, as a new process would.
+          aggregator.discard_since(spent)
+          raise
       labels = np.full(rows.size, mechanisms.NOT_ANSWERED, np.int32)
       status = np.full(rows.size, _REFUSED, np.int32)
       repeated = np.zeros(rows.size, bool)
@@ -475,6 +461,34 @@ class TeachersBudget:
           repeated[i] = r not in fresh or r in seen
         seen.add(r)
       return ledger_lib.BatchResult(labels, status, repeated)
+
+  def _answer_new(self, loaded: _Loaded, aggregator: ledger_lib.PrivateAggregator,
+                  new: np.ndarray, known: dict[int, tuple[int, int]]) -> None:
+    """Answers the rows ``new`` that no run answered before (caller holds the lock), a
+    release paid for first where new answers need one, records their outcomes in
+    ``known`` and ``loaded`` and writes the next generation where anything was charged."""
+    spent = aggregator.generation
+    paid = loaded.releases_paid
+    if self.release_spec is not None and paid == loaded.release_count:
+      # New answers need a release of their own: reserve (pay for) it first, so that
+      # answering never leaves too little budget to release what it cost.
+      if aggregator.charge(self.release_spec.rdp_curve(aggregator.orders)):
+        paid += 1
+      elif not loaded.generation:
+        raise BudgetError(f"epsilon_max {aggregator.epsilon_max:g} leaves no room for "
+                          f"the release of the private ε ({self.release_spec}); raise "
+                          "it or release nothing")
+    if paid > loaded.release_count or self.release_spec is None:
+      out = aggregator.answer(self.votes[new])
+      ok = out.status != _REFUSED
+      for r, lab, st in zip(new[ok], out.labels[ok], out.status[ok]):
+        known[int(r)] = (int(lab), int(st))
+      loaded.rows = np.concatenate([loaded.rows, new[ok]])
+      loaded.labels = np.concatenate([loaded.labels, out.labels[ok]]).astype(np.int32)
+      loaded.status = np.concatenate([loaded.status, out.status[ok]]).astype(np.int32)
+    if aggregator.generation != spent:  # Something was charged: the file follows.
+      loaded.record, loaded.releases_paid = aggregator.ledger_record(), paid
+      self._write(loaded)
 
   @property
   def epsilon(self) -> float:

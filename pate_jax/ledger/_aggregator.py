@@ -37,6 +37,9 @@ class StaleLedgerError(ValueError):
 
 # lineage -> the newest generation spent by an aggregator of this process.
 _NEWEST: dict[str, int] = {}
+# lineage -> the aggregator that spent that generation (its token): what
+# PrivateAggregator.discard_since gives back only while no other has spent since.
+_SPENDER: dict[str, object] = {}
 _NEWEST_LOCK = threading.Lock()
 
 
@@ -134,6 +137,7 @@ class PrivateAggregator:
             f"{newest} has been spent since: an old copy cannot spend the budget again")
       _NEWEST[lineage] = generation
     self._lineage, self._generation = lineage, generation
+    self._token = object()
     self._lock = threading.RLock()
     self._state = state
     self._mechanism = m
@@ -226,7 +230,25 @@ class PrivateAggregator:
             "the budget is stale")
       self._generation += 1
       _NEWEST[self._lineage] = self._generation
+      _SPENDER[self._lineage] = self._token
     self._state = new_state
+
+  def discard_since(self, generation: int) -> None:
+    """Gives back this process's record of the spends since ``generation`` (this
+    aggregator's :attr:`generation` before them), for a caller whose persisted record
+    stayed there (its write failed: a full disk, an interrupt) and who returned nothing
+    of them: that record resumes in this process again, as it would in a new one. The
+    aggregator is stale afterwards (it cannot spend), and nothing changes where another
+    aggregator has spent from the lineage since."""
+    generation = int(generation)
+    with self._lock, _NEWEST_LOCK:
+      if not 0 <= generation <= self._generation:
+        raise ValueError(f"generation must be in [0, {self._generation}] (this aggregator's "
+                         f"generations); got {generation}")
+      if (generation < self._generation and _NEWEST.get(self._lineage) == self._generation
+          and _SPENDER.get(self._lineage) is self._token):
+        _NEWEST[self._lineage] = generation
+        del _SPENDER[self._lineage]
 
   def charge(self, cost: Any) -> bool:
     """Charges a data-independent cost curve to the budget (:func:`charge`); returns
