@@ -86,6 +86,23 @@ def test_learning_rate_is_constant_then_falls_linearly_to_zero():
       _pate_g.learning_rate_schedule(3e-3, *bad)
 
 
+@pytest.mark.parametrize("name", ["pate_g", "supervised", "vat"])
+@pytest.mark.parametrize("field, value, match", [
+    ("learning_rate", float("nan"), "^learning_rate must be finite; got nan"),
+    ("learning_rate", float("inf"), "^learning_rate must be finite; got inf"),
+    ("b1", 1.5, r"^b1 must lie in \[0, 1\); got 1.5"),
+    ("b1", float("nan"), "^b1 must be finite; got nan"),
+    ("ema_decay", -0.5, r"^ema_decay must lie in \[0, 1\]; got -0.5"),
+    ("ema_decay", float("nan"), "^ema_decay must be finite; got nan"),
+])
+def test_a_student_refuses_optimizer_settings_it_would_train_garbage_with(name, field, value,
+                                                                          match):
+  """A NaN rate, Adam's b1 of 1.5 or an average's decay of -0.5 trained without an error
+  (after the labels were paid for) and evaluated garbage: refused when it is built."""
+  with pytest.raises(ValueError, match=match):
+    students.build_student(name, 10, (8, 8, 1), **{field: value})
+
+
 @pytest.mark.slow
 def test_gan_steps_scale_with_the_scheduled_rate():
   # Two steps from one state: the first at the full rate (the decays start at step 0),

@@ -407,11 +407,32 @@ def test_host_work_runs_beside_the_accelerator_where_their_devices_differ():
   assert main_job.student_ahead(c)
 
 
+@pytest.mark.parametrize("field, value", [
+    ("num_steps", 0), ("num_steps", -1), ("batch_size", 0), ("segment_steps", -1)])
+def test_a_schedule_the_student_cannot_train_on_is_refused_before_its_labels(
+    tmp_path, teachers_dir, field, value):
+  """The labels come first: the student's schedule was checked once they were paid for (a
+  secret-noise budget spent on a student that never trained). Refused before anything is
+  read or written, naming the field (and by --dry_run)."""
+  c = _config("student_pate_g", votes_dir=str(teachers_dir), **{field: value})
+  match = rf"^config.{field} must be an integer >= 1; got {value}$"
+  with pytest.raises(ValueError, match=match):
+    train_student.run(c, str(tmp_path / "work"))
+  assert not (tmp_path / "work").exists()  # no labels.npz, no ledger: nothing was asked
+  with pytest.raises(ValueError, match=match):
+    train_student.plan(c)
+
+
 @pytest.mark.parametrize("field, value, match", [
     ("labels", "plurality", r"config.student.labels must be 'noisy' in the main job"),
     ("labels", "true_answered", r"config.student.labels must be 'noisy'"),
     ("active", ml_collections.ConfigDict({"round_sizes": (50, 50)}),
      r"config.student.active.round_sizes must be empty in the main job"),
+    # A schedule it cannot train on: it failed after the teachers trained and the labels
+    # were paid for.
+    ("num_steps", 0, r"^config.student.num_steps must be an integer >= 1; got 0"),
+    ("batch_size", -1, r"^config.student.batch_size must be an integer >= 1; got -1"),
+    ("segment_steps", 0, r"^config.student.segment_steps must be an integer >= 1; got 0"),
 ])
 def test_main_job_refuses_a_student_its_summary_cannot_report(tmp_path, field, value, match):
   """Its publishable summary reports the aggregate stage's noisy labels and ledger: a

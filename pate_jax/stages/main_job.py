@@ -215,7 +215,10 @@ def check_student(config) -> None:
   """The main job's student learns from the aggregate stage's noisy labels, whose ε and
   ledger its publishable summary reports: un-noised labels (``config.student.labels``) and
   the active learner (which spends from the budget itself) are
-  ``experiments/train_student.py``'s, refused here before anything runs."""
+  ``experiments/train_student.py``'s, refused here before anything runs, as is a student
+  schedule it could not train on (:func:`pate_jax.stages.student.check_schedule`), which
+  would otherwise fail after the teachers trained and its labels were paid for."""
+  student_stage.check_schedule(config.student, "config.student.")
   if config.student.labels != "noisy":
     raise ValueError(f"config.student.labels must be 'noisy' in the main job (its summary "
                      f"publishes the noisy labels' ε); got {config.student.labels!r}: train "

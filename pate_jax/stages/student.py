@@ -60,6 +60,15 @@ def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
   return labels_lib.load_labels(out), results
 
 
+def check_schedule(config, prefix: str = "config.") -> None:
+  """The training's schedule (``num_steps``, ``batch_size``, ``segment_steps``,
+  ``max_to_keep``: integers >= 1), refused before anything is read or asked: the labels
+  come first, and a student that then could not train would have spent the budget.
+  ``prefix``: how the fields are named (``config.student.`` in the main job)."""
+  for name in ("num_steps", "batch_size", "segment_steps", "max_to_keep"):
+    _checks.positive_int(config.get(name, 1), f"{prefix}{name}")
+
+
 def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
         on_labels: Callable[[], Any] | None = None) -> dict:
   """Labels (or reuses) the student's queries, trains it and writes ``results.json``.
@@ -71,6 +80,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   """
   clock = experiment.PhaseClock()
   workdir = pathlib.Path(workdir)
+  check_schedule(config)
   if not config.votes_dir:
     raise ValueError("config.votes_dir: give the teachers' workdir (with votes.npz)")
   votes = votes_lib.load_votes(config.votes_dir)
@@ -361,6 +371,7 @@ def plan(config, *, votes_from: data_lib.ImageDataset | None = None) -> dict:
   job's teachers stage): the sizes are those of its student split, the split the votes
   will cover. Without it and without the votes the sizes are MNIST's, and the plan says
   the votes are missing."""
+  check_schedule(config)
   n = int(config.aggregate.num_queries)
   out: dict = {"student": config.student.name, "labels": config.labels,
                "mechanism": config.aggregate.mechanism, "num_queries": n}

@@ -33,10 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from pate_jax import _checks
 from pate_jax.augment import random_shift
 from pate_jax.models import GanDiscriminator, GanGenerator
 from pate_jax.students._loop import Student
-from pate_jax.students._supervised import class_loss, ema_update, hard_labels
+from pate_jax.students._supervised import check_optimizer, class_loss, ema_update, hard_labels
 
 
 def discriminator_losses(logits_lab: jax.Array, labels: jax.Array, logits_unl: jax.Array,
@@ -78,8 +79,7 @@ def learning_rate_schedule(learning_rate: float, decay_start: int | None = None,
   ``decay_start=None``: the constant ``learning_rate`` itself (a float, so that the
   optimizer state, and checkpoints, are those of a constant rate).
   """
-  if learning_rate <= 0:
-    raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+  _checks.positive(learning_rate, "learning_rate")
   if decay_start is None and decay_end is None:
     return learning_rate
   if decay_start is None or decay_end is None or not 0 <= decay_start < decay_end:
@@ -100,6 +100,7 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
   in the authors' MNIST run). ``translate``: shift every real image (labelled and pool)
   by a random offset of up to this many pixels per axis, a new one each step
   (:func:`pate_jax.augment.random_shift`; 0, the authors' setting: none)."""
+  check_optimizer(learning_rate, b1, ema_decay)
   if translate < 0:
     raise ValueError(f"translate must be >= 0 pixels, got {translate}")
   disc = GanDiscriminator(num_classes, tuple(discriminator_hidden), input_noise, hidden_noise)

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from pate_jax import _checks
 from pate_jax import models
 from pate_jax.students._loop import Student
 
@@ -44,6 +45,17 @@ def class_loss(logits: jax.Array, labels: jax.Array, temperature: float = 1.0) -
 def hard_labels(labels: jax.Array) -> jax.Array:
   """Classes ``[B]`` of class or probability targets."""
   return labels if labels.ndim == 1 else jnp.argmax(labels, axis=-1)
+
+
+def check_optimizer(learning_rate: Any, b1: Any, ema_decay: Any) -> None:
+  """Adam's rate (finite, > 0) and ``b1`` (in [0, 1)), and the parameter average's decay
+  (in [0, 1]: :func:`ema_update`), refused when the student is built, before it trains:
+  a NaN rate or a ``b1`` of 1.5 would train without an error and evaluate garbage."""
+  if not callable(learning_rate):  # an optax schedule is checked where it is made
+    _checks.positive(learning_rate, "learning_rate")
+  if not 0.0 <= _checks.scalar(b1, "b1") < 1.0:
+    raise ValueError(f"b1 must lie in [0, 1); got {b1}")
+  _checks.probability(ema_decay, "ema_decay")
 
 
 def ema_update(average: Any, params: Any, decay: float, step: jax.Array) -> Any:
@@ -112,6 +124,7 @@ def supervised(net: Classifier, *, learning_rate: float = 3e-3, b1: float = 0.5,
   State: ``params``, the other collections (``fixed``), Adam's state, and the
   parameter average used for evaluation.
   """
+  check_optimizer(learning_rate, b1, ema_decay)
   tx = optax.adam(learning_rate, b1=b1, b2=0.999, eps=0.0, eps_root=1e-8)
 
   def step(state, key, batch, step_index):

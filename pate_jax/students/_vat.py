@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import optax
 
 from pate_jax.students._loop import Student
-from pate_jax.students._supervised import (Classifier, averaged_logits, class_loss,
-                                           ema_update, init_classifier_state)
+from pate_jax.students._supervised import (Classifier, averaged_logits, check_optimizer,
+                                           class_loss, ema_update, init_classifier_state)
 
 
 def _normalize(d: jax.Array) -> jax.Array:
@@ -67,6 +67,7 @@ def vat(net: Classifier, *, epsilon: float = 2.0, xi: float = 1e-6, alpha: float
         entropy_weight: float = 1.0, power_iterations: int = 1, learning_rate: float = 1e-3,
         b1: float = 0.9, ema_decay: float = 0.999) -> Student:
   """The VAT student on ``net`` (state like :func:`pate_jax.students.supervised`)."""
+  check_optimizer(learning_rate, b1, ema_decay)
   tx = optax.adam(learning_rate, b1=b1)
 
   def step(state, key, batch, step_index):
