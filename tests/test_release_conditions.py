@@ -169,6 +169,23 @@ def test_default_release_order_chooses_only_valid_orders():
                                      np.array([40.0, 64.0]), num_classes=10)
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("sigma_threshold", -1.0, r"^sigma_threshold must be > 0; got -1.0$"),
+    ("sigma_threshold", 0.0, r"^sigma_threshold must be > 0; got 0.0$"),
+    ("sigma_threshold", float("nan"), r"^sigma_threshold must be finite; got nan$"),
+    ("threshold", float("inf"), r"^threshold must be finite; got inf$"),
+])
+def test_the_release_rule_names_the_confident_gnmax_parameter_it_refuses(field, value, match):
+  """The rule's order (a config's ``release.order`` None, the aggregate stage's default)
+  is chosen before the budget checks the parameters: σ_T was refused as the σ of its
+  √2·σ_T cost ("sigma must be > 0; got -1.414..."), naming another field and value."""
+  params = {"threshold": 200.0, "sigma_threshold": 150.0, "sigma": 40.0, field: value}
+  release = ml_collections.ConfigDict({"order": None, "beta": None, "sigma_ss": 10.0})
+  with pytest.raises(ValueError, match=match):
+    aggregate.fixed_release(release, mechanisms.CONFIDENT_GNMAX, params, 100, 1e-5, None,
+                            "improved", 10)
+
+
 def test_fixed_release_refuses_a_config_order_where_a_condition_fails():
   release = ml_collections.ConfigDict({"order": 38.0, "beta": None, "sigma_ss": 10.0})
   args = (mechanisms.GNMAX, {"sigma": 40.0}, 100, 1e-5, None, "improved")

@@ -74,6 +74,9 @@ def default_release_order(mechanism: mechanisms.Mechanism, params: dict[str, Any
   if not mechanism.accountant_kind.releasable:
     raise ValueError("mechanism: a smooth-sensitivity release exists for GNMax and "
                      f"Confident-GNMax only; got {mechanism.name!r}")
+  # Each parameter under its own name: Confident-GNMax's σ_T was checked as the σ of its
+  # √2·σ_T cost ("sigma must be > 0; got -1.41" for a σ_T of -1).
+  params = mechanisms.check_params(mechanism, params)
   grid = acc.DEFAULT_ORDERS if orders is None else orders
   valid = acc.valid_release_orders(params["sigma"], num_classes, grid)
   if not valid.size:
