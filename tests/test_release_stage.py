@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pathlib
 
+import pytest
+
 from pate_jax import experiment
 from pate_jax.stages import release
 
@@ -44,3 +46,24 @@ def test_the_release_scripts_help_calls_nothing_publishable():
     doc = " ".join(doc.split())
     assert "Publishable:" not in doc and "published release" not in doc, path
     assert "private as a whole" in doc, path
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("orders", "tf-privacy", r"^config.orders must be one of \('tf_privacy', 'default'\); "
+                             r"got 'tf-privacy'$"),
+    ("draws", 0, r"^config.draws must be an integer >= 1; got 0$"),
+    ("draws", -1, r"^config.draws must be an integer >= 1; got -1$"),
+])
+def test_the_release_refuses_its_own_fields_before_reading_the_votes(tmp_path, field, value,
+                                                                      match):
+  """An unknown ``orders`` was read as the default grid and reported under the name
+  given; 0 draws reported a NaN spread, -1 failed inside JAX. Refused before the votes
+  are read (none exist here), by the run and by --dry_run."""
+  c = experiment.load_script(REPO / "configs" / "release_epsilon.py").get_config()
+  c.votes_dir, c.noise_seed = str(tmp_path / "teachers"), 0
+  c[field] = value
+  with pytest.raises(ValueError, match=match):
+    release.run(c, tmp_path / "release")
+  with pytest.raises(ValueError, match=match):
+    release.plan(c)
+  assert not (tmp_path / "release").exists()

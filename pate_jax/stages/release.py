@@ -36,6 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from pate_jax import _checks
 from pate_jax import accounting as acc
 from pate_jax import aggregation
 from pate_jax import budget as budget_lib
@@ -46,7 +47,7 @@ from pate_jax import rng
 from pate_jax import votes as votes_lib
 from pate_jax.stages import aggregate
 
-__all__ = ["run", "plan", "report", "TF_PRIVACY_ORDERS"]
+__all__ = ["run", "plan", "report", "check_config", "TF_PRIVACY_ORDERS"]
 
 # tf-privacy's ICLR2018/smooth_sensitivity_table.py orders: 2, 2.5, ..., 100 and 100
 # log-spaced orders from 100 to 500.
@@ -56,6 +57,15 @@ TF_PRIVACY_ORDERS = np.concatenate([np.arange(2.0, 100.5, 0.5),
 
 def _floats(release: acc.Release) -> dict[str, float]:
   return {k: float(np.asarray(x)) for k, x in release._asdict().items()}
+
+
+def check_config(config: Any) -> None:
+  """The fields of this stage alone, refused before the votes are read (naming the
+  field): an unknown ``orders`` was read as the default grid and reported under its own
+  name, ``draws`` 0 reported a NaN spread and -1 failed inside JAX."""
+  _checks.choice(config.orders, "config.orders", ("tf_privacy", "default"))
+  _checks.positive_int(config.draws, "config.draws")
+  _checks.boolean(config.joint_orders, "config.joint_orders")
 
 
 def _grid(config: Any) -> np.ndarray:
@@ -72,6 +82,7 @@ def _spec(config: Any, params: dict[str, float], num_classes: int) -> budget_lib
 
 def run(config: Any, workdir: str | pathlib.Path) -> dict[str, Any]:
   t0 = time.perf_counter()
+  check_config(config)
   data = votes_lib.load_votes(config.votes_dir or workdir)
   n = int(config.num_queries)
   if not 0 < n <= data["num_pool"]:
@@ -137,6 +148,7 @@ def plan(config: Any) -> dict[str, Any]:
   """``--dry_run``: the queries released, the order grid, the release's fixed parameters,
   the noise draws, and the size of the [queries × orders] cost matrix the accountant
   composes (or that the votes are missing)."""
+  check_config(config)
   grid = _grid(config)
   n = int(config.num_queries)
   params = {k: float(config[k]) for k in ("threshold", "sigma_threshold", "sigma")}
