@@ -594,6 +594,8 @@ def test_predictions_and_distillation_targets_come_from_one_pass(strategy, chunk
     ens.predict_with_soft_counts(params, x, (1.0,), t + 1)
   with pytest.raises(ValueError, match="temperatures must be positive"):
     ens.predict_with_soft_counts(params, x, (0.0,), t)
+  with pytest.raises(ValueError, match="temperatures must be positive and finite"):
+    ens.predict_with_soft_counts(params, x, (float("nan"),), t)  # NaN probabilities
 
 
 @pytest.mark.slow

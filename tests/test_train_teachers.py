@@ -16,6 +16,7 @@ import pytest
 
 from pate_jax import experiment
 from pate_jax import votes as votes_lib
+from pate_jax.stages import teachers as teachers_stage
 
 import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
 
@@ -164,6 +165,22 @@ def test_mnist_results_and_votes(tmp_path, data_dir):
   assert v["soft_counts"].sum(-1).min() >= 5 * (s - 10)  # floors lose < 1 per entry
   np.testing.assert_allclose(v["probabilities"], v["soft_counts"] / (5 * s), rtol=2e-4)
   np.testing.assert_allclose(v["probabilities"].sum(-1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("value, message", [
+    ((0.0,), "found 0.0 at (0,)"), ((1.0, -1.0), "found -1.0 at (1,)"),
+    ((float("nan"),), "found nan at (0,)"), ((float("inf"),), "found inf at (0,)"),
+])
+def test_a_bad_distillation_temperature_is_refused_before_the_teachers_train(
+    tmp_path, value, message):
+  """The soft counts at these temperatures come after the training: 0 or -1 failed there,
+  NaN wrote NaN probabilities into votes.npz. Refused before anything is read or written."""
+  config = _small_config(distill_temperatures=value)
+  with pytest.raises(ValueError, match=r"^config.distill_temperatures must be finite and > 0"
+                     ) as e:
+    teachers_stage.run(config, str(tmp_path / "work"))
+  assert message in str(e.value)
+  assert not (tmp_path / "work").exists()
 
 
 @pytest.mark.parametrize("override,message", [

@@ -62,6 +62,11 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   if not checks.scalar(config.weight_decay, "config.weight_decay") >= 0:
     raise ValueError(f"config.weight_decay must be >= 0; got {config.weight_decay}")
   checks.boolean(config.get("restart", False), "config.restart")
+  # The soft counts of the distillation students, computed once the teachers are trained:
+  # a bad temperature failed (0, -1) or wrote NaN probabilities (nan) after the training.
+  temperatures = config.get("distill_temperatures", ()) or ()
+  if len(temperatures):
+    checks.positive_vector(temperatures, "config.distill_temperatures", "temperatures")
 
 
 def check_data(config: ml_collections.ConfigDict, images: np.ndarray) -> None:

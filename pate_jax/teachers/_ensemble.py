@@ -49,10 +49,10 @@ def _agreed(plan: memory.ChunkPlan) -> memory.ChunkPlan:
 
 
 def _temperatures(temperatures) -> tuple[float, ...]:
-  """Distillation temperatures as a hashable tuple of positive floats."""
+  """Distillation temperatures as a hashable tuple of positive, finite floats."""
   temperatures = tuple(float(x) for x in temperatures or ())
-  if temperatures and min(temperatures) <= 0:
-    raise ValueError(f"temperatures must be positive, got {temperatures}")
+  if not all(0 < t < float("inf") for t in temperatures):  # NaN too
+    raise ValueError(f"temperatures must be positive and finite, got {temperatures}")
   return temperatures
 
 
