@@ -156,6 +156,28 @@ def test_script_refuses_to_write_into_the_teachers_workdir(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["votes.npz"]
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("num_seeds", 0, r"^config.num_seeds must be an integer >= 1; got 0$"),
+    ("repeats", 0, r"^config.repeats must be an integer >= 1; got 0$"),
+    ("loop_max_cells", -1, r"^config.loop_max_cells must be an integer >= 0; got -1$"),
+])
+def test_script_refuses_bad_counts_before_the_grid_runs(tmp_path, field, value, match):
+  """0 seeds was refused naming ``keys``, 0 repeats with "min() arg is an empty sequence"
+  once the grid had compiled and run; -1 loop cells was taken as every cell."""
+  preds, y = _predictions()
+  votes_lib.save_votes(tmp_path / "t" / "votes.npz", votes_lib.histogram(preds, C), y,
+                       predictions=preds)
+  spec = importlib.util.spec_from_file_location("cfg", REPO / "configs" / "ablation_mnist.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config("smoke")
+  config.votes_dir, config.num_queries, config[field] = str(tmp_path / "t"), 10, value
+  with pytest.raises(ValueError, match=match):
+    _script().run(config, str(tmp_path / "out"))
+  with pytest.raises(ValueError, match=match):
+    _script().plan(config)
+
+
 def test_smoke_config_loads():
   spec = importlib.util.spec_from_file_location("cfg", REPO / "configs" / "ablation_mnist.py")
   module = importlib.util.module_from_spec(spec)

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pate_jax import _checks
 from pate_jax import ablation
 from pate_jax import aggregation
 from pate_jax import experiment
@@ -32,10 +33,20 @@ from pate_jax import votes as votes_lib
 __all__ = ["run", "plan", "report", "loop_cell", "loop_histograms", "loop_grid", "grid_cells"]
 
 
+def check_counts(config: Any) -> None:
+  """``num_seeds`` and ``repeats`` (>= 1), ``loop_max_cells`` (>= 0; 0: every cell),
+  refused naming the field: 0 seeds failed naming the keys, 0 repeats with "min() arg is
+  an empty sequence" once the grid had run."""
+  _checks.positive_int(config.num_seeds, "config.num_seeds")
+  _checks.positive_int(config.repeats, "config.repeats")
+  _checks.positive_int(config.loop_max_cells, "config.loop_max_cells", minimum=0)
+
+
 def plan(config: Any) -> dict[str, Any]:
   """``--dry_run``: the votes (and whether they carry per-teacher predictions), the grid's
   size and an estimate of its largest intermediate (one float64 noise draw per cell, query
   and class), without compiling."""
+  check_counts(config)
   grid = (len(config.mechanisms), len(config.teacher_counts), len(config.noise_scales),
           int(config.num_seeds))
   cells = int(np.prod(grid))
@@ -147,6 +158,7 @@ def _run(config: Any, workdir: str) -> dict[str, Any]:
   q = int(config.num_queries)
   if not 0 < q <= data["num_pool"]:
     raise ValueError(f"config.num_queries must be in [1, num_pool={data['num_pool']}], got {q}")
+  check_counts(config)
   mechanisms = tuple(mech_lib.get(m, "config.mechanisms") for m in config.mechanisms)
   counts, scales = np.asarray(config.teacher_counts), np.asarray(config.noise_scales, float)
   keys = jax.random.split(rng.stream(rng.root_key(config.seed), "aggregation"),
