@@ -147,3 +147,26 @@ def test_unknown_setting_and_headline_raise(tmp_path):
   config.headline = "missing"
   with pytest.raises(ValueError, match="headline"):
     script.run(config, str(tmp_path / "w"))
+
+
+@pytest.mark.parametrize("setting, field, value, match", [
+    ("fixed", "sigmas", (40.0, 0.0), r"^config.sigmas must be finite and > 0; found 0.0 at"),
+    ("fixed", "sigmas", (), r"^config.sigmas must be a non-empty 1-D array"),
+    ("edge", "sigmas", (float("nan"),), r"^config.sigmas must be finite and > 0; found nan"),
+    ("fixed", "sweep_sigma", -1.0, r"^config.sweep_sigma must be > 0; got -1.0$"),
+    ("fixed", "query_counts", (100, 0), r"^config.query_counts must be an integer >= 1; got 0$"),
+    ("dirichlet", "sweep_variants", ("paper", "nope"),
+     r"^config.sweep_variants must be one of \(.*'paper'.*\); got 'nope'$"),
+])
+def test_a_bad_sweep_is_refused_before_any_attack_runs(tmp_path, setting, field, value, match):
+  """σ grids were refused as ``sigma`` (an empty one by numpy's stack), a query count of 0
+  as ``num_queries`` and an unknown sweep variant as a KeyError, the last two once the σ
+  grid had been attacked. Refused before anything runs or is written, by --dry_run too."""
+  script = _load("experiments", "attack.py")
+  config = _config(setting, tmp_path)
+  config[field] = value
+  with pytest.raises(ValueError, match=match):
+    script.run(config, str(tmp_path / "w"))
+  assert not (tmp_path / "w").exists()
+  with pytest.raises(ValueError, match=match):
+    script.plan(config)

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pate_jax import _checks
 from pate_jax import attacks, experiment, io, rng
 from pate_jax import budget as budget_lib
 
@@ -55,6 +56,23 @@ def reconstruction_variants(config: Any) -> dict[str, dict]:
     return {**base.to_dict(), **override}
 
   return {n: options(n) for n in [head] + [n for n in names if n != head]}
+
+
+def check_sweeps(config: Any) -> None:
+  """The noise and query grids a setting sweeps, where it has them, refused before any
+  attack runs (naming the field): ``sigmas`` (non-empty, finite, > 0; the attacks named
+  it ``sigma``, and an empty one failed in numpy's stack), ``sweep_sigma``,
+  ``query_counts`` (integers >= 1: a 0 failed as ``num_queries`` once the σ grid had been
+  attacked) and ``sweep_variants`` (among the variants: a KeyError after that grid)."""
+  if "sigmas" in config:
+    _checks.positive_vector(config.sigmas, "config.sigmas", "noise scales")
+  if config.get("query_counts"):
+    _checks.positive(config.sweep_sigma, "config.sweep_sigma")
+    for m in config.query_counts:
+      _checks.positive_int(m, "config.query_counts")
+    variants = tuple(reconstruction_variants(config))
+    for v in config.sweep_variants:
+      _checks.choice(v, "config.sweep_variants", variants)
 
 
 def _mc_keys(config, key) -> jax.Array:
@@ -330,6 +348,7 @@ def run(config: Any, workdir: str) -> dict:
   if config.setting not in SETTINGS:
     raise ValueError(f"config.setting must be one of {sorted(SETTINGS)}, got "
                      f"{config.setting!r}")
+  check_sweeps(config)
   key = rng.root_key(config.seed)
   pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
   with experiment.locked_workdir(workdir):  # a second run there fails at once
@@ -350,6 +369,7 @@ _PLAN_FIELDS = ("num_seeds", "num_queries", "sigmas", "sigma", "sweep_sigma", "q
 def plan(config: Any) -> dict[str, Any]:
   """``--dry_run``: the setting, the histograms attacked, the reconstruction variants, the
   Monte Carlo seeds and the queries (σ grid, query sweep) it will process."""
+  check_sweeps(config)
   out = {"setting": config.setting}
   out.update({k: config[k] for k in _PLAN_FIELDS if k in config})
   if config.setting in ("fixed", "budget", "defense"):
