@@ -575,6 +575,38 @@ def test_a_new_run_removes_the_earlier_report_before_it_writes_new_votes(tmp_pat
   assert not (work / "student_accuracy.png").exists()
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("gnmax_sigma", -1.0, r"^config.gnmax_sigma must be > 0; got -1.0$"),
+    ("gnmax_sigma", float("nan"), r"^config.gnmax_sigma must be finite; got nan$"),
+    ("lnmax_gamma", 0.0, r"^config.lnmax_gamma must be > 0; got 0.0$"),
+    ("gnmax_sigmas", [5.0, -1.0], r"^config.gnmax_sigmas must be finite and > 0; found -1.0"),
+    ("lnmax_gammas", [float("nan")], r"^config.lnmax_gammas must be finite and > 0; found nan"),
+    ("delta", 0.0, r"^config.delta must lie in \(0, 1\); got 0.0$"),
+    ("rdp_orders", [0.5, 2.0], r"^config.rdp_orders must be finite and > 1; found 0.5"),
+    ("rdp_conversion", "tight", r"^config.rdp_conversion must be one of"),
+    ("lnmax_max_moment", 0, r"^config.lnmax_max_moment must be an integer >= 1; got 0$"),
+    ("student_repeats", 0, r"^config.student_repeats must be an integer >= 1; got 0$"),
+])
+def test_a_bad_noise_setting_is_refused_before_any_forest_is_fitted(tmp_path, monkeypatch,
+                                                                     field, value, match):
+  """A bad noise scale was refused as ``scales (sigma)`` once the baseline and every
+  teacher had been fitted (minutes at 250 teachers); now by its field, before any fit (and
+  by --dry_run)."""
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+
+  def fitted(*args, **kwargs):
+    raise AssertionError("a forest was fitted before the config was checked")
+
+  monkeypatch.setattr(tabular, "fit_model", fitted)
+  monkeypatch.setattr(tabular, "fit_teachers", fitted)
+  config = _tiny_synthetic_task(tmp_path / "data", "cpu")
+  config[field] = value
+  with pytest.raises(ValueError, match=match):
+    tabular_stage.run(config, tmp_path / "w")
+  with pytest.raises(ValueError, match=match):
+    tabular_stage.plan(config)
+
+
 @pytest.mark.parametrize("n_jobs", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_a_teachers_warning_in_a_worker_process_is_shown_by_the_caller(n_jobs):
   """A joblib worker process writes its warnings to its own stderr, past the run's marking

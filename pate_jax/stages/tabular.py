@@ -42,6 +42,7 @@ import jax
 import numpy as np
 
 from pate_jax import _checks as checks
+from pate_jax import accounting
 from pate_jax import aggregation
 from pate_jax import budget as budget_lib
 from pate_jax import experiment
@@ -238,8 +239,26 @@ def confident_gnmax_settings(config, num_query_rows: int | None = None
   return params, asked
 
 
+def check_noise(config) -> None:
+  """The labelling's settings, refused naming the field before anything is fitted (a bad
+  noise scale was refused as ``scales (sigma)`` once every forest had been trained): the
+  mechanisms' scales ``lnmax_gamma``, ``gnmax_sigma`` and their sweep grids (finite,
+  > 0), ``delta``, the accounting's orders, moments and conversion, and the draws."""
+  checks.positive(config.lnmax_gamma, "config.lnmax_gamma")
+  checks.positive(config.gnmax_sigma, "config.gnmax_sigma")
+  for name in ("lnmax_gammas", "gnmax_sigmas"):
+    if len(config[name]):  # empty: the configured scale alone
+      checks.positive_vector(config[name], f"config.{name}", "noise scales")
+  checks.delta(config.delta, "config.delta")
+  checks.orders(config.rdp_orders, "config.rdp_orders")
+  checks.choice(config.rdp_conversion, "config.rdp_conversion", accounting.CONVERSIONS)
+  for name in ("lnmax_max_moment", "lnmax_max_moment_wide", "num_seeds", "student_repeats"):
+    checks.positive_int(config[name], f"config.{name}")
+
+
 def _run(config, workdir: pathlib.Path) -> dict:
   budget_lib.refuse_spent_votes(workdir)  # before anything is fitted
+  check_noise(config)
   root = rng.root_key(config.seed)  # stages draw the named streams of pate_jax.rng
   timings = {}
   t_start = time.perf_counter()
@@ -390,6 +409,8 @@ def plan(config) -> dict:
     out["diabetes_preparation"] = (f"{_preparation(config)}: "
                                    + ("no secret-noise release of its votes" if why else
                                       "rows and columns chosen without looking at the rows"))
+  if not config.get("labels_dir"):
+    check_noise(config)
   confident = confident_gnmax_settings(config)
   if confident is not None:
     out["confident_gnmax"] = {**confident[0].as_dict(), "num_queries": confident[1]}
