@@ -503,6 +503,30 @@ def test_main_job_refuses_an_unknown_attack_device_before_training(tmp_path):
   assert not (tmp_path / "teachers").exists()
 
 
+@pytest.mark.parametrize("content, error, match", [
+    (None, FileNotFoundError, r"^config.runs\[1\]: no .*results.json \(a student workdir"),
+    ("{}", ValueError, r"^config.runs\[1\]: .*results.json is not a results.json of "
+                       r"experiments/train_student.py"),
+    ('{"results": 1}', ValueError, r"^config.runs\[1\]: .*\(no results entry\)$"),
+])
+def test_plot_students_names_the_run_it_cannot_read(tmp_path, content, error, match):
+  """A run without results.json was an OSError naming the path alone, one of another
+  script a KeyError ('results'): both name ``config.runs[i]`` now, before anything is
+  written."""
+  import plot_students  # pylint: disable=g-import-not-at-top
+  first, second = tmp_path / "first", tmp_path / "second"
+  for run_dir in (first, second):
+    run_dir.mkdir()
+  (first / "results.json").write_text('{"results": {}}')  # read; the second is named
+  if content is not None:
+    (second / "results.json").write_text(content)
+  c = load_script(REPO / "configs" / "plot_students.py").get_config()
+  c.runs = f"{first},{second}"
+  with pytest.raises(error, match=match):
+    plot_students.run(c, str(tmp_path / "plots"))
+  assert not (tmp_path / "plots").exists()
+
+
 @pytest.mark.slow
 def test_plot_students_reads_runs_and_writes_png(tmp_path, teachers_dir, capsys):
   import plot_students  # pylint: disable=g-import-not-at-top

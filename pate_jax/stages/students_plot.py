@@ -24,12 +24,26 @@ def _runs(config) -> list[str]:
   return [r for r in str(config.runs).split(",") if r]
 
 
+def _record(run_dir: str, i: int) -> dict:
+  """The ``results.json`` record of ``config.runs``' ``i``-th run, or an error naming it:
+  a missing file was an OSError of the path alone, a file of another script a KeyError."""
+  path = pathlib.Path(run_dir) / "results.json"
+  if not path.is_file():
+    raise FileNotFoundError(f"config.runs[{i}]: no {path} (a student workdir: run "
+                            "experiments/train_student.py into it first)")
+  record = json.loads(path.read_text())
+  if not isinstance(record, dict) or not isinstance(record.get("results"), dict):
+    raise ValueError(f"config.runs[{i}]: {path} is not a results.json of "
+                     "experiments/train_student.py (no results entry)")
+  return record
+
+
 def run(config, workdir: str) -> dict:
   """Plots the runs' points; returns ``{"points": [...]}``."""
   runs = _runs(config)
   if not runs:
     raise ValueError("config.runs: give a comma-separated list of student workdirs")
-  records = [json.loads((pathlib.Path(r) / "results.json").read_text()) for r in runs]
+  records = [_record(r, i) for i, r in enumerate(runs)]
   points = [plots.point(rec["results"], r, rec.get("disclosure"))
             for rec, r in zip(records, runs)]
   out = pathlib.Path(workdir)
