@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fractions
 import math
+import pathlib
 
 import dp_accounting
 import jax
@@ -695,3 +696,34 @@ def test_discriminator_step_scores_a_constant_discriminator_on_the_public_batch(
     want = n * (math.log1p(math.exp(-c)) + math.log1p(math.exp(c))) / 8
     np.testing.assert_allclose(float(loss), want, rtol=1e-5)
     np.testing.assert_allclose(float(accuracy), 0.5)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("noise_multiplier", 0.0, r"^config.noise_multiplier must be > 0; got 0.0$"),
+    ("noise_multiplier", float("nan"), r"^config.noise_multiplier must be finite; got nan$"),
+    ("clip", -1.0, r"^config.clip must be > 0; got -1.0$"),
+    ("tau", float("inf"), r"^config.tau must be finite; got inf$"),
+    ("delta", 1.0, r"^config.delta must lie in \(0, 1\); got 1.0$"),
+    ("curve.max_epsilon", -2.0, r"^config.curve.max_epsilon must be > 0; got -2.0$"),
+    ("batch_size", 0, r"^config.batch_size must be an integer >= 1; got 0$"),
+    ("batch_size", 150, r"^config.table1.public_sizes must be >= config.batch_size = 150 "),
+])
+def test_the_published_mechanisms_settings_are_refused_before_the_teacher_trains(
+    tmp_path, field, value, match):
+  """Read once the teacher was trained (the curve's ε bisection, Eq. 5's noise): a σ of 0,
+  a δ of 1 or a batch larger than a public set (a rate B/N above 1) failed there, naming
+  ``q`` or ``noise_multiplier`` without the config. Refused before anything is read or
+  written, and by --dry_run."""
+  from pate_jax import experiment  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import kd_gan as stage  # pylint: disable=g-import-not-at-top
+  config = experiment.load_script(
+      pathlib.Path(__file__).resolve().parent.parent / "configs" / "kd_gan.py").get_config(
+          "smoke")
+  target, name = (config.curve, "max_epsilon") if field == "curve.max_epsilon" else (
+      config, field)
+  target[name] = value
+  with pytest.raises(ValueError, match=match):
+    stage.run(config, str(tmp_path / "w"))
+  assert not (tmp_path / "w").exists()
+  with pytest.raises(ValueError, match=match):
+    stage.plan(config)

@@ -71,6 +71,26 @@ def epoch_rounds(config, n: int) -> int:
   return math.ceil(config.epochs * n / (config.batch_size * config.k_s))
 
 
+def check_accounting(config) -> None:
+  """The published mechanism's settings, read once the teacher is trained, refused before
+  it trains (naming the field): ``noise_multiplier``, ``clip``, ``tau`` and
+  ``curve.max_epsilon`` (finite, > 0), ``delta``, and ``batch_size`` (an integer no larger
+  than ``curve.num_public`` and every ``table1.public_sizes``: the sampling rate ``B/N``
+  must lie in (0, 1])."""
+  for name in ("noise_multiplier", "clip", "tau"):
+    _checks.positive(config[name], f"config.{name}")
+  _checks.positive(config.curve.max_epsilon, "config.curve.max_epsilon")
+  _checks.delta(config.delta, "config.delta")
+  b = _checks.positive_int(config.batch_size, "config.batch_size")
+  sizes = {"config.curve.num_public": [config.curve.num_public],
+           "config.table1.public_sizes": list(config.table1.public_sizes)}
+  for name, values in sizes.items():
+    for n in values:
+      if _checks.positive_int(n, name) < b:
+        raise ValueError(f"{name} must be >= config.batch_size = {b} (the sampling rate "
+                         f"B/N must lie in (0, 1]); got {n}")
+
+
 def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG) -> dict:
   """Runs the stage (module docstring); the workdir is locked meanwhile. ``restart_flag``:
   the flag that sets ``config.restart`` for the script that runs it, named in a refused
@@ -78,6 +98,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG) -> di
   t0 = time.time()
   workdir = pathlib.Path(workdir)
   noise = rng.noise_record(config.noise_seed)  # validates noise_seed before any training
+  check_accounting(config)
   with experiment.locked_workdir(workdir):
     results, png = _run(config, workdir, noise, experiment.restart_hint(restart_flag))
     results.update({"wall_seconds": time.time() - t0, "results_json": str(
@@ -312,6 +333,7 @@ def plan(config) -> dict:
   """``--dry_run``: the public sets, seeds, teacher schedule and every student fit's rounds
   (Table 1), the curve's ε target, and the sound variant's votes (or that they are missing).
   The curve's step count is found at run time (a bisection on ε), not here."""
+  check_accounting(config)
   b = int(config.batch_size)
   t, c = config.teacher, config.curve
   rows = [{"n": n, "lambdas": tuple(config.table1.lambdas), "rounds": epoch_rounds(config, n),
