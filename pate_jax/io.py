@@ -63,17 +63,29 @@ def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> 
   return path
 
 
+def temporary(path: str | os.PathLike) -> pathlib.Path:
+  """The temporary file :func:`write_private` fills before renaming it over ``path``."""
+  path = pathlib.Path(path)
+  return path.with_name(path.name + ".tmp")
+
+
 def write_private(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> pathlib.Path:
   """Writes ``path`` atomically, durably and owner-only: ``write(f)`` fills a temporary
   file opened by :func:`open_private`, which is synced to disk and renamed over ``path``,
-  and then the directory is synced (a record that must survive a crash)."""
+  and then the directory is synced (a record that must survive a crash). A write that
+  fails before the rename removes its temporary file (:func:`temporary`; what it held was
+  never recorded)."""
   path = pathlib.Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  with open_private(tmp) as f:
-    write(f)
-    f.flush()
-    os.fsync(f.fileno())
-  tmp.replace(path)
+  tmp = temporary(path)
+  try:
+    with open_private(tmp) as f:
+      write(f)
+      f.flush()
+      os.fsync(f.fileno())
+    tmp.replace(path)
+  except BaseException:
+    tmp.unlink(missing_ok=True)
+    raise
   dir_fd = os.open(path.parent, os.O_RDONLY)
   try:
     os.fsync(dir_fd)

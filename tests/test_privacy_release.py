@@ -303,6 +303,35 @@ def test_4_a_spend_whose_ledger_write_failed_resumes_in_the_same_process(tmp_pat
   assert budget.epsilon == pytest.approx(float(eps), rel=1e-9)
 
 
+def test_4_a_ledger_write_killed_before_its_rename_leaves_no_second_answer(tmp_path,
+                                                                           monkeypatch):
+  """A write that fails before its rename removes its temporary file, and one killed there
+  (nothing runs after a SIGKILL) leaves a file that the next read removes: its answers were
+  never recorded, and beside the answers drawn again it would hold a second noisy answer to
+  the same rows."""
+  from pate_jax import io  # pylint: disable=g-import-not-at-top
+  teachers = _teachers(tmp_path / "t", _votes(4, 40))
+  budget = aggregate.make_budget(_config(teachers, data_dependent=False),
+                                 votes_lib.load_votes(teachers), teachers, tmp_path / "w")
+  budget.answer(np.arange(10))
+  ledger = teachers / budget_lib.LEDGER_FILE
+  tmp = io.temporary(ledger)
+
+  def fails_after_filling(f):
+    f.write(b"answers drawn but never recorded")
+    raise OSError(28, "No space left on device")
+
+  with pytest.raises(OSError, match="No space left"):
+    io.write_private(ledger, fails_after_filling)
+  assert not tmp.exists() and ledger.exists()
+  tmp.write_bytes(b"left by a write killed before its rename")
+  budget.state()  # a read alone (the next write would replace it too)
+  assert not tmp.exists()
+  out = budget.answer(np.arange(15))
+  assert out.repeated.tolist() == [True] * 10 + [False] * 5
+  assert int(budget.state()["record"]["ledger_num_charged"]) == 15
+
+
 @pytest.mark.slow
 def test_4_two_workdirs_and_a_restored_labels_file_spend_one_budget(tmp_path):
   teachers = _teachers(tmp_path / "t", _votes(6, 60))

@@ -208,7 +208,10 @@ class TeachersBudget:
 
   def _read(self) -> _Loaded | None:
     """The verified ledger file, or ``None`` for a budget never spent (caller holds the
-    lock)."""
+    lock). A write killed before its rename left its temporary file: it is removed, since
+    its answers were neither recorded nor returned, and kept beside the answers the run
+    draws again it would hold a second noisy answer to the same rows."""
+    io.temporary(self.path).unlink(missing_ok=True)
     last = self._journal_last()
     if not self.path.exists():
       if last is not None:
