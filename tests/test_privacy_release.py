@@ -266,7 +266,10 @@ def test_4_discarded_spends_free_their_record_only_where_no_one_spent_since():
   with pytest.raises(L.StaleLedgerError, match="stale"):  # the discarded copy cannot spend
     a.answer(votes[4:])
   b.answer(votes[4:6])
+  with pytest.raises(L.StaleLedgerError, match="gave its spends back"):  # not even now that
+    a.answer(votes[6:8])  # the lineage's newest generation is its own number again
   a.discard_since(1)  # b spent since: nothing changes
+  b.answer(votes[6:8])
   with pytest.raises(L.StaleLedgerError, match="generation"):
     L.PrivateAggregator(jax.random.key(3), "gnmax", ledger=record, **kw)
 

@@ -138,6 +138,7 @@ class PrivateAggregator:
       _NEWEST[lineage] = generation
     self._lineage, self._generation = lineage, generation
     self._token = object()
+    self._discarded = False  # set by discard_since: it can never spend again
     self._lock = threading.RLock()
     self._state = state
     self._mechanism = m
@@ -223,6 +224,10 @@ class PrivateAggregator:
   def _spend(self, new_state: LedgerState) -> None:
     """Replaces the state after a spend; refuses if this aggregator's copy is stale."""
     with _NEWEST_LOCK:
+      if self._discarded:
+        raise StaleLedgerError(
+            "ledger: this aggregator gave its spends back (discard_since): its copy of the "
+            "budget is stale; build one from the persisted record")
       if _NEWEST.get(self._lineage, self._generation) != self._generation:
         raise StaleLedgerError(
             f"ledger: another aggregator has spent from this ledger since this one was "
@@ -249,6 +254,9 @@ class PrivateAggregator:
           and _SPENDER.get(self._lineage) is self._token):
         _NEWEST[self._lineage] = generation
         del _SPENDER[self._lineage]
+        # Stale for good: another aggregator resumed from the record and spending the
+        # lineage's next generation must not let this copy spend on top of its own.
+        self._discarded = True
 
   def charge(self, cost: Any) -> bool:
     """Charges a data-independent cost curve to the budget (:func:`charge`); returns
