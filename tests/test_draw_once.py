@@ -199,6 +199,32 @@ def test_a_release_killed_while_drawing_kept_nothing_and_is_drawn_again(tmp_path
                                                                        io.file_digest(path))
 
 
+@pytest.mark.parametrize("then", ["rerun", "other teachers"])
+def test_a_secret_release_killed_over_a_research_file_kept_nothing(tmp_path, then):
+  """A secret draw meant to replace a research measurement in the same work directory,
+  killed while drawing, kept nothing: the research file still there is not the release, so
+  its entry neither refuses the rerun nor holds the data against other teachers."""
+  reg = budget_lib.BudgetRegistry(tmp_path / "registry")
+  path = tmp_path / "w" / "release.npz"
+  _once(path, _Draws(), reg, settings={**SETTINGS, "noise": "research seed"}, secret=False)
+
+  def killed():
+    raise _Killed
+
+  with pytest.raises(_Killed):
+    _once(path, killed, reg)
+  assert path.exists() and reg.budgets(DATA) == []
+  if then == "rerun":
+    draws = _Draws()
+    _once(path, draws, reg)
+    _once(path, draws, reg)
+    (only,) = reg.budgets(DATA)
+    assert draws.count == 1 and only["sha256"] == io.file_digest(path)
+  else:
+    (only,) = reg.claim(DATA, "o" * 64, tmp_path / "teachers")
+    assert only["votes"] == "o" * 64
+
+
 def test_two_runs_at_once_cannot_both_draw(tmp_path):
   """The checks and the draw hold the registry's lock: the second run sees the first."""
   reg = budget_lib.BudgetRegistry(tmp_path / "registry")

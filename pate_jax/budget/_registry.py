@@ -40,8 +40,9 @@ drawn and registered under the entry's lock (:meth:`BudgetRegistry.spend_release
 entry written before the draw (generation 0, no hash) and completed after its file: a run
 killed between the file and the entry leaves an entry that holds the data against other
 teachers, and that the file's next reader completes (:meth:`record_release`). An entry left
-at generation 0 whose file was never written (a run killed while drawing, before anything
-was kept) is provisional, as a ledger's.
+at generation 0 whose path does not hold its release (a run killed while drawing, before
+anything was kept: no file, or an older research file it was to replace) is provisional, as
+a ledger's.
 
 The registry is private, like the ledgers (it names the teachers' directories and the
 data's digest, which its file names are): its directory is made owner-only (0700; a
@@ -62,6 +63,8 @@ import os
 import pathlib
 import secrets
 from typing import Any, Callable
+
+import numpy as np
 
 from pate_jax import _checks
 from pate_jax import io
@@ -314,7 +317,7 @@ class BudgetRegistry:
       try:
         sha256 = write()
       except BaseException:
-        if not pathlib.Path(path).exists():  # nothing was kept: the entry goes
+        if not _holds(path, release):  # nothing was kept (maybe an older research file)
           self._write(entry_path, private_data, live)
         raise
       entry.update(generation=1, sha256=str(sha256))
@@ -367,19 +370,34 @@ def _now() -> str:
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def _holds(path: str | os.PathLike, release: str) -> bool:
+  """Whether the file at ``path`` is the release ``release`` (a release file naming it, as
+  :func:`pate_jax.budget.draw_once` writes them), or may be: an unreadable file is judged
+  to hold it (a damaged release stays spent). A file of another release, such as a
+  research-noise measurement a secret draw was to replace, does not."""
+  path = pathlib.Path(path)
+  if not path.is_file():
+    return False
+  try:
+    with np.load(path, allow_pickle=False) as f:
+      return str(f["release"]) == release
+  except Exception:  # noqa: BLE001 -- a damaged file, whatever numpy or zipfile raises
+    return True
+
+
 def _provisional(entry: dict[str, Any], own: str | None = None) -> bool:
   """A ledger's entry registered but never written, whose directory holds no ledger (nor
   its journal) and whose ledger lock no one holds: a run killed or refused before its first
   write, which spent nothing. (A run between its registration and its first write holds
-  the lock: its entry stands.) Or a release's entry registered before its draw whose file
-  was never written: a run killed while drawing, which kept nothing (a run still drawing
+  the lock: its entry stands.) Or a release's entry registered before its draw whose path
+  does not hold that release (:func:`_holds`): a run killed while drawing, which kept nothing (a run still drawing
   holds the registry's lock, under which this is asked). ``own``: the caller's teachers
   directory, whose lock the caller holds itself; an entry there is judged by its files
   alone."""
   if int(entry.get("generation", -1)) != 0:
     return False
   if "release" in entry:
-    return not pathlib.Path(str(entry.get("path", ""))).exists()
+    return not _holds(str(entry.get("path", "")), entry["release"])
   teachers = pathlib.Path(entry["teachers"])
   return (not written_ledgers(teachers)  # (killed between the ledger and its journal: spent)
           and (entry["teachers"] == own or not _held(teachers / (LEDGER_FILE + LOCK_SUFFIX))))
