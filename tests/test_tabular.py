@@ -133,6 +133,10 @@ def test_encoder_codes_a_numeric_columns_missing_values_as_unknown():
                                     [tabular.UNKNOWN_CODE, tabular.UNKNOWN_CODE]])
   with pytest.raises(ValueError, match=r"'n' is numeric .*'abc' at row 1"):
     tabular.encode(enc, {"n": np.array(["?", "abc"]), "c": np.array(["x", "x"])})
+  # A private split coded with a public vocabulary ("ignore"): never named in an error.
+  x = tabular.encode(enc, {"n": np.array(["abc", "nan", "3", "inf"]),
+                           "c": np.array(["x"] * 4)}, on_unknown="ignore")
+  np.testing.assert_array_equal(x[:, 0], [tabular.UNKNOWN_CODE] * 2 + [3, tabular.UNKNOWN_CODE])
   with pytest.raises(ValueError, match="'n' must hold finite numbers; found '\\?' at row 1"):
     tabular.fit_encoder({"n": np.array(["1", "?"])}, ["n"], numeric=["n"])
 

@@ -586,8 +586,9 @@ def _published(release: dict[str, Any], upper: float) -> dict[str, Any]:
   ``e + std·z``, which can tell neighbouring votes apart
   (:func:`pate_jax.accounting.on_release_grid`): it is published on the grid and clipped to
   ``[0, upper]``, the budget's data-independent ε (public; no answer was charged since the
-  release covers every charged row), both post-processing of the stored draw. The stored
-  file is left as it is.
+  release covers every charged row; a later reservation whose rows were all refused raises
+  it, and the same draw is then published clipped higher), both post-processing of the
+  stored draw. The stored file is left as it is.
   """
   if "clipped_to" in release["public"]:
     return release

@@ -72,9 +72,11 @@ def _is_numeric(values: np.ndarray) -> bool:
 
 
 def _numbers(values: np.ndarray, name: str, source: str | None,
-             what: str = "must hold finite numbers", missing: Sequence[str] = ()) -> np.ndarray:
+             what: str = "must hold finite numbers", missing: Sequence[str] = (),
+             quiet: bool = False) -> np.ndarray:
   """A numeric column as finite float64, its ``missing`` values as :data:`UNKNOWN_CODE`;
-  anything else is an error naming the column."""
+  anything else is an error naming the column, or with ``quiet`` (a private split's
+  values, never named) coded :data:`UNKNOWN_CODE` too."""
   where = f"{source}: " if source else ""
   values = np.asarray(values).astype(np.str_)
   absent = np.isin(values, np.asarray(missing, np.str_))
@@ -85,6 +87,9 @@ def _numbers(values: np.ndarray, name: str, source: str | None,
     bad = np.array([not _is_numeric(np.asarray([v])) for v in values], bool)
   else:
     bad = ~np.isfinite(numbers)
+  if bad.any() and quiet:
+    numbers = np.where(bad, "0", values).astype(np.float64)
+    return np.where(bad | ~np.isfinite(numbers), np.float64(UNKNOWN_CODE), numbers)
   if bad.any():
     i = int(np.flatnonzero(bad)[0])
     raise ValueError(f"{where}column {name!r} {what}; found "
@@ -166,13 +171,16 @@ def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
     encoder: from :func:`fit_encoder`.
     columns: ``{name: str array [N]}``; must contain every feature column.
     on_unknown: ``"warn"`` (a ``UserWarning`` naming the column and the unseen
-      values), ``"ignore"``, or ``"raise"`` (``ValueError``).
+      values), ``"ignore"``, or ``"raise"`` (``ValueError``). With ``"ignore"`` (what
+      :func:`split_on_unknown` gives a private split coded with a public vocabulary) a
+      numeric column's value that is not a finite number is coded :data:`UNKNOWN_CODE`
+      too, not named in an error.
     source: where the columns come from (a file), named in errors.
 
   Raises:
     ValueError: for a missing feature column, ragged columns, a non-numeric or
-      non-finite value in a numeric column, or (``on_unknown="raise"``) an unseen
-      category.
+      non-finite value in a numeric column (unless ``on_unknown="ignore"``), or
+      (``on_unknown="raise"``) an unseen category.
   """
   where = f"{source}: " if source else ""
   if on_unknown not in ("warn", "ignore", "raise"):
@@ -207,7 +215,7 @@ def encode(encoder: Encoder, columns: Mapping[str, np.ndarray], *,
     else:  # numeric in the training split; its missing values coded UNKNOWN_CODE
       out[:, j] = _numbers(values, name, source,
                            "is numeric in the training split and must hold finite numbers",
-                           missing=encoder.missing)
+                           missing=encoder.missing, quiet=on_unknown == "ignore")
   return out
 
 

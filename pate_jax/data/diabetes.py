@@ -24,7 +24,9 @@ features without missing values and balance the two classes. Two preparations
   its own partition (a forest's ``class_weight="balanced"``), which is part of its
   training and so inside the ε. One record's label or missing value then changes that
   record and nothing else: not the columns, not which rows are private, not which
-  teacher holds which row.
+  teacher holds which row, and, coded with the public split's vocabulary
+  (``vocabulary="test"``, as the tabular stage asks), not the other rows' codes (with the
+  default ``"train"``, a private record's new category moves every row's code).
 * ``"paper"``: the paper's preparation, chosen from the data. The features are the
   columns without a missing value anywhere in the file, their kinds whether their values
   parse as numbers; a class-balanced subset of the whole file (all rows of the minority
@@ -133,10 +135,10 @@ def diabetes_path(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
 def readmitted_labels(values: np.ndarray, *, source: str = DIABETES_LABEL) -> np.ndarray:
   """``int32 [N]``: 1 for ``"<30"`` (readmitted within 30 days), else 0."""
   values = np.asarray(values).astype(np.str_)
-  unknown = sorted(set(np.unique(values).tolist()) - set(DIABETES_READMITTED))
-  if unknown:
-    raise ValueError(f"{source}: unknown readmitted values {unknown}; expected "
-                     f"{list(DIABETES_READMITTED)}")
+  unknown = ~np.isin(values, np.asarray(DIABETES_READMITTED, np.str_))
+  if unknown.any():  # The values are private rows' labels: counted, never named.
+    raise ValueError(f"{source}: {int(unknown.sum())} row(s) hold a readmitted value "
+                     f"other than {list(DIABETES_READMITTED)}")
   return (values == "<30").astype(np.int32)
 
 

@@ -263,6 +263,7 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
   (:func:`pate_jax.budget.draw_once`; ``config.budget_registry``, ``config.another_budget``)."""
   votes = votes_lib.load_votes(config.sound.votes_dir)
   check_sound_votes(config, votes, d["num_test"])
+  budget_lib.check_releasable(votes, config.noise_seed)  # (Diabetes' "paper" votes: none)
   n = len(d["public_rows"])
   sigmas = [kd_gan.calibrate_soft_label_noise(e, n, config.delta)
             for e in config.sound.epsilons]
