@@ -727,3 +727,53 @@ def test_the_published_mechanisms_settings_are_refused_before_the_teacher_trains
   assert not (tmp_path / "w").exists()
   with pytest.raises(ValueError, match=match):
     stage.plan(config)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("epochs", 0, r"^config.epochs must be > 0; got 0.0$"),
+    ("epochs", float("inf"), r"^config.epochs must be finite; got inf$"),
+    ("epochs", "x", r"^config.epochs must be a real number; got 'x'$"),
+    ("learning_rate", -1.0, r"^config.learning_rate must be > 0; got -1.0$"),
+    ("disc_learning_rate", float("nan"), r"^config.disc_learning_rate must be finite; got nan$"),
+    ("teacher.learning_rate", 0.0, r"^config.teacher.learning_rate must be > 0; got 0.0$"),
+    ("gumbel_temperature", -1.0, r"^config.gumbel_temperature must be > 0; got -1.0$"),
+    ("segment_rounds", 0, r"^config.segment_rounds must be an integer >= 1; got 0$"),
+    ("segment_rounds", float("inf"), r"^config.segment_rounds must be an integer >= 1; got inf$"),
+    ("k_s", 0, r"^config.k_s must be an integer >= 1; got 0$"),
+    ("k_s", "x", r"^config.k_s must be an integer >= 1; got 'x'$"),
+    ("k_d", -1, r"^config.k_d must be an integer >= 0; got -1$"),
+    ("num_seeds", 0, r"^config.num_seeds must be an integer >= 1; got 0$"),
+    ("num_seeds", float("nan"), r"^config.num_seeds must be an integer >= 1; got nan$"),
+    ("audit_rounds", -1, r"^config.audit_rounds must be an integer >= 0; got -1$"),
+    ("teacher.batch_size", 0, r"^config.teacher.batch_size must be an integer >= 1; got 0$"),
+    ("teacher.num_steps", -1, r"^config.teacher.num_steps must be an integer >= 1; got -1$"),
+    ("curve.lam", 1.5, r"^config.curve.lam must lie in \[0, 1\]; got 1.5$"),
+    ("table1.lambdas", (1.0, float("nan")), r"^config.table1.lambdas must be finite; got nan$"),
+])
+def test_the_training_settings_are_refused_before_the_teacher_trains(
+    tmp_path, monkeypatch, field, value, match):
+  """Read only once the teacher was trained (the epochs' rounds, the students' fits): a
+  0, a negative, NaN, infinite or string value failed there (or in --dry_run as a
+  ZeroDivisionError or an int() of NaN). Refused before anything is read or trained, and by
+  --dry_run, naming the field."""
+  from pate_jax import experiment  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import kd_gan as stage  # pylint: disable=g-import-not-at-top
+  config = experiment.load_script(
+      pathlib.Path(__file__).resolve().parent.parent / "configs" / "kd_gan.py").get_config(
+          "smoke")
+  *parents, name = field.split(".")
+  target = config
+  for p in parents:
+    target = target[p]
+  with target.ignore_type():
+    target[name] = value
+
+  def setup(*args, **kwargs):
+    raise AssertionError("the public data is read and the teacher trained")
+
+  monkeypatch.setattr(stage, "setup", setup)
+  with pytest.raises(ValueError, match=match):
+    stage.run(config, str(tmp_path / "w"))
+  assert not (tmp_path / "w").exists()
+  with pytest.raises(ValueError, match=match):
+    stage.plan(config)

@@ -91,6 +91,30 @@ def check_accounting(config) -> None:
                          f"B/N must lie in (0, 1]); got {n}")
 
 
+def check_training(config) -> None:
+  """The training settings, refused before the teacher trains (naming the field; they were
+  read only once it was trained): ``epochs``, the learning rates (``learning_rate``,
+  ``disc_learning_rate``, ``teacher.learning_rate``) and ``gumbel_temperature`` (finite,
+  > 0), the integers ``segment_rounds``, ``k_s``, ``num_seeds``, ``teacher.num_steps``,
+  ``teacher.batch_size`` (>= 1), ``k_d`` and ``audit_rounds`` (>= 0), and the λ of the curve
+  and of Table 1 (in [0, 1])."""
+  for name in ("epochs", "learning_rate", "disc_learning_rate", "gumbel_temperature"):
+    _checks.positive(config[name], f"config.{name}")
+  _checks.positive(config.teacher.learning_rate, "config.teacher.learning_rate")
+  for name in ("segment_rounds", "k_s", "num_seeds"):
+    _checks.positive_int(config[name], f"config.{name}")
+  for name in ("num_steps", "batch_size"):
+    _checks.positive_int(config.teacher[name], f"config.teacher.{name}")
+  for name in ("k_d", "audit_rounds"):
+    _checks.positive_int(config[name], f"config.{name}", minimum=0)
+  lams = {"config.curve.lam": [config.curve.lam],
+          "config.table1.lambdas": list(config.table1.lambdas)}
+  for name, values in lams.items():
+    for lam in values:
+      if not 0.0 <= float(_checks.scalar(lam, name)) <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1]; got {lam!r}")
+
+
 def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG) -> dict:
   """Runs the stage (module docstring); the workdir is locked meanwhile. ``restart_flag``:
   the flag that sets ``config.restart`` for the script that runs it, named in a refused
@@ -99,6 +123,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG) -> di
   workdir = pathlib.Path(workdir)
   noise = rng.noise_record(config.noise_seed)  # validates noise_seed before any training
   check_accounting(config)
+  check_training(config)
   with experiment.locked_workdir(workdir):
     results, png = _run(config, workdir, noise, experiment.restart_hint(restart_flag))
     results.update({"wall_seconds": time.time() - t0, "results_json": str(
@@ -335,6 +360,7 @@ def plan(config) -> dict:
   (Table 1), the curve's ε target, and the sound variant's votes (or that they are missing).
   The curve's step count is found at run time (a bisection on ε), not here."""
   check_accounting(config)
+  check_training(config)
   b = int(config.batch_size)
   t, c = config.teacher, config.curve
   rows = [{"n": n, "lambdas": tuple(config.table1.lambdas), "rounds": epoch_rounds(config, n),
