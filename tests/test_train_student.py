@@ -423,6 +423,56 @@ def test_a_schedule_the_student_cannot_train_on_is_refused_before_its_labels(
     train_student.plan(c)
 
 
+@pytest.mark.parametrize("batch_size", [100_000, "pool + 1"])
+def test_a_batch_larger_than_the_pool_is_refused_before_its_labels(
+    tmp_path, teachers_dir, monkeypatch, batch_size):
+  """Each step's batches are slices of the pool's permutations laid end to end: a batch
+  larger than the pool holds every row more than once (100,000 trained for minutes).
+  Refused before any label is asked for, naming the field (and by --dry_run); a batch of
+  the pool's size, larger than the labelled rows, is allowed."""
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import student as student_stage  # pylint: disable=g-import-not-at-top
+  pool = int(votes_lib.load_votes(str(teachers_dir))["num_pool"])
+  b = pool + 1 if batch_size == "pool + 1" else batch_size
+
+  def asked(*args, **kwargs):
+    raise AssertionError("the labels were asked for")
+
+  monkeypatch.setattr(student_stage.aggregate, "run", asked)
+  c = _config("student_pate_g", votes_dir=str(teachers_dir), batch_size=b)
+  match = (rf"^config.batch_size must be <= the student's pool of {pool} rows \(a larger "
+           rf"batch repeats every row within each step\); got {b}$")
+  with pytest.raises(ValueError, match=match):
+    train_student.run(c, str(tmp_path / "work"))
+  assert not (tmp_path / "work").exists()
+  with pytest.raises(ValueError, match=match):
+    train_student.plan(c)
+  c.batch_size = pool  # the largest allowed
+  student_stage.check_batch(c, pool)
+
+
+@pytest.mark.parametrize("batch_size", [100_000, "pool + 1"])
+def test_main_job_refuses_a_batch_larger_than_the_pool_before_the_teachers_train(
+    tmp_path, monkeypatch, batch_size):
+  """The main job's student pool is its dataset's student split: a larger batch is refused
+  before the teachers train (and by --dry_run), naming config.student.batch_size."""
+  def trained(*args, **kwargs):
+    raise AssertionError("the teachers trained")
+
+  monkeypatch.setattr(main_job.teachers_stage, "run", trained)
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  pool = main_job._query_set(c)[2]  # pylint: disable=protected-access
+  c.student.batch_size = pool + 1 if batch_size == "pool + 1" else batch_size
+  match = rf"^config.student.batch_size must be <= the student's pool of {pool} rows "
+  with pytest.raises(ValueError, match=match):
+    run_pate.run(c, str(tmp_path / "work"))
+  assert not (tmp_path / "work" / "teachers").exists()
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  c.student.batch_size = pool + 1 if batch_size == "pool + 1" else batch_size
+  with pytest.raises(ValueError, match=match):
+    main_job.plan(c)
+
+
 @pytest.mark.parametrize("field, value, match", [
     ("labels", "plurality", r"config.student.labels must be 'noisy' in the main job"),
     ("labels", "true_answered", r"config.student.labels must be 'noisy'"),

@@ -268,6 +268,8 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
   t0 = time.time()
   root = pathlib.Path(workdir)
   wire(config, root)
+  # A batch larger than the student's pool, refused before the teachers train.
+  student_stage.check_batch(config.student, _query_set(config)[2], "config.student.")
   # A bad device name is refused now, not after the teachers and the student.
   experiment.accounting_device(config.attack.get("device", "host"), "config.attack.device")
   experiment.remove_stale(root, ("results.json", "report.md"))
@@ -380,7 +382,8 @@ def plan(config) -> dict:
           "teachers": teachers_stage.plan(config.teachers),
           "aggregate": {"mechanism": config.aggregate.mechanism,
                         "num_queries": config.aggregate.num_queries},
-          "student": student_stage.plan(config.student, votes_from=_query_set(config)[0]),
+          "student": student_stage.plan(config.student, votes_from=_query_set(config)[0],
+                                        prefix="config.student."),
           "attack": ({"histograms": a.num_histograms, "repeats_each": a.num_queries,
                       "seeds": a.num_seeds, "variants": list(a.variants.keys())}
                      if a.enabled and mechanisms.get(

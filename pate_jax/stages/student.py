@@ -69,6 +69,19 @@ def check_schedule(config, prefix: str = "config.") -> None:
     _checks.positive_int(config.get(name, 1), f"{prefix}{name}")
 
 
+def check_batch(config, pool_size: int, prefix: str = "config.") -> None:
+  """``batch_size`` no larger than the pool of ``pool_size`` rows, refused before any label
+  is asked for: each step's unlabelled batches are slices of the pool's permutations laid
+  end to end (:func:`pate_jax.students.epoch_batches`), so a larger batch holds every row
+  more than once and costs its size in every step. A batch above the labelled rows alone
+  is allowed (the labelled set is repeated to fill it: an active learner's first rounds, a
+  Confident-GNMax that answered few queries). ``prefix`` as :func:`check_schedule`'s."""
+  b = _checks.positive_int(config.batch_size, f"{prefix}batch_size")
+  if b > pool_size:
+    raise ValueError(f"{prefix}batch_size must be <= the student's pool of {pool_size} rows "
+                     f"(a larger batch repeats every row within each step); got {b}")
+
+
 def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
         on_labels: Callable[[], Any] | None = None) -> dict:
   """Labels (or reuses) the student's queries, trains it and writes ``results.json``.
@@ -85,6 +98,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
     raise ValueError("config.votes_dir: give the teachers' workdir (with votes.npz)")
   votes = votes_lib.load_votes(config.votes_dir)
   pool, eval_x, eval_y, num_classes = students.load_public_data(votes, config.data_dir)
+  check_batch(config, pool.shape[0])
   root = rng.root_key(config.seed)
   num_seeds = _checks.positive_int(config.get("num_seeds", 1), "config.num_seeds")
   if num_seeds > 1 and config.get("active") and config.active.round_sizes:
@@ -362,7 +376,8 @@ def _fit_seeds_checked(config, student, data, roots: list, workdir, fit_kwargs
                "resumed_from_step_tries": resumed}
 
 
-def plan(config, *, votes_from: data_lib.ImageDataset | None = None) -> dict:
+def plan(config, *, votes_from: data_lib.ImageDataset | None = None,
+         prefix: str = "config.") -> dict:
   """``--dry_run``: pool / labelled / held-out sizes, queries, the student's parameters and
   state, the training schedule and the compiled training step's temporary memory per batch
   (XLA's memory analysis of one step on abstract inputs).
@@ -370,8 +385,8 @@ def plan(config, *, votes_from: data_lib.ImageDataset | None = None) -> dict:
   ``votes_from``: the dataset of teachers whose votes.npz is yet to be written (the main
   job's teachers stage): the sizes are those of its student split, the split the votes
   will cover. Without it and without the votes the sizes are MNIST's, and the plan says
-  the votes are missing."""
-  check_schedule(config)
+  the votes are missing. ``prefix``: how the fields are named (:func:`check_schedule`)."""
+  check_schedule(config, prefix)
   n = int(config.aggregate.num_queries)
   out: dict = {"student": config.student.name, "labels": config.labels,
                "mechanism": config.aggregate.mechanism, "num_queries": n}
@@ -391,6 +406,7 @@ def plan(config, *, votes_from: data_lib.ImageDataset | None = None) -> dict:
     num_eval, num_classes = len(split.eval_index), ds.num_classes
     out["sizes_from"] = f"{ds.name} student split ({ds.source}): " + (
         "the split the teachers' votes will cover" if votes_from else "the votes are missing")
+  check_batch(config, pool_shape[0], prefix)
   batch, steps = int(config.batch_size), int(config.num_steps)
   active = config.get("active") and config.active.round_sizes
   out.update({
