@@ -429,3 +429,29 @@ def test_a_research_runs_data_independent_epsilon_is_private_where_the_votes_cho
   assert not row.private_in(secret)  # a release: the count is the mechanism's output
   tabular = rp.Row("pate2017", "x", "ε", "—", "run", "confident_gnmax.epsilon_data_independent")
   assert tabular.private_in({"disclosure": "private: a research measurement", "results": {}})
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("output", "", r"^config.output must name the report's file; got ''$"),
+    ("output", "sub/", r"^config.output must name the report's file; got 'sub/'$"),
+    ("output", "existing_dir", r"^config.output must name the report's file; .* is a directory$"),
+    ("runs_dir", 3, r"^config.runs_dir must be a path \(a string\); got 3$"),
+    ("copy_figures", "yes", r"^config.copy_figures must be a boolean; got 'yes'$"),
+])
+def test_a_bad_report_config_is_refused_naming_the_field(tmp_path, field, value, match):
+  """An empty output (or a directory) failed as an IsADirectoryError once the report was
+  rendered, a number for runs_dir as a TypeError, and copy_figures="yes" read as True.
+  Refused naming the field before anything is written (and by --dry_run, but for the
+  directory, which is the workdir's)."""
+  from pate_jax.stages import report  # pylint: disable=g-import-not-at-top
+  c = experiment.load_script(REPO / "configs" / "report.py").get_config()
+  c.runs_dir = str(tmp_path / "runs")
+  (tmp_path / "work" / "existing_dir").mkdir(parents=True)
+  with c.ignore_type():
+    c[field] = value
+  with pytest.raises(ValueError, match=match):
+    report.run(c, str(tmp_path / "work"))
+  assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["existing_dir"]
+  if value != "existing_dir":
+    with pytest.raises(ValueError, match=match):
+      report.plan(c)

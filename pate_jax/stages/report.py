@@ -39,8 +39,26 @@ def copy_figures(runs_dir: pathlib.Path, figures_dir: pathlib.Path, *,
   return copied
 
 
+def check_config(config, workdir: str | None = None) -> None:
+  """``config.runs_dir``, ``output`` and ``figures_dir`` (strings; ``output`` a file's name,
+  not empty nor a directory under ``workdir``) and ``copy_figures`` (a boolean), refused
+  naming the field before anything is read or written (an empty output was an
+  IsADirectoryError once the report was rendered)."""
+  for name in ("runs_dir", "output", "figures_dir"):
+    if not isinstance(config[name], str):
+      raise ValueError(f"config.{name} must be a path (a string); got {config[name]!r}")
+  if not config.output.strip() or config.output.endswith(("/", "\\")):
+    raise ValueError(f"config.output must name the report's file; got {config.output!r}")
+  if workdir is not None and (pathlib.Path(workdir) / config.output).is_dir():
+    raise ValueError(f"config.output must name the report's file; "
+                     f"{pathlib.Path(workdir) / config.output} is a directory")
+  if not isinstance(config.copy_figures, bool):
+    raise ValueError(f"config.copy_figures must be a boolean; got {config.copy_figures!r}")
+
+
 def run(config, workdir: str) -> dict:
   """Writes the report; returns its path and the rows measured / not run yet / impossible."""
+  check_config(config, workdir)
   out_dir = pathlib.Path(workdir)
   runs_dir = pathlib.Path(config.runs_dir)
   figures_dir = out_dir / config.figures_dir
@@ -67,6 +85,7 @@ def run(config, workdir: str) -> dict:
 
 def plan(config) -> dict:
   """``--dry_run``: which of the catalogue's runs ``runs_dir`` holds and which are missing."""
+  check_config(config)
   present = reproduction.load_runs(pathlib.Path(config.runs_dir))
   names = [r.name for r in reproduction.RUNS]
   return {"runs_dir": config.runs_dir, "rows": len(reproduction.ROWS), "runs": len(names),
