@@ -156,3 +156,31 @@ def test_every_line_the_comparison_prints_while_it_runs_is_marked(tmp_path, monk
   lines = capsys.readouterr().out.splitlines()
   assert len(lines) >= 4 and all(
       line.startswith(experiment.PRIVATE_MARK) for line in lines), lines
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("timeout_s", 0, r"^config.timeout_s must be a finite number of seconds > 0; got 0$"),
+    ("timeout_s", -1, r"^config.timeout_s must be a finite number of seconds > 0; got -1$"),
+    ("timeout_s", float("nan"), r"^config.timeout_s must be .* > 0; got nan$"),
+    ("timeout_s", "x", r"^config.timeout_s must be .* > 0; got 'x'$"),
+    ("runs", 3, r"^config.runs must be a string of comma-separated catalogue names; got 3$"),
+])
+def test_a_bad_timeout_or_runs_is_refused_before_anything_is_checked_out(
+    tmp_path, monkeypatch, field, value, match):
+  """A timeout of 0 or below killed every run of both sides, each counted as failed, after
+  the checkouts; runs that are not a string failed as an AttributeError. Refused naming the
+  field (and by --dry_run)."""
+  def git(*args):
+    raise AssertionError(f"git {args} ran")
+
+  monkeypatch.setattr(cr, "_git", git)
+  monkeypatch.setattr(cr, "run_catalogue", git)
+  c = experiment.load_script(REPO / "configs" / "compare_runs.py").get_config("cpu")
+  c.before, c.runs = "", "aggregate"
+  with c.ignore_type():
+    c[field] = value
+  with pytest.raises(ValueError, match=match):
+    cr.run(c, str(tmp_path / "w"))
+  assert not (tmp_path / "w").exists()
+  with pytest.raises(ValueError, match=match):
+    cr.plan(c)

@@ -379,8 +379,22 @@ def _status(name: str, before: Mapping, after: Mapping, files: Mapping) -> dict[
   return out
 
 
+def check_config(config: Any) -> None:
+  """``config.runs`` (a string of comma-separated names) and ``config.timeout_s`` (finite
+  seconds > 0), refused naming the field before anything is checked out: a timeout of 0
+  or below killed every run of both sides (each counted as failed)."""
+  if not isinstance(config.runs, str):
+    raise ValueError(f"config.runs must be a string of comma-separated catalogue names; got "
+                     f"{config.runs!r}")
+  t = config.timeout_s
+  if (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)
+      or t <= 0):
+    raise ValueError(f"config.timeout_s must be a finite number of seconds > 0; got {t!r}")
+
+
 def plan(config: Any) -> dict[str, Any]:
   """``--dry_run``: the commits compared and the runs, without checking anything out."""
+  check_config(config)
   out: dict[str, Any] = {}
   for side in ("before", "after"):
     rev = config[side]
@@ -399,6 +413,7 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
   """Checks out ``config.before`` (and ``config.after``, when a commit), runs the
   catalogue on both, compares, writes ``results.json`` (module docstring)."""
   t0 = time.perf_counter()
+  check_config(config)
   root = pathlib.Path(workdir).resolve()
   runs = with_prerequisites(config.runs.split(","))
   commits = {side: _commit(config[side]) for side in ("before", "after") if config[side]}
