@@ -361,3 +361,26 @@ def test_figure_scripts_run_from_their_configs(tmp_path):
   config.runs = ""
   with pytest.raises(ValueError, match="config.runs"):
     gap.run(config, tmp_path / "none")
+
+
+@pytest.mark.parametrize("runs, error, match", [
+    ("{missing}", FileNotFoundError, r"^config.runs\[0\]: no votes file at .*missing"),
+    ("{tmp},{missing}", FileNotFoundError, r"^config.runs\[1\]: no votes file at .*missing"),
+    ("{tmp},{corrupt}", ValueError, r"^config.runs\[1\]: "),
+])
+def test_plot_gap_names_the_run_it_cannot_read(tmp_path, runs, error, match):
+  """A run without votes (or with a corrupted file) failed naming the path alone; refused
+  as config.runs[i], with the reason, before anything is written."""
+  from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
+  y = np.arange(Q) % C
+  votes_lib.save_votes(tmp_path / "ok" / "votes.npz", np.eye(C, dtype=np.int32)[y] * 5, y,
+                       num_pool=Q // 2)
+  (tmp_path / "corrupt").mkdir()
+  (tmp_path / "corrupt" / "votes.npz").write_bytes(b"not a zip file")
+  gap = _load_by_path("experiments", "plot_gap.py")
+  config = _load_by_path("configs", "plot_gap.py").get_config()
+  config.runs = runs.format(tmp=tmp_path / "ok", missing=tmp_path / "missing",
+                            corrupt=tmp_path / "corrupt")
+  with pytest.raises(error, match=match):
+    gap.run(config, tmp_path / "fig3")
+  assert not (tmp_path / "fig3").exists()

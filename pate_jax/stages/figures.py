@@ -159,11 +159,15 @@ def report_aggregation(results: dict) -> None:
 # --- Figure 3: normalized top-two vote gap vs number of teachers --------------------------
 
 
-def gaps(workdirs: list[str]) -> list[dict]:
-  """Each run's mean normalized top-two gap, sorted by number of teachers."""
+def gaps(workdirs: list[str], name: str = "workdirs") -> list[dict]:
+  """Each run's mean normalized top-two gap, sorted by number of teachers. A run whose votes
+  cannot be read is refused as ``<name>[i]``, with the reason."""
   rows = []
-  for workdir in workdirs:
-    v = votes_lib.load_votes(workdir)
+  for i, workdir in enumerate(workdirs):
+    try:
+      v = votes_lib.load_votes(workdir)
+    except (OSError, ValueError) as e:
+      raise type(e)(f"{name}[{i}]: {e}") from e
     g = np.asarray(votes_lib.normalized_gap(v["votes"]))
     rows.append({"workdir": workdir, "dataset": v["dataset"], "num_teachers": v["num_teachers"],
                  "mean_normalized_gap": float(g.mean()), "num_queries": len(g)})
@@ -193,7 +197,7 @@ def run_gap(config: Any, workdir: str) -> dict:
   runs = _runs(config)
   if not runs:
     raise ValueError("config.runs: give a comma-separated list of teacher workdirs")
-  rows = gaps(runs)
+  rows = gaps(runs, "config.runs")
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
   plot_gaps(rows, out / "figure3.png")
