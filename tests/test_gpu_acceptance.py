@@ -575,3 +575,32 @@ def test_a_failed_run_marks_every_line_of_its_message_private(tmp_path, monkeypa
   failed = lines.index(next(line for line in lines if "FAILED" in line))
   assert lines[failed].endswith(experiment.PRIVATE_MARK + "ValueError: the labels disagree:")
   assert lines[failed + 1] == experiment.PRIVATE_MARK + "plurality accuracy 0.9312 on the pool"
+
+
+@pytest.mark.parametrize("field, value, match, in_run", [
+    ("call_limit_s", 0, r"^config.call_limit_s must be > 0; got 0.0$", True),
+    ("call_limit_s", "x", r"^config.call_limit_s must be a real number; got 'x'$", True),
+    ("deadline_s", float("nan"), r"^config.deadline_s must be finite; got nan$", True),
+    ("pate_g_queries", (100, 0), r"^config.pate_g_queries\[1\] must be an integer >= 1; got 0$",
+     True),
+    ("plan_device_gib", -1.0, r"^config.plan_device_gib must be > 0; got -1.0$", False),
+    ("period_limit_s", float("nan"), r"^config.period_limit_s must be finite; got nan$", False),
+    ("plan_allocator_fraction", 2.0,
+     r"^config.plan_allocator_fraction must lie in \(0, 1\]; got 2$", False),
+])
+def test_the_calls_settings_are_refused_naming_the_field(tmp_path, field, value, match, in_run):
+  """--dry_run read a device of -1 GiB, a NaN period or a fraction of 2 as numbers (its
+  verdicts then said nothing), a 0 s call limit as every stage too long, and a string as
+  float()'s error; a run of 0 PATE-G queries was planned as pate_g_0. Refused naming the
+  field, by --dry_run and (for the call's own settings) before any run starts."""
+  c = experiment.load_script(REPO / "configs" / "gpu_acceptance.py").get_config(
+      "cpu_rehearsal")
+  c.stages = "bench_accounting"
+  with c.ignore_type():
+    c[field] = value
+  with pytest.raises(ValueError, match=match):
+    ga.plan(c)
+  if in_run:
+    with pytest.raises(ValueError, match=match):
+      ga.run(c, str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()

@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping
 
 import ml_collections
 
-from pate_jax import budget, checkpoint, experiment, io, memory
+from pate_jax import _checks, budget, checkpoint, experiment, io, memory
 from pate_jax.reproduction import resolve
 from pate_jax.stages import kd_gan, main_job, student, suite
 from pate_jax.stages import teachers as teachers_stage
@@ -81,6 +81,28 @@ def runs(config) -> list[tuple[int, str]]:
           + [(3, f"pate_g_shift_{int(n)}") for n in config.get("pate_g_shift_queries", ())]
           + [(3, "pate_g_cgn"), (3, "mnist_baseline"), (4, "kd_gan")]
           + [(5, f"tests_{g}") for g in config.tests.groups.keys()])
+
+
+def check_config(config, dry_run: bool = False) -> None:
+  """The call's settings, refused naming the field before any run starts: ``call_limit_s``
+  (finite seconds > 0: the nondeterministic bench's timeout), ``deadline_s`` (finite, >= 0;
+  0: none), ``pate_g_queries`` and ``pate_g_shift_queries`` (integers >= 1: a run's name
+  and its queries) and, for ``--dry_run`` (``dry_run``), ``period_limit_s`` and
+  ``plan_device_gib`` (finite, > 0) and ``plan_allocator_fraction`` (in (0, 1])."""
+  _checks.positive(config.call_limit_s, "config.call_limit_s")
+  deadline = float(_checks.scalar(config.get("deadline_s", 0) or 0, "config.deadline_s"))
+  if deadline < 0:
+    raise ValueError(f"config.deadline_s must be >= 0 (0: none); got {deadline:g}")
+  for name in ("pate_g_queries", "pate_g_shift_queries"):
+    for i, n in enumerate(config.get(name, ())):
+      _checks.positive_int(n, f"config.{name}[{i}]")
+  if dry_run:
+    for name in ("period_limit_s", "plan_device_gib"):
+      _checks.positive(config[name], f"config.{name}")
+    frac = float(_checks.positive(config.plan_allocator_fraction,
+                                  "config.plan_allocator_fraction"))
+    if frac > 1:
+      raise ValueError(f"config.plan_allocator_fraction must lie in (0, 1]; got {frac:g}")
 
 
 def select(config) -> list[str]:
@@ -475,13 +497,12 @@ def run(config, workdir: str) -> dict:
   published copies and the archive after each run. With ``config.deadline_s`` > 0 (seconds
   from the start of this call), a run starts only if its expected wall fits the time left
   (:func:`_deadline_check`), and the rest are recorded as skipped."""
+  check_config(config)
   root = pathlib.Path(workdir)
   root.mkdir(parents=True, exist_ok=True)
   chosen = select(config)
   status: dict[str, dict] = {}
   deadline = float(config.get("deadline_s", 0) or 0)
-  if deadline < 0:
-    raise ValueError(f"config.deadline_s must be >= 0 (0: none); got {deadline:g}")
   start = time.time()
   summary, handed = None, 0
   with experiment.locked_workdir(root):
@@ -622,6 +643,7 @@ def _misfits(name: str, at: Any) -> list[str]:
 def plan(config) -> dict:
   """``--dry_run``: each selected run's plan, its memory on a ``plan_device_gib`` device and
   its expected wall against the call's limit (per stage too)."""
+  check_config(config, dry_run=True)
   device = int(float(config.plan_device_gib) * GIB)
   chosen, limit = select(config), float(config.call_limit_s)
   out: dict[str, Any] = {
