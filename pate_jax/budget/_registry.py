@@ -390,8 +390,8 @@ def _provisional(entry: dict[str, Any], own: str | None = None) -> bool:
   its journal) and whose ledger lock no one holds: a run killed or refused before its first
   write, which spent nothing. (A run between its registration and its first write holds
   the lock: its entry stands.) Or a release's entry registered before its draw whose path
-  does not hold that release (:func:`_holds`): a run killed while drawing, which kept nothing (a run still drawing
-  holds the registry's lock, under which this is asked). ``own``: the caller's teachers
+  does not hold that release (:func:`_holds`): a run killed while drawing, which kept
+  nothing (a run still drawing holds the registry's lock, under which this is asked). ``own``: the caller's teachers
   directory, whose lock the caller holds itself; an entry there is judged by its files
   alone."""
   if int(entry.get("generation", -1)) != 0:
