@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from pate_jax import experiment
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -17,6 +19,17 @@ def python_path() -> str:
   """``PYTHONPATH`` for a script run in a subprocess: the repository first, then this
   process's (dependencies installed with ``pip --target`` stay importable)."""
   return experiment.python_path(REPO)
+
+
+def assert_refused_before_work(run, plan, config, workdir: pathlib.Path, match: str) -> None:
+  """``run(config, workdir)`` and ``plan(config)`` (the script's ``--dry_run``) both refuse
+  ``config`` with a ``ValueError`` matching ``match``, ``run`` before it creates
+  ``workdir``."""
+  with pytest.raises(ValueError, match=match):
+    run(config, str(workdir))
+  assert not pathlib.Path(workdir).exists()
+  with pytest.raises(ValueError, match=match):
+    plan(config)
 
 
 def script(name: str):

@@ -13,6 +13,8 @@ import pytest
 from pate_jax import checkpoint
 from pate_jax import experiment
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ADULT_HEADER = ["age", "workclass", "education", "marital_status", "relationship", "occupation",
                 "race", "gender", "capital_gain", "capital_loss", "hours_per_week", "income"]
@@ -165,8 +167,4 @@ def test_a_bad_sweep_is_refused_before_any_attack_runs(tmp_path, setting, field,
   script = _load("experiments", "attack.py")
   config = _config(setting, tmp_path)
   config[field] = value
-  with pytest.raises(ValueError, match=match):
-    script.run(config, str(tmp_path / "w"))
-  assert not (tmp_path / "w").exists()
-  with pytest.raises(ValueError, match=match):
-    script.plan(config)
+  _scripts.assert_refused_before_work(script.run, script.plan, config, tmp_path / "w", match)

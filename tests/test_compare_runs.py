@@ -11,6 +11,8 @@ import pytest
 from pate_jax import experiment
 from pate_jax.stages import compare_runs as cr
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -179,8 +181,4 @@ def test_a_bad_timeout_or_runs_is_refused_before_anything_is_checked_out(
   c.before, c.runs = "", "aggregate"
   with c.ignore_type():
     c[field] = value
-  with pytest.raises(ValueError, match=match):
-    cr.run(c, str(tmp_path / "w"))
-  assert not (tmp_path / "w").exists()
-  with pytest.raises(ValueError, match=match):
-    cr.plan(c)
+  _scripts.assert_refused_before_work(cr.run, cr.plan, c, tmp_path / "w", match)

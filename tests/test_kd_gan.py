@@ -22,6 +22,8 @@ from pate_jax import votes as votes_lib
 from pate_jax.kd_gan import _privacy as kd_privacy
 from pate_jax.kd_gan import _train as kd_train
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 ORDERS = np.array([2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 32.0, 64.0])
 C = 10
 
@@ -722,11 +724,7 @@ def test_the_published_mechanisms_settings_are_refused_before_the_teacher_trains
   target, name = (config.curve, "max_epsilon") if field == "curve.max_epsilon" else (
       config, field)
   target[name] = value
-  with pytest.raises(ValueError, match=match):
-    stage.run(config, str(tmp_path / "w"))
-  assert not (tmp_path / "w").exists()
-  with pytest.raises(ValueError, match=match):
-    stage.plan(config)
+  _scripts.assert_refused_before_work(stage.run, stage.plan, config, tmp_path / "w", match)
 
 
 @pytest.mark.parametrize("field, value, match", [
@@ -772,8 +770,4 @@ def test_the_training_settings_are_refused_before_the_teacher_trains(
     raise AssertionError("the public data is read and the teacher trained")
 
   monkeypatch.setattr(stage, "setup", setup)
-  with pytest.raises(ValueError, match=match):
-    stage.run(config, str(tmp_path / "w"))
-  assert not (tmp_path / "w").exists()
-  with pytest.raises(ValueError, match=match):
-    stage.plan(config)
+  _scripts.assert_refused_before_work(stage.run, stage.plan, config, tmp_path / "w", match)

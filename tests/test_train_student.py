@@ -20,6 +20,8 @@ from pate_jax.experiment import load_script
 from pate_jax.stages import main_job
 from pate_jax.students import plots
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))  # the tests import the scripts by name
 
@@ -442,11 +444,7 @@ def test_a_batch_larger_than_the_pool_is_refused_before_its_labels(
   c = _config("student_pate_g", votes_dir=str(teachers_dir), batch_size=b)
   match = (rf"^config.batch_size must be <= the student's pool of {pool} rows \(a larger "
            rf"batch repeats every row within each step\); got {b}$")
-  with pytest.raises(ValueError, match=match):
-    train_student.run(c, str(tmp_path / "work"))
-  assert not (tmp_path / "work").exists()
-  with pytest.raises(ValueError, match=match):
-    train_student.plan(c)
+  _scripts.assert_refused_before_work(train_student.run, train_student.plan, c, tmp_path / "work", match)
   c.batch_size = pool  # the largest allowed
   student_stage.check_batch(c, pool)
 
@@ -490,11 +488,7 @@ def test_main_job_refuses_a_student_its_summary_cannot_report(tmp_path, field, v
   would be published under them. Refused before anything is written (and by --dry_run)."""
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
   c.student[field] = value
-  with pytest.raises(ValueError, match=match):
-    run_pate.run(c, str(tmp_path / "work"))
-  assert not (tmp_path / "work").exists()
-  with pytest.raises(ValueError, match=match):
-    main_job.plan(c)
+  _scripts.assert_refused_before_work(run_pate.run, main_job.plan, c, tmp_path / "work", match)
 
 
 @pytest.mark.parametrize("stage, field, value, instead", [
