@@ -122,6 +122,34 @@ def test_unknown_override_key_names_the_key_and_the_variant(tmp_path):
     _config("kd_gan_ablation", "cpu")
 
 
+@pytest.mark.parametrize("override, match", [
+    ({"lam": 1.5}, r"^variants: 'bad': config.lam must lie in \[0, 1\]; got 1.5$"),
+    ({"k_s": 0}, r"^variants: 'bad': config.k_s must be"),
+    ({"k_d": -1}, r"^variants: 'bad': config.k_d must be"),
+    ({"epochs": 0}, r"^variants: 'bad': config.epochs must be"),
+    ({"learning_rate": -1.0}, r"^variants: 'bad': config.learning_rate must be"),
+    ({"disc_learning_rate": 0.0}, r"^variants: 'bad': config.disc_learning_rate must be"),
+    ({"gumbel_temperature": float("inf")}, r"^variants: 'bad': config.gumbel_temperature"),
+    ({"tau": 0.0}, r"^variants: 'bad': config.tau must be"),
+    ({"clip": -1.0}, r"^variants: 'bad': config.clip must be"),
+    ({"batch_size": 0}, r"^variants: 'bad': config.batch_size must be"),
+    ({"num_unlabelled": -1}, r"^variants: 'bad': config.num_unlabelled must be"),
+])
+def test_a_variants_bad_setting_is_refused_naming_it_before_any_fit(tmp_path, override,
+                                                                     match):
+  """A variant's override (and the base's own settings) were read only by its fit, after
+  the teacher trained: refused by --dry_run and before the run creates anything."""
+  stage = _script("ablate_kd_gan")
+  bad = _smoke(variants=(("paper", {}), ("bad", override)))
+  _scripts.assert_refused_before_work(stage.run, stage.plan, bad, tmp_path / "w", match)
+
+
+@pytest.mark.parametrize("field", ["num_public", "num_segments"])
+def test_the_bases_counts_are_refused_naming_them(field):
+  with pytest.raises(ValueError, match=rf"config.{field} must be"):
+    _script("ablate_kd_gan").plan(_smoke(**{field: 0}))
+
+
 @pytest.mark.slow
 def test_unlabelled_inputs_change_only_the_student_samples():
   """With unlabelled inputs the KD-only student is unchanged, the joint one trains, and a

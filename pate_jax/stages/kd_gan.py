@@ -91,28 +91,39 @@ def check_accounting(config) -> None:
                          f"B/N must lie in (0, 1]); got {n}")
 
 
-def check_training(config) -> None:
-  """The training settings, refused before the teacher trains (naming the field; they were
-  read only once it was trained): ``epochs``, the learning rates (``learning_rate``,
-  ``disc_learning_rate``, ``teacher.learning_rate``) and ``gumbel_temperature`` (finite,
-  > 0), the integers ``segment_rounds``, ``k_s``, ``num_seeds``, ``teacher.num_steps``,
-  ``teacher.batch_size`` (>= 1), ``k_d`` and ``audit_rounds`` (>= 0), and the λ of the curve
-  and of Table 1 (in [0, 1])."""
+def check_fit(config) -> None:
+  """The settings of one fit (the teacher's and a student's against D), refused naming the
+  field: ``epochs``, the learning rates (``learning_rate``, ``disc_learning_rate``,
+  ``teacher.learning_rate``) and ``gumbel_temperature`` (finite, > 0), the integers ``k_s``,
+  ``num_seeds``, ``teacher.num_steps``, ``teacher.batch_size`` (>= 1) and ``k_d`` (>= 0).
+  Shared with the KD-GAN ablation, which checks each variant's settings with it."""
   for name in ("epochs", "learning_rate", "disc_learning_rate", "gumbel_temperature"):
     _checks.positive(config[name], f"config.{name}")
   _checks.positive(config.teacher.learning_rate, "config.teacher.learning_rate")
-  for name in ("segment_rounds", "k_s", "num_seeds"):
+  for name in ("k_s", "num_seeds"):
     _checks.positive_int(config[name], f"config.{name}")
   for name in ("num_steps", "batch_size"):
     _checks.positive_int(config.teacher[name], f"config.teacher.{name}")
-  for name in ("k_d", "audit_rounds"):
-    _checks.positive_int(config[name], f"config.{name}", minimum=0)
-  lams = {"config.curve.lam": [config.curve.lam],
-          "config.table1.lambdas": list(config.table1.lambdas)}
-  for name, values in lams.items():
-    for lam in values:
-      if not 0.0 <= float(_checks.scalar(lam, name)) <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1]; got {lam!r}")
+  _checks.positive_int(config.k_d, "config.k_d", minimum=0)
+
+
+def check_lam(lam: Any, name: str) -> None:
+  """A λ weighting the adversarial term against the distillation: in [0, 1]."""
+  if not 0.0 <= float(_checks.scalar(lam, name)) <= 1.0:
+    raise ValueError(f"{name} must lie in [0, 1]; got {lam!r}")
+
+
+def check_training(config) -> None:
+  """The training settings, refused before the teacher trains (naming the field; they were
+  read only once it was trained): one fit's (:func:`check_fit`), the integers
+  ``segment_rounds`` (>= 1) and ``audit_rounds`` (>= 0), and the λ of the curve and of
+  Table 1 (in [0, 1])."""
+  check_fit(config)
+  _checks.positive_int(config.segment_rounds, "config.segment_rounds")
+  _checks.positive_int(config.audit_rounds, "config.audit_rounds", minimum=0)
+  check_lam(config.curve.lam, "config.curve.lam")
+  for lam in config.table1.lambdas:
+    check_lam(lam, "config.table1.lambdas")
 
 
 def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG) -> dict:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from pate_jax import experiment, kd_gan
+from pate_jax import _checks, experiment, kd_gan
 from pate_jax.stages import kd_gan as kd_gan_stage
 
 __all__ = ["run", "plan", "report", "variants", "OVERRIDES", "STUDENT_SIDE"]
@@ -67,8 +67,11 @@ def variants(config) -> list[dict]:
   Raises:
     ValueError: a variant that is not a ``(name, mapping)`` pair, an empty, repeated or
       non-file-name ``name``, an override key outside :data:`OVERRIDES` (naming the key and
-      the variant), or a name in ``config.only`` that no variant has.
+      the variant), a name in ``config.only`` that no variant has, a bad ``num_public`` or
+      ``num_segments``, or a variant's bad setting (:func:`check_fit`, naming the variant).
   """
+  for field in ("num_public", "num_segments"):
+    _checks.positive_int(config[field], f"config.{field}")
   out, seen = [], set()
   for item in config.variants:
     if len(item) != 2 or not hasattr(item[1], "items"):
@@ -82,6 +85,10 @@ def variants(config) -> list[dict]:
         raise ValueError(f"variants: unknown override key {key!r} in variant {name!r}; "
                          f"known: {', '.join(OVERRIDES)}")
     vc = _overridden(config, overrides)
+    try:
+      check_fit(vc)
+    except ValueError as e:
+      raise ValueError(f"variants: {name!r}: {e}") from None
     student = {k: overrides[k] for k in sorted(overrides) if k in STUDENT_SIDE
                and _value(overrides[k]) != _value(config[k])}
     kd_name = "kd_only" + "".join(
@@ -92,6 +99,18 @@ def variants(config) -> list[dict]:
   if unknown:
     raise ValueError(f"only: no variant named {sorted(unknown)}; variants: {sorted(seen)}")
   return [v for v in out if not config.only or v["name"] in config.only]
+
+
+def check_fit(config) -> None:
+  """One variant's settings (the base with its overrides), refused naming the field before
+  any fit: the KD-GAN's (:func:`pate_jax.stages.kd_gan.check_fit`), ``lam`` (in [0, 1]),
+  ``tau`` and ``clip`` (finite, > 0), ``batch_size`` (>= 1) and ``num_unlabelled`` (>= 0)."""
+  kd_gan_stage.check_fit(config)
+  kd_gan_stage.check_lam(config.lam, "config.lam")
+  for field in ("tau", "clip"):
+    _checks.positive(config[field], f"config.{field}")
+  _checks.positive_int(config.batch_size, "config.batch_size")
+  _checks.positive_int(config.num_unlabelled, "config.num_unlabelled", minimum=0)
 
 
 def _overridden(config, overrides: dict):
