@@ -56,6 +56,10 @@ def test_select_by_stage_number_and_run_name():
   c.stages = "6"
   with pytest.raises(ValueError, match="config.stages: '6'"):
     ga.select(c)
+  for commas in (",", " , ,"):  # a typo selected nothing, and the call ran nothing
+    c.stages = commas
+    with pytest.raises(ValueError, match="config.stages: .* names no stage"):
+      ga.select(c)
   for name in every:  # every run has an expected wall for --dry_run
     assert ("pate_g" if name.startswith("pate_g_") else name) in c.expected_wall_s
 

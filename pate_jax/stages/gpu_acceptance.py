@@ -118,6 +118,9 @@ def select(config) -> list[str]:
       raise ValueError(f"config.stages: {part!r} is neither a stage (1-5) nor a run "
                        f"({', '.join(n for _, n in every)})")
     picked.update(hit)
+  if not picked:  # only commas: a typo, not a wish to run nothing
+    raise ValueError(f"config.stages: {spec!r} names no stage; give numbers (1-5) or runs "
+                     f"({', '.join(n for _, n in every)}), or 'all'")
   return [n for _, n in every if n in picked]
 
 
