@@ -122,19 +122,20 @@ def _query_set(config):
   return ds, len(rows), num_pool
 
 
-def compile_accounting(config) -> float:
+def compile_accounting(config, query_set=None) -> float:
   """:func:`pate_jax.stages.aggregate.compile_ahead` with the shapes this run's votes will
-  have (its teachers, its dataset's classes and student split); returns its seconds."""
-  ds, num_rows, num_pool = _query_set(config)
+  have (its teachers, its dataset's classes and student split); returns its seconds.
+  ``query_set``: :func:`_query_set`'s, where the caller has it (else loaded)."""
+  ds, num_rows, num_pool = query_set or _query_set(config)
   return aggregate_stage.compile_ahead(
       config.aggregate, num_teachers=int(config.teachers.num_teachers),
       num_classes=ds.num_classes, num_rows=num_rows, num_pool=num_pool)
 
 
-def compile_student(config) -> float:
+def compile_student(config, query_set=None) -> float:
   """:func:`pate_jax.stages.student.compile_ahead` with the shapes of this run's student
-  split; returns its seconds."""
-  ds, num_rows, num_pool = _query_set(config)
+  split; returns its seconds. ``query_set`` as :func:`compile_accounting`'s."""
+  ds, num_rows, num_pool = query_set or _query_set(config)
   return student_stage.compile_ahead(
       config.student, num_classes=ds.num_classes, image_shape=ds.test_images.shape[1:],
       pool_size=num_pool, num_eval=num_rows - num_pool)
@@ -268,8 +269,10 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
   t0 = time.time()
   root = pathlib.Path(workdir)
   wire(config, root)
-  # A batch larger than the student's pool, refused before the teachers train.
-  student_stage.check_batch(config.student, _query_set(config)[2], "config.student.")
+  # A batch larger than the student's pool, refused before the teachers train; the
+  # query set is loaded once, for this and the compilations ahead.
+  query_set = _query_set(config)
+  student_stage.check_batch(config.student, query_set[2], "config.student.")
   # A bad device name is refused now, not after the teachers and the student.
   experiment.accounting_device(config.attack.get("device", "host"), "config.attack.device")
   experiment.remove_stale(root, ("results.json", "report.md"))
@@ -279,7 +282,7 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
   # One host thread, idle while the accelerator trains: the labels' accounting compiled
   # ahead beside the teachers, then the attack beside the student.
   with experiment.side_thread() as pool:
-    ahead = {name: pool.submit(compile_fn, config) for name, compile_fn, on in (
+    ahead = {name: pool.submit(compile_fn, config, query_set) for name, compile_fn, on in (
         ("accounting_compiled_beside_teachers", compile_accounting, accounting_ahead(config)),
         ("student_compiled_beside_teachers", compile_student, student_ahead(config))) if on}
     t = time.time()
