@@ -36,7 +36,8 @@ PAPERS: dict[str, tuple[str, tuple[str, ...]]] = {
                  "Private Training Data* (PATE, ICLR 2017; arXiv version with Appendix C)",
                  ("pate-2017-arxiv-with-appendix-c.txt", "pate-2017-iclr.md",
                   "pate-2017-workshop-abstract.md")),
-    "gao": ("Gao et al., *private knowledge transfer with KD and GAN* (KD-GAN)",
+    "gao": ("Gao et al., *Private Knowledge Transfer via Model Distillation with Generative "
+            "Adversarial Networks* (KD-GAN)",
             ("gao-private-kd-gan.txt",)),
     "attack": ("The PATE histogram-leakage attack (Monte Carlo extraction of vote histograms)",
                ("pate-histogram-leakage-attack.txt",)),
@@ -56,6 +57,10 @@ _TFDS = ("SVHN and CIFAR-10 come from tensorflow-datasets, which needs a connect
          "machine (only MNIST and Adult are in ../shared/data)")
 _GPU = ("the paper's CNN teachers, 300-epoch students and non-private CNN ran on a GPU: "
         "the (GPU) rows")
+# Where the strong-composition values are printed: Section 3.2 of the arXiv version (Section
+# 3.1 defers them to "the next subsection"; our text copy lost the numbers), Appendix B of
+# the ICLR version.
+_STRONG = "Section 3.2 / ICLR version, Appendix B (text)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -604,19 +609,19 @@ ROWS: tuple[Row, ...] = (
         "private.teacher_test_accuracy.mean | teacher_test_accuracy.mean", "pct2",
         "600 examples per teacher"),
     _not_run("pate2017", "Figure 3", "SVHN, n = 10 / 100 / 250", "—", _TFDS),
-    Row("pate2017", "Section 3.1 / ICLR version, Appendix B (text)",
+    Row("pate2017", _STRONG,
         "strong composition, T = 1,000 LNMax labels, γ 0.05, δ = 1e-6 (its SVHN setting)",
         "26", "published_accounting", "strong_composition[0].epsilon", "f2",
         "4Tγ² + 2γ√(2T ln 1/δ) at the paper's δ"),
-    Row("pate2017", "Section 3.1 / ICLR version, Appendix B (text)",
+    Row("pate2017", _STRONG,
         "strong composition, T = 100 LNMax labels, γ 0.05, δ = 1e-5 (its MNIST setting)",
         "5.80", "published_accounting", "strong_composition[1].epsilon", "f2",
         "4Tγ² + 2γ√(2T ln 1/δ) at the paper's δ"),
-    Row("pate2017", "Section 3.1 / ICLR version, Appendix B (text)",
+    Row("pate2017", _STRONG,
         "strong composition of our 1,000 LNMax labels, δ = 1e-5", "—", "agg_q1000",
         "epsilon.strong_composition.epsilon", "f2",
         "at our runs' δ (no published value at this δ)"),
-    Row("pate2017", "Section 3.1 / ICLR version, Appendix B (text)",
+    Row("pate2017", _STRONG,
         "strong composition of our 100 LNMax labels, δ = 1e-5", "5.80", "agg_q100",
         "epsilon.strong_composition.epsilon", "f2", "the aggregation stage alone, same votes"),
     Row("pate2017", "Figure 4", "MNIST, 100 queries: ε (δ = 1e-5)", "2.04", _LNMAX,
@@ -823,7 +828,7 @@ ROWS: tuple[Row, ...] = (
              "SVHN, 20 epochs / CIFAR-10, 30 epochs, 10,000 public: accuracy loss vs teacher",
              "2.34% / 13.69%", _TFDS),
     Row("gao", "Table 1", "MNIST, n = 100, KD-only", "66.61", "kd_gan_cpu",
-        "table1[0].accuracy", "pct2", "paper: 20 seeds"),
+        "table1[0].accuracy", "pct2", "paper: the mean of 20 runs"),
     Row("gao", "Table 1", "MNIST, n = 100, joint (KD + GAN)", "67.99", "kd_gan_cpu",
         "table1[1].accuracy", "pct2"),
     Row("gao", "Table 1", "MNIST, n = 1,000, KD-only", "93.57", "kd_gan_cpu",
@@ -979,20 +984,23 @@ ROWS: tuple[Row, ...] = (
         "epsilon_range_confident_gnmax[1]", "f2"),
     Row("attack", "Figures 6–7", "fixed 10⁴ queries, σ = 40: mean error (MNIST + SVHN)", "—",
         "attack_fixed", "summary.paper.mean_error_by_sigma[0]", "f3",
-        "bars only in the paper; its text: errors often as low as 0.03"),
+        "bars only in the paper; its text: error rates \"often as low as 0.03\""),
     Row("attack", "Figures 6–7", "σ = 60", "—", "attack_fixed",
         "summary.paper.mean_error_by_sigma[1]", "f3"),
     Row("attack", "Figures 6–7", "σ = 80", "—", "attack_fixed",
         "summary.paper.mean_error_by_sigma[2]", "f3"),
     Row("attack", "Figures 6–7", "σ = 100", "—", "attack_fixed",
         "summary.paper.mean_error_by_sigma[3]", "f3",
-        "bars only; the text's 'errors often as low as 0.03' is tied to no σ"),
+        "bars only; the text's 'very low error rates, often as low as 0.03' is tied to no σ"),
     Row("attack", "Figure 8", "end to end (σ 40, budget 1.9): reconstructed histograms "
         "classified as the true ones", "—", "attack_adult",
         "end_to_end.agreement_with_true_consensus_class", "pct",
         "the paper shows the two distributions; no number"),
     Row("attack", "Figure 9", "SVHN M3, σ → 0: mean error", "—", "attack_edge",
-        "error_mean.paper[0]", "f3", "the paper: highest near σ = 0"),
+        "error_mean.paper[0]", "f3",
+        "the paper: highest near σ = 0; its caption names \"a median-consensus histogram "
+        "(from H3) in SVHN\": H is Table 1's high-consensus group, so we take the medium "
+        "group's M3"),
     Row("attack", "Figure 9", "SVHN M3: σ of the smallest error", "—", "attack_edge",
         "argmin_sigma.paper", "g"),
     Row("attack", "Figure 9", "SVHN M3, σ = 80: mean error", "—", "attack_edge",

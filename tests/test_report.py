@@ -294,6 +294,102 @@ def test_published_values_appear_in_the_papers():
           f"{rp.PAPERS[row.paper][1]}")
 
 
+def _paper_texts(papers: pathlib.Path) -> dict[str, str]:
+  """Each paper's text files joined, whitespace collapsed."""
+  return {key: " ".join(" ".join((papers / f).read_text() for f in files).split())
+          for key, (_, files) in rp.PAPERS.items()}
+
+
+def test_paper_titles_are_the_papers_own():
+  """The italic title of each paper with a text is that text's title (the KD-GAN paper was
+  headed by a paraphrase once)."""
+  papers = _papers_dir()
+  if papers is None:
+    pytest.skip("../shared/papers not found")
+  texts = _paper_texts(papers)
+  checked = 0
+  for key, (title, files) in rp.PAPERS.items():
+    italic = re.search(r"\*([^*]+)\*", title)
+    if not files or italic is None:
+      continue
+    assert italic.group(1).lower() in texts[key].lower(), (key, italic.group(1))
+    checked += 1
+  assert checked >= 2
+
+
+# A passage quoted in a row: "..." or '...' (an opening quote after a space, a colon or "(",
+# so that apostrophes do not open one).
+_QUOTE = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[(:]))"
+                    r"(?:\"([^\"]+)\"|'([^'\s][^']*?[^'\s])'(?![A-Za-z]))")
+
+
+def test_passages_quoted_from_the_papers_are_verbatim():
+  """Every passage a row quotes (in its setting or note) is in its paper's text word for
+  word; a row beyond the papers quotes one of them. A paraphrase in quotes ("errors often
+  as low as 0.03" for the text's "error rates, often as low as 0.03") fails."""
+  papers = _papers_dir()
+  if papers is None:
+    pytest.skip("../shared/papers not found")
+  texts = _paper_texts(papers)
+  everything = " ".join(texts.values())
+  checked = 0
+  for row in rp.ROWS:
+    text = texts[row.paper] if rp.PAPERS[row.paper][1] else everything
+    for field in (row.setting, row.note or ""):
+      for m in _QUOTE.finditer(field):
+        passage = " ".join((m.group(1) or m.group(2)).split())
+        assert passage in text, f"{row.paper} / {row.item} / {row.setting!r}: {passage!r}"
+        checked += 1
+  assert checked >= 5
+
+
+def _arxiv_sections(text: str) -> dict[str, str]:
+  """The arXiv copy's numbered sections (``4.1 Training an ensemble...``), each to the next
+  numbered heading, whitespace collapsed."""
+  heading = re.compile(r"^(\d+(?:\.\d+)+) [A-Z]", re.M)
+  starts = [(m.start(), m.group(1)) for m in heading.finditer(text)]
+  ends = [s for s, _ in starts[1:]] + [len(text)]
+  return {number: " ".join(text[start:end].split())
+          for (start, number), end in zip(starts, ends)}
+
+
+def test_a_pate_2017_rows_section_is_where_the_paper_prints_its_value():
+  """A row whose item names "Section N.M" of PATE 2017 has its published value in that
+  section of the arXiv copy. The copy lost its numbers, so the check finds the sentence
+  that prints the value in the ICLR text and asks for its opening words (up to the first
+  number or formula) in section N.M: the strong-composition values are in Section 3.2
+  (Section 3.1 defers them to "the next subsection"), where the report had placed them in
+  3.1."""
+  papers = _papers_dir()
+  if papers is None:
+    pytest.skip("../shared/papers not found")
+  arxiv = _arxiv_sections((papers / "pate-2017-arxiv-with-appendix-c.txt").read_text())
+  iclr = " ".join((papers / "pate-2017-iclr.md").read_text().split())
+  checked = 0
+  for row in rp.ROWS:
+    section = re.match(r"Section (\d+\.\d+)", row.item)
+    if row.paper != "pate2017" or section is None:
+      continue
+    body = arxiv[section.group(1)]
+    for number in rp.published_numbers(row.published):
+      openings = []
+      for m in re.finditer(rf"(?<![\d.]){re.escape(number)}(?!\d)", iclr):
+        start = max(iclr.rfind(". ", 0, m.start()) + 2, 0)
+        words = []
+        for word in iclr[start:m.start()].split():
+          if re.search(r"[\d$]", word):
+            break
+          words.append(word)
+        if len(words) >= 4:
+          openings.append(" ".join(words[:8]))
+      assert openings, f"{row.item} / {row.setting!r}: no sentence prints {number}"
+      assert any(o in body for o in openings), (
+          f"{row.item} / {row.setting!r}: {number} is printed in a sentence opening "
+          f"{openings} which is not in the arXiv copy's Section {section.group(1)}")
+      checked += 1
+  assert checked >= 4
+
+
 def test_a_run_private_as_a_whole_marks_its_rows_and_figures_private(tmp_path):
   """A results.json whose disclosure says it is private as a whole (a research measurement)
   has every row and figure marked *(private)*, but for its data-independent ε; a row marked
