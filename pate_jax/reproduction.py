@@ -1171,8 +1171,9 @@ ROWS: tuple[Row, ...] = (
         "feature-matching loss 14 → 70–340) and the student stalls near 93 %"),
     Row("beyond", _CGN, "seed 1 (its game failed) rerun with the game check: loss_gen at "
         "step 3,600, the failed try", "—", "pate_g_cgn_checked", "game_restarts[0].value",
-        "f2", "above the check's 40: the student restarted from a fresh key (2 of 3 tries "
-        "allowed); the same labels (366 answered, 96.4 % correct, released ε 0.86)"),
+        "f2", "above the check's 40 at that commit (20 since: README, *Students*): the student "
+        "restarted from a fresh key (2 of 3 tries allowed); the same labels (366 answered, "
+        "96.4 % correct, released ε 0.86)"),
     Row("beyond", _CGN, "the same: the restarted student, 300 epochs", "—",
         "pate_g_cgn_checked", "eval_accuracy", "pct",
         "without the check: 92.9 % (pate_g_cgn seed 1, above); 1,344 s wall for both tries, "

@@ -390,6 +390,22 @@ def test_a_pate_2017_rows_section_is_where_the_paper_prints_its_value():
   assert checked >= 4
 
 
+def test_a_game_check_threshold_a_row_cites_is_the_configs_or_dated():
+  """A row that cites the game check's threshold cites the PATE-G configs' own
+  ``game_check.max_value``, or says it was the threshold at the run's commit (a row said
+  "above the check's 40" after the threshold became 20)."""
+  config = experiment.load_config(str(REPO / "configs" / "student_pate_g.py"))
+  now = config.game_check.max_value
+  cited = 0
+  for row in rp.ROWS:
+    for m in re.finditer(r"the check's (\d+(?:\.\d+)?)( at that commit)?", row.note or ""):
+      assert m.group(2) or float(m.group(1)) == now, (
+          f"{row.item} / {row.setting!r}: cites the check's {m.group(1)}; "
+          f"configs/student_pate_g.py has {now:g}")
+      cited += 1
+  assert cited >= 1
+
+
 def test_a_run_private_as_a_whole_marks_its_rows_and_figures_private(tmp_path):
   """A results.json whose disclosure says it is private as a whole (a research measurement)
   has every row and figure marked *(private)*, but for its data-independent ε; a row marked
