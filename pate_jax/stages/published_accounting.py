@@ -7,12 +7,14 @@ stage computes, from the parameters in ``config`` (each cited to its paper):
 
 * **PATE 2017, Appendix B of the ICLR version (Section 3.2 of the arXiv one)**: the
   strong-composition baseline ``4Tγ² + 2γ√(2T ln 1/δ)``
-  (:func:`pate_jax.accounting.strong_composition_epsilon`) of ``T`` LNMax answers at the paper's δ for each printed value (≈ 26 for T = 1,000 at
-  δ = 1e-6; 5.80 for T = 100 at δ = 1e-5), and at the run's δ of our aggregate runs;
-* **Gao et al., Tables 1-2**: the DP-SGD ε of the KD loss (sampled Gaussian,
-  ``q = B/N``, noise multiplier σ) after the paper's steps, under the paper's accounting
-  (tf-privacy's orders and the classic conversion: :func:`pate_jax.kd_gan.published_epsilon`)
-  and the improved conversion beside it, and the steps that reach its ε = 8 row.
+  (:func:`pate_jax.accounting.strong_composition_epsilon`) of ``T`` LNMax answers at the
+  paper's δ for each printed value (≈ 26 for T = 1,000 at δ = 1e-6; 5.80 for T = 100 at
+  δ = 1e-5), and at the run's δ of our aggregate runs;
+* **Gao et al., Table 2** (Table 1 prints accuracies only): the DP-SGD ε of the KD loss
+  (sampled Gaussian, ``q = B/N``, noise multiplier σ) after the paper's steps, under the
+  paper's accounting (tf-privacy's orders and the classic conversion:
+  :func:`pate_jax.kd_gan.published_epsilon`) and the improved conversion beside it, and the
+  steps that reach its ε = 8 row.
 
 Nothing here reads private data: results.json is publishable as a whole.
 """
