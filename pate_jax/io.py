@@ -22,8 +22,8 @@ from typing import Any, BinaryIO, Callable
 import numpy as np
 
 __all__ = ["copy_file", "data_digest", "file_digest", "narrow", "open_private",
-           "private_directory", "progress", "save_figure", "shared_directory", "write_private",
-           "write_text"]
+           "private_directory", "progress", "save_figure", "shared_directory", "temporary",
+           "write_file", "write_private", "write_text"]
 
 
 def data_digest(*arrays: Any) -> str:
@@ -75,10 +75,22 @@ def write_private(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> 
   and then the directory is synced (a record that must survive a crash). A write that
   fails before the rename removes its temporary file (:func:`temporary`; what it held was
   never recorded)."""
+  return write_file(path, write, private=True)
+
+
+def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], Any], *,
+               private: bool = False) -> pathlib.Path:
+  """Writes ``path`` atomically and durably: ``write(f)`` fills a temporary file
+  (:func:`temporary`), which is synced to disk and renamed over ``path``, and then the
+  directory is synced. A write that fails before the rename removes its temporary file,
+  so a run stopped there leaves no half-written copy beside ``path``.
+
+  ``private``: the temporary file is opened by :func:`open_private` (owner-only, in a
+  directory made owner-only) before a byte is written: :func:`write_private`."""
   path = pathlib.Path(path)
   tmp = temporary(path)
   try:
-    with open_private(tmp) as f:
+    with open_private(tmp) if private else open(tmp, "wb") as f:
       write(f)
       f.flush()
       os.fsync(f.fileno())

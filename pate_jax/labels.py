@@ -60,7 +60,7 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
                 dataset_index: Any, query_index: Any, votes_digest: str, mechanism: str,
                 epsilon: float, epsilon_max: float, delta: float,
                 noise: str, sampler_delta: float | None = None) -> pathlib.Path:
-  """Writes ``labels.npz`` (module docstring) atomically; returns its path.
+  """Writes ``labels.npz`` (module docstring) atomically and durably; returns its path.
 
   Args:
     path_or_dir: the file, or a work directory (then ``<dir>/labels.npz``).
@@ -94,12 +94,19 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
     arrays["sampler_delta"] = np.float64(sampler_delta)
   path = _path(path_or_dir)
   path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(path.name + ".tmp.npz")
   # Labels of research noise (a recorded seed) bound the votes beyond any ε: owner-only.
-  with io.open_private(tmp) if noise != "secret" else open(tmp, "wb") as f:
-    np.savez_compressed(f, **arrays)
-  tmp.replace(path)
-  return path
+  # Atomically and durably: a write that fails leaves no half-written copy (whose research
+  # labels would outlive the run) beside the file; a run killed outright leaves
+  # :func:`temporary_files`, which the aggregate stage removes when it runs again.
+  return io.write_file(path, lambda f: np.savez_compressed(f, **arrays),
+                       private=noise != "secret")
+
+
+def temporary_files(path_or_dir: str | os.PathLike) -> tuple[pathlib.Path, ...]:
+  """The temporary files a :func:`save_labels` of ``path_or_dir`` killed before its rename
+  leaves (:func:`pate_jax.io.temporary`, and the name earlier versions wrote)."""
+  path = _path(path_or_dir)
+  return io.temporary(path), path.with_name(path.name + ".tmp.npz")
 
 
 def _check_outcomes(labels: np.ndarray, status: np.ndarray, answered: np.ndarray,

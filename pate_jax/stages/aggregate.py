@@ -226,6 +226,8 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   warn_sampler_delta(budget, np.union1d(rows, budget.state()["rows"]).size, data["votes"],
                       "config.epsilon_max")
   experiment.remove_stale(workdir, ("results.json", "privacy.png"))
+  for tmp in labels_lib.temporary_files(workdir):  # left by a run killed while writing
+    tmp.unlink(missing_ok=True)
   out = budget.answer(rows)
   release = budget.release()
   state = budget.state()

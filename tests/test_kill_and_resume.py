@@ -1,0 +1,111 @@
+"""A run killed at a write resumes without losing work, spending twice, or leaving private
+values outside their files.
+
+Each test stops a stage at one write (its rename fails, as a full disk or an interrupt
+would stop it; nothing of the stage runs after it), runs the stage again, and checks that
+the budget was spent once, that no noise was drawn again for rows already paid for, and
+what the killed run left behind.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from pate_jax import io
+from pate_jax import labels as labels_lib
+from pate_jax import votes as votes_lib
+from pate_jax.stages import aggregate
+
+import test_privacy_release as _release
+
+
+class _Killed(BaseException):
+  """A run stopped at a write."""
+
+
+def _kill_rename(monkeypatch, name: str, nth: int = 1) -> None:
+  """The ``nth`` rename onto a file called ``name`` raises :class:`_Killed` (its temporary
+  file written in full, the rename not done)."""
+  replace, seen = pathlib.Path.replace, [0]
+
+  def killed(self, target):
+    if pathlib.Path(target).name == name:
+      seen[0] += 1
+      if seen[0] == nth:
+        raise _Killed(str(target))
+    return replace(self, target)
+  monkeypatch.setattr(pathlib.Path, "replace", killed)
+
+
+def _teachers(path: pathlib.Path) -> pathlib.Path:
+  """Teachers' votes keyed on private data (so that the budget registry is used)."""
+  votes = _release._votes(4, 40)
+  path.mkdir(parents=True)
+  votes_lib.save_votes(path / "votes.npz", votes, votes.argmax(1).astype(np.int32),
+                       num_pool=40, dataset="synthetic", private_data="a" * 64)
+  return path
+
+
+def _budget(config, workdir: pathlib.Path):
+  return aggregate.make_budget(config, votes_lib.load_votes(config.votes_dir),
+                               config.votes_dir, workdir)
+
+
+def _spent(budget) -> list[str]:
+  """The ledger's journal: one line per write of the budget."""
+  return budget.journal.read_text().splitlines() if budget.journal.exists() else []
+
+
+@pytest.mark.parametrize("noise_seed", [None, 7], ids=["secret", "research"])
+def test_an_aggregate_killed_at_its_labels_resumes_from_the_budget_and_leaves_no_copy(
+    tmp_path, monkeypatch, noise_seed):
+  """Killed at the rename of labels.npz, the stage leaves no temporary copy of the labels
+  (research noise: private values in a file no one knows of), and the rerun writes the
+  labels the budget paid for without charging or drawing again."""
+  teachers = _teachers(tmp_path / "t")
+  config = _release._config(teachers, noise_seed=noise_seed,
+                            budget_registry=str(tmp_path / "registry"))
+  workdir = tmp_path / "w"
+  with monkeypatch.context() as m:
+    _kill_rename(m, labels_lib.FILENAME)
+    with pytest.raises(_Killed):
+      aggregate.run(config, workdir)
+  budget = _budget(config, workdir)
+  ledger = [budget.path, budget.journal, budget.lock_path]
+  assert sorted(workdir.iterdir()) == sorted([workdir / ".lock"] + (
+      ledger if noise_seed is not None else []))
+  spent = _spent(budget)
+  assert spent and not list((tmp_path / "registry").glob("*.tmp"))
+  again = aggregate.run(config, workdir)
+  assert _spent(budget) == spent                    # nothing charged or drawn again
+  assert again["num_asked_now"] == 0
+  labels = labels_lib.load_labels(workdir)
+  state = budget.state()
+  labels_lib.check_against(labels, state["rows"], state["labels"], state["status"], "labels")
+  mode = (workdir / labels_lib.FILENAME).stat().st_mode & 0o777
+  assert mode == 0o600 if noise_seed is not None else mode & 0o044
+
+
+def test_a_labels_file_killed_outright_is_removed_by_the_next_run_before_it_spends(
+    tmp_path, monkeypatch):
+  """A run killed outright (no handler runs) between filling the temporary labels file and
+  its rename leaves it; the stage's next run removes it before it spends, even where that
+  run is killed too before its own labels (a copy of research labels is private)."""
+  teachers = _teachers(tmp_path / "t")
+  config = _release._config(teachers, noise_seed=3, budget_registry=str(tmp_path / "r"))
+  workdir = tmp_path / "w"
+  aggregate.run(config, workdir)
+  # The temporary file's name, and the one earlier versions wrote.
+  left = [io.temporary(workdir / labels_lib.FILENAME), workdir / "labels.npz.tmp.npz"]
+  for tmp in left:
+    tmp.write_bytes(b"labels drawn by a killed run")
+  config.num_queries = 30
+  with monkeypatch.context() as m:
+    _kill_rename(m, _budget(config, workdir).path.name)
+    with pytest.raises(_Killed):
+      aggregate.run(config, workdir)
+  assert not any(tmp.exists() for tmp in left)
+  assert aggregate.run(config, workdir)["num_asked_now"] == 10
