@@ -109,3 +109,31 @@ def test_a_labels_file_killed_outright_is_removed_by_the_next_run_before_it_spen
       aggregate.run(config, workdir)
   assert not any(tmp.exists() for tmp in left)
   assert aggregate.run(config, workdir)["num_asked_now"] == 10
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3], ids=["claim", "after_answers", "after_release"])
+def test_an_aggregate_killed_at_a_registry_write_resumes_and_spends_once(tmp_path, monkeypatch,
+                                                                          nth):
+  """Killed at the budget registry's entry (its registration before the first charge, its
+  update after the answers' ledger write, after the release's), the stage leaves no
+  temporary entry, and its rerun spends what the uninterrupted run spent, once: the same
+  ledger writes, the entry caught up with the ledger's journal."""
+  teachers = _teachers(tmp_path / "t")
+  registry = tmp_path / "registry"
+  config = _release._config(teachers, budget_registry=str(registry))
+  entry = "a" * 64 + ".json"
+  with monkeypatch.context() as m:
+    _kill_rename(m, entry, nth)
+    with pytest.raises(_Killed):
+      aggregate.run(config, tmp_path / "w")
+  assert sorted(p.name for p in registry.iterdir()) == (
+      [entry, "a" * 64 + ".lock"] if nth > 1 else ["a" * 64 + ".lock"])
+  budget = _budget(config, tmp_path / "w")
+  spent = _spent(budget)
+  assert len(spent) == nth - 1                  # the answers, then the release
+  again = aggregate.run(config, tmp_path / "w")
+  assert again["num_asked_now"] == (20 if nth == 1 else 0)
+  assert _spent(budget)[:nth - 1] == spent and len(_spent(budget)) == 2
+  budgets = budget.registry.budgets("a" * 64)
+  assert len(budgets) == 1
+  assert [str(budgets[0]["generation"]), budgets[0]["sha256"]] == _spent(budget)[-1].split()
