@@ -111,6 +111,59 @@ def test_a_labels_file_killed_outright_is_removed_by_the_next_run_before_it_spen
   assert aggregate.run(config, workdir)["num_asked_now"] == 10
 
 
+@pytest.mark.parametrize("keep", [0.0, 0.5], ids=["empty", "half"])
+def test_a_torn_labels_file_is_written_again_from_the_budget(tmp_path, keep, caplog):
+  """A labels.npz torn by a crash (its bytes not on disk when the machine stopped: empty,
+  or cut short) cannot be read, and is a copy of the budget's record: the stage's rerun
+  says so and writes it again, charging nothing; a file that reads but disagrees with the
+  record is still refused."""
+  teachers = _teachers(tmp_path / "t")
+  config = _release._config(teachers, budget_registry=str(tmp_path / "registry"))
+  workdir = tmp_path / "w"
+  aggregate.run(config, workdir)
+  path, budget = workdir / labels_lib.FILENAME, _budget(config, workdir)
+  whole, spent = path.read_bytes(), _spent(budget)
+  path.write_bytes(whole[:int(len(whole) * keep)])
+  with caplog.at_level("WARNING"):
+    again = aggregate.run(config, workdir)
+  assert "cannot be read" in caplog.text and again["num_asked_now"] == 0
+  assert _spent(budget) == spent
+  labels = labels_lib.load_labels(path)
+  state = budget.state()
+  labels_lib.check_against(labels, state["rows"], state["labels"], state["status"], "labels")
+  labels["labels"][labels["answered"]] = (labels["labels"][labels["answered"]] + 1) % 10
+  labels_lib.save_labels(path, **{k: labels[k] for k in (
+      "labels", "status", "true_labels", "dataset_index", "query_index", "votes_digest",
+      "mechanism", "epsilon", "epsilon_max", "delta", "noise")})
+  with pytest.raises(ValueError, match="labels.npz"):
+    aggregate.run(config, workdir)
+
+
+def test_a_file_written_durably_is_synced_before_its_rename_and_its_directory_after(
+    tmp_path, monkeypatch):
+  """io.write_file (labels.npz): the temporary file reaches the disk before it is renamed
+  over the file (else a crash may leave the new name on a file without its bytes), and the
+  directory after (else the rename may be lost)."""
+  import os  # pylint: disable=g-import-not-at-top
+  events, fsync, replace = [], os.fsync, pathlib.Path.replace
+
+  def synced(fd):
+    events.append("fsync " + ("directory" if os.path.isdir(f"/proc/self/fd/{fd}")
+                              else pathlib.Path(os.readlink(f"/proc/self/fd/{fd}")).name))
+    return fsync(fd)
+
+  def renamed(self, target):
+    events.append(f"rename {self.name}")
+    return replace(self, target)
+  monkeypatch.setattr(os, "fsync", synced)
+  monkeypatch.setattr(pathlib.Path, "replace", renamed)
+  labels_lib.save_labels(tmp_path, labels=[1, -1], status=[0, 2], true_labels=[1, 2],
+                         dataset_index=[0, 1], query_index=[0, 1], votes_digest="d",
+                         mechanism="gnmax", epsilon=0.5, epsilon_max=1.0, delta=1e-5,
+                         noise="secret")
+  assert events == ["fsync labels.npz.tmp", "rename labels.npz.tmp", "fsync directory"]
+
+
 @pytest.mark.parametrize("nth", [1, 2, 3], ids=["claim", "after_answers", "after_release"])
 def test_an_aggregate_killed_at_a_registry_write_resumes_and_spends_once(tmp_path, monkeypatch,
                                                                           nth):
@@ -137,3 +190,4 @@ def test_an_aggregate_killed_at_a_registry_write_resumes_and_spends_once(tmp_pat
   budgets = budget.registry.budgets("a" * 64)
   assert len(budgets) == 1
   assert [str(budgets[0]["generation"]), budgets[0]["sha256"]] == _spent(budget)[-1].split()
+

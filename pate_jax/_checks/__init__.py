@@ -17,6 +17,7 @@ accountants do). Votes come back in their own dtype (cast inside the cores).
 """
 
 from pate_jax._checks._arrays import (
+    CorruptFileError,
     any_nan,
     batch_shape,
     finite_array,

@@ -118,18 +118,24 @@ def batch_shape(name_shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
 # ----------------------------------------------------------------------------- files
 
 
+class CorruptFileError(ValueError):
+  """A hand-over file that cannot be read at all (:func:`npz_arrays`): torn, truncated or
+  not an ``.npz``, as opposed to one that reads but holds the wrong values."""
+
+
 def npz_arrays(path: str | os.PathLike, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
   """All arrays of an ``.npz`` hand-over file, read eagerly.
 
   Raises:
-    ValueError: the file is corrupted (not a zip, a truncated or garbled member, a
-      pickled object) or lacks one of ``keys``; the message names the file and the keys.
+    CorruptFileError: (a ``ValueError``) the file is corrupted (not a zip, a truncated or
+      garbled member, a pickled object); the message names the file.
+    ValueError: the file lacks one of ``keys``; the message names the file and the keys.
   """
   try:
     with np.load(path, allow_pickle=False) as f:
       out = {k: f[k] for k in f.files}
   except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError) as e:
-    raise ValueError(f"{path} is corrupt or not an .npz file ({type(e).__name__}: {e}); "
+    raise CorruptFileError(f"{path} is corrupt or not an .npz file ({type(e).__name__}: {e}); "
                      "rerun the stage that wrote it") from e
   missing = [k for k in keys if k not in out]
   if missing:

@@ -252,11 +252,20 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
 
 def _check_prior(workdir: pathlib.Path, budget: budget_lib.TeachersBudget) -> None:
   """Checks that an earlier ``labels.npz`` of the workdir, if any, is this budget's:
-  answered on these votes, every outcome the budget's record."""
+  answered on these votes, every outcome the budget's record. One that cannot be read at
+  all (torn: a crash before its bytes reached the disk) tells nothing and is removed, with
+  a warning: it was a copy of the budget's record, which this run writes again."""
   path = workdir / labels_lib.FILENAME
   if not path.exists():
     return
-  prior = labels_lib.load_labels(path, votes_digest=budget.digest)
+  try:
+    prior = labels_lib.load_labels(path, votes_digest=budget.digest)
+  except _checks.CorruptFileError as e:
+    logging.warning("%s cannot be read (%s): a copy of the budget's record, torn; it is "
+                    "written again from the budget, which spends nothing", path,
+                    e.__cause__.__class__.__name__)
+    path.unlink()
+    return
   state = budget.state()
   labels_lib.check_against(prior, state["rows"], state["labels"], state["status"], str(path))
 
