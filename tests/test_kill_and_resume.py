@@ -191,3 +191,156 @@ def test_an_aggregate_killed_at_a_registry_write_resumes_and_spends_once(tmp_pat
   assert len(budgets) == 1
   assert [str(budgets[0]["generation"]), budgets[0]["sha256"]] == _spent(budget)[-1].split()
 
+
+def _kill_fits(monkeypatch, at: dict[str, int], resumed: list) -> None:
+  """The KD-GAN stage's fits, while ``monkeypatch`` holds: each records ``(its checkpoint
+  directory's name, the step it resumed from, what it trained on)`` in ``resumed``, and the
+  fit named in ``at`` is killed after its checkpoint of step (round) ``at[name]`` (its
+  checkpointer closes on the way out, as the save of a killed job is on disk)."""
+  from pate_jax import kd_gan, students  # pylint: disable=g-import-not-at-top
+  teacher_fit, student_fit = students.fit, kd_gan.fit
+
+  def killing(name, line):
+    def log(text):
+      if name in at and line(text) == at[name]:
+        raise _Killed(f"{name} at {at[name]}")
+    return log
+
+  def teacher(student, data, key, *args, checkpoint_dir=None, log=None, **kwargs):
+    name = pathlib.Path(checkpoint_dir).name
+    out = teacher_fit(student, data, key, *args, checkpoint_dir=checkpoint_dir, **kwargs,
+                      log=killing(name, lambda t: int(t.split()[0].split("=")[1])
+                                  if t.startswith("step=") else None))
+    resumed.append((name, out.resumed_from, None))
+    return out
+
+  def fit(gan, keys, public_x, targets, *args, checkpoint_dir=None, log=None, **kwargs):
+    name = pathlib.Path(checkpoint_dir).name
+    out = student_fit(gan, keys, public_x, targets, *args, checkpoint_dir=checkpoint_dir,
+                      **kwargs, log=killing(name, lambda t: int(t.split()[1].split("/")[0])))
+    resumed.append((name, out.resumed_from, np.asarray(targets)))
+    return out
+  monkeypatch.setattr(students, "fit", teacher)
+  monkeypatch.setattr(kd_gan, "fit", fit)
+
+
+@pytest.mark.slow  # five small KD-GAN runs, about 2 min
+def test_a_kd_gan_killed_at_each_checkpoint_and_write_resumes_to_the_uninterrupted_run(
+    tmp_path, data_dir, monkeypatch):
+  """The KD-GAN with its sound release (secret noise, a budget in the registry), killed
+  after the teacher's checkpoint of step 10, after the sound students' round 2 and at the
+  rename of results.json, resumes each time from its checkpoints (no step trained twice)
+  and from the release drawn once (the registry holds one budget, the file is never drawn
+  again); its results (ε published and sound, every accuracy and history) are those of the
+  same run trained again uninterrupted from the same release (``restart``)."""
+  import hashlib  # pylint: disable=g-import-not-at-top
+  from pate_jax import budget  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import kd_gan as stage  # pylint: disable=g-import-not-at-top
+  import test_scripts_tail as tail  # pylint: disable=g-import-not-at-top
+  run_script = tail._run  # pylint: disable=protected-access
+  monkeypatch.setenv("PATE_JAX_DATA_DIR", str(data_dir))
+  data = hashlib.sha256(b"private rows").hexdigest()
+  votes = tail._sound_votes(tmp_path, private_data=data)  # pylint: disable=protected-access
+  small = dict(num_seeds=1, teacher__num_steps=20, curve__num_public=200,
+               curve__max_epsilon=1.0, audit_rounds=0, sound__votes_dir=str(votes),
+               budget_registry=str(tmp_path / "registry"), segment_rounds=2)
+  workdir, release = tmp_path / "w", tmp_path / "w" / stage.SOUND_RELEASE
+  registry = budget.BudgetRegistry(tmp_path / "registry")
+
+  def run(kill: dict[str, int], resumed: list, **overrides):
+    with monkeypatch.context() as m:
+      _kill_fits(m, kill, resumed)
+      if "results" in kill:
+        _kill_rename(m, "results.json")
+      return run_script("train_kd_gan", "kd_gan_sound", "smoke", workdir, **small,
+                        **overrides)
+
+  seen = []
+  for kill in ({"teacher": 10}, {"sound": 2}, {"results": 1}):
+    resumed = []
+    with pytest.raises(_Killed):
+      run(kill, resumed)
+    seen.append(resumed)
+    sha = io.file_digest(release)
+    assert [b["sha256"] for b in registry.budgets(data)] == [sha]  # drawn once, spent once
+  assert seen[0] == []                                      # killed inside the teacher
+  assert [(n, r) for n, r, _ in seen[1]] == [("teacher", 10), ("curve", 0)]
+  assert [(n, r) for n, r, _ in seen[2]] == [("teacher", 20), ("curve", 1), ("sound", 2)]
+  resumed = []
+  out = run({}, resumed)
+  assert [(n, r) for n, r, _ in resumed] == [("teacher", 20), ("curve", 1), ("sound", 4)]
+  fresh = run({}, [], restart=True)
+  assert io.file_digest(release) == sha and len(registry.budgets(data)) == 1
+  np.testing.assert_array_equal(seen[2][-1][2], resumed[-1][2])  # the release read back
+  timeless = lambda r: {k: v for k, v in r.items() if "seconds" not in k}  # noqa: E731
+  assert timeless(out) == timeless(fresh) and out["sound"] and out["curve"]
+
+
+@pytest.mark.slow  # four tiny PATE-G runs, about 30 s
+def test_a_pate_g_student_killed_at_each_write_resumes_spending_once(
+    tmp_path, digits_votes_dir, monkeypatch):
+  """The plain (not active) PATE-G student on secret noise, killed at the rename of its
+  labels.npz, at its aggregate stage's results.json, after its checkpoint of step 3 and at
+  the rename of its own results.json: each rerun
+  takes its labels back from the budget (the ledger written once, by the first run; one
+  budget in the registry), resumes training from the checkpoint, and its results (ε,
+  accuracy, history) are those of the same student trained again uninterrupted on the same
+  labels (``restart``)."""
+  from pate_jax import budget, students  # pylint: disable=g-import-not-at-top
+  import test_train_student as ts  # pylint: disable=g-import-not-at-top
+  votes = votes_lib.load_votes(digits_votes_dir)
+  teachers = tmp_path / "teachers"
+  votes_lib.save_votes(teachers / "votes.npz", votes["votes"], votes["labels"],
+                       index=votes["index"], num_pool=votes["num_pool"], dataset="digits",
+                       private_data="b" * 64)
+  config = ts._config("student_pate_g", votes_dir=str(teachers))  # pylint: disable=protected-access
+  config.student.kwargs.update(ts.TINY_GAN)
+  config.aggregate.noise_seed = None       # secret noise: the teachers' budget
+  config.aggregate.budget_registry = str(tmp_path / "registry")
+  workdir = tmp_path / "w"
+  fit, resumed = students.fit, []
+
+  def killed_after(step):
+    def fit_and_kill(*args, log=print, **kwargs):
+      def log_and_kill(text):
+        log(text)
+        if step is not None and text.startswith(f"step={step} "):
+          raise _Killed(text)
+      out = fit(*args, log=log_and_kill, **kwargs)
+      resumed.append(out.resumed_from)
+      return out
+    return fit_and_kill
+
+  def run(step=None, rename=None, nth=1):
+    with monkeypatch.context() as m:
+      m.setattr(students, "fit", killed_after(step))
+      if rename:
+        _kill_rename(m, rename, nth)
+      return ts.train_student.run(config, str(workdir))
+
+  with pytest.raises(_Killed):
+    run(rename=labels_lib.FILENAME)
+  assert not (workdir / "checkpoints").exists()
+  spend = aggregate.make_budget(config.aggregate, votes_lib.load_votes(teachers), teachers,
+                                workdir / "labels")
+  spent = _spent(spend)
+  assert spent                             # the answers were charged before the kill
+  with pytest.raises(_Killed):
+    run(rename="results.json")             # the aggregate stage's, in labels/
+  assert not (workdir / "checkpoints").exists()
+  with pytest.raises(_Killed):
+    run(step=3)
+  with pytest.raises(_Killed):
+    run(rename="results.json", nth=2)      # the student's, once it trained
+  out = run()
+  assert (resumed, out["resumed_from_step"]) == ([3, 6], 6)
+  assert [e["step"] for e in out["history"]] == [3, 6]
+  with config.unlocked():
+    config.restart = True
+  fresh = run()
+  assert fresh["resumed_from_step"] == 0 and _spent(spend) == spent
+  assert len(budget.BudgetRegistry(tmp_path / "registry").budgets("b" * 64)) == 1
+  assert fresh["ledger"]["epsilon"] == out["ledger"]["epsilon"] == spend.epsilon
+  timeless = lambda r: {k: v for k, v in r.items()  # noqa: E731
+                        if "seconds" not in k and k != "resumed_from_step"}
+  assert timeless(out) == timeless(fresh)
