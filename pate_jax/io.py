@@ -49,18 +49,12 @@ def file_digest(path: str | os.PathLike) -> str:
 
 
 def write_text(path: str | os.PathLike, text: str, *, private: bool = False) -> pathlib.Path:
-  """Writes ``text`` to ``path`` atomically (a temporary file, then a rename).
+  """Writes ``text`` to ``path`` atomically and durably (:func:`write_file`: a temporary
+  file, synced and renamed, removed if the write fails).
 
-  ``private``: readable by the owner only (0600), and durable: the file and then its
-  directory are synced to disk before this returns (a record that must survive a crash).
+  ``private``: readable by the owner only (0600) from its first byte (:func:`write_private`).
   """
-  path = pathlib.Path(path)
-  if private:
-    return write_private(path, lambda f: f.write(text.encode("utf-8")))
-  tmp = path.with_name(path.name + ".tmp")
-  tmp.write_text(text)
-  tmp.replace(path)
-  return path
+  return write_file(path, lambda f: f.write(text.encode("utf-8")), private=private)
 
 
 def temporary(path: str | os.PathLike) -> pathlib.Path:

@@ -164,6 +164,18 @@ def test_a_file_written_durably_is_synced_before_its_rename_and_its_directory_af
   assert events == ["fsync labels.npz.tmp", "rename labels.npz.tmp", "fsync directory"]
 
 
+@pytest.mark.parametrize("private", [False, True], ids=["publishable", "private"])
+def test_a_text_write_that_fails_leaves_no_temporary_file(tmp_path, private):
+  """io.write_text (results.json, publishable or private): a write that fails midway leaves
+  neither a half-written temporary file beside the file nor a changed file."""
+  path = tmp_path / "results.json"
+  io.write_text(path, "{}", private=private)
+  with pytest.raises(UnicodeEncodeError):
+    io.write_text(path, "{\"a\": \"\ud800\"}", private=private)  # fails as it is written
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+  assert path.read_text() == "{}"
+
+
 @pytest.mark.parametrize("nth", [1, 2, 3], ids=["claim", "after_answers", "after_release"])
 def test_an_aggregate_killed_at_a_registry_write_resumes_and_spends_once(tmp_path, monkeypatch,
                                                                           nth):
