@@ -240,9 +240,14 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   results["accounting_platform"] = _checks.default_platform()  # where the accounting ran
   curve = results["private"].get("privacy_curve")
   if config.get("privacy_plot", True) and curve:
+    start = time.perf_counter()
     reporting.plot_privacy(curve, experiment.PRIVATE_TITLE + f"{budget.mechanism.name} "
                            f"{budget.params}, {data['num_teachers']} teachers",
                            workdir / "privacy.png")
+    # Drawing the private curve and compressing its PNG take a time that follows the
+    # votes: private, and left out of the publishable seconds of a stage that calls this
+    # one (the student's labels_seconds).
+    results["private"]["privacy_plot_seconds"] = time.perf_counter() - start
   experiment.write_results(workdir, results,
                            config=reporting.config_record(config, budget.mechanism),
                            seed=config.seed,

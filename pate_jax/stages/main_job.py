@@ -290,7 +290,11 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
                                   restart_flag="--config.teachers.restart")
     for name, future in ahead.items():  # done before the labels and the student need them
       concurrent_seconds[name] = future.result()
-    stage_seconds["teachers"], t = time.time() - t, time.time()
+    # The private figures' seconds (they follow the votes), out of the publishable ones:
+    # the teachers' gap.png here, the aggregate stage's privacy.png inside the student's.
+    figures = {"gap_plot": 0.0 if teachers.get("reused_votes") else float(
+        teachers["private"].get("gap_plot_seconds") or 0.0)}
+    stage_seconds["teachers"], t = time.time() - t - figures["gap_plot"], time.time()
     # The student stage labels its queries in aggregate/ (or reuses the labels paid for);
     # the attack, which needs those labels, may then run beside its training.
     computing, hand_over = [], []
@@ -311,7 +315,10 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
       reporting.plot_history(student["history"], student_plot_title(
           student, labels["noise_source"]), root / "student" / "accuracy.png")
     student_end = time.time()
-    stage_seconds["labels_and_student"] = student_end - t - sum(hand_over)
+    figures["privacy_plot"] = float(
+        (student.get("private") or {}).get("privacy_plot_seconds") or 0.0)
+    stage_seconds["labels_and_student"] = (student_end - t - sum(hand_over)
+                                           - figures["privacy_plot"])
     t = student_end
     # Beside the student: the wait for what is left of it (then its files).
     attack = attack_stage(config, root, computing[0] if computing else None)
@@ -333,8 +340,9 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
       "epsilon_release": labels.get("epsilon_release"),
       "ledger": labels["ledger"],
       "delta": labels["delta"],
-      # To the student's end (the attack's is private), the hand-over's aside.
-      "wall_seconds": student_end - t0 - sum(hand_over),
+      # To the student's end (the attack's is private), the hand-over's and the private
+      # figures' aside.
+      "wall_seconds": student_end - t0 - sum(hand_over) - sum(figures.values()),
       "stage_seconds": stage_seconds,  # sequential: they add up to (nearly) the wall
       "concurrent_seconds": concurrent_seconds,
       # Inside the teachers' and the student's stages (None: teachers reused, not timed).
@@ -353,7 +361,8 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
           # The hand-over compresses the teachers' directory (votes.npz and the ledger):
           # its seconds follow the votes' agreement.
           seconds={"wall_end_to_end": time.time() - t0, **attack_seconds,
-                   **({"hand_over": sum(hand_over)} if hand_over else {})}),
+                   **({"hand_over": sum(hand_over)} if hand_over else {}),
+                   **{k: v for k, v in figures.items() if v}}),
   }
   record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
   mechanism = mechanisms.get(config.aggregate.mechanism, "config.aggregate.mechanism")
