@@ -12,8 +12,9 @@ numbers of every stage and ``report.md`` (Markdown with those figures), each in 
 *publishable* (the labels' accuracy, ε data-independent and released with smooth
 sensitivity, the student's accuracy) and *private: for the data owner only* (the teachers'
 accuracy and vote gap, the data-dependent ε, the attack on the run's own vote
-histograms and its seconds, the wall end to end; the publishable wall stops at the
-student's end). It ends by printing the headlines (private lines say so) and the files' paths.
+histograms and its seconds, the seconds of drawing the private figures, the wall end to
+end; the publishable wall stops at the student's end and leaves those figures out). It
+ends by printing the headlines (private lines say so) and the files' paths.
 Noise is secret unless ``--config.noise_seed`` names a research seed (then every output
 says that its ε is a measurement, not a release, and the run is private as a whole). The
 attack needs the labels, not the student: where its device is not the student's (the host
