@@ -332,8 +332,11 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert set(s["stage_seconds"]) == {"teachers", "labels_and_student"}
   assert "attack_beside_student" not in s["concurrent_seconds"]
   seconds = s["private"]["seconds"]
-  assert set(seconds) == {"wall_end_to_end", "attack", "hand_over",
+  # Drawing privacy.png (the private ε curve) takes seconds that follow the votes too.
+  assert set(seconds) == {"wall_end_to_end", "attack", "hand_over", "privacy_plot",
                           *(["attack_beside_student"] if beside else [])}
+  assert seconds["privacy_plot"] == experiment.read_results(
+      tmp_path / "student")["private"]["privacy_plot_seconds"] > 0
   assert sum(s["stage_seconds"].values()) <= s["wall_seconds"] < seconds["wall_end_to_end"]
   assert "attack" not in json.dumps({k: v for k, v in s.items() if k != "private"})
   assert experiment.read_results(tmp_path / "attack")["beside_student"] is beside
