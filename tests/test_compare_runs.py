@@ -161,17 +161,24 @@ def test_every_line_the_comparison_prints_while_it_runs_is_marked(tmp_path, monk
 
 
 @pytest.mark.parametrize("field, value, match", [
-    ("timeout_s", 0, r"^config.timeout_s must be a finite number of seconds > 0; got 0$"),
-    ("timeout_s", -1, r"^config.timeout_s must be a finite number of seconds > 0; got -1$"),
-    ("timeout_s", float("nan"), r"^config.timeout_s must be .* > 0; got nan$"),
-    ("timeout_s", "x", r"^config.timeout_s must be .* > 0; got 'x'$"),
+    ("timeout_s", 0, r"^config.timeout_s must be > 0; got 0.0$"),
+    ("timeout_s", -1, r"^config.timeout_s must be > 0; got -1.0$"),
+    ("timeout_s", float("nan"), r"^config.timeout_s must be finite; got nan$"),
+    ("timeout_s", "x", r"^config.timeout_s must be a real number; got 'x'$"),
+    ("timeout_s", True, r"^config.timeout_s must be a real number; got True$"),
     ("runs", 3, r"^config.runs must be a string of comma-separated catalogue names; got 3$"),
+    ("platform", "cpux", r"^config.platform must be empty \(JAX's default\) or comma-separated "
+                         r"names of \('cpu', .*\); got 'cpux'$"),
+    ("platform", "cpu,", r"^config.platform must be empty .*; got 'cpu,'$"),
+    ("platform", 0, r"^config.platform must be empty .*; got 0$"),
+    ("platform", None, r"^config.platform must be empty .*; got None$"),
 ])
 def test_a_bad_timeout_or_runs_is_refused_before_anything_is_checked_out(
     tmp_path, monkeypatch, field, value, match):
   """A timeout of 0 or below killed every run of both sides, each counted as failed, after
-  the checkouts; runs that are not a string failed as an AttributeError. Refused naming the
-  field (and by --dry_run)."""
+  the checkouts, and so did a platform JAX does not know (the reason only in each run's
+  log); runs that are not a string failed as an AttributeError. Refused naming the field
+  (and by --dry_run)."""
   def git(*args):
     raise AssertionError(f"git {args} ran")
 
@@ -182,3 +189,33 @@ def test_a_bad_timeout_or_runs_is_refused_before_anything_is_checked_out(
   with c.ignore_type():
     c[field] = value
   _scripts.assert_refused_before_work(cr.run, cr.plan, c, tmp_path / "w", match)
+
+
+@pytest.mark.parametrize("platform", ["cuda", "gpu", "tpu", "rocm,gpu"])
+def test_an_accelerator_platform_is_refused_where_none_is_installed(tmp_path, monkeypatch,
+                                                                     platform):
+  """Every run of both sides failed on starting JAX (the reason only in each run's log)."""
+  def git(*args):
+    raise AssertionError(f"git {args} ran")
+
+  monkeypatch.setattr(cr, "_git", git)
+  monkeypatch.setattr(cr, "run_catalogue", git)
+  monkeypatch.setattr(experiment, "accelerator_installed", lambda: False)
+  c = experiment.load_script(REPO / "configs" / "compare_runs.py").get_config("cpu")
+  c.before, c.runs, c.platform = "", "aggregate", platform
+  _scripts.assert_refused_before_work(
+      cr.run, cr.plan, c, tmp_path / "w",
+      rf"^config.platform: '{platform}' names no platform of this machine, which has no "
+      r"accelerator installed; use 'cpu' or leave it empty$")
+
+
+def test_a_platform_with_cpu_or_an_installed_accelerator_is_accepted(monkeypatch):
+  monkeypatch.setattr(experiment, "accelerator_installed", lambda: True)
+  c = experiment.load_script(REPO / "configs" / "compare_runs.py").get_config("cpu")
+  c.before, c.runs = "", "aggregate"
+  monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+  for platform, shown, env in (("", "JAX's default", "cpu"), ("cpu", "cpu", "cpu"),
+                               (" cuda, cpu ", "cuda, cpu", "cuda,cpu"), ("tpu", "tpu", "tpu")):
+    c.platform = platform
+    assert cr.plan(c)["platform"] == shown
+    assert cr._environment(c)["JAX_PLATFORMS"] == env

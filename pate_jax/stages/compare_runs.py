@@ -49,7 +49,7 @@ import sys
 import time
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from pate_jax import experiment, io
+from pate_jax import _checks, experiment, io
 
 __all__ = ["Run", "CATALOGUE", "NOT_COVERED", "VOLATILE_KEYS", "command", "with_prerequisites",
            "run_catalogue", "comparable", "compare_files", "compare", "run", "plan", "report"]
@@ -353,8 +353,8 @@ def _commit(rev: str) -> str:
 
 def _environment(config: Any) -> dict[str, str]:
   env = dict(os.environ)
-  if config.platform:
-    env["JAX_PLATFORMS"] = config.platform
+  if config.platform.strip():
+    env["JAX_PLATFORMS"] = config.platform.replace(" ", "")
   return env
 
 
@@ -379,17 +379,29 @@ def _status(name: str, before: Mapping, after: Mapping, files: Mapping) -> dict[
   return out
 
 
+# The names JAX_PLATFORMS takes (``gpu`` stands for CUDA or ROCm).
+PLATFORMS = ("cpu", "gpu", "cuda", "rocm", "tpu")
+
+
 def check_config(config: Any) -> None:
-  """``config.runs`` (a string of comma-separated names) and ``config.timeout_s`` (finite
-  seconds > 0), refused naming the field before anything is checked out: a timeout of 0
-  or below killed every run of both sides (each counted as failed)."""
+  """``config.runs`` (a string of comma-separated names), ``config.timeout_s`` (finite
+  seconds > 0) and ``config.platform`` ("" or comma-separated names of :data:`PLATFORMS`,
+  an accelerator's only where one is installed), refused naming the field before anything
+  is checked out: a timeout of 0 or below killed every run of both sides, and a platform
+  JAX does not know or cannot start failed every run of both sides (each counted as
+  failed, the reason only in each run's log)."""
   if not isinstance(config.runs, str):
     raise ValueError(f"config.runs must be a string of comma-separated catalogue names; got "
                      f"{config.runs!r}")
-  t = config.timeout_s
-  if (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)
-      or t <= 0):
-    raise ValueError(f"config.timeout_s must be a finite number of seconds > 0; got {t!r}")
+  _checks.positive(config.timeout_s, "config.timeout_s")
+  platform = config.platform
+  names = [p.strip() for p in platform.split(",")] if isinstance(platform, str) else None
+  if names is None or (platform.strip() and not all(p in PLATFORMS for p in names)):
+    raise ValueError(f"config.platform must be empty (JAX's default) or comma-separated names "
+                     f"of {PLATFORMS}; got {platform!r}")
+  if platform.strip() and "cpu" not in names and not experiment.accelerator_installed():
+    raise ValueError(f"config.platform: {platform!r} names no platform of this machine, "
+                     "which has no accelerator installed; use 'cpu' or leave it empty")
 
 
 def plan(config: Any) -> dict[str, Any]:
@@ -405,7 +417,7 @@ def plan(config: Any) -> dict[str, Any]:
   runs = with_prerequisites(config.runs.split(","))
   out.update(runs=", ".join(r.name for r in runs), not_covered=", ".join(NOT_COVERED),
              data_dir=os.environ.get("PATE_JAX_DATA_DIR") or "UNSET (MNIST and Adult runs fail)",
-             platform=config.platform or "JAX's default", timeout_s=config.timeout_s)
+             platform=config.platform.strip() or "JAX's default", timeout_s=config.timeout_s)
   return out
 
 
@@ -431,7 +443,7 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
       experiment.print_private(f"{side}: {config[side] or 'the working tree'} "
                                f"({sources[side]})")
       done[side] = run_catalogue(sources[side], root / side, _environment(config), runs=runs,
-                                 timeout_s=config.timeout_s, log=experiment.print_private)
+                                 timeout_s=float(config.timeout_s), log=experiment.print_private)
   finally:
     for path in made:
       _git("worktree", "remove", "--force", str(path))
