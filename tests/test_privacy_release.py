@@ -197,16 +197,18 @@ def test_3_a_release_is_drawn_only_where_it_was_paid_for(tmp_path, monkeypatch):
   assert len(drawn) == 2 and budget.key is drawn[0] and budget.release_key is drawn[1]
   assert all(k.dtype == rng.SECRET_KEY_DTYPE and jax.random.key_data(k).shape == (4,)
              for k in drawn)
-  budget.answer(np.arange(10))
+  # 20 rows, then 22: the release's program is padded to 32 rows for both, as for the
+  # aggregate runs of _config below (20 queries), so one compilation serves them all.
+  budget.answer(np.arange(20))
   paid = budget.epsilon
-  cost = 10 * ORDERS / 40.0**2 + spec.rdp_curve(ORDERS)  # GNMax: λ/σ² per answer
+  cost = 20 * ORDERS / 40.0**2 + spec.rdp_curve(ORDERS)  # GNMax: λ/σ² per answer
   assert paid == pytest.approx(float(acc.rdp_accountant(ORDERS).compose(cost).epsilon(
       1e-5)[0]), rel=1e-9)
   first = budget.release()
   assert first["public"]["release"] == 1 and budget.epsilon == paid
   # The k-th release's expected ε is the data-dependent ε plus k releases' RDP (one order).
   _assert_expected_release_epsilon(first, 1)
-  budget.answer(np.arange(10, 12))  # the second release is paid with these rows
+  budget.answer(np.arange(20, 22))  # the second release is paid with these rows
   read = budget._read  # pylint: disable=protected-access
 
   def unpaid():
@@ -217,7 +219,7 @@ def test_3_a_release_is_drawn_only_where_it_was_paid_for(tmp_path, monkeypatch):
   monkeypatch.setattr(budget, "_read", unpaid)
   ledger = teachers / budget_lib.LEDGER_FILE
   before = ledger.read_bytes()
-  with pytest.raises(budget_lib.BudgetError, match="release 2 of 12 charged rows, 1 paid"):
+  with pytest.raises(budget_lib.BudgetError, match="release 2 of 22 charged rows, 1 paid"):
     budget.release()
   monkeypatch.undo()
   assert ledger.read_bytes() == before  # nothing drawn, nothing written
