@@ -16,6 +16,8 @@ from pate_jax import ablation
 from pate_jax import votes as votes_lib
 from pate_jax.stages import ablation as ablation_stage
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 T, Q, C = 12, 40, 5
 COUNTS, SCALES, DELTA = (3, 12), (2.0, 30.0), 1e-5
@@ -133,10 +135,18 @@ def _script():
   return module
 
 
+def _smoke_config() -> ml_collections.ConfigDict:
+  spec = importlib.util.spec_from_file_location("cfg", REPO / "configs" / "ablation_mnist.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config("smoke")
+
+
 def test_script_refuses_votes_without_predictions(tmp_path):
   preds, y = _predictions()
   votes_lib.save_votes(tmp_path / "votes.npz", votes_lib.histogram(preds, C), y)
-  config = ml_collections.ConfigDict({"votes_dir": str(tmp_path), "num_queries": 10})
+  config = _smoke_config()
+  config.votes_dir, config.num_queries = str(tmp_path), 10
   with pytest.raises(ValueError, match=r"train_teachers.*--config\.votes_dir"):
     _script().run(config, str(tmp_path / "out"))
 
@@ -176,6 +186,43 @@ def test_script_refuses_bad_counts_before_the_grid_runs(tmp_path, field, value, 
     _script().run(config, str(tmp_path / "out"))
   with pytest.raises(ValueError, match=match):
     _script().plan(config)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("num_queries", 0, r"^config.num_queries must be an integer >= 1; got 0$"),
+    ("mechanisms", "gnmax", r"^config.mechanisms must be a non-empty tuple of mechanism names; "
+                            r"got 'gnmax'$"),
+    ("mechanisms", ("gnmax", "laplace"), r"^config.mechanisms must be one of .*; got 'laplace'$"),
+    ("teacher_counts", (), r"^config.teacher_counts must be a non-empty tuple of integers >= 1"),
+    ("teacher_counts", (0, 12), r"^config.teacher_counts must be an integer >= 1; got 0$"),
+    ("noise_scales", (2.0, 0.0), r"^config.noise_scales must be > 0; got 0.0$"),
+    ("noise_scales", ("x",), r"^config.noise_scales must be a real number; got 'x'$"),
+    ("threshold_fraction", -0.8, r"^config.threshold_fraction must be > 0; got -0.8$"),
+    ("sigma_threshold_fraction", float("nan"),
+     r"^config.sigma_threshold_fraction must be finite; got nan$"),
+    ("delta", 0.0, r"^config.delta must lie in \(0, 1\); got 0.0$"),
+    ("max_moment", 0, r"^config.max_moment must be an integer >= 1; got 0$"),
+    ("orders", (0.5, 2.0), r"^config.orders must be finite and > 1; found 0.5 at \(0,\)$"),
+])
+def test_script_refuses_bad_grid_settings_before_the_votes_are_read(tmp_path, field, value,
+                                                                    match):
+  """--dry_run accepted each; a run was refused by the library after making the work
+  directory, naming its own argument (delta, not config.delta), and read a string of
+  mechanisms letter by letter. Refused naming the field, before the votes are read."""
+  preds, y = _predictions()
+  votes_lib.save_votes(tmp_path / "t" / "votes.npz", votes_lib.histogram(preds, C), y,
+                       predictions=preds)
+  config = _smoke_config()
+  config.votes_dir, config.num_queries = str(tmp_path / "t"), 10
+  with config.ignore_type():
+    config[field] = value
+  loaded = []
+  load = votes_lib.load_votes
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(votes_lib, "load_votes", lambda *a, **k: loaded.append(a) or load(*a, **k))
+    _scripts.assert_refused_before_work(_script().run, _script().plan, config,
+                                        tmp_path / "out", match)
+  assert not loaded
 
 
 def test_smoke_config_loads():

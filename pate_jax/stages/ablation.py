@@ -42,11 +42,42 @@ def check_counts(config: Any) -> None:
   _checks.positive_int(config.loop_max_cells, "config.loop_max_cells", minimum=0)
 
 
+def _sequence(x: Any, name: str, what: str) -> tuple:
+  """``x`` as a non-empty tuple (a list or tuple of the config), else a ``ValueError``."""
+  if not isinstance(x, (tuple, list)) or not x:
+    raise ValueError(f"{name} must be a non-empty tuple of {what}; got {x!r}")
+  return tuple(x)
+
+
+def check_config(config: Any) -> None:
+  """Every setting of the grid, refused naming the field before the votes are read (and by
+  ``--dry_run``): the counts (:func:`check_counts`), ``num_queries`` (>= 1), the
+  mechanisms (registered names), the teacher counts (integers >= 1), the noise scales and
+  the Confident-GNMax fractions (> 0), δ in (0, 1), ``max_moment`` (>= 1) and the orders
+  (``None`` or orders > 1). ``--dry_run`` accepted each; a run was refused by the library
+  after making the work directory, naming its own argument (``delta``, not
+  ``config.delta``), and read a string of mechanisms letter by letter."""
+  check_counts(config)
+  _checks.positive_int(config.num_queries, "config.num_queries")
+  for m in _sequence(config.mechanisms, "config.mechanisms", "mechanism names"):
+    mech_lib.get(m, "config.mechanisms")
+  for n in _sequence(config.teacher_counts, "config.teacher_counts", "integers >= 1"):
+    _checks.positive_int(n, "config.teacher_counts")
+  for scale in _sequence(config.noise_scales, "config.noise_scales", "numbers > 0"):
+    _checks.positive(scale, "config.noise_scales")
+  _checks.positive(config.threshold_fraction, "config.threshold_fraction")
+  _checks.positive(config.sigma_threshold_fraction, "config.sigma_threshold_fraction")
+  _checks.delta(config.delta, "config.delta")
+  _checks.positive_int(config.max_moment, "config.max_moment")
+  if config.orders is not None:
+    _checks.orders(config.orders, "config.orders")
+
+
 def plan(config: Any) -> dict[str, Any]:
   """``--dry_run``: the votes (and whether they carry per-teacher predictions), the grid's
   size and an estimate of its largest intermediate (one float64 noise draw per cell, query
   and class), without compiling."""
-  check_counts(config)
+  check_config(config)
   grid = (len(config.mechanisms), len(config.teacher_counts), len(config.noise_scales),
           int(config.num_seeds))
   cells = int(np.prod(grid))
@@ -145,6 +176,7 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
   if (pathlib.Path(workdir) / "votes.npz").exists():
     raise ValueError(f"workdir {workdir} holds a votes.npz: the ablation would replace the "
                      "teachers' results.json there; give it a workdir of its own")
+  check_config(config)
   with experiment.locked_workdir(workdir):
     return _run(config, workdir)
 
@@ -158,7 +190,6 @@ def _run(config: Any, workdir: str) -> dict[str, Any]:
   q = int(config.num_queries)
   if not 0 < q <= data["num_pool"]:
     raise ValueError(f"config.num_queries must be in [1, num_pool={data['num_pool']}], got {q}")
-  check_counts(config)
   mechanisms = tuple(mech_lib.get(m, "config.mechanisms") for m in config.mechanisms)
   counts, scales = np.asarray(config.teacher_counts), np.asarray(config.noise_scales, float)
   keys = jax.random.split(rng.stream(rng.root_key(config.seed), "aggregation"),
