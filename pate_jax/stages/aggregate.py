@@ -105,6 +105,40 @@ def has_release(config: Any, mechanism: mechanisms.Mechanism) -> bool:
           and mechanism.accountant_kind.releasable and bool(config.data_dependent))
 
 
+def check_config(config: Any, prefix: str = "config.") -> None:
+  """The stage's settings, refused naming the field (``config.delta``, not the library's
+  ``delta``) before the work directory is made or the votes are read, and by
+  ``--dry_run``: the mechanism and its noise parameters, ``num_queries`` and
+  ``chunk_size`` (integers >= 1), the query selection, δ, ``epsilon_max`` (> 0), the
+  conversion, the orders, ``max_moment`` (an integer >= 1), ``tight_max_moment`` (an
+  integer >= 0; 0: no tight report) and the flags ``data_dependent`` and
+  ``privacy_plot`` (booleans). A ``tight_max_moment`` that is no integer failed after the
+  answers were drawn and charged; a fractional ``chunk_size`` was truncated; a
+  ``privacy_plot`` of ``"no"`` drew the plot; the dry run accepted each, and a run's
+  library refused the others naming its own arguments. ``prefix``: how the fields are
+  named (``config.aggregate.`` in the main job and the student, which check it before
+  anything trains or is asked)."""
+  mechanism = mechanisms.get(config.mechanism, f"{prefix}mechanism")
+  check = {"positive": _checks.positive, "real": _checks.scalar}
+  for p in mechanism.params:
+    check[p.kind](config[p.name], f"{prefix}{p.name}")
+  _checks.positive_int(config.num_queries, f"{prefix}num_queries")
+  _checks.positive_int(config.chunk_size, f"{prefix}chunk_size")
+  _checks.choice(config.query_selection, f"{prefix}query_selection",
+                 votes_lib.QUERY_SELECTIONS)
+  _checks.delta(config.delta, f"{prefix}delta")
+  _checks.budget(config.epsilon_max, f"{prefix}epsilon_max")
+  _checks.choice(config.conversion, f"{prefix}conversion", acc.CONVERSIONS)
+  if config.get("orders") is not None:
+    _checks.orders(config.orders, f"{prefix}orders")
+  _checks.positive_int(config.max_moment, f"{prefix}max_moment")
+  if config.get("tight_max_moment") is not None:
+    _checks.positive_int(config.tight_max_moment, f"{prefix}tight_max_moment", minimum=0)
+  _checks.boolean(config.data_dependent, f"{prefix}data_dependent")
+  if "privacy_plot" in config:
+    _checks.boolean(config.privacy_plot, f"{prefix}privacy_plot")
+
+
 def make_budget(config: Any, data: dict[str, Any], source: Any,
                 workdir: pathlib.Path) -> budget_lib.TeachersBudget:
   """The budget the config spends: the teachers' (beside votes.npz) with secret noise,
@@ -169,6 +203,7 @@ def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:
   """Runs the stage (module docstring); the workdir is locked meanwhile. The accounting
   runs on ``config.accounting_device`` (:func:`pate_jax.experiment.accounting_device`:
   the host by default)."""
+  check_config(config)
   device = experiment.accounting_device(config.get("accounting_device", "host"))
   with experiment.locked_workdir(workdir), jax.default_device(device):
     return _run(config, pathlib.Path(workdir))
@@ -311,6 +346,7 @@ def plan(config: Any) -> dict[str, Any]:
   """``--dry_run``: the mechanism, its noise and its source, the queries asked and the
   votes they come from (or that the votes are missing), the release's fixed parameters,
   and the temporary memory of the compiled answer of one ledger chunk."""
+  check_config(config)
   mechanism = mechanisms.get(config.mechanism, "config.mechanism")
   params = {name: config[name] for name in mechanism.param_names}
   n, chunk = int(config.num_queries), int(config.chunk_size)

@@ -219,8 +219,11 @@ def check_student(config) -> None:
   the active learner (which spends from the budget itself) are
   ``experiments/train_student.py``'s, refused here before anything runs, as is a student
   schedule it could not train on (:func:`pate_jax.stages.student.check_schedule`), which
-  would otherwise fail after the teachers trained and its labels were paid for."""
+  would otherwise fail after the teachers trained and its labels were paid for, and the
+  aggregate stage's settings (:func:`pate_jax.stages.aggregate.check_config`), which the
+  job read only in the aggregate stage (or its compilation ahead), once it had started."""
   student_stage.check_schedule(config.student, "config.student.")
+  aggregate_stage.check_config(config.aggregate, "config.aggregate.")
   if config.student.labels != "noisy":
     raise ValueError(f"config.student.labels must be 'noisy' in the main job (its summary "
                      f"publishes the noisy labels' ε); got {config.student.labels!r}: train "

@@ -69,6 +69,14 @@ def check_schedule(config, prefix: str = "config.") -> None:
     _checks.positive_int(config.get(name, 1), f"{prefix}{name}")
 
 
+def check_labelling(config, prefix: str = "config.") -> None:
+  """The aggregate stage's settings of noisy labels (``aggregate``:
+  :func:`pate_jax.stages.aggregate.check_config`), refused naming the field before the
+  votes and the public data are read. ``prefix`` as :func:`check_schedule`'s."""
+  if config.get("labels", "noisy") == "noisy" and config.get("aggregate") is not None:
+    aggregate.check_config(config.aggregate, f"{prefix}aggregate.")
+
+
 def check_batch(config, pool_size: int, prefix: str = "config.") -> None:
   """``batch_size`` no larger than the pool of ``pool_size`` rows, refused before any label
   is asked for: each step's unlabelled batches are slices of the pool's permutations laid
@@ -94,6 +102,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   clock = experiment.PhaseClock()
   workdir = pathlib.Path(workdir)
   check_schedule(config)
+  check_labelling(config)
   if not config.votes_dir:
     raise ValueError("config.votes_dir: give the teachers' workdir (with votes.npz)")
   votes = votes_lib.load_votes(config.votes_dir)
@@ -391,6 +400,7 @@ def plan(config, *, votes_from: data_lib.ImageDataset | None = None,
   will cover. Without it and without the votes the sizes are MNIST's, and the plan says
   the votes are missing. ``prefix``: how the fields are named (:func:`check_schedule`)."""
   check_schedule(config, prefix)
+  check_labelling(config, prefix)
   n = int(config.aggregate.num_queries)
   out: dict = {"student": config.student.name, "labels": config.labels,
                "mechanism": config.aggregate.mechanism, "num_queries": n}
