@@ -53,15 +53,24 @@ def test_the_release_scripts_help_calls_nothing_publishable():
                              r"got 'tf-privacy'$"),
     ("draws", 0, r"^config.draws must be an integer >= 1; got 0$"),
     ("draws", -1, r"^config.draws must be an integer >= 1; got -1$"),
+    ("num_queries", 1.5, r"^config.num_queries must be an integer >= 1; got 1.5$"),
+    ("threshold", float("nan"), r"^config.threshold must be finite; got nan$"),
+    ("sigma_threshold", 0.0, r"^config.sigma_threshold must be > 0; got 0.0$"),
+    ("sigma", "x", r"^config.sigma must be a real number; got 'x'$"),
+    ("delta", 0.0, r"^config.delta must lie in \(0, 1\); got 0.0$"),
+    ("conversion", "tight", r"^config.conversion must be one of .*; got 'tight'$"),
 ])
 def test_the_release_refuses_its_own_fields_before_reading_the_votes(tmp_path, field, value,
                                                                       match):
   """An unknown ``orders`` was read as the default grid and reported under the name
-  given; 0 draws reported a NaN spread, -1 failed inside JAX. Refused before the votes
-  are read (none exist here), by the run and by --dry_run."""
+  given; 0 draws reported a NaN spread, -1 failed inside JAX; 1.5 queries were read as
+  one; a bad δ, conversion, threshold or threshold noise was refused, naming the
+  library's argument, after the mechanism had answered. Refused before the votes are
+  read (none exist here), by the run and by --dry_run."""
   c = experiment.load_script(REPO / "configs" / "release_epsilon.py").get_config()
   c.votes_dir, c.noise_seed = str(tmp_path / "teachers"), 0
-  c[field] = value
+  with c.ignore_type():
+    c[field] = value
   with pytest.raises(ValueError, match=match):
     release.run(c, tmp_path / "release")
   with pytest.raises(ValueError, match=match):

@@ -60,9 +60,17 @@ def _floats(release: acc.Release) -> dict[str, float]:
 
 
 def check_config(config: Any) -> None:
-  """The fields of this stage alone, refused before the votes are read (naming the
-  field): an unknown ``orders`` was read as the default grid and reported under its own
-  name, ``draws`` 0 reported a NaN spread and -1 failed inside JAX."""
+  """The fields of this stage, refused before the votes are read (naming the field, and
+  by ``--dry_run``): an unknown ``orders`` was read as the default grid and reported under
+  its own name, ``draws`` 0 reported a NaN spread and -1 failed inside JAX; a fractional
+  ``num_queries`` was truncated; a bad δ, conversion, threshold or threshold noise was
+  refused, naming the library's argument, only after the mechanism had answered."""
+  _checks.positive_int(config.num_queries, "config.num_queries")
+  _checks.scalar(config.threshold, "config.threshold")
+  _checks.positive(config.sigma_threshold, "config.sigma_threshold")
+  _checks.positive(config.sigma, "config.sigma")
+  _checks.delta(config.delta, "config.delta")
+  _checks.choice(config.conversion, "config.conversion", acc.CONVERSIONS)
   _checks.choice(config.orders, "config.orders", ("tf_privacy", "default"))
   _checks.positive_int(config.draws, "config.draws")
   _checks.boolean(config.joint_orders, "config.joint_orders")
