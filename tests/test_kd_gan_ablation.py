@@ -123,17 +123,17 @@ def test_unknown_override_key_names_the_key_and_the_variant(tmp_path):
 
 
 @pytest.mark.parametrize("override, match", [
-    ({"lam": 1.5}, r"^variants: 'bad': config.lam must lie in \[0, 1\]; got 1.5$"),
-    ({"k_s": 0}, r"^variants: 'bad': config.k_s must be"),
-    ({"k_d": -1}, r"^variants: 'bad': config.k_d must be"),
-    ({"epochs": 0}, r"^variants: 'bad': config.epochs must be"),
-    ({"learning_rate": -1.0}, r"^variants: 'bad': config.learning_rate must be"),
-    ({"disc_learning_rate": 0.0}, r"^variants: 'bad': config.disc_learning_rate must be"),
-    ({"gumbel_temperature": float("inf")}, r"^variants: 'bad': config.gumbel_temperature"),
-    ({"tau": 0.0}, r"^variants: 'bad': config.tau must be"),
-    ({"clip": -1.0}, r"^variants: 'bad': config.clip must be"),
-    ({"batch_size": 0}, r"^variants: 'bad': config.batch_size must be"),
-    ({"num_unlabelled": -1}, r"^variants: 'bad': config.num_unlabelled must be"),
+    ({"lam": 1.5}, r"^config.variants: 'bad': config.lam must lie in \[0, 1\]; got 1.5$"),
+    ({"k_s": 0}, r"^config.variants: 'bad': config.k_s must be"),
+    ({"k_d": -1}, r"^config.variants: 'bad': config.k_d must be"),
+    ({"epochs": 0}, r"^config.variants: 'bad': config.epochs must be"),
+    ({"learning_rate": -1.0}, r"^config.variants: 'bad': config.learning_rate must be"),
+    ({"disc_learning_rate": 0.0}, r"^config.variants: 'bad': config.disc_learning_rate must be"),
+    ({"gumbel_temperature": float("inf")}, r"^config.variants: 'bad': config.gumbel_temperature"),
+    ({"tau": 0.0}, r"^config.variants: 'bad': config.tau must be"),
+    ({"clip": -1.0}, r"^config.variants: 'bad': config.clip must be"),
+    ({"batch_size": 0}, r"^config.variants: 'bad': config.batch_size must be"),
+    ({"num_unlabelled": -1}, r"^config.variants: 'bad': config.num_unlabelled must be"),
 ])
 def test_a_variants_bad_setting_is_refused_naming_it_before_any_fit(tmp_path, override,
                                                                      match):
@@ -142,6 +142,28 @@ def test_a_variants_bad_setting_is_refused_naming_it_before_any_fit(tmp_path, ov
   stage = _script("ablate_kd_gan")
   bad = _smoke(variants=(("paper", {}), ("bad", override)))
   _scripts.assert_refused_before_work(stage.run, stage.plan, bad, tmp_path / "w", match)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("only", "paper", r"^config.only must be a tuple of variant names \(\(\) for all\); "
+                      r"got 'paper'$"),
+    ("only", ("paper", "nope"), r"^config.only: no variant named \['nope'\]; variants: "),
+    ("variants", "paper", r"^config.variants must be a tuple of \(name, \{key: value\}\) "
+                          r"pairs; got 'paper'$"),
+    ("variants", (("paper", {}), 3),
+     r"^config.variants: each entry must be \(name, \{key: value\}\); got 3$"),
+    ("variants", (("a", {}), ("a", {"lam": 0.9})),
+     r"^config.variants: name 'a' must be a unique, non-empty file name$"),
+])
+def test_the_variants_and_only_are_refused_naming_the_field(tmp_path, field, value, match):
+  """A string of names was read letter by letter (only="paper": no variant named 'a',
+  'e', ...), an entry that is no pair failed as a TypeError, and the messages named the
+  bare field."""
+  c = _smoke()
+  with c.ignore_type():
+    c[field] = value
+  stage = _script("ablate_kd_gan")
+  _scripts.assert_refused_before_work(stage.run, stage.plan, c, tmp_path / "w", match)
 
 
 @pytest.mark.parametrize("field", ["num_public", "num_segments"])

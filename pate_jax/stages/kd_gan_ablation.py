@@ -72,23 +72,31 @@ def variants(config) -> list[dict]:
   """
   for field in ("num_public", "num_segments"):
     _checks.positive_int(config[field], f"config.{field}")
+  if not isinstance(config.only, (tuple, list)):
+    raise ValueError(f"config.only must be a tuple of variant names (() for all); got "
+                     f"{config.only!r}")
+  if not isinstance(config.variants, (tuple, list)):
+    raise ValueError(f"config.variants must be a tuple of (name, {{key: value}}) pairs; got "
+                     f"{config.variants!r}")
   out, seen = [], set()
   for item in config.variants:
-    if len(item) != 2 or not hasattr(item[1], "items"):
-      raise ValueError(f"variants: each entry must be (name, {{key: value}}); got {item!r}")
+    if (not isinstance(item, (tuple, list)) or len(item) != 2
+        or not hasattr(item[1], "items")):
+      raise ValueError(f"config.variants: each entry must be (name, {{key: value}}); got "
+                       f"{item!r}")
     name, overrides = item[0], dict(_value(item[1]))
     if not isinstance(name, str) or not re.fullmatch(r"[\w.+-]+", name) or name in seen:
-      raise ValueError(f"variants: name {name!r} must be a unique, non-empty file name")
+      raise ValueError(f"config.variants: name {name!r} must be a unique, non-empty file name")
     seen.add(name)
     for key in overrides:
       if key not in OVERRIDES:
-        raise ValueError(f"variants: unknown override key {key!r} in variant {name!r}; "
+        raise ValueError(f"config.variants: unknown override key {key!r} in variant {name!r}; "
                          f"known: {', '.join(OVERRIDES)}")
     vc = _overridden(config, overrides)
     try:
       check_fit(vc)
     except ValueError as e:
-      raise ValueError(f"variants: {name!r}: {e}") from None
+      raise ValueError(f"config.variants: {name!r}: {e}") from None
     student = {k: overrides[k] for k in sorted(overrides) if k in STUDENT_SIDE
                and _value(overrides[k]) != _value(config[k])}
     kd_name = "kd_only" + "".join(
@@ -97,7 +105,7 @@ def variants(config) -> list[dict]:
                 "student_side": student})
   unknown = set(config.only) - seen
   if unknown:
-    raise ValueError(f"only: no variant named {sorted(unknown)}; variants: {sorted(seen)}")
+    raise ValueError(f"config.only: no variant named {sorted(unknown)}; variants: {sorted(seen)}")
   return [v for v in out if not config.only or v["name"] in config.only]
 
 
