@@ -548,6 +548,22 @@ def test_5_d_every_published_delta_carries_the_samplers_term_and_a_large_one_is_
   assert not warned and 0 < r["ledger"]["sampler_delta"] < 1e-7
 
 
+def test_5_d_the_samplers_warning_counts_the_releases_the_run_draws(tmp_path, monkeypatch):
+  """The warning's δ term is the one results.json then reports: a first run draws one
+  release; a rerun that asks nothing new draws none (the release covers every charged row)
+  and warned of a second one (0.29 where results.json says 0.15); a rerun that asks new
+  rows draws a second."""
+  warned = []
+  monkeypatch.setattr(aggregate.logging, "warning",
+                      lambda *a: warned.extend([a[0] % a[1:]] if "samplers" in a[0] else []))
+  teachers = _teachers(tmp_path / "t", _votes(7, 40, concentration=50.0))
+  for num_queries, releases in ((20, 1), (20, 1), (22, 2)):
+    warned.clear()
+    r = aggregate.run(_config(teachers, num_queries=num_queries), tmp_path / "w")
+    assert r["ledger"]["releases"] == releases and len(warned) == 1
+    assert f" add {r['ledger']['sampler_delta']:.2g} to δ" in warned[0], warned[0]
+
+
 # --- 6. Refusals do not depend on the votes -----------------------------------------------
 
 

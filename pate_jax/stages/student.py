@@ -149,9 +149,10 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
     with config.aggregate.unlocked():
       config.aggregate.seed = config.seed
     budget = aggregate.make_budget(config.aggregate, votes, config.votes_dir, workdir)
-    aggregate.warn_sampler_delta(
-        budget, sum(config.active.round_sizes) + len(budget.state()["rows"]), votes["votes"],
-        "config.aggregate.epsilon_max")
+    before = budget.state()
+    aggregate.warn_sampler_delta(  # the active learner draws no release
+        budget, sum(config.active.round_sizes) + len(before["rows"]), votes["votes"],
+        "config.aggregate.epsilon_max", int(before["release_count"]))
     empty = np.zeros((0,), np.int64)
     out = students.active_learning(
         student, students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes),
