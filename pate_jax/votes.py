@@ -146,7 +146,8 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
                private_data: str | None = None, soft_counts: Any = None,
                soft_count_scale: int = SOFT_COUNT_SCALE,
                not_releasable: str | None = None) -> pathlib.Path:
-  """Writes ``votes.npz`` (see module docstring) atomically, after :func:`check_votes`.
+  """Writes ``votes.npz`` (see module docstring) atomically, durably and owner-only
+  (:func:`pate_jax.io.write_private`), after :func:`check_votes`.
 
   ``soft_counts``: optional ``[K, Q, C]`` teachers' summed :func:`soft_counts` at the
   ``temperatures``, with their ``soft_count_scale``; ``probabilities`` (where not given)
@@ -188,15 +189,23 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
   path = pathlib.Path(path)
   arrays["salt"] = _salt(path, arrays)
   arrays = check_votes(arrays, str(path))
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(path.name + ".tmp.npz")
-  # A function of the private data: the owner's only. Not compressed: a compressed file's
-  # size and writing time follow its contents (the teachers' agreement), and the write is
-  # inside the teachers' publishable seconds; stored, both follow the arrays' shapes.
-  with io.open_private(tmp) as f:
-    np.savez(f, **arrays)
-  tmp.replace(path)
-  return path
+  # A function of the private data: the owner's only, written atomically and durably
+  # (synced, then renamed; a failed write removes its temporary file, and a run killed
+  # before the rename leaves one of :func:`temporary_files`, which the teachers stage
+  # removes when it runs again). Not compressed: a compressed file's size and writing time
+  # follow its contents (the teachers' agreement), and the write is inside the teachers'
+  # publishable seconds; stored, both follow the arrays' shapes.
+  return io.write_private(path, lambda f: np.savez(f, **arrays))
+
+
+def temporary_files(path: str | os.PathLike) -> tuple[pathlib.Path, ...]:
+  """The temporary files a :func:`save_votes` of ``path`` (a votes.npz, or its directory)
+  killed before its rename leaves (:func:`pate_jax.io.temporary`, and the name earlier
+  versions wrote): private votes, which nothing reads."""
+  path = pathlib.Path(path)
+  if path.suffix != ".npz":
+    path = path / "votes.npz"
+  return io.temporary(path), path.with_name(path.name + ".tmp.npz")
 
 
 KEYS = ("votes", "labels", "index", "num_pool", "num_teachers", "dataset")

@@ -176,6 +176,67 @@ def test_a_text_write_that_fails_leaves_no_temporary_file(tmp_path, private):
   assert path.read_text() == "{}"
 
 
+def test_votes_are_written_durably_owner_only_and_stored(tmp_path, monkeypatch):
+  """votes.npz is written as labels.npz is (io.write_private): synced before its rename,
+  its directory after, owner-only, and stored uncompressed (a compressed file's size and
+  writing time would follow the votes)."""
+  import os  # pylint: disable=g-import-not-at-top
+  import zipfile  # pylint: disable=g-import-not-at-top
+  events, fsync, replace = [], os.fsync, pathlib.Path.replace
+
+  def synced(fd):
+    events.append("fsync " + ("directory" if os.path.isdir(f"/proc/self/fd/{fd}")
+                              else pathlib.Path(os.readlink(f"/proc/self/fd/{fd}")).name))
+    return fsync(fd)
+
+  def renamed(self, target):
+    events.append(f"rename {self.name}")
+    return replace(self, target)
+  monkeypatch.setattr(os, "fsync", synced)
+  monkeypatch.setattr(pathlib.Path, "replace", renamed)
+  path = tmp_path / "t" / "votes.npz"
+  votes_lib.save_votes(path, np.array([[3, 1], [0, 4]], np.int32), np.array([0, 1]))
+  assert events == ["fsync votes.npz.tmp", "rename votes.npz.tmp", "fsync directory"]
+  assert path.stat().st_mode & 0o777 == 0o600
+  with zipfile.ZipFile(path) as z:
+    assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+
+
+def test_a_votes_write_killed_at_its_rename_leaves_no_temporary_copy(tmp_path, monkeypatch):
+  """A votes.npz write stopped before its rename (a full disk, an interrupt) removes its
+  temporary file: private votes beside the file, which nothing would read or remove."""
+  teachers = tmp_path / "t"
+  with monkeypatch.context() as m:
+    _kill_rename(m, "votes.npz")
+    with pytest.raises(_Killed):
+      _teachers(teachers)
+  assert not list(teachers.iterdir())
+
+
+def test_the_teachers_stage_removes_a_killed_runs_temporary_votes_before_it_trains(
+    tmp_path, monkeypatch):
+  """A run killed outright (no handler runs) between filling the temporary votes file and
+  its rename leaves it; the teachers stage's next run removes it before anything else,
+  even where that run stops too before its own votes."""
+  from pate_jax.experiment import load_script  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import teachers as teachers_stage  # pylint: disable=g-import-not-at-top
+  c = load_script(_release.REPO / "configs" / "mnist_250.py").get_config("cpu")
+  c.update({"dataset": "digits", "num_teachers": 2, "num_steps": 1, "checkpoint_every": 1})
+  workdir = tmp_path / "teachers"
+  workdir.mkdir()
+  left = votes_lib.temporary_files(workdir)  # the temporary name, and earlier versions'
+  assert {p.name for p in left} == {"votes.npz.tmp", "votes.npz.tmp.npz"}
+  for tmp in left:
+    tmp.write_bytes(b"votes of a killed run")
+
+  def killed(*args, **kwargs):
+    raise _Killed("before training")
+  monkeypatch.setattr(teachers_stage, "protect_votes", killed)
+  with pytest.raises(_Killed):
+    teachers_stage.run(c, str(workdir))
+  assert not any(tmp.exists() for tmp in left)
+
+
 @pytest.mark.parametrize("nth", [1, 2, 3], ids=["claim", "after_answers", "after_release"])
 def test_an_aggregate_killed_at_a_registry_write_resumes_and_spends_once(tmp_path, monkeypatch,
                                                                           nth):

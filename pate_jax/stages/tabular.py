@@ -299,6 +299,8 @@ def _run(config, workdir: pathlib.Path) -> dict:
   timings["teachers_predict_s"] = time.perf_counter() - t0
   # An earlier run's report would stand beside these new votes if this run were killed.
   experiment.remove_stale(workdir, ("results.json", "student_accuracy.png"))
+  for tmp in votes_lib.temporary_files(workdir):  # left by a run killed while writing
+    tmp.unlink(missing_ok=True)
   votes_lib.save_votes(workdir / "votes.npz", votes, queries.labels,
                        index=np.arange(len(queries)), num_pool=config.num_pool, dataset=name,
                        private_data=tabular.private_data(config.dataset, config.data_dir or None),

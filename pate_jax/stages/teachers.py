@@ -394,6 +394,8 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
   private_data = private_data_digest(ds, train_x, train_y, fingerprint["data_sha256"])
   if jax.process_index() == 0:
     io.narrow(pathlib.Path(workdir) / VOTES_RECORD)  # an older version's, written 0644
+    for tmp in votes_lib.temporary_files(workdir):  # left by a run killed while writing
+      tmp.unlink(missing_ok=True)
   clock.mark("digest")
   restart = config.get("restart", False)
   # Refuses a changed configuration before anything is compiled: one that would replace
