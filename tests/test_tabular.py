@@ -472,6 +472,44 @@ def test_a_released_student_learns_from_the_aggregate_stages_labels_alone(tmp_pa
     tabular_stage.run(config, tmp_path / "student_pool")
 
 
+def test_a_released_students_publishable_seconds_leave_out_the_private_read(tmp_path,
+                                                                           monkeypatch):
+  """The released student reads the whole task, its private training rows included (read
+  and checked in a time that follows them): that read's seconds are in its private part,
+  out of the publishable ``timings.total_s``."""
+  import time  # pylint: disable=g-import-not-at-top
+  from pate_jax import labels as labels_lib  # pylint: disable=g-import-not-at-top
+  from pate_jax.data import adult  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  config = _tiny_synthetic_task(tmp_path / "data", "cpu")
+  config.student_repeats, config.budget_registry = 1, str(tmp_path / "registry")
+  _, queries, _ = tabular_stage._load_task(config)  # pylint: disable=protected-access
+  rows = np.arange(20)
+  labels_lib.save_labels(tmp_path / "labels", labels=queries.labels[rows],
+                         status=np.zeros(20, np.int32), true_labels=queries.labels[rows],
+                         dataset_index=rows, query_index=rows, votes_digest="d",
+                         mechanism="gnmax", epsilon=1.0, epsilon_max=2.0, delta=1e-5,
+                         noise="secret")
+  config.labels_dir = str(tmp_path / "labels")
+  read, pause, private_reads = adult.read_adult_csv, 0.3, []
+
+  def slow_private_read(path, **kwargs):
+    if pathlib.Path(path).name == "train.csv":  # the teachers' private rows
+      time.sleep(pause)
+      private_reads.append(path)
+    return read(path, **kwargs)
+  monkeypatch.setattr(adult, "read_adult_csv", slow_private_read)
+  start = time.perf_counter()
+  res = tabular_stage.run(config, tmp_path / "student")
+  outside = time.perf_counter() - start
+  assert res["released_student"] and len(private_reads) == 1
+  assert res["timings"]["total_s"] <= outside - pause
+  assert res["private"]["load_task_seconds"] >= pause
+  record = json.loads((tmp_path / "student" / "results.json").read_text())
+  assert record["disclosure"] == experiment.PUBLISHABLE
+  assert record["results"]["private"]["load_task_seconds"] >= pause
+
+
 def test_votes_of_a_label_chosen_preparation_get_no_secret_noise_release(tmp_path):
   """Diabetes' "paper" preparation chooses its rows and columns on the private rows, so
   the tabular stage marks its votes not_releasable: the aggregate stage refuses them a

@@ -76,18 +76,24 @@ def released_student(config, workdir: pathlib.Path) -> dict:
 
   Reads the task's public query inputs and labels and the released labels, never the
   votes (the dataset is loaded whole to draw the same split, and nothing of the teachers'
-  training part is used): with secret noise everything it writes is publishable (the
-  students, their accuracy, the released labels' accuracy on the public pool, and the
-  budget's data-independent ε the labels were released at); labels of a research noise
-  seed make it a measurement, private as a whole.
+  training part is used): with secret noise everything it writes outside its ``private``
+  entry is publishable (the students, their accuracy, the released labels' accuracy on the
+  public pool, the budget's data-independent ε the labels were released at, and
+  ``timings.total_s``, from the task read on); ``private.load_task_seconds`` is the read
+  of the task, whose private training rows it reads and checks. Labels of a research
+  noise seed make it a measurement, private as a whole.
 
   Raises:
     ValueError: labels of rows outside this task's pool, or of another task (their
       recorded true labels differ from the pool's: another seed, dataset or split), or
       none answered (each names ``config.labels_dir``).
   """
-  t0 = time.perf_counter()
+  start = time.perf_counter()
+  # The task is read whole to draw the same split: its private training rows too, read and
+  # checked in a time that follows them. Private, and out of the publishable total.
   _, queries, name = _load_task(config)
+  load_task_seconds = time.perf_counter() - start
+  t0 = time.perf_counter()
   num_pool = _pool_size(config, queries)
   released = labels_lib.load_labels(config.labels_dir)
   rows, answered = released["dataset_index"], released["answered"]
@@ -130,7 +136,9 @@ def released_student(config, workdir: pathlib.Path) -> dict:
       # How many budgets the registry holds on the teachers' private data (their ε add
       # up), or why that is not known here.
       "budgets_on_private_data": budgets,
+      # From the task read on: the public query inputs, the released labels, the forests.
       "timings": {"total_s": time.perf_counter() - t0},
+      "private": reporting.private_part(load_task_seconds=load_task_seconds),
   }
   experiment.write_results(workdir, results, config=config, seed=config.seed,
                            disclosure=experiment.noise_disclosure(results["noise_source"]))
