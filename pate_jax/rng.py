@@ -117,10 +117,19 @@ def root_key(seed: int) -> jax.Array:
   Raises:
     ValueError: ``seed`` is not such an integer (a bool, a float, negative, too large).
   """
+  return jax.random.key(check_seed(seed))
+
+
+def check_seed(seed: Any, name: str = "seed") -> int:
+  """``seed`` as an ``int``, an integer in ``[0, 2**32)`` (a root seed, a data seed).
+
+  Raises:
+    ValueError: naming ``name``: a bool, a float, a string, a negative or too large value.
+  """
   value = _seed_value(seed)
   if value is None:
-    raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
-  return jax.random.key(value)
+    raise ValueError(f"{name} must be an integer in [0, 2**32), got {seed!r}")
+  return value
 
 
 def stream(root: jax.Array, name: str) -> jax.Array:

@@ -295,7 +295,7 @@ def test_patch_conv_cnn_is_the_same_network_as_a_batched_matmul(small_cnn, float
   assert "conv_general_dilated" in str(jax.make_jaxpr(step(lax_cnn))(params))
   assert flops.jaxpr_flops(step(patch_cnn), params) == pytest.approx(
       flops.jaxpr_flops(step(lax_cnn), params, count_padding=True), rel=1e-6)
-  with pytest.raises(ValueError, match="conv must be 'lax' or 'patches'"):
+  with pytest.raises(ValueError, match=r"kwargs\.conv must be one of \('lax', 'patches'\)"):
     models.get_model("mnist_cnn", 10, conv="fft").init(jax.random.key(0), x)
   # The GPU bench's CNN names both knobs, so that --config.model.kwargs.conv=patches works.
   bench = experiment.load_script(
@@ -333,7 +333,7 @@ def test_views_pool_cnn_has_the_window_cnns_logits_and_gradients(small_cnn):
                          g_views, g_win)
   assert "select_and_scatter" not in str(jax.make_jaxpr(grad(views))(params))
   assert "select_and_scatter" in str(jax.make_jaxpr(grad(window))(params))
-  with pytest.raises(ValueError, match="pool must be 'window' or 'views'"):
+  with pytest.raises(ValueError, match=r"kwargs\.pool must be one of \('window', 'views'\)"):
     models.get_model("mnist_cnn", 10, pool="avg").init(jax.random.key(0), x)
 
 

@@ -35,6 +35,7 @@ from pate_jax._checks._scalars import (
     budget,
     choice,
     delta,
+    int_tuple,
     is_sha256,
     positive,
     positive_int,

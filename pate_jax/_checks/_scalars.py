@@ -94,6 +94,20 @@ def positive_int(x: Any, name: str, minimum: int = 1) -> int:
   return int(x)
 
 
+def int_tuple(x: Any, name: str, minimum: int = 1, allow_empty: bool = False
+              ) -> tuple[int, ...]:
+  """A tuple of Python ``int >= minimum`` from a list or tuple of integers (a shape, layer
+  widths): not a string, a bare number, a float or bool entry; empty only if
+  ``allow_empty``."""
+  if not isinstance(x, (list, tuple)) or not (x or allow_empty):
+    what = "a tuple" if allow_empty else "a non-empty tuple"
+    raise ValueError(f"{name} must be {what} of integers >= {minimum}; got {x!r}")
+  for i, v in enumerate(x):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < minimum:
+      raise ValueError(f"{name} must hold integers >= {minimum}; found {v!r} at ({i},)")
+  return tuple(int(v) for v in x)
+
+
 def choice(x: Any, name: str, options: Any) -> Any:
   """One of ``options`` (strings, or the keys of a registry)."""
   options = tuple(options)

@@ -19,6 +19,8 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from pate_jax import _checks
+
 
 def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
   """``padding="SAME"``'s (low, high) padding of one spatial dimension (XLA's rule)."""
@@ -196,6 +198,41 @@ def model_names() -> list[str]:
   return sorted(_MODELS)
 
 
+# Keyword arguments checked by :func:`check_kwargs` beyond being fields of the model:
+# layer widths (tuples of integers >= 1) and the CNNs' implementation choices.
+_WIDTHS = ("hidden", "features")
+_CHOICES = {"downsample": ("max_pool", "stride"), "conv": ("lax", "patches"),
+            "pool": ("window", "views")}
+# Set by get_model itself, never by its caller's keyword arguments.
+_NOT_KWARGS = ("num_classes", "dtype", "parent", "name")
+
+
+def check_kwargs(name: str, kwargs: Any, field: str = "kwargs") -> dict[str, Any]:
+  """The keyword arguments ``kwargs`` (a mapping) of model ``name`` as :func:`get_model`
+  passes them: each a field of the model (not ``num_classes`` or ``dtype``, which
+  ``get_model`` sets), the layer widths (``hidden``, ``features``) tuples of integers
+  >= 1, the CNNs' ``downsample``, ``conv`` and ``pool`` among their options (lists
+  become tuples).
+
+  Raises:
+    ValueError: naming ``{field}.{key}`` (``field``: how the caller names the mapping,
+      e.g. ``config.model.kwargs``), or ``name`` is no registered model.
+  """
+  if name not in _MODELS:
+    raise ValueError(f"model: unknown model {name!r}; known: {model_names()}")
+  known = [k for k in _MODELS[name].__dataclass_fields__ if k not in _NOT_KWARGS]
+  out = {}
+  for key, value in dict(kwargs).items():
+    if key not in known:
+      raise ValueError(f"{field}.{key}: model {name!r} has no such argument; known: {known}")
+    if key in _WIDTHS:
+      value = _checks.int_tuple(value, f"{field}.{key}", allow_empty=True)
+    elif key in _CHOICES:
+      _checks.choice(value, f"{field}.{key}", _CHOICES[key])
+    out[key] = tuple(value) if isinstance(value, list) else value
+  return out
+
+
 def get_model(name: str, num_classes: int, compute_dtype: str = "float32",
               **kwargs) -> nn.Module:
   """The model registered as ``name`` (see :func:`model_names`) with ``kwargs``.
@@ -204,13 +241,11 @@ def get_model(name: str, num_classes: int, compute_dtype: str = "float32",
   and matmuls' dtype of the models that have one; parameters are float32
   whatever it is.
   """
-  if name not in _MODELS:
-    raise ValueError(f"model: unknown model {name!r}; known: {model_names()}")
+  kwargs = check_kwargs(name, kwargs)
   if compute_dtype not in COMPUTE_DTYPES:
     raise ValueError(f"compute_dtype: unknown dtype {compute_dtype!r}; known: "
                      f"{sorted(COMPUTE_DTYPES)}")
   module = _MODELS[name]
-  kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
   if "dtype" in module.__dataclass_fields__:
     kwargs["dtype"] = COMPUTE_DTYPES[compute_dtype]
   elif compute_dtype != "float32":

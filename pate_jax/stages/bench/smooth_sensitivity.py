@@ -18,7 +18,8 @@ on the first ``config.loop_queries`` queries and extrapolated linearly; its rele
 on that subset is checked against the JAX one.
 
 ``run(config, workdir)`` writes ``results.json`` (synthetic data only: publishable);
-``plan(config)`` is ``--dry_run``; ``report(results)`` prints the headline.
+``plan(config)`` is ``--dry_run``; both refuse a bad setting naming its field first
+(:func:`check_config`); ``report(results)`` prints the headline.
 """
 
 from __future__ import annotations
@@ -30,15 +31,38 @@ import time
 from absl import logging
 import jax
 
+from pate_jax import _checks as checks
 from pate_jax import accounting as acc
-from pate_jax import experiment
+from pate_jax import experiment, rng
 from pate_jax.stages.bench.reference_loops import loop_release, synthetic_votes
 
-__all__ = ["run", "plan", "report"]
+__all__ = ["run", "plan", "report", "check_config"]
+
+
+def check_config(config) -> None:
+  """Refuses, naming the field, what the benchmark cannot run, before any histogram is drawn
+  (a seed of 'x' failed in numpy's SeedSequence, a count of 0 or a negative threshold in
+  the loop baseline, after the timed release; a bad order, noise or delta was refused by
+  the release naming its own argument, and not by the dry run)."""
+  rng.check_seed(config.seed, "config.seed")
+  for name in ("num_queries", "num_teachers", "loop_queries", "repeats"):
+    checks.positive_int(config[name], f"config.{name}")
+  checks.positive_int(config.num_classes, "config.num_classes", minimum=2)
+  if not checks.scalar(config.threshold, "config.threshold") >= 0:
+    raise ValueError(f"config.threshold must be >= 0 (votes); got {config.threshold!r}")
+  for name in ("sigma_threshold", "sigma"):
+    checks.positive(config[name], f"config.{name}")
+  checks.delta(config.delta, "config.delta")
+  order = checks.scalar(config.order, "config.order")
+  if not 1 < order < float("inf"):
+    raise ValueError(f"config.order must be a finite real number > 1; got {config.order!r}")
+  acc.check_release_order(float(config.sigma), int(config.num_classes), float(order),
+                          "config.order")
 
 
 def run(config, workdir: str) -> dict:
   """Times the release, the local sensitivities and the loop baseline; writes results.json."""
+  check_config(config)
   q, t, c = int(config.num_queries), int(config.num_teachers), int(config.num_classes)
   params = {k: float(config[k]) for k in ("threshold", "sigma_threshold", "sigma", "delta")}
   votes = synthetic_votes(config.seed, q, t, c)
@@ -98,6 +122,7 @@ def run(config, workdir: str) -> dict:
 def plan(config) -> dict:
   """``--dry_run``: the synthetic histograms' sizes, the repeats, and the temporary memory
   of the compiled release (XLA's memory analysis on abstract votes)."""
+  check_config(config)
   q, t, c = int(config.num_queries), int(config.num_teachers), int(config.num_classes)
   params = {k: float(config[k]) for k in ("threshold", "sigma_threshold", "sigma", "delta")}
   out = {"num_queries": q, "num_teachers": t, "num_classes": c, "order": float(config.order),

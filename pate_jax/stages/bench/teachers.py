@@ -20,7 +20,8 @@ environment it ran under.
 ``run(config, workdir)`` prints each strategy's line as it is measured (a long benchmark
 shows its progress; there is no separate ``report``) and writes ``results.json`` with
 examples/s, TFLOP/s and the fraction of peak per strategy, and each strategy relative to
-the loop (synthetic data only: publishable). ``plan(config)`` is ``--dry_run``.
+the loop (synthetic data only: publishable). ``plan(config)`` is ``--dry_run``; both refuse
+a bad setting naming its field first (:func:`check_config`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from pate_jax import _checks as checks
 from pate_jax import experiment, flops, memory, models, rng, teachers
 
-__all__ = ["run", "plan", "step_flops", "xla_step_flops", "PEAK_TFLOPS"]
+__all__ = ["run", "plan", "check_config", "step_flops", "xla_step_flops", "PEAK_TFLOPS"]
 
 # Dense datasheet peaks (TFLOP/s) by device kind and compute dtype; float32 matmuls on
 # NVIDIA GPUs run as TF32 by default.
@@ -71,10 +73,41 @@ def xla_step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> flo
   return None if not cost or "flops" not in cost else float(cost["flops"])
 
 
+def check_config(config) -> None:
+  """Refuses, naming the field, what the benchmark cannot run (a count of 0 divided by zero,
+  a negative size or width failed as a shape error of JAX), before anything is built."""
+  rng.check_seed(config.seed, "config.seed")
+  for name in ("num_teachers", "examples_per_teacher", "steps_per_call", "repeats",
+               "chunk_size"):
+    checks.positive_int(config[name], f"config.{name}")
+  for name in ("batch_size", "max_shift"):  # batch_size 0: full batch; max_shift 0: none
+    checks.positive_int(config[name], f"config.{name}", minimum=0)
+  shape = checks.int_tuple(config.image_shape, "config.image_shape")
+  if config.max_shift and (len(shape) < 3 or config.max_shift >= min(shape[:2])):
+    raise ValueError(f"config.max_shift must be smaller than the images' height and width "
+                     f"(config.image_shape (H, W, C)); got {config.max_shift} for {shape}")
+  checks.choice(config.model.name, "config.model.name", models.model_names())
+  models.check_kwargs(config.model.name, config.model.kwargs, "config.model.kwargs")
+  checks.choice(config.compute_dtype, "config.compute_dtype", models.COMPUTE_DTYPES)
+  if isinstance(config.strategies, str) or not config.strategies:
+    raise ValueError(f"config.strategies must be a non-empty tuple of {teachers.STRATEGIES}; "
+                     f"got {config.strategies!r}")
+  for s in config.strategies:
+    checks.choice(s, "config.strategies", teachers.STRATEGIES)
+  unknown = set(config.profile_strategies) - set(config.strategies)
+  if isinstance(config.profile_strategies, str) or unknown:
+    raise ValueError(f"config.profile_strategies must be a tuple of config.strategies "
+                     f"{tuple(config.strategies)}; got {config.profile_strategies!r}")
+  if not checks.scalar(config.peak_tflops, "config.peak_tflops") >= 0:
+    raise ValueError(f"config.peak_tflops must be >= 0 (0: the datasheet value); "
+                     f"got {config.peak_tflops!r}")
+
+
 def plan(config) -> dict:
   """``--dry_run``: the synthetic ensemble's sizes, its stacked state, and the chunk the
   memory planner picks for the ``vmap`` strategy on the teacher mesh (abstract inputs:
   nothing is trained)."""
+  check_config(config)
   t, n = int(config.num_teachers), int(config.examples_per_teacher)
   model = models.get_model(config.model.name, 10, compute_dtype=config.compute_dtype,
                            **config.model.kwargs)
@@ -119,6 +152,7 @@ def _print_profile(strategy: str, profile: dict, lines: int = 3, top: int = 5) -
 
 def run(config, workdir: str) -> dict:
   """Times every strategy of ``config.strategies``; writes results.json."""
+  check_config(config)
   t, n = config.num_teachers, config.examples_per_teacher
   root = rng.root_key(config.seed)
   data_key = rng.stream(root, "bench_data")
