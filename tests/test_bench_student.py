@@ -135,3 +135,37 @@ def test_the_step_flops_are_the_hand_count_of_the_tiny_gan():
   macs = (5 * 320 + 15 * 784 + 15 * (784 + 208)
           + 5 * 320 + 10 * 704 + 10 * 704 + 5 * 320 + 5 * 288)
   assert bench_student.step_flops(_config()) == 2 * macs
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"image_shape": (-1,)}, r"config\.image_shape must hold integers >= 1; found -1"),
+    ({"image_shape": (6, 0, 1)}, r"config\.image_shape must hold integers >= 1; found 0"),
+    ({"image_shape": 36}, r"config\.image_shape must be a non-empty tuple"),
+    ({"seed": "x"}, r"config\.seed must be an integer"),
+    ({"student": "gan"}, r"config\.student must be one of"),
+])
+def test_bad_shapes_seeds_and_students_are_refused_before_work_and_by_the_dry_run(
+    tmp_path, overrides, match):
+  # An image shape of (-1,) failed as a shape error of Flax, once the data were drawn.
+  c = _config()
+  with c.ignore_type():
+    c.update(overrides)
+  _scripts.assert_refused_before_work(bench_student.run, bench_student.plan, c, tmp_path / "w",
+                                      match)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"translate": "x"}, r"config\.student_kwargs\.translate must be an integer >= 0; got 'x'"),
+    ({"translate": 1.5}, r"config\.student_kwargs\.translate must be an integer >= 0"),
+    ({"translate": -1}, r"config\.student_kwargs\.translate must be an integer >= 0"),
+    ({"noise_dim_": 4}, r"config\.student_kwargs: .*unexpected keyword argument 'noise_dim_'"),
+    ({"learning_rate": "x"}, r"config\.student_kwargs: learning_rate must be a real number"),
+])
+def test_bad_student_arguments_are_refused_naming_the_field(tmp_path, kwargs, match):
+  # translate='x' failed comparing a string with 0 (a TypeError), an unknown argument as a
+  # TypeError of the student's builder.
+  c = _config()
+  with c.student_kwargs.ignore_type():
+    c.student_kwargs.update(kwargs)
+  _scripts.assert_refused_before_work(bench_student.run, bench_student.plan, c, tmp_path / "w",
+                                      match)

@@ -101,8 +101,7 @@ def pate_g(num_classes: int, image_shape: tuple[int, ...], *, learning_rate: flo
   by a random offset of up to this many pixels per axis, a new one each step
   (:func:`pate_jax.augment.random_shift`; 0, the authors' setting: none)."""
   check_optimizer(learning_rate, b1, ema_decay)
-  if translate < 0:
-    raise ValueError(f"translate must be >= 0 pixels, got {translate}")
+  _checks.positive_int(translate, "translate (pixels)", minimum=0)
   disc = GanDiscriminator(num_classes, tuple(discriminator_hidden), input_noise, hidden_noise)
   gen = GanGenerator(tuple(image_shape), tuple(generator_hidden), noise_dim)
   # Adam with ε inside the square root, as in the authors' update.

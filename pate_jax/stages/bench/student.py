@@ -34,7 +34,14 @@ __all__ = ["run", "plan", "check_config", "step_flops"]
 
 
 def check_config(config) -> None:
-  """Refuses, naming the field, what the benchmark cannot run."""
+  """Refuses, naming the field, what the benchmark cannot run, before anything is built: a
+  bad image shape failed as a shape error of Flax, a student argument as a TypeError."""
+  rng.check_seed(config.seed, "config.seed")
+  checks.int_tuple(config.image_shape, "config.image_shape")
+  checks.choice(config.student, "config.student", students.STUDENTS)
+  kwargs = config.student_kwargs.to_dict()
+  if "translate" in kwargs:
+    checks.positive_int(kwargs["translate"], "config.student_kwargs.translate", minimum=0)
   for name in ("pool_size", "num_labelled", "num_eval", "batch_size", "steps_per_call",
                "repeats", "num_steps", "num_classes", "profile_steps"):
     checks.positive_int(config[name], f"config.{name}")
@@ -51,6 +58,10 @@ def check_config(config) -> None:
   if unknown:
     raise ValueError(f"config.profile_precisions: {sorted(unknown)} not in config.precisions "
                      f"{list(config.precisions)}")
+  try:  # the student's own checks of its arguments (nothing is initialised)
+    _student(config, config.precisions[0])
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"config.student_kwargs: {e}") from e
 
 
 def _data(config) -> students.StudentData:
