@@ -183,8 +183,34 @@ def test_a_bad_distillation_temperature_is_refused_before_the_teachers_train(
   assert not (tmp_path / "work").exists()
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("num_teachers", 0, r"config\.num_teachers must be an integer >= 1; got 0"),
+    ("num_teachers", -1, r"config\.num_teachers must be an integer >= 1; got -1"),
+    ("seed", "x", r"config\.seed must be an integer in \[0, 2\*\*32\)"),
+    ("seed", 1.5, r"config\.seed must be an integer in \[0, 2\*\*32\)"),
+    ("model.name", "mlpp", r"config\.model\.name must be one of"),
+    ("model.kwargs.hidden", (0,), r"config\.model\.kwargs\.hidden must hold integers >= 1"),
+    ("model.kwargs.hidden", (1.5,), r"config\.model\.kwargs\.hidden must hold integers"),
+    ("model.kwargs.hidden", "x", r"config\.model\.kwargs\.hidden must be a tuple"),
+    ("model.kwargs.hiden", (8,), r"config\.model\.kwargs\.hiden: model 'mlp' has no such"),
+])
+def test_bad_teachers_settings_are_refused_naming_the_field_before_work(
+    tmp_path, field, value, match):
+  """A count of teachers of 0 was refused by the partition naming its own argument, after
+  the data were loaded; a bad width by the model, as kwargs.hidden (or as a shape error)."""
+  config = _small_config()
+  *path, last = field.split(".")
+  target = config
+  for p in path:
+    target = target[p]
+  with target.ignore_type():
+    target[last] = value
+  _scripts.assert_refused_before_work(teachers_stage.run, teachers_stage.plan, config,
+                                      tmp_path / "work", match)
+
+
 @pytest.mark.parametrize("override,message", [
-    ("--config.num_teachers=0", "num_teachers must be positive"),
+    ("--config.num_teachers=0", "config.num_teachers must be an integer >= 1"),
     ("--config.num_teachers=5000", "larger than the training set"),
     ("--config.dataset=imagenet", "unknown dataset 'imagenet'"),
 ])

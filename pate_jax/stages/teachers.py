@@ -39,8 +39,8 @@ import ml_collections
 import numpy as np
 
 from pate_jax import _checks as checks
-from pate_jax import budget, checkpoint, data, distributed, experiment, io, memory, reporting
-from pate_jax import rng
+from pate_jax import budget, checkpoint, data, distributed, experiment, io, memory, models
+from pate_jax import reporting, rng
 from pate_jax import teachers
 from pate_jax import votes as votes_lib
 from pate_jax.checkpoint import Checkpointer
@@ -54,7 +54,10 @@ FINGERPRINT_FIELDS = ("seed", "dataset", "train_subset", "use_extra", "num_teach
 
 def check_config(config: ml_collections.ConfigDict) -> None:
   """Rejects out-of-range values before anything is loaded or written (naming the field)."""
-  for name in ("num_steps", "checkpoint_every"):
+  rng.check_seed(config.seed, "config.seed")
+  checks.choice(config.model.name, "config.model.name", models.model_names())
+  models.check_kwargs(config.model.name, config.model.kwargs, "config.model.kwargs")
+  for name in ("num_teachers", "num_steps", "checkpoint_every"):
     checks.positive_int(config[name], f"config.{name}")
   for name in ("train_subset", "batch_size", "max_shift", "query_chunk", "chunk_size"):
     checks.positive_int(config.get(name, 0), f"config.{name}", minimum=0)  # 0: off / auto
