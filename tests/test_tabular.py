@@ -20,6 +20,8 @@ from pate_jax import experiment, reporting, tabular
 from pate_jax import votes as votes_lib
 from pate_jax.data._partition import partition_indices
 
+import _scripts  # tests/_scripts.py  # pylint: disable=g-bad-import-order
+
 
 def _write_csv(path, header, rows):
   with open(path, "w", newline="") as f:
@@ -683,3 +685,27 @@ def test_a_workers_warnings_travel_back_pickled_and_are_shown_once_per_call():
   assert sorted(str(w.message) for w in shown) == ["a teacher's shard", "smallest class 1",
                                                    "smallest class 2"]
   assert {w.category for w in shown} == {UserWarning, RuntimeWarning}
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("num_teachers", 0, r"config\.num_teachers must be an integer >= 1; got 0"),
+    ("n_estimators", 0, r"config\.n_estimators must be an integer >= 1"),
+    ("student_n_estimators", -1, r"config\.student_n_estimators must be an integer >= 1"),
+    ("baseline_n_estimators", 1.5, r"config\.baseline_n_estimators must be an integer >= 1"),
+    ("num_pool", 0, r"config\.num_pool must be an integer >= 1"),
+    ("reference_pools", -1, r"config\.reference_pools must be an integer >= 0"),
+    ("max_depth", 0, r"config\.max_depth must be an integer >= 1"),
+    ("n_jobs", 0, r"config\.n_jobs must be an integer >= 1, or <= -1"),
+    ("query_counts", (50, 0), r"config\.query_counts must be an integer >= 1; got 0"),
+    ("test_fraction", 2.0, r"config\.test_fraction must lie in \(0, 1\)"),
+    ("seed", -1, r"config\.seed must be an integer in \[0, 2\*\*32\)"),
+])
+def test_bad_counts_and_forests_are_refused_before_work_and_by_the_dry_run(
+    tmp_path, field, value, match):
+  """num_teachers=0 failed as a ZeroDivisionError; a forest of 0 trees, a depth, a pool or
+  joblib workers of 0 passed the dry run and failed in scikit-learn after the data loaded."""
+  config = _config("cpu")
+  with config.ignore_type():
+    config[field] = value
+  script = _load_by_path("experiments", "tabular.py")
+  _scripts.assert_refused_before_work(script.run, script.plan, config, tmp_path / "w", match)

@@ -64,6 +64,7 @@ GNMax's labels and sweeps fold their draw indices ``0, 1, ...`` (below ``num_see
 def run(config, workdir: str | os.PathLike) -> dict:
   """The whole experiment; writes into ``workdir`` (locked meanwhile: a second run there
   fails at once) and returns the results dict."""
+  check_forests(config)
   with experiment.locked_workdir(workdir):
     if config.get("labels_dir"):
       return released_student(config, pathlib.Path(workdir))
@@ -247,6 +248,29 @@ def confident_gnmax_settings(config, num_query_rows: int | None = None
   return params, asked
 
 
+def check_forests(config) -> None:
+  """The run's seed, its counts and its forests, refused naming the field before the
+  workdir is made or anything is read: ``num_teachers`` of 0 failed as a ZeroDivisionError,
+  a forest of 0 trees, a depth or a pool of 0, or 0 joblib workers passed the dry run and
+  failed in scikit-learn once the data were loaded or the teachers fitted."""
+  rng.check_seed(config.seed, "config.seed")
+  for name in ("num_teachers", "n_estimators", "student_n_estimators", "baseline_n_estimators",
+               "num_pool"):
+    checks.positive_int(config[name], f"config.{name}")
+  checks.positive_int(config.get("reference_pools", 0), "config.reference_pools", minimum=0)
+  if config.max_depth is not None:  # None: unlimited
+    checks.positive_int(config.max_depth, "config.max_depth")
+  if isinstance(config.n_jobs, bool) or not isinstance(config.n_jobs, int) or not (
+      config.n_jobs >= 1 or config.n_jobs <= -1):
+    raise ValueError(f"config.n_jobs must be an integer >= 1, or <= -1 (-1: all cores); got "
+                     f"{config.n_jobs!r}")
+  for q in config.query_counts:
+    checks.positive_int(q, "config.query_counts")
+  fraction = checks.scalar(config.test_fraction, "config.test_fraction")
+  if not 0 < fraction < 1:
+    raise ValueError(f"config.test_fraction must lie in (0, 1); got {config.test_fraction!r}")
+
+
 def check_noise(config) -> None:
   """The labelling's settings, refused naming the field before anything is fitted (a bad
   noise scale was refused as ``scales (sigma)`` once every forest had been trained): the
@@ -407,6 +431,7 @@ def plan(config) -> dict:
   """``--dry_run``: the task's sizes (training rows, query pool and evaluation rows,
   features; loads the CSVs), rows per teacher, the forests (and their class weights), the
   sweep grids, and Diabetes' preparation."""
+  check_forests(config)
   out = {"dataset": config.dataset, "num_teachers": int(config.num_teachers),
          "n_estimators": int(config.n_estimators), "num_pool": int(config.num_pool),
          "query_counts": tuple(config.query_counts), "lnmax_gammas": tuple(config.lnmax_gammas),
