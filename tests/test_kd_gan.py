@@ -747,6 +747,15 @@ def test_the_published_mechanisms_settings_are_refused_before_the_teacher_trains
     ("teacher.num_steps", -1, r"^config.teacher.num_steps must be an integer >= 1; got -1$"),
     ("curve.lam", 1.5, r"^config.curve.lam must lie in \[0, 1\]; got 1.5$"),
     ("table1.lambdas", (1.0, float("nan")), r"^config.table1.lambdas must be finite; got nan$"),
+    ("seed", -1, r"^config.seed must be an integer in \[0, 2\*\*32\), got -1$"),
+    ("student_kwargs.hidden", (0,), r"^config.student_kwargs.hidden must hold integers >= 1"),
+    ("student_kwargs.hidden", "x", r"^config.student_kwargs.hidden must be a tuple"),
+    ("student_model", "mlpp", r"^config.student_model must be one of"),
+    ("teacher.model_kwargs.hidden", (8, -1),
+     r"^config.teacher.model_kwargs.hidden must hold integers >= 1; found -1 at \(1,\)$"),
+    ("teacher.model", "cnn", r"^config.teacher.model must be one of"),
+    ("disc_hidden", (-1,), r"^config.disc_hidden must hold integers >= 1; found -1 at \(0,\)$"),
+    ("disc_hidden", (1.5,), r"^config.disc_hidden must hold integers >= 1"),
 ])
 def test_the_training_settings_are_refused_before_the_teacher_trains(
     tmp_path, monkeypatch, field, value, match):

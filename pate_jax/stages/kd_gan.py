@@ -38,7 +38,7 @@ import jax
 from absl import logging
 import numpy as np
 
-from pate_jax import _checks, experiment, io, kd_gan, rng
+from pate_jax import _checks, experiment, io, kd_gan, models, rng
 from pate_jax import data as data_lib
 from pate_jax import budget as budget_lib
 from pate_jax import votes as votes_lib
@@ -95,8 +95,17 @@ def check_fit(config) -> None:
   """The settings of one fit (the teacher's and a student's against D), refused naming the
   field: ``epochs``, the learning rates (``learning_rate``, ``disc_learning_rate``,
   ``teacher.learning_rate``) and ``gumbel_temperature`` (finite, > 0), the integers ``k_s``,
-  ``num_seeds``, ``teacher.num_steps``, ``teacher.batch_size`` (>= 1) and ``k_d`` (>= 0).
+  ``num_seeds``, ``teacher.num_steps``, ``teacher.batch_size`` (>= 1) and ``k_d`` (>= 0),
+  and the networks: ``student_model`` / ``student_kwargs``, ``teacher.model`` /
+  ``teacher.model_kwargs`` (:func:`pate_jax.models.check_kwargs`) and ``disc_hidden``
+  (widths >= 1; a width of 0 or -1 passed the dry run and failed as a shape error).
   Shared with the KD-GAN ablation, which checks each variant's settings with it."""
+  _checks.choice(config.student_model, "config.student_model", models.model_names())
+  models.check_kwargs(config.student_model, config.student_kwargs, "config.student_kwargs")
+  _checks.choice(config.teacher.model, "config.teacher.model", models.model_names())
+  models.check_kwargs(config.teacher.model, config.teacher.model_kwargs,
+                      "config.teacher.model_kwargs")
+  _checks.int_tuple(config.disc_hidden, "config.disc_hidden", allow_empty=True)
   for name in ("epochs", "learning_rate", "disc_learning_rate", "gumbel_temperature"):
     _checks.positive(config[name], f"config.{name}")
   _checks.positive(config.teacher.learning_rate, "config.teacher.learning_rate")
@@ -118,6 +127,7 @@ def check_training(config) -> None:
   read only once it was trained): one fit's (:func:`check_fit`), the integers
   ``segment_rounds`` (>= 1) and ``audit_rounds`` (>= 0), and the λ of the curve and of
   Table 1 (in [0, 1])."""
+  rng.check_seed(config.seed, "config.seed")
   check_fit(config)
   _checks.positive_int(config.segment_rounds, "config.segment_rounds")
   _checks.positive_int(config.audit_rounds, "config.audit_rounds", minimum=0)
