@@ -51,6 +51,24 @@ def test_bad_settings_are_refused_by_name(data_dir, tmp_path, field, value, matc
     teacher_steps.run(c, str(tmp_path / "w"))
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("num_teachers", 0, r"^config\.teachers\.num_teachers must be an integer >= 1; got 0$"),
+    ("learning_rate", -1.0, r"^config\.teachers\.learning_rate must be > 0"),
+    ("seed", "x", r"^config\.teachers\.seed must be an integer"),
+])
+def test_the_teachers_settings_are_named_as_nested_fields(data_dir, tmp_path, field, value,
+                                                          match):
+  """The teachers' fields were named config.num_teachers, as in train_teachers' config."""
+  c = _config(data_dir)
+  with c.teachers.ignore_type():
+    c.teachers[field] = value
+  with pytest.raises(ValueError, match=match):
+    teacher_steps.run(c, str(tmp_path / "w"))
+  assert not (tmp_path / "w").exists()
+  with pytest.raises(ValueError, match=match):
+    teacher_steps.plan(c)
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_with_the_teachers_it_measured(data_dir, tmp_path, monkeypatch,
                                                              capsys):

@@ -53,7 +53,7 @@ def eval_steps(config: Any) -> list[int]:
 
 def _checked(config: Any) -> tuple[list[int], int]:
   """The validated ``(eval_steps, num_checked)`` (errors name the field)."""
-  teachers_stage.check_config(config.teachers)
+  teachers_stage.check_config(config.teachers, "config.teachers.")
   steps = eval_steps(config)
   k = _checks.positive_int(config.num_checked, "config.num_checked")
   if k > config.teachers.num_teachers:
@@ -72,7 +72,9 @@ def plan(config: Any) -> dict[str, Any]:
 
 
 def run(config: Any, workdir: str) -> dict[str, Any]:
-  """Runs the stage (module docstring); resumes from ``progress.json``."""
+  """Runs the stage (module docstring); resumes from ``progress.json``. Bad settings are
+  refused before the workdir is made."""
+  _checked(config)
   with experiment.locked_workdir(workdir):
     return _run(config, pathlib.Path(workdir))
 

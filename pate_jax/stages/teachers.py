@@ -52,24 +52,25 @@ FINGERPRINT_FIELDS = ("seed", "dataset", "train_subset", "use_extra", "num_teach
                       "compute_dtype")
 
 
-def check_config(config: ml_collections.ConfigDict) -> None:
-  """Rejects out-of-range values before anything is loaded or written (naming the field)."""
-  rng.check_seed(config.seed, "config.seed")
-  checks.choice(config.model.name, "config.model.name", models.model_names())
-  models.check_kwargs(config.model.name, config.model.kwargs, "config.model.kwargs")
+def check_config(config: ml_collections.ConfigDict, prefix: str = "config.") -> None:
+  """Rejects out-of-range values before anything is loaded or written (naming the field;
+  ``prefix``: how the fields are named, ``config.teachers.`` where the config is nested)."""
+  rng.check_seed(config.seed, f"{prefix}seed")
+  checks.choice(config.model.name, f"{prefix}model.name", models.model_names())
+  models.check_kwargs(config.model.name, config.model.kwargs, f"{prefix}model.kwargs")
   for name in ("num_teachers", "num_steps", "checkpoint_every"):
-    checks.positive_int(config[name], f"config.{name}")
+    checks.positive_int(config[name], f"{prefix}{name}")
   for name in ("train_subset", "batch_size", "max_shift", "query_chunk", "chunk_size"):
-    checks.positive_int(config.get(name, 0), f"config.{name}", minimum=0)  # 0: off / auto
-  checks.positive(config.learning_rate, "config.learning_rate")
-  if not checks.scalar(config.weight_decay, "config.weight_decay") >= 0:
-    raise ValueError(f"config.weight_decay must be >= 0; got {config.weight_decay}")
-  checks.boolean(config.get("restart", False), "config.restart")
+    checks.positive_int(config.get(name, 0), f"{prefix}{name}", minimum=0)  # 0: off / auto
+  checks.positive(config.learning_rate, f"{prefix}learning_rate")
+  if not checks.scalar(config.weight_decay, f"{prefix}weight_decay") >= 0:
+    raise ValueError(f"{prefix}weight_decay must be >= 0; got {config.weight_decay}")
+  checks.boolean(config.get("restart", False), f"{prefix}restart")
   # The soft counts of the distillation students, computed once the teachers are trained:
   # a bad temperature failed (0, -1) or wrote NaN probabilities (nan) after the training.
   temperatures = config.get("distill_temperatures", ()) or ()
   if len(temperatures):
-    checks.positive_vector(temperatures, "config.distill_temperatures", "temperatures")
+    checks.positive_vector(temperatures, f"{prefix}distill_temperatures", "temperatures")
 
 
 def check_data(config: ml_collections.ConfigDict, images: np.ndarray) -> None:
