@@ -100,3 +100,23 @@ def test_bench_smooth_sensitivity_refuses_bad_settings_before_work(tmp_path, fie
                                                                      match):
   _scripts.assert_refused_before_work(bench_ss.run, bench_ss.plan, _ss_config(**{field: value}),
                                       tmp_path / "w", match)
+
+
+@pytest.mark.slow  # about 8 s on the 2-core CPU: the release compiles
+@pytest.mark.parametrize("field, value", [("threshold", 0.0), ("order", 1.01)])
+def test_bench_smooth_sensitivity_compares_a_release_of_zero_sensitivity(tmp_path, field,
+                                                                          value):
+  # A release whose smooth sensitivity and beta are 0 (every query answered, or an order
+  # near 1) failed comparing with the loop baseline: a ZeroDivisionError after the timing.
+  r = bench_ss.run(_ss_config(**{field: value}), str(tmp_path))
+  assert r["release"]["smooth_sensitivity"] == 0.0
+  assert r["loop_vs_jax_relative_difference_on_subset"]["smooth_sensitivity"] == 0.0
+  assert r["loop_vs_jax_relative_difference_on_subset"]["sigma_ss"] == 0.0  # inf, both
+  assert r["loop_vs_jax_relative_difference_on_subset"]["epsilon"] < 1e-6
+
+
+def test_relative_difference_of_zeros_and_infinities():
+  assert bench_ss.relative_difference(0.0, 0.0) == 0.0
+  assert bench_ss.relative_difference(float("inf"), float("inf")) == 0.0
+  assert bench_ss.relative_difference(0.5, 0.0) == 0.5
+  assert bench_ss.relative_difference(1.1, 1.0) == pytest.approx(0.1)

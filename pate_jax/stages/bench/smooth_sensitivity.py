@@ -36,7 +36,16 @@ from pate_jax import accounting as acc
 from pate_jax import experiment, rng
 from pate_jax.stages.bench.reference_loops import loop_release, synthetic_votes
 
-__all__ = ["run", "plan", "report", "check_config"]
+__all__ = ["run", "plan", "report", "check_config", "relative_difference"]
+
+
+def relative_difference(value: float, reference: float) -> float:
+  """``|value / reference - 1|``; 0 where the two are equal (a release whose smooth
+  sensitivity and β are 0, or whose σ_SS is inf, as at a threshold of 0 or an order near 1,
+  divided by zero), ``|value|`` where only the reference is 0."""
+  if value == reference:
+    return 0.0
+  return abs(value / reference - 1.0) if reference else abs(value)
 
 
 def check_config(config) -> None:
@@ -87,7 +96,7 @@ def run(config, workdir: str) -> dict:
   loop_time, loop_cpu = time.perf_counter() - start, time.process_time() - cpu_start
   subset = acc.smooth_sensitivity_release(votes[:n_loop], num_teachers=t, order=order,
                                           **params)
-  rel = {k: abs(float(getattr(subset, k)) / loop[k] - 1.0)
+  rel = {k: relative_difference(float(getattr(subset, k)), loop[k])
          for k in ("rdp", "smooth_sensitivity", "sigma_ss", "epsilon", "beta")}
 
   jax_time, jax_cpu = statistics.median(runs), statistics.median(cpu_runs)
