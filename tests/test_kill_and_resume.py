@@ -139,11 +139,10 @@ def test_a_torn_labels_file_is_written_again_from_the_budget(tmp_path, keep, cap
     aggregate.run(config, workdir)
 
 
-def test_a_file_written_durably_is_synced_before_its_rename_and_its_directory_after(
-    tmp_path, monkeypatch):
-  """io.write_file (labels.npz): the temporary file reaches the disk before it is renamed
-  over the file (else a crash may leave the new name on a file without its bytes), and the
-  directory after (else the rename may be lost)."""
+def _syncs_and_renames(monkeypatch) -> list[str]:
+  """The file syncs and renames made while ``monkeypatch`` holds, in order, as
+  ``"fsync <file name>"``, ``"fsync directory"`` and ``"rename <file name>"`` (Linux:
+  a descriptor's file is read from /proc)."""
   import os  # pylint: disable=g-import-not-at-top
   events, fsync, replace = [], os.fsync, pathlib.Path.replace
 
@@ -157,6 +156,15 @@ def test_a_file_written_durably_is_synced_before_its_rename_and_its_directory_af
     return replace(self, target)
   monkeypatch.setattr(os, "fsync", synced)
   monkeypatch.setattr(pathlib.Path, "replace", renamed)
+  return events
+
+
+def test_a_file_written_durably_is_synced_before_its_rename_and_its_directory_after(
+    tmp_path, monkeypatch):
+  """io.write_file (labels.npz): the temporary file reaches the disk before it is renamed
+  over the file (else a crash may leave the new name on a file without its bytes), and the
+  directory after (else the rename may be lost)."""
+  events = _syncs_and_renames(monkeypatch)
   labels_lib.save_labels(tmp_path, labels=[1, -1], status=[0, 2], true_labels=[1, 2],
                          dataset_index=[0, 1], query_index=[0, 1], votes_digest="d",
                          mechanism="gnmax", epsilon=0.5, epsilon_max=1.0, delta=1e-5,
@@ -180,20 +188,8 @@ def test_votes_are_written_durably_owner_only_and_stored(tmp_path, monkeypatch):
   """votes.npz is written as labels.npz is (io.write_private): synced before its rename,
   its directory after, owner-only, and stored uncompressed (a compressed file's size and
   writing time would follow the votes)."""
-  import os  # pylint: disable=g-import-not-at-top
   import zipfile  # pylint: disable=g-import-not-at-top
-  events, fsync, replace = [], os.fsync, pathlib.Path.replace
-
-  def synced(fd):
-    events.append("fsync " + ("directory" if os.path.isdir(f"/proc/self/fd/{fd}")
-                              else pathlib.Path(os.readlink(f"/proc/self/fd/{fd}")).name))
-    return fsync(fd)
-
-  def renamed(self, target):
-    events.append(f"rename {self.name}")
-    return replace(self, target)
-  monkeypatch.setattr(os, "fsync", synced)
-  monkeypatch.setattr(pathlib.Path, "replace", renamed)
+  events = _syncs_and_renames(monkeypatch)
   path = tmp_path / "t" / "votes.npz"
   votes_lib.save_votes(path, np.array([[3, 1], [0, 4]], np.int32), np.array([0, 1]))
   assert events == ["fsync votes.npz.tmp", "rename votes.npz.tmp", "fsync directory"]
