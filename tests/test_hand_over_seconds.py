@@ -14,23 +14,35 @@ from pate_jax.stages import student as student_stage
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def test_the_hand_over_seconds_are_private_in_the_student_results(tmp_path, monkeypatch):
+def stub_student(monkeypatch, private=None, seconds=0.0):
+  """The student stage's config (the supervised CPU student, 4 steps) with its votes, data,
+  model and fit stubbed out while ``monkeypatch`` holds: what is left is its clock. Its
+  aggregate step takes ``seconds`` and reports ``private`` in its private part."""
   c = load_script(REPO / "configs" / "student_supervised.py").get_config("cpu")
   c.votes_dir, c.num_steps, c.batch_size = "teachers", 4, 2
   n = 6
   votes = {"dataset": "digits", "num_teachers": 5, "labels": np.arange(20) % 3,
            "votes": np.ones((20, 3), np.int32)}
-  agg = {"num_queries": n, "noise_source": {"public": False},
-         "private": {"epsilon": {"x": {"epsilon": 1.0}}}}
+
+  def noisy_labels(config, out):  # the aggregate stage
+    time.sleep(seconds)
+    return {}, {"num_queries": n, "noise_source": {"public": False},
+                "private": {"epsilon": {"x": {"epsilon": 1.0}}, **(private or {})}}
+
   monkeypatch.setattr(student_stage.votes_lib, "load_votes", lambda d: votes)
   monkeypatch.setattr(students, "load_public_data", lambda v, d: (
       np.zeros((20, 2), np.float32), np.zeros((4, 2), np.float32), np.zeros(4, int), 3))
   monkeypatch.setattr(students, "build_student", lambda *a, **k: None)
   monkeypatch.setattr(students, "make_student_data", lambda *a: None)
   monkeypatch.setattr(students, "answered_labels", lambda f: (np.arange(n), np.zeros(n, int)))
-  monkeypatch.setattr(student_stage, "noisy_labels", lambda config, out: ({}, agg))
+  monkeypatch.setattr(student_stage, "noisy_labels", noisy_labels)
   fit = students.FitResult(None, 0.5, [], 0, 0.0)
   monkeypatch.setattr(student_stage, "_fit_checked", lambda *a: (fit, []))
+  return c
+
+
+def test_the_hand_over_seconds_are_private_in_the_student_results(tmp_path, monkeypatch):
+  c = stub_student(monkeypatch)
   hand_over = 0.4  # compressing votes.npz: slower the less the teachers agree
   start = time.perf_counter()
   r = student_stage.run(c, str(tmp_path), on_labels=lambda: time.sleep(hand_over))

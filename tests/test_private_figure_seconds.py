@@ -8,12 +8,14 @@ import time
 import numpy as np
 import pytest
 
-from pate_jax import experiment, students
+from pate_jax import experiment
 from pate_jax import votes as votes_lib
 from pate_jax.experiment import load_script
 from pate_jax.stages import aggregate
 from pate_jax.stages import student as student_stage
 from pate_jax.stages import teachers as teachers_stage
+
+from test_hand_over_seconds import stub_student
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DRAW = 0.4  # seconds a figure takes to draw: more the less the teachers agree
@@ -36,27 +38,8 @@ def test_a_phase_clock_leaves_excluded_seconds_out_of_the_phase_and_the_wall():
 
 def test_the_student_leaves_the_privacy_plot_out_of_its_labels_seconds(tmp_path,
                                                                         monkeypatch):
-  c = load_script(REPO / "configs" / "student_supervised.py").get_config("cpu")
-  c.votes_dir, c.num_steps, c.batch_size = "teachers", 4, 2
-  n = 6
-  votes = {"dataset": "digits", "num_teachers": 5, "labels": np.arange(20) % 3,
-           "votes": np.ones((20, 3), np.int32)}
-
-  def noisy_labels(config, out):  # the aggregate stage, which drew privacy.png
-    time.sleep(DRAW)
-    return {}, {"num_queries": n, "noise_source": {"public": False},
-                "private": {"epsilon": {"x": {"epsilon": 1.0}},
-                            "privacy_plot_seconds": DRAW}}
-
-  monkeypatch.setattr(student_stage.votes_lib, "load_votes", lambda d: votes)
-  monkeypatch.setattr(students, "load_public_data", lambda v, d: (
-      np.zeros((20, 2), np.float32), np.zeros((4, 2), np.float32), np.zeros(4, int), 3))
-  monkeypatch.setattr(students, "build_student", lambda *a, **k: None)
-  monkeypatch.setattr(students, "make_student_data", lambda *a: None)
-  monkeypatch.setattr(students, "answered_labels", lambda f: (np.arange(n), np.zeros(n, int)))
-  monkeypatch.setattr(student_stage, "noisy_labels", noisy_labels)
-  fit = students.FitResult(None, 0.5, [], 0, 0.0)
-  monkeypatch.setattr(student_stage, "_fit_checked", lambda *a: (fit, []))
+  # The aggregate stage drew privacy.png in DRAW seconds.
+  c = stub_student(monkeypatch, {"privacy_plot_seconds": DRAW}, seconds=DRAW)
   start = time.perf_counter()
   r = student_stage.run(c, str(tmp_path))
   outside = time.perf_counter() - start
