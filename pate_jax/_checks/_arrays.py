@@ -135,8 +135,9 @@ def npz_arrays(path: str | os.PathLike, keys: tuple[str, ...]) -> dict[str, np.n
     with np.load(path, allow_pickle=False) as f:
       out = {k: f[k] for k in f.files}
   except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError) as e:
-    raise CorruptFileError(f"{path} is corrupt or not an .npz file ({type(e).__name__}: {e}); "
-                     "rerun the stage that wrote it") from e
+    raise CorruptFileError(
+        f"{path} is corrupt or not an .npz file ({type(e).__name__}: {e}); "
+        "rerun the stage that wrote it") from e
   missing = [k for k in keys if k not in out]
   if missing:
     raise ValueError(f"{path} must hold the keys {keys}; missing {missing}")
