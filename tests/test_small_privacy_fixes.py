@@ -68,14 +68,14 @@ def test_a_validation_value_error_is_one_line_unless_the_traceback_is_asked(tmp_
   lines = proc.stderr.strip().splitlines()
   assert proc.returncode == 1, proc.stderr
   assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-  assert re.fullmatch(r"error: private \(data owner only\): ValueError: epsilon_max must be "
-                      r"a real number > 0 \(inf "
+  assert re.fullmatch(r"error: private \(data owner only\): ValueError: "
+                      r"config\.epsilon_max must be a real number > 0 \(inf "
                       r"allowed\); got -1\.0 \(PATE_JAX_TRACEBACK=1 shows the traceback\)",
                       lines[0]), lines[0]
   shown = _aggregate(tmp_path, PATE_JAX_TRACEBACK="1")
   assert shown.returncode == 1
   assert "Traceback (most recent call last)" in shown.stderr
-  assert "ValueError: epsilon_max must be a real number > 0" in shown.stderr
+  assert "ValueError: config.epsilon_max must be a real number > 0" in shown.stderr
   _assert_every_line_marked(shown.stderr)
 
 
