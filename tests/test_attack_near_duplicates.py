@@ -104,3 +104,19 @@ def test_near_duplicates_setting_end_to_end(tmp_path):
     assert 0 <= nd["histogram_changed_fraction"] <= 1 and nd["mean_l1_change_votes"] >= 0
     if not unanimous.all():  # fresh noise per near-duplicate: the answers vary
       assert s[f"{kind}_defense"]["all_answers_identical_fraction"] < 1
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("num_teachers", 0, r"^config\.teachers\.num_teachers must be an integer >= 1; got 0$"),
+    ("max_shift", 1000, r"^config\.teachers\.max_shift must be smaller than the images "),
+])
+def test_near_duplicates_names_the_teachers_settings_as_nested_fields(tmp_path, field, value,
+                                                                      match):
+  """The teachers it trains were refused as config.<field>, where the user types
+  --config.teachers.<field>."""
+  script = experiment.load_script(REPO / "experiments" / "attack.py")
+  c = experiment.load_config(str(REPO / "configs" / "attack_near_duplicates.py") + ":cpu")
+  c.teachers.dataset = "digits"
+  c.teachers[field] = value
+  with pytest.raises(ValueError, match=match):
+    script.run(c, str(tmp_path))

@@ -338,6 +338,34 @@ def test_stage_two_runs_the_teachers_benchmark_with_and_without_deterministic_ke
       / det["strategies"]["vmap"]["examples_per_second"])
 
 
+@pytest.mark.parametrize("name, sub, field, value, match", [
+    ("mnist_baseline", "baseline", "num_teachers", 0,
+     r"config\.baseline\.num_teachers must be an integer >= 1; got 0$"),
+    ("mnist_baseline", "baseline", "learning_rate", -1.0,
+     r"config\.baseline\.learning_rate must be > 0"),
+    ("bench_teachers", "bench_teachers", "num_teachers", 0,
+     r"config\.bench_teachers\.num_teachers must be an integer >= 1; got 0$"),
+    ("bench_teachers", "bench_teachers", "max_shift", 100,
+     r"config\.bench_teachers\.max_shift must be smaller than the images' height and width "
+     r"\(config\.bench_teachers\.image_shape \(H, W, C\)\)"),
+    ("bench_teachers_nondeterministic", "bench_teachers", "repeats", 0,
+     r"config\.bench_teachers\.repeats must be an integer >= 1; got 0$"),
+])
+def test_the_nested_teachers_settings_are_named_as_the_user_types_them(
+    tmp_path, name, sub, field, value, match):
+  """The baseline's and the teachers benchmark's settings were refused as config.<field>
+  (their own scripts' names): by the plan, by the run (its status), and by the benchmark's
+  subprocess (a RuntimeError quoting its log)."""
+  c = _config("gpu_acceptance", "cpu_rehearsal")
+  c.stages = name
+  c[sub][field] = value
+  with pytest.raises(ValueError, match="^" + match):
+    ga.plan(c)
+  status = ga.run(c, str(tmp_path))["status"][name]
+  assert status["status"] == "failed"
+  assert re.match("ValueError: " + match, status["error"]), status["error"]
+
+
 def test_at_budget_rescales_the_planner_chunks():
   gib = 2**30
   train = {"teachers_per_chunk": 25, "estimate_bytes_per_chunk": 25 * gib // 10,

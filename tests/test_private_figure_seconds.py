@@ -100,7 +100,7 @@ def test_the_main_job_leaves_the_private_figures_out_of_its_publishable_seconds(
   c.teachers.dataset, c.attack.enabled = "digits", False
   c.compile_accounting_ahead = c.compile_student_ahead = False
 
-  def teachers(config, workdir, restart_flag):  # drew gap.png in DRAW seconds
+  def teachers(config, workdir, restart_flag, prefix):  # drew gap.png in DRAW seconds
     time.sleep(DRAW)
     return {"dataset": "digits", "data_source": "sklearn", "fallback_data": False,
             "num_teachers": 5, "examples_per_teacher": 10, "wall_seconds": 0.0,

@@ -69,6 +69,15 @@ def test_the_teachers_settings_are_named_as_nested_fields(data_dir, tmp_path, fi
     teacher_steps.plan(c)
 
 
+def test_a_teachers_setting_the_data_refuses_is_named_as_a_nested_field(data_dir, tmp_path):
+  """A train_subset larger than the data is refused once it is loaded: it was named
+  config.train_subset."""
+  c = _config(data_dir)
+  c.teachers.train_subset = 10**7
+  with pytest.raises(ValueError, match=r"^config\.teachers\.train_subset must be <= the "):
+    teacher_steps.run(c, str(tmp_path / "w"))
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_with_the_teachers_it_measured(data_dir, tmp_path, monkeypatch,
                                                              capsys):

@@ -541,6 +541,27 @@ def test_main_job_with_host_work_beside_the_accelerator(tmp_path):
   assert experiment.read_results(tmp_path / "attack")["beside_student"] is False
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("num_teachers", 0, r"^config\.teachers\.num_teachers must be an integer >= 1; got 0$"),
+    ("learning_rate", -1.0, r"^config\.teachers\.learning_rate must be > 0"),
+    ("weight_decay", -1.0, r"^config\.teachers\.weight_decay must be >= 0; got -1.0$"),
+])
+def test_main_job_names_the_teachers_settings_as_nested_fields(tmp_path, field, value, match):
+  """The main job's teachers' settings were refused as config.<field> (train_teachers'
+  names), and only once the data was loaded and the compilations ahead had started."""
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  c.teachers[field] = value
+  _scripts.assert_refused_before_work(run_pate.run, main_job.plan, c, tmp_path / "work", match)
+
+
+def test_main_job_plan_names_a_teachers_setting_the_data_refuses():
+  """A shift as large as the images is refused once they are loaded, naming the nested field."""
+  c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  c.teachers.max_shift = 1000
+  with pytest.raises(ValueError, match=r"^config\.teachers\.max_shift must be smaller than "):
+    main_job.plan(c)
+
+
 @pytest.mark.slow
 def test_main_job_refuses_an_unknown_attack_device_before_training(tmp_path):
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")

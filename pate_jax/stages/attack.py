@@ -266,15 +266,16 @@ def run_adult(config, key, workdir) -> dict:
   return results
 
 
-def _trained_teachers(tc):
+def _trained_teachers(tc, prefix: str):
   """Trains the ensemble of teachers config ``tc`` in memory, as the teachers stage does
   (same data, shards, keys and segments, hence the same teachers; no checkpoints, no
-  votes.npz): ``(ensemble, params, dataset)``."""
+  votes.npz): ``(ensemble, params, dataset)``. ``prefix``: how ``tc``'s fields are named
+  in the errors that refuse them."""
   from pate_jax import data  # pylint: disable=g-import-not-at-top
   from pate_jax.stages import teachers as teachers_stage  # pylint: disable=g-import-not-at-top
 
-  teachers_stage.check_config(tc)
-  ds, _, _, (shard_x, shard_y, dropped), root = teachers_stage.prepare_data(tc)
+  teachers_stage.check_config(tc, prefix)
+  ds, _, _, (shard_x, shard_y, dropped), root = teachers_stage.prepare_data(tc, prefix=prefix)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
   ensemble = teachers_stage.build_ensemble(tc, ds.num_classes)
@@ -296,7 +297,7 @@ def run_near_duplicates(config, key, workdir) -> dict:
   from pate_jax import votes as votes_lib  # pylint: disable=g-import-not-at-top
 
   tc = config.teachers
-  ensemble, params, ds = _trained_teachers(tc)
+  ensemble, params, ds = _trained_teachers(tc, "config.teachers.")
   vote = lambda x: np.asarray(ensemble.votes(params, jnp.asarray(x), ds.num_classes,
                                              tc.num_teachers))
   # The main job's targets: the lowest-consensus rows among the labelled pool queries.

@@ -208,8 +208,10 @@ def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | Non
         lambda: _archive(root, pathlib.Path(config.archive)))
     return main_job.run(config.pate_mnist, out, on_labels=hand_over), main_job.report
   if name == "bench_teachers":
-    return bench_teachers.run(config.bench_teachers, out), None
+    return bench_teachers.run(config.bench_teachers, out, "config.bench_teachers."), None
   if name == NONDETERMINISTIC_BENCH:
+    # Refused here, naming the nested field, not in the subprocess as config.<field>.
+    bench_teachers.check_config(config.bench_teachers, "config.bench_teachers.")
     return _run_in_subprocess(bench_teachers.__name__, config.bench_teachers, root / name,
                               _nondeterministic_env(), float(config.call_limit_s)), None
   if name == "bench_accounting":
@@ -223,8 +225,8 @@ def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | Non
                               "teachers; run stage 1 (pate_mnist) in this workdir first")
     return student.run(c, out, restart_flag="--config.pate_g.restart"), None
   if name == "mnist_baseline":
-    return (teachers_stage.run(config.baseline, out, restart_flag="--config.baseline.restart"),
-            teachers_stage.report)
+    return (teachers_stage.run(config.baseline, out, restart_flag="--config.baseline.restart",
+                               prefix="config.baseline."), teachers_stage.report)
   if name == "kd_gan":
     return kd_gan.run(config.kd_gan, out, "--config.kd_gan.restart"), kd_gan.report
   return suite.run(_tests_config(config, name), out), None
@@ -605,10 +607,11 @@ def _plan_one(config, name: str, device: int) -> tuple[dict, Any]:
     t = config.pate_mnist.teachers
     return p, {"teachers": _teachers_at(p["teachers"], t.memory_fraction * frac, device)}
   if name == "mnist_baseline":
-    p = teachers_stage.plan(copy.deepcopy(config.baseline))
+    p = teachers_stage.plan(copy.deepcopy(config.baseline), "config.baseline.")
     return p, _teachers_at(p, config.baseline.memory_fraction * frac, device)
   if name in ("bench_teachers", NONDETERMINISTIC_BENCH):
-    p = bench_teachers.plan(config.bench_teachers)  # its Ensemble plans at 0.6 of a device
+    # Its Ensemble plans at 0.6 of a device.
+    p = bench_teachers.plan(config.bench_teachers, "config.bench_teachers.")
     if name == NONDETERMINISTIC_BENCH:
       p["process"] = "a subprocess whose XLA_FLAGS lack --xla_gpu_deterministic_ops"
     return p, {"vmap_train_plan": at_budget(

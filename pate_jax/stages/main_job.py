@@ -240,7 +240,9 @@ def wire(config, root: pathlib.Path | None) -> None:
   (``None``: a dry run, before any stage has written anything). Refuses a student the
   main job cannot report (:func:`check_student`), and a stage's seed, noise seed or
   labelling given by hand (configs/pate_mnist.py leaves them unset): they would be
-  replaced, and a research ``aggregate.noise_seed`` would silently become secret noise."""
+  replaced, and a research ``aggregate.noise_seed`` would silently become secret noise.
+  The teachers' settings are then refused as ``config.teachers.<field>``, before the data
+  is loaded (:func:`pate_jax.stages.teachers.check_config`)."""
   check_student(config)
   owned = {f"{stage}.seed": ("--config.seed", config.seed)
            for stage in ("teachers", "aggregate", "student")}
@@ -262,6 +264,7 @@ def wire(config, root: pathlib.Path | None) -> None:
       config.student.votes_dir = str(root / "teachers")
       config.student.labels_dir = str(root / "aggregate")
     config.student.aggregate = config.aggregate
+  teachers_stage.check_config(config.teachers, "config.teachers.")
 
 
 def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> dict:
@@ -291,7 +294,8 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
         ("student_compiled_beside_teachers", compile_student, student_ahead(config))) if on}
     t = time.time()
     teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
-                                  restart_flag="--config.teachers.restart")
+                                  restart_flag="--config.teachers.restart",
+                                  prefix="config.teachers.")
     for name, future in ahead.items():  # done before the labels and the student need them
       concurrent_seconds[name] = future.result()
     # The private figures' seconds (they follow the votes), out of the publishable ones:
@@ -395,7 +399,7 @@ def plan(config) -> dict:
               "compile_accounting_ahead": accounting_ahead(config),
               "compile_student_ahead": student_ahead(config),
               "attack_beside_student": attack_beside_student(config)},
-          "teachers": teachers_stage.plan(config.teachers),
+          "teachers": teachers_stage.plan(config.teachers, "config.teachers."),
           "aggregate": {"mechanism": config.aggregate.mechanism,
                         "num_queries": config.aggregate.num_queries},
           "student": student_stage.plan(config.student, votes_from=_query_set(config)[0],

@@ -119,7 +119,8 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   t0 = time.time()
   tc = config.teachers
   steps, k = _checked(config)
-  ds, _, _, (shard_x, shard_y, _), root = teachers_stage.prepare_data(tc)
+  ds, _, _, (shard_x, shard_y, _), root = teachers_stage.prepare_data(
+      tc, prefix="config.teachers.")
   n_test = min(int(config.num_test), len(ds.test_labels))
   fns = teachers_stage.build_ensemble(tc, ds.num_classes).fns
   init_keys = jax.random.split(rng.stream(root, "teacher_init"), tc.num_teachers)

@@ -73,13 +73,15 @@ def check_config(config: ml_collections.ConfigDict, prefix: str = "config.") -> 
     checks.positive_vector(temperatures, f"{prefix}distill_temperatures", "temperatures")
 
 
-def check_data(config: ml_collections.ConfigDict, images: np.ndarray) -> None:
-  """The config values that depend on the data (``images [N, H, W, C]``)."""
+def check_data(config: ml_collections.ConfigDict, images: np.ndarray,
+               prefix: str = "config.") -> None:
+  """The config values that depend on the data (``images [N, H, W, C]``; ``prefix`` as
+  :func:`check_config`'s)."""
   if config.max_shift >= min(images.shape[1:3]):
-    raise ValueError(f"config.max_shift must be smaller than the images "
+    raise ValueError(f"{prefix}max_shift must be smaller than the images "
                      f"({images.shape[1]}×{images.shape[2]}); got {config.max_shift}")
   if config.train_subset > len(images):
-    raise ValueError(f"config.train_subset must be <= the {len(images)} training examples; "
+    raise ValueError(f"{prefix}train_subset must be <= the {len(images)} training examples; "
                      f"got {config.train_subset}")
 
 
@@ -94,37 +96,40 @@ def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
 
 
 def run(config: ml_collections.ConfigDict, workdir: str, *,
-        restart_flag: str = experiment.RESTART_FLAG) -> dict:
+        restart_flag: str = experiment.RESTART_FLAG, prefix: str = "config.") -> dict:
   """Trains (or resumes) the ensemble, computes votes and writes results.
 
   ``restart_flag``: the flag that sets ``config.restart`` on the command line of the script
   that runs this stage, named in the messages that refuse a resume:
   ``--config.teachers.restart`` in a main job whose teachers' config is nested.
+  ``prefix``: how the settings are named in the errors that refuse them
+  (:func:`check_config`; ``config.teachers.`` there).
 
   With ``PATE_JAX_COORDINATOR`` / ``PATE_JAX_NUM_PROCESSES`` / ``PATE_JAX_PROCESS_ID``
   (or ``PATE_JAX_DISTRIBUTED=auto``) set, one such command per host trains one
   ensemble whose teachers are spread over every host's devices; process 0 writes
   the files.
   """
-  check_config(config)
+  check_config(config, prefix)
   experiment.check_restart_flag(restart_flag)
   distributed.initialize()  # no-op for one process; precedes any JAX computation
   with experiment.locked_workdir(workdir, enabled=distributed.is_main_process()):
-    return _run(config, workdir, restart_flag)
+    return _run(config, workdir, restart_flag, prefix)
 
 
 def prepare_data(config: ml_collections.ConfigDict,
-                 clock: experiment.PhaseClock | None = None) -> tuple:
+                 clock: experiment.PhaseClock | None = None, prefix: str = "config.") -> tuple:
   """The run's data, root key and teachers' shards: ``(ds, train_x, train_y, (shard_x
   [T, n, H, W, C], shard_y [T, n], dropped), root)`` (what :func:`run` trains on and
   :func:`plan` sizes). ``clock``: marks the phases "load" (the files read and checked)
-  and "partition" (the shards drawn)."""
+  and "partition" (the shards drawn). ``prefix``: how the settings are named in the errors
+  that refuse them (:func:`check_data`)."""
   ds = load_data(config)
   train_x, train_y = ds.train_images, ds.train_labels
   if config.get("use_extra") and ds.extra_images is not None:  # SVHN: train + extra.
     train_x = np.concatenate([train_x, ds.extra_images])
     train_y = np.concatenate([train_y, ds.extra_labels])
-  check_data(config, train_x)
+  check_data(config, train_x, prefix)
   if config.train_subset:
     train_x, train_y = train_x[:config.train_subset], train_y[:config.train_subset]
   if clock is not None:
@@ -228,14 +233,15 @@ def _head_start(future: concurrent.futures.Future | None, what: str):
     return None
 
 
-def plan(config: ml_collections.ConfigDict) -> dict:
+def plan(config: ml_collections.ConfigDict, prefix: str = "config.") -> dict:
   """``--dry_run``: data sizes, the stacked state's size and the memory planner's chunks
   (:meth:`pate_jax.teachers.Ensemble.plan_train` / ``plan_predict`` on abstract inputs of
   the run's padded shapes: the plans the run would make). With the ``loop`` strategy (the
   CPU default) the run trains one teacher at a time; the plans shown are then those of
-  ``vmap`` on the teacher mesh, for comparison. Loads the data; trains nothing."""
-  check_config(config)
-  ds, train_x, _, (shard_x, shard_y, dropped), root = prepare_data(config)
+  ``vmap`` on the teacher mesh, for comparison. Loads the data; trains nothing. ``prefix``:
+  how the settings are named in the errors that refuse them (:func:`check_config`)."""
+  check_config(config, prefix)
+  ds, train_x, _, (shard_x, shard_y, dropped), root = prepare_data(config, prefix=prefix)
   t, n = config.num_teachers, int(shard_y.shape[1])
   ensemble = build_ensemble(config, ds.num_classes)
   index, num_pool = teachers.query_set(ds)
@@ -388,9 +394,10 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
         f"to reuse these votes, or {new_workdir}")
 
 
-def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> dict:
+def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str,
+         prefix: str) -> dict:
   clock = experiment.PhaseClock()
-  ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config, clock)
+  ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config, clock, prefix)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
         f"data: {ds.source}")
   fingerprint = {**experiment.config_fields(config, FINGERPRINT_FIELDS),
@@ -415,7 +422,7 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str) -> 
       return done
     clock.mark("setup")
     return _train_and_vote(config, workdir, ds, (shard_x, shard_y, dropped), root, ckpt,
-                           clock, private_data)
+                           clock, private_data, restart_flag, prefix)
 
 
 def private_data_digest(ds: data.ImageDataset, train_x: np.ndarray, train_y: np.ndarray,
@@ -440,10 +447,12 @@ def _outputs(config: ml_collections.ConfigDict) -> dict:
           "distill_temperatures": list(config.get("distill_temperatures", ()) or ())}
 
 
-def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data) -> dict:
+def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data, restart_flag,
+                    prefix) -> dict:
   """Trains (resuming from ``ckpt``), computes the votes and writes the results; ``clock``
   (an :class:`pate_jax.experiment.PhaseClock`) times its phases; ``private_data``: the key of
-  the teachers' budget (:func:`private_data_digest`), written into votes.npz."""
+  the teachers' budget (:func:`private_data_digest`), written into votes.npz;
+  ``restart_flag`` and ``prefix`` as :func:`run`'s."""
   peak_before = memory.peak_bytes()  # the allocators' peak from earlier work, if any
   shard_x, shard_y, dropped = shards
   ensemble = build_ensemble(config, ds.num_classes)
@@ -469,7 +478,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
     final_keys = () if config.get("keep_checkpoints", False) else ("params",)
     state, step = ckpt.restore_or(state, final_step=config.num_steps, final_keys=("params",))
     if step > config.num_steps:
-      raise ValueError(f"config.num_steps={config.num_steps} is below the step of the "
+      raise ValueError(f"{prefix}num_steps={config.num_steps} is below the step of the "
                        f"checkpoint restored ({step}); ask for at least {step} steps, or "
                        f"start over with {restart_flag}=True")
     if step:

@@ -73,41 +73,42 @@ def xla_step_flops(fns: teachers.TeacherFns, state, keys, images, labels) -> flo
   return None if not cost or "flops" not in cost else float(cost["flops"])
 
 
-def check_config(config) -> None:
+def check_config(config, prefix: str = "config.") -> None:
   """Refuses, naming the field, what the benchmark cannot run (a count of 0 divided by zero,
-  a negative size or width failed as a shape error of JAX), before anything is built."""
-  rng.check_seed(config.seed, "config.seed")
+  a negative size or width failed as a shape error of JAX), before anything is built.
+  ``prefix``: how the fields are named (``config.bench_teachers.`` in the GPU acceptance)."""
+  rng.check_seed(config.seed, f"{prefix}seed")
   for name in ("num_teachers", "examples_per_teacher", "steps_per_call", "repeats",
                "chunk_size"):
-    checks.positive_int(config[name], f"config.{name}")
+    checks.positive_int(config[name], f"{prefix}{name}")
   for name in ("batch_size", "max_shift"):  # batch_size 0: full batch; max_shift 0: none
-    checks.positive_int(config[name], f"config.{name}", minimum=0)
-  shape = checks.int_tuple(config.image_shape, "config.image_shape")
+    checks.positive_int(config[name], f"{prefix}{name}", minimum=0)
+  shape = checks.int_tuple(config.image_shape, f"{prefix}image_shape")
   if config.max_shift and (len(shape) < 3 or config.max_shift >= min(shape[:2])):
-    raise ValueError(f"config.max_shift must be smaller than the images' height and width "
-                     f"(config.image_shape (H, W, C)); got {config.max_shift} for {shape}")
-  checks.choice(config.model.name, "config.model.name", models.model_names())
-  models.check_kwargs(config.model.name, config.model.kwargs, "config.model.kwargs")
-  checks.choice(config.compute_dtype, "config.compute_dtype", models.COMPUTE_DTYPES)
+    raise ValueError(f"{prefix}max_shift must be smaller than the images' height and width "
+                     f"({prefix}image_shape (H, W, C)); got {config.max_shift} for {shape}")
+  checks.choice(config.model.name, f"{prefix}model.name", models.model_names())
+  models.check_kwargs(config.model.name, config.model.kwargs, f"{prefix}model.kwargs")
+  checks.choice(config.compute_dtype, f"{prefix}compute_dtype", models.COMPUTE_DTYPES)
   if isinstance(config.strategies, str) or not config.strategies:
-    raise ValueError(f"config.strategies must be a non-empty tuple of {teachers.STRATEGIES}; "
+    raise ValueError(f"{prefix}strategies must be a non-empty tuple of {teachers.STRATEGIES}; "
                      f"got {config.strategies!r}")
   for s in config.strategies:
-    checks.choice(s, "config.strategies", teachers.STRATEGIES)
+    checks.choice(s, f"{prefix}strategies", teachers.STRATEGIES)
   unknown = set(config.profile_strategies) - set(config.strategies)
   if isinstance(config.profile_strategies, str) or unknown:
-    raise ValueError(f"config.profile_strategies must be a tuple of config.strategies "
+    raise ValueError(f"{prefix}profile_strategies must be a tuple of {prefix}strategies "
                      f"{tuple(config.strategies)}; got {config.profile_strategies!r}")
-  if not checks.scalar(config.peak_tflops, "config.peak_tflops") >= 0:
-    raise ValueError(f"config.peak_tflops must be >= 0 (0: the datasheet value); "
+  if not checks.scalar(config.peak_tflops, f"{prefix}peak_tflops") >= 0:
+    raise ValueError(f"{prefix}peak_tflops must be >= 0 (0: the datasheet value); "
                      f"got {config.peak_tflops!r}")
 
 
-def plan(config) -> dict:
+def plan(config, prefix: str = "config.") -> dict:
   """``--dry_run``: the synthetic ensemble's sizes, its stacked state, and the chunk the
   memory planner picks for the ``vmap`` strategy on the teacher mesh (abstract inputs:
-  nothing is trained)."""
-  check_config(config)
+  nothing is trained). ``prefix`` as :func:`check_config`'s."""
+  check_config(config, prefix)
   t, n = int(config.num_teachers), int(config.examples_per_teacher)
   model = models.get_model(config.model.name, 10, compute_dtype=config.compute_dtype,
                            **config.model.kwargs)
@@ -150,9 +151,10 @@ def _print_profile(strategy: str, profile: dict, lines: int = 3, top: int = 5) -
       print(f"    {e['share']:6.1%} {e['ms']:9.1f} ms  x{e['count']:<5d} {e['name'][:90]}")
 
 
-def run(config, workdir: str) -> dict:
-  """Times every strategy of ``config.strategies``; writes results.json."""
-  check_config(config)
+def run(config, workdir: str, prefix: str = "config.") -> dict:
+  """Times every strategy of ``config.strategies``; writes results.json. ``prefix`` as
+  :func:`check_config`'s."""
+  check_config(config, prefix)
   t, n = config.num_teachers, config.examples_per_teacher
   root = rng.root_key(config.seed)
   data_key = rng.stream(root, "bench_data")
