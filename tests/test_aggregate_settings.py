@@ -81,3 +81,41 @@ def test_the_main_job_and_the_student_name_the_aggregate_block(tmp_path, monkeyp
   with s.aggregate.ignore_type():
     s.aggregate[field] = value
   _scripts.assert_refused_before_work(student.run, student.plan, s, tmp_path / "s", nested)
+
+
+RELEASE_BAD = [
+    ("order", 0.5, r"^config.release.order must be finite and > 1; found 0.5"),
+    ("sigma_ss", 0.0, r"^config.release.sigma_ss must be > 0; got 0.0$"),
+    ("beta", -1.0, r"^config.release.beta must be > 0; got -1.0$"),
+]
+
+
+@pytest.mark.parametrize("field, value, match", RELEASE_BAD)
+def test_the_release_block_is_refused_as_dotted_fields_before_the_votes_are_read(
+    tmp_path, monkeypatch, field, value, match):
+  """They were named "release order", "release sigma_ss", "release beta", and only once the
+  votes were read and the budget was opened."""
+  c = _scripts.config("aggregate_mnist", "cpu", votes_dir=str(_votes_dir(tmp_path / "t")),
+                      mechanism="gnmax", num_queries=20, noise_seed=0)
+  with c.release.ignore_type():
+    c.release[field] = value
+
+  def load(*args, **kwargs):
+    raise AssertionError(f"votes read: {args}")
+
+  monkeypatch.setattr(votes_lib, "load_votes", load)
+  _scripts.assert_refused_before_work(aggregate.run, aggregate.plan, c, tmp_path / "w", match)
+
+
+@pytest.mark.parametrize("field, value, match", RELEASE_BAD)
+def test_the_main_job_names_the_aggregate_release_block(tmp_path, field, value, match):
+  """Refused as config.aggregate.release.<field> before the teachers train."""
+  nested = match.replace("^config.", "^config.aggregate.")
+  job = _scripts.config("pate_mnist", "cpu")
+  with job.aggregate.release.ignore_type():
+    job.aggregate.release[field] = value
+  with pytest.raises(ValueError, match=nested):
+    main_job.plan(job)
+  with pytest.raises(ValueError, match=nested):
+    main_job.run(job, str(tmp_path / "job"))
+  assert not (tmp_path / "job").exists()

@@ -76,3 +76,22 @@ def test_the_release_refuses_its_own_fields_before_reading_the_votes(tmp_path, f
   with pytest.raises(ValueError, match=match):
     release.plan(c)
   assert not (tmp_path / "release").exists()
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("order", 0.5, r"^config\.release\.order must be finite and > 1; found 0.5"),
+    ("sigma_ss", -1.0, r"^config\.release\.sigma_ss must be > 0; got -1.0$"),
+    ("beta", 0.5, r"^config\.release\.beta must be < 1/\(2·config\.release\.order\) = "),
+])
+def test_the_release_names_its_release_block_as_dotted_fields(tmp_path, field, value, match):
+  """They were named "release order", "release sigma_ss", "release beta", and only once
+  the votes were read (none exist here)."""
+  c = experiment.load_script(REPO / "configs" / "release_epsilon.py").get_config()
+  c.votes_dir, c.noise_seed = str(tmp_path / "teachers"), 0
+  with c.release.ignore_type():
+    c.release[field] = value
+  with pytest.raises(ValueError, match=match):
+    release.run(c, tmp_path / "release")
+  with pytest.raises(ValueError, match=match):
+    release.plan(c)
+  assert not (tmp_path / "release").exists()

@@ -34,15 +34,17 @@ class ReleaseSpec(NamedTuple):
   sigma_ss: float
 
   @classmethod
-  def make(cls, order: float, sigma_ss: float, beta: float | None = None) -> "ReleaseSpec":
-    """Validated parameters; ``beta`` defaults to ``0.4 / order``."""
-    order = float(v.orders(order, "release order").reshape(()))
-    sigma_ss = float(v.positive(sigma_ss, "release sigma_ss"))
+  def make(cls, order: float, sigma_ss: float, beta: float | None = None, *,
+           name: str = "release") -> "ReleaseSpec":
+    """Validated parameters; ``beta`` defaults to ``0.4 / order``. ``name``: the block
+    the errors name the fields of (``{name}.order``; ``config.release`` in a stage)."""
+    order = float(v.orders(order, f"{name}.order").reshape(()))
+    sigma_ss = float(v.positive(sigma_ss, f"{name}.sigma_ss"))
     beta = DEFAULT_BETA_TIMES_ORDER / order if beta is None else float(
-        v.positive(beta, "release beta"))
+        v.positive(beta, f"{name}.beta"))
     if not beta * order < 0.5:
-      raise ValueError(f"release beta must be < 1/(2·order) = {0.5 / order:g} (Theorem 23); "
-                       f"got {beta!r}")
+      raise ValueError(f"{name}.beta must be < 1/(2·{name}.order) = {0.5 / order:g} "
+                       f"(Theorem 23); got {beta!r}")
     return cls(order, beta, sigma_ss)
 
   def rdp_curve(self, orders: np.ndarray) -> np.ndarray:

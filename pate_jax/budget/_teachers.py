@@ -134,7 +134,7 @@ class TeachersBudget:
     self.num_classes = int(self.votes.shape[1])
     if release is not None:  # The 2018 analysis holds only where C5 and C6 hold.
       acc.check_release_order(self.params["sigma"], self.num_classes, release.order,
-                              "release order")
+                              "release.order")
     self.research_seed = research_seed
     self.noise = "secret" if research_seed is None else f"research:{int(research_seed)}"
     self.private_data = votes.get("private_data") or private_data

@@ -71,20 +71,35 @@ def rdp_orders(config: Any, mechanism: mechanisms.Mechanism) -> np.ndarray | Non
 
 def fixed_release(release: Any, mechanism: mechanisms.Mechanism, params: dict[str, float],
                   num_queries: int, delta: float, orders: Any, conversion: str,
-                  num_classes: int) -> budget_lib.ReleaseSpec:
+                  num_classes: int, name: str = "config.release") -> budget_lib.ReleaseSpec:
   """A ``config.release`` block as a :class:`pate_jax.budget.ReleaseSpec`: its order, or
   (``None``) the data-independent rule's for ``num_queries`` answers; its β, or 0.4/order;
   its σ_ss. The order must satisfy conditions C5 and C6 for σ and ``num_classes`` (2018,
   App. B.4.2; the rule chooses only such orders): a config's other order is refused here,
-  before anything is answered. Nothing here looks at the votes."""
+  before anything is answered. Nothing here looks at the votes. ``name``: the block the
+  errors name the fields of (``{name}.order``)."""
   order = release.get("order")
   if order is None:
     order = budget_lib.default_release_order(mechanism, params, int(num_queries),
                                              float(delta), orders, conversion,
                                              num_classes=num_classes)
-  spec = budget_lib.ReleaseSpec.make(order, release.sigma_ss, release.get("beta"))
-  acc.check_release_order(params["sigma"], num_classes, spec.order, "config.release.order")
+  spec = budget_lib.ReleaseSpec.make(order, release.sigma_ss, release.get("beta"), name=name)
+  acc.check_release_order(params["sigma"], num_classes, spec.order, f"{name}.order")
   return spec
+
+
+def check_release(release: Any, name: str = "config.release") -> None:
+  """A ``config.release`` block's ``order`` (``None``: the rule's), ``beta`` (``None``:
+  0.4/order) and ``sigma_ss``, refused naming the field (``{name}.sigma_ss``) before the
+  votes are read; the order's conditions C5 and C6 need the votes' classes
+  (:func:`fixed_release`)."""
+  if release.get("order") is not None:
+    budget_lib.ReleaseSpec.make(release.order, release.sigma_ss, release.get("beta"),
+                                name=name)
+    return
+  _checks.positive(release.sigma_ss, f"{name}.sigma_ss")
+  if release.get("beta") is not None:
+    _checks.positive(release.beta, f"{name}.beta")
 
 
 def release_spec(config: Any, mechanism: mechanisms.Mechanism, params: dict[str, float],
@@ -112,10 +127,12 @@ def check_config(config: Any, prefix: str = "config.") -> None:
   ``chunk_size`` (integers >= 1), the query selection, δ, ``epsilon_max`` (> 0), the
   conversion, the orders, ``max_moment`` (an integer >= 1), ``tight_max_moment`` (an
   integer >= 0; 0: no tight report) and the flags ``data_dependent`` and
-  ``privacy_plot`` (booleans). A ``tight_max_moment`` that is no integer failed after the
-  answers were drawn and charged; a fractional ``chunk_size`` was truncated; a
-  ``privacy_plot`` of ``"no"`` drew the plot; the dry run accepted each, and a run's
-  library refused the others naming its own arguments. ``prefix``: how the fields are
+  ``privacy_plot`` (booleans), and the release's ``order``, ``beta`` and ``sigma_ss``
+  (where there is a release: :func:`has_release`). A ``tight_max_moment`` that is no
+  integer failed after the answers were drawn and charged; a fractional ``chunk_size`` was
+  truncated; a ``privacy_plot`` of ``"no"`` drew the plot; the dry run accepted each, and a
+  run's library refused the others naming its own arguments (the release's as ``release
+  order``, after the votes were read). ``prefix``: how the fields are
   named (``config.aggregate.`` in the main job and the student, which check it before
   anything trains or is asked)."""
   mechanism = mechanisms.get(config.mechanism, f"{prefix}mechanism")
@@ -137,6 +154,8 @@ def check_config(config: Any, prefix: str = "config.") -> None:
   _checks.boolean(config.data_dependent, f"{prefix}data_dependent")
   if "privacy_plot" in config:
     _checks.boolean(config.privacy_plot, f"{prefix}privacy_plot")
+  if has_release(config, mechanism):
+    check_release(config.release, f"{prefix}release")
 
 
 def make_budget(config: Any, data: dict[str, Any], source: Any,

@@ -64,7 +64,9 @@ def check_config(config: Any) -> None:
   by ``--dry_run``): an unknown ``orders`` was read as the default grid and reported under
   its own name, ``draws`` 0 reported a NaN spread and -1 failed inside JAX; a fractional
   ``num_queries`` was truncated; a bad δ, conversion, threshold or threshold noise was
-  refused, naming the library's argument, only after the mechanism had answered."""
+  refused, naming the library's argument, only after the mechanism had answered, and the
+  release's ``order``, ``beta`` and ``sigma_ss`` as ``release order`` once the votes were
+  read (:func:`pate_jax.stages.aggregate.check_release`)."""
   _checks.positive_int(config.num_queries, "config.num_queries")
   _checks.scalar(config.threshold, "config.threshold")
   _checks.positive(config.sigma_threshold, "config.sigma_threshold")
@@ -74,6 +76,7 @@ def check_config(config: Any) -> None:
   _checks.choice(config.orders, "config.orders", ("tf_privacy", "default"))
   _checks.positive_int(config.draws, "config.draws")
   _checks.boolean(config.joint_orders, "config.joint_orders")
+  aggregate.check_release(config.release)
 
 
 def _grid(config: Any) -> np.ndarray:
