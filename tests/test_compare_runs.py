@@ -191,6 +191,47 @@ def test_a_bad_timeout_or_runs_is_refused_before_anything_is_checked_out(
   _scripts.assert_refused_before_work(cr.run, cr.plan, c, tmp_path / "w", match)
 
 
+@pytest.mark.parametrize("side", ["before", "after"])
+@pytest.mark.parametrize("rev, match", [
+    ("no-such-commit", r": 'no-such-commit' names no commit of this repository "
+                       r"\(git rev-parse --verify\)$"),
+    ("--all", r" must be a commit of this repository \(a hash, branch or tag\) or empty "
+              r"\(the working tree\); got '--all'$"),
+    (7, r" must be a commit .*; got 7$"),
+])
+def test_an_unknown_commit_is_refused_naming_its_field_before_anything_is_checked_out(
+    tmp_path, monkeypatch, side, rev, match):
+  """--dry_run showed an unknown commit as "UNKNOWN: config.before / config.after: ...", and
+  the run named both fields. Refused by both, naming the one field, before any worktree is
+  added (git rev-parse --verify is all that runs)."""
+  ran = []
+  real = cr._git  # pylint: disable=protected-access
+
+  def git(*args):
+    ran.append(args[0])
+    if args[0] != "rev-parse":
+      raise AssertionError(f"git {args} ran")
+    return real(*args)
+
+  monkeypatch.setattr(cr, "_git", git)
+  monkeypatch.setattr(cr, "run_catalogue", git)
+  c = experiment.load_script(REPO / "configs" / "compare_runs.py").get_config("cpu")
+  c.before, c.after, c.runs = "HEAD", "", "aggregate"
+  with c.ignore_type():
+    c[side] = rev
+  _scripts.assert_refused_before_work(cr.run, cr.plan, c, tmp_path / "w",
+                                      rf"^config\.{side}{match}")
+  assert set(ran) <= {"rev-parse"}
+
+
+def test_the_plan_shows_the_commits_it_compares():
+  c = experiment.load_script(REPO / "configs" / "compare_runs.py").get_config("cpu")
+  c.before, c.after, c.runs = "HEAD", "", "aggregate"
+  p = cr.plan(c)
+  assert p["before"] == f"HEAD = {cr.commits(c)['before'][:12]}"
+  assert p["after"] == "the working tree"
+
+
 @pytest.mark.parametrize("platform", ["cuda", "gpu", "tpu", "rocm,gpu"])
 def test_an_accelerator_platform_is_refused_where_none_is_installed(tmp_path, monkeypatch,
                                                                      platform):

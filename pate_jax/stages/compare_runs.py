@@ -52,7 +52,8 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from pate_jax import _checks, experiment, io
 
 __all__ = ["Run", "CATALOGUE", "NOT_COVERED", "VOLATILE_KEYS", "command", "with_prerequisites",
-           "run_catalogue", "comparable", "compare_files", "compare", "run", "plan", "report"]
+           "run_catalogue", "comparable", "compare_files", "compare", "commits", "run", "plan",
+           "report"]
 
 
 class Run(NamedTuple):
@@ -342,13 +343,25 @@ def _git(*args: str) -> str:
   return proc.stdout.strip()
 
 
-def _commit(rev: str) -> str:
-  """The commit ``rev`` names in this repository (``ValueError`` if none)."""
+def _commit(rev: Any, field: str) -> str:
+  """The commit ``rev`` names in this repository (``git rev-parse --verify``); a
+  ``ValueError`` naming ``field`` if none (or ``rev`` is no string, or reads as an option)."""
+  if not isinstance(rev, str) or rev.startswith("-"):
+    raise ValueError(f"{field} must be a commit of this repository (a hash, branch or tag) or "
+                     f"empty (the working tree); got {rev!r}")
   try:
     return _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
   except RuntimeError:
-    raise ValueError(f"config.before / config.after: {rev!r} names no commit of this "
-                     "repository") from None
+    raise ValueError(f"{field}: {rev!r} names no commit of this repository (git rev-parse "
+                     "--verify)") from None
+
+
+def commits(config: Any) -> dict[str, str]:
+  """The commits ``config.before`` and ``config.after`` name (a side left empty is the
+  working tree, absent here), refused naming the field before anything is checked out: an
+  unknown one was shown as UNKNOWN by ``--dry_run``."""
+  return {side: _commit(config[side], f"config.{side}") for side in ("before", "after")
+          if config[side]}
 
 
 def _environment(config: Any) -> dict[str, str]:
@@ -407,13 +420,10 @@ def check_config(config: Any) -> None:
 def plan(config: Any) -> dict[str, Any]:
   """``--dry_run``: the commits compared and the runs, without checking anything out."""
   check_config(config)
-  out: dict[str, Any] = {}
-  for side in ("before", "after"):
-    rev = config[side]
-    try:
-      out[side] = f"{rev} = {_commit(rev)[:12]}" if rev else "the working tree"
-    except ValueError as e:
-      out[side] = f"UNKNOWN: {e}"
+  found = commits(config)
+  out: dict[str, Any] = {
+      side: f"{config[side]} = {found[side][:12]}" if side in found else "the working tree"
+      for side in ("before", "after")}
   runs = with_prerequisites(config.runs.split(","))
   out.update(runs=", ".join(r.name for r in runs), not_covered=", ".join(NOT_COVERED),
              data_dir=os.environ.get("PATE_JAX_DATA_DIR") or "UNSET (MNIST and Adult runs fail)",
@@ -426,12 +436,12 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
   catalogue on both, compares, writes ``results.json`` (module docstring)."""
   t0 = time.perf_counter()
   check_config(config)
+  found = commits(config)
   root = pathlib.Path(workdir).resolve()
   runs = with_prerequisites(config.runs.split(","))
-  commits = {side: _commit(config[side]) for side in ("before", "after") if config[side]}
   sources, made, done = {"before": _repo(), "after": _repo()}, [], {}
   try:
-    for side, commit in commits.items():
+    for side, commit in found.items():
       sources[side] = root / f"{side}_src"
       if sources[side].exists():  # a killed earlier run's
         _git("worktree", "remove", "--force", str(sources[side]))
@@ -451,8 +461,8 @@ def run(config: Any, workdir: str) -> dict[str, Any]:
   per_run = {r.name: _status(r.name, done["before"][r.name], done["after"][r.name],
                              comparison["files"]) for r in runs}
   results = {
-      "before": config.before or "working tree", "before_commit": commits.get("before"),
-      "after": config.after or "working tree", "after_commit": commits.get("after"),
+      "before": config.before or "working tree", "before_commit": found.get("before"),
+      "after": config.after or "working tree", "after_commit": found.get("after"),
       "equal": all(r["equal"] for r in per_run.values()), "runs": per_run,
       "files": comparison["files"], "not_covered": NOT_COVERED,
       "commands": {r.name: done["after"][r.name]["command"] for r in runs},
