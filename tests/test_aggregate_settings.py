@@ -119,3 +119,18 @@ def test_the_main_job_names_the_aggregate_release_block(tmp_path, field, value, 
   with pytest.raises(ValueError, match=nested):
     main_job.run(job, str(tmp_path / "job"))
   assert not (tmp_path / "job").exists()
+
+
+def test_the_student_of_true_answered_labels_names_the_aggregate_block(tmp_path, monkeypatch):
+  """Its labels come from the aggregate stage too (the rows it answered): the block was
+  refused by that stage after the votes were read, named config.num_queries."""
+  def load(*args, **kwargs):
+    raise AssertionError(f"votes read: {args}")
+
+  monkeypatch.setattr(votes_lib, "load_votes", load)
+  s = _scripts.config("student_pate_g", "cpu", votes_dir=str(tmp_path / "t"),
+                      labels="true_answered")
+  s.aggregate.num_queries = 0
+  _scripts.assert_refused_before_work(
+      student.run, student.plan, s, tmp_path / "s",
+      r"^config\.aggregate\.num_queries must be an integer >= 1; got 0$")

@@ -70,10 +70,12 @@ def check_schedule(config, prefix: str = "config.") -> None:
 
 
 def check_labelling(config, prefix: str = "config.") -> None:
-  """The aggregate stage's settings of noisy labels (``aggregate``:
-  :func:`pate_jax.stages.aggregate.check_config`), refused naming the field before the
-  votes and the public data are read. ``prefix`` as :func:`check_schedule`'s."""
-  if config.get("labels", "noisy") == "noisy" and config.get("aggregate") is not None:
+  """The aggregate stage's settings of labels it answers (``noisy``, and ``true_answered``,
+  the rows it answered; ``aggregate``: :func:`pate_jax.stages.aggregate.check_config`),
+  refused naming the field before the votes and the public data are read. ``prefix`` as
+  :func:`check_schedule`'s."""
+  if (config.get("labels", "noisy") in ("noisy", "true_answered")
+      and config.get("aggregate") is not None):
     aggregate.check_config(config.aggregate, f"{prefix}aggregate.")
 
 
