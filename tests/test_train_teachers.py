@@ -253,3 +253,31 @@ def test_the_attack_stage_trains_the_teachers_stage_teachers(tmp_path):
   votes = ensemble.votes(params, jnp.asarray(data.to_float(ds.test_images[index])),
                          ds.num_classes, 4)
   np.testing.assert_array_equal(np.asarray(votes), votes_lib.load_votes(tmp_path)["votes"])
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("num_teachers", 0, r"^config\.teachers\.num_teachers must be an integer >= 1; got 0$"),
+    ("model.kwargs.hidden", (0,),
+     r"^config\.teachers\.model\.kwargs\.hidden must hold integers >= 1"),
+])
+def test_the_main_job_and_the_attack_name_the_nested_teachers_settings(
+    tmp_path, monkeypatch, field, value, match):
+  """The main job (``--config.teachers.*``) and the near-duplicates attack
+  (``config.teachers``) named them config.num_teachers, as in train_teachers' config; the
+  main job loaded its query set first, and the attack's dry run accepted them."""
+  from pate_jax.stages import attack, main_job  # pylint: disable=g-import-not-at-top
+
+  def load(*args, **kwargs):
+    raise AssertionError(f"data loaded: {args}")
+
+  monkeypatch.setattr(main_job, "_query_set", load)
+  monkeypatch.setattr(teachers_stage, "prepare_data", load)
+  for name, stage in (("pate_mnist", main_job), ("attack_near_duplicates", attack)):
+    config = _scripts.config(name, "cpu")
+    *path, last = field.split(".")
+    target = config.teachers
+    for p in path:
+      target = target[p]
+    with target.ignore_type():
+      target[last] = value
+    _scripts.assert_refused_before_work(stage.run, stage.plan, config, tmp_path / name, match)

@@ -63,7 +63,13 @@ def check_sweeps(config: Any) -> None:
   attack runs (naming the field): ``sigmas`` (non-empty, finite, > 0; the attacks named
   it ``sigma``, and an empty one failed in numpy's stack), ``sweep_sigma``,
   ``query_counts`` (integers >= 1: a 0 failed as ``num_queries`` once the σ grid had been
-  attacked) and ``sweep_variants`` (among the variants: a KeyError after that grid)."""
+  attacked) and ``sweep_variants`` (among the variants: a KeyError after that grid). The
+  near-duplicates setting's teachers (``config.teachers``: the teachers stage's checks,
+  naming ``config.teachers.<field>``; its dry run accepted them, and a run refused them
+  once its workdir was made)."""
+  if config.get("setting") == "near_duplicates":
+    from pate_jax.stages import teachers as teachers_stage  # pylint: disable=g-import-not-at-top
+    teachers_stage.check_config(config.teachers, "config.teachers.")
   if "sigmas" in config:
     _checks.positive_vector(config.sigmas, "config.sigmas", "noise scales")
   if config.get("query_counts"):
