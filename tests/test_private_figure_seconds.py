@@ -88,7 +88,10 @@ def test_the_teachers_leave_the_gap_plot_out_of_their_phases_and_wall(tmp_path, 
   r = teachers_stage.run(c, str(tmp_path))
   outside = time.perf_counter() - start
   assert len(drawn) == 1
-  assert r["phase_seconds"]["write"] < DRAW and r["wall_seconds"] <= outside - DRAW
+  # Out of the wall, and so out of every phase, since they add up to it. (Not "the write
+  # phase < DRAW": it syncs votes.npz and its directory to disk, which took 0.58 s on a
+  # busy machine.)
+  assert r["wall_seconds"] <= outside - DRAW
   assert r["private"]["gap_plot_seconds"] >= DRAW
   assert abs(sum(r["phase_seconds"].values()) - r["wall_seconds"]) < 0.1
 
