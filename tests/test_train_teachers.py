@@ -248,7 +248,8 @@ def test_the_attack_stage_trains_the_teachers_stage_teachers(tmp_path):
   from pate_jax import data, teachers  # pylint: disable=g-import-not-at-top
   from pate_jax.stages import attack  # pylint: disable=g-import-not-at-top
   experiment.load_script(SCRIPT).run(_small_config(keep_checkpoints=False), str(tmp_path))
-  ensemble, params, ds = attack._trained_teachers(_small_config())  # pylint: disable=protected-access
+  ensemble, params, ds = attack._trained_teachers(  # pylint: disable=protected-access
+      _small_config(), "config.")
   index, _ = teachers.query_set(ds)
   votes = ensemble.votes(params, jnp.asarray(data.to_float(ds.test_images[index])),
                          ds.num_classes, 4)
