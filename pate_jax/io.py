@@ -63,6 +63,14 @@ def temporary(path: str | os.PathLike) -> pathlib.Path:
   return path.with_name(path.name + ".tmp")
 
 
+def temporary_files(path: str | os.PathLike) -> tuple[pathlib.Path, ...]:
+  """The temporary files a durable write of ``path`` (an ``.npz``) killed before its rename
+  leaves: :func:`temporary`, and the ``.tmp.npz`` name earlier versions wrote. What they
+  held was never recorded; a stage removes them before it writes ``path`` again."""
+  path = pathlib.Path(path)
+  return temporary(path), path.with_name(path.name + ".tmp.npz")
+
+
 def write_private(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> pathlib.Path:
   """Writes ``path`` atomically, durably and owner-only: ``write(f)`` fills a temporary
   file opened by :func:`open_private`, which is synced to disk and renamed over ``path``,

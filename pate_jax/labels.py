@@ -104,9 +104,8 @@ def save_labels(path_or_dir: str | os.PathLike, *, labels: Any, status: Any, tru
 
 def temporary_files(path_or_dir: str | os.PathLike) -> tuple[pathlib.Path, ...]:
   """The temporary files a :func:`save_labels` of ``path_or_dir`` killed before its rename
-  leaves (:func:`pate_jax.io.temporary`, and the name earlier versions wrote)."""
-  path = _path(path_or_dir)
-  return io.temporary(path), path.with_name(path.name + ".tmp.npz")
+  leaves (:func:`pate_jax.io.temporary_files`)."""
+  return io.temporary_files(_path(path_or_dir))
 
 
 def _check_outcomes(labels: np.ndarray, status: np.ndarray, answered: np.ndarray,

@@ -200,12 +200,10 @@ def save_votes(path: str | os.PathLike, votes: Any, labels: Any, *, index: Any |
 
 def temporary_files(path: str | os.PathLike) -> tuple[pathlib.Path, ...]:
   """The temporary files a :func:`save_votes` of ``path`` (a votes.npz, or its directory)
-  killed before its rename leaves (:func:`pate_jax.io.temporary`, and the name earlier
-  versions wrote): private votes, which nothing reads."""
+  killed before its rename leaves (:func:`pate_jax.io.temporary_files`): private votes,
+  which nothing reads."""
   path = pathlib.Path(path)
-  if path.suffix != ".npz":
-    path = path / "votes.npz"
-  return io.temporary(path), path.with_name(path.name + ".tmp.npz")
+  return io.temporary_files(path if path.suffix == ".npz" else path / "votes.npz")
 
 
 KEYS = ("votes", "labels", "index", "num_pool", "num_teachers", "dataset")
