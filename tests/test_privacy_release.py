@@ -564,6 +564,29 @@ def test_5_d_the_samplers_warning_counts_the_releases_the_run_draws(tmp_path, mo
     assert f" add {r['ledger']['sampler_delta']:.2g} to δ" in warned[0], warned[0]
 
 
+def test_5_d_releases_after_counts_a_release_due_from_a_run_killed_before_it(tmp_path):
+  """The budget's own count: a release is due where new rows are asked or the newest
+  release leaves charged rows uncovered (a run killed between its answers and its release);
+  after the release, asking the same rows draws none. Where the budget refuses every new
+  row the count is an upper bound by one."""
+  teachers = _teachers(tmp_path / "t", _votes(7, 60))
+  budget = aggregate.make_budget(_config(teachers, epsilon_max=1.0),
+                                 votes_lib.load_votes(teachers), teachers, tmp_path / "w")
+  rows = np.arange(10)
+  assert budget.releases_after(rows) == 1
+  budget.answer(rows)  # Killed here: answered, not released.
+  assert budget.releases_after(rows) == budget.releases_after(rows[:3]) == 1
+  budget.release()
+  assert budget.releases_after(rows) == 1 and budget.releases_after(np.arange(12)) == 2
+  budget.answer(np.arange(60))  # Spends to the refusal point.
+  budget.release()
+  drawn = budget.state()["release_count"]
+  refused = np.setdiff1d(np.arange(60), budget.state()["rows"])
+  assert refused.size and budget.releases_after(refused) == drawn + 1
+  budget.answer(refused)
+  assert budget.release() is not None and budget.state()["release_count"] == drawn
+
+
 # --- 6. Refusals do not depend on the votes -----------------------------------------------
 
 

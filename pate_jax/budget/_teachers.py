@@ -493,6 +493,21 @@ class TeachersBudget:
       loaded.record, loaded.releases_paid = aggregator.ledger_record(), paid
       self._write(loaded)
 
+  def releases_after(self, rows: Any) -> int:
+    """How many releases of ε the ledger will hold once ``rows`` are asked of it
+    (:meth:`answer`) and :meth:`release` is called: those drawn so far, and one more where
+    a release is due, that is where a row not charged before is asked or the newest
+    release does not cover every charged row (a run killed between its answers and its
+    release). An upper bound by one where the budget refuses every new row (nothing new is
+    charged, and nothing is released). Public: counts of the ledger, not the votes."""
+    if self.release_spec is None:
+      return 0
+    with _locked(self.lock_path):
+      loaded = self._read() or self._empty()
+    asks_new = np.setdiff1d(np.asarray(rows), loaded.rows).size > 0
+    due = asks_new or (loaded.rows.size > 0 and _release_due(loaded.release, loaded.rows))
+    return loaded.release_count + int(due)
+
   @property
   def epsilon(self) -> float:
     """The budget's data-independent ε so far (labels and releases): publishable."""
@@ -527,8 +542,7 @@ class TeachersBudget:
       loaded = self._read()  # (Adopts the ledger's spec when ours came from the rule.)
       if loaded is None or not loaded.rows.size:
         return None
-      covered = (loaded.release or {}).get("public", {}).get("num_charged")
-      if covered == int(loaded.rows.size):
+      if not _release_due(loaded.release, loaded.rows):
         return _published(loaded.release, float(loaded.record["ledger_epsilon"]))
       count = loaded.release_count + 1
       if count > loaded.releases_paid:
@@ -596,3 +610,10 @@ def _published(release: dict[str, Any], upper: float) -> dict[str, Any]:
                         0.0, upper))
   public = {**release["public"], "epsilon_released": value, "clipped_to": [0.0, upper]}
   return {**release, "public": public}
+
+
+def _release_due(release: dict | None, rows: np.ndarray) -> bool:
+  """Whether the newest ``release`` (``None``: none drawn) leaves some of the charged
+  ``rows`` uncovered, so that a release of ε is due."""
+  covered = (release or {}).get("public", {}).get("num_charged")
+  return covered != int(np.asarray(rows).size)

@@ -195,32 +195,15 @@ def make_budget(config: Any, data: dict[str, Any], source: Any,
   return budget
 
 
-def releases_after(budget: budget_lib.TeachersBudget, rows: Any) -> int:
-  """How many releases of ε the budget will have drawn once the aggregate stage asks it
-  ``rows`` and draws its release (the count ``results.json``'s ``ledger.releases``
-  reports): those drawn so far, and one more where a release is due: a row not charged
-  before is asked, or the newest release does not cover every charged row (a run killed
-  between its answers and its release). A rerun that asks nothing new draws none. Public:
-  counts of the ledger, not the votes."""
-  state = budget.state()
-  count = int(state["release_count"])
-  if budget.release_spec is None:
-    return count
-  charged = np.asarray(state["rows"])
-  covered = (state["release"] or {}).get("public", {}).get("num_charged")
-  asks_new = np.setdiff1d(np.asarray(rows), charged).size > 0
-  return count + int(asks_new or (charged.size > 0 and covered != charged.size))
-
-
 def warn_sampler_delta(budget: budget_lib.TeachersBudget, num_asked: int, votes: Any,
                        where: str, num_releases: int) -> None:
   """Warns, before anything is drawn, where a secret-noise budget's float64 samplers would
   add more than its δ (:func:`pate_jax.reporting.sampler_part`) once ``num_asked`` rows are
   asked of it and it has drawn ``num_releases`` releases (the count the run's results then
-  report: :func:`releases_after` for this stage; the active learner draws none): the
-  (ε, δ) it publishes is then (ε, more than 2δ), as every report of it says. The term
-  grows as ``e^ε_max``: at ε_max 12 one release alone passes a δ of 1e-5 (GNMax's 100
-  answers at σ 40 add 3.9e-6 more). Research noise publishes nothing."""
+  report: :meth:`~pate_jax.budget.TeachersBudget.releases_after` for this stage; the
+  active learner draws none): the (ε, δ) it publishes is then (ε, more than 2δ), as every
+  report of it says. The term grows as ``e^ε_max``: at ε_max 12 one release alone passes a
+  δ of 1e-5 (GNMax's 100 answers at σ 40 add 3.9e-6 more). Research noise publishes nothing."""
   if budget.research_seed is not None:
     return
   num_releases = _checks.positive_int(num_releases, "num_releases", minimum=0)
@@ -295,7 +278,7 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   budget = make_budget(config, data, source, workdir)
   _check_prior(workdir, budget)
   warn_sampler_delta(budget, np.union1d(rows, budget.state()["rows"]).size, data["votes"],
-                     "config.epsilon_max", releases_after(budget, rows))
+                     "config.epsilon_max", budget.releases_after(rows))
   experiment.remove_stale(workdir, ("results.json", "privacy.png"))
   for tmp in labels_lib.temporary_files(workdir):  # left by a run killed while writing
     tmp.unlink(missing_ok=True)
