@@ -345,6 +345,54 @@ def test_a_kd_gan_killed_at_each_checkpoint_and_write_resumes_to_the_uninterrupt
   assert timeless(out) == timeless(fresh) and out["sound"] and out["curve"]
 
 
+def _timeless(x):
+  """``x`` without its timings (every key that names seconds), at any depth."""
+  if isinstance(x, dict):
+    return {k: _timeless(v) for k, v in x.items() if "seconds" not in k}
+  if isinstance(x, (list, tuple)):
+    return [_timeless(v) for v in x]
+  return x
+
+
+@pytest.mark.slow  # five smoke ablations of one variant, about 40 s
+def test_the_kd_gan_ablation_killed_in_each_fit_and_at_its_write_resumes_to_a_fresh_run(
+    tmp_path, data_dir, monkeypatch):
+  """The KD-GAN discriminator ablation (one variant: its teacher, the shared KD-only fit
+  and the joint fit), killed after the teacher's last checkpoint, after round 2 of 4 of
+  each fit and at the rename of its results.json, resumes each time from the checkpoints
+  the killed run left (no round trained twice) and ends with the results of the same
+  ablation run again from scratch (``restart``), timings aside."""
+  import _scripts  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("PATE_JAX_DATA_DIR", str(data_dir))
+  script, workdir = _scripts.script("ablate_kd_gan"), tmp_path / "w"
+
+  def run(kill: dict[str, int], resumed: list, **overrides):
+    config = _scripts.config("kd_gan_ablation", "smoke", only=("paper",), **overrides)
+    config.teacher.num_steps = 10
+    with monkeypatch.context() as m:
+      _kill_fits(m, kill, resumed)
+      if "results" in kill:
+        _kill_rename(m, "results.json")
+      return script.run(config, str(workdir))
+
+  seen = []
+  for kill in ({"teacher": 10}, {"kd_only": 2}, {"joint_paper": 2}, {"results": 1}):
+    resumed = []
+    with pytest.raises(_Killed):
+      run(kill, resumed)
+    seen.append([(n, r) for n, r, _ in resumed])
+    assert not (workdir / "results.json").exists()
+  assert seen == [[], [("teacher", 10)], [("teacher", 10), ("kd_only", 2)],
+                  [("teacher", 10), ("kd_only", 4), ("joint_paper", 2)]]
+  resumed = []
+  out = run({}, resumed)
+  assert [(n, r) for n, r, _ in resumed] == [("teacher", 10), ("kd_only", 4), ("joint_paper", 4)]
+  resumed = []
+  fresh = run({}, resumed, restart=True)
+  assert [(n, r) for n, r, _ in resumed] == [("teacher", 0), ("kd_only", 0), ("joint_paper", 0)]
+  assert _timeless(out) == _timeless(fresh) and out["variants"][0]["name"] == "paper"
+
+
 @pytest.mark.slow  # four tiny PATE-G runs, about 30 s
 def test_a_pate_g_student_killed_at_each_write_resumes_spending_once(
     tmp_path, digits_votes_dir, monkeypatch):
