@@ -101,7 +101,8 @@ class TeachersBudget:
                mechanism: mechanisms.Mechanism | str, params: dict[str, float],
                epsilon_max: float, delta: float,
                orders: Any = None, max_moment: int = 8, data_dependent: bool = True,
-               conversion: str = "improved", chunk_size: int = 256, release: ReleaseSpec | None = None,
+               conversion: str = "improved", chunk_size: int = 256,
+               release: ReleaseSpec | None = None,
                research_seed: int | None = None, release_key: jax.Array | None = None,
                release_by_rule: bool = False, registry: BudgetRegistry | None = None,
                another_budget: bool = False, private_data: str | None = None):
