@@ -24,7 +24,7 @@ def stub_student(monkeypatch, private=None, seconds=0.0):
   votes = {"dataset": "digits", "num_teachers": 5, "labels": np.arange(20) % 3,
            "votes": np.ones((20, 3), np.int32)}
 
-  def noisy_labels(config, out):  # the aggregate stage
+  def noisy_labels(config, out, prefix):  # the aggregate stage
     time.sleep(seconds)
     return {}, {"num_queries": n, "noise_source": {"public": False},
                 "private": {"epsilon": {"x": {"epsilon": 1.0}}, **(private or {})}}

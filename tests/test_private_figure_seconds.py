@@ -112,7 +112,8 @@ def test_the_main_job_leaves_the_private_figures_out_of_its_publishable_seconds(
                         "plurality_accuracy_test": 0.9, "mean_normalized_gap": 0.5,
                         "gap_plot_seconds": DRAW}}
 
-  def student(config, workdir, restart_flag, on_labels):  # its labels drew privacy.png
+  # its labels drew privacy.png
+  def student(config, workdir, restart_flag, on_labels, prefix, aggregate_prefix):
     time.sleep(DRAW)
     experiment.write_results(tmp_path / "aggregate", {
         "noise_source": {"public": False}, "epsilon": {}, "epsilon_at_grid_edge": [],

@@ -159,20 +159,21 @@ def check_config(config: Any, prefix: str = "config.") -> None:
 
 
 def make_budget(config: Any, data: dict[str, Any], source: Any,
-                workdir: pathlib.Path) -> budget_lib.TeachersBudget:
+                workdir: pathlib.Path, prefix: str = "config.") -> budget_lib.TeachersBudget:
   """The budget the config spends: the teachers' (beside votes.npz) with secret noise,
   registered on their private data in ``config.budget_registry``, the work directory's with
   a research noise seed. Secret noise on votes marked ``not_releasable`` (their teachers'
   data prepared by looking at its private rows: Diabetes' ``"paper"`` preparation) is
-  refused first (:func:`pate_jax.budget.check_releasable`)."""
-  noise_seed = rng.check_noise_seed(config.get("noise_seed"), "config.noise_seed")
+  refused first (:func:`pate_jax.budget.check_releasable`). ``prefix`` as
+  :func:`check_config`'s."""
+  noise_seed = rng.check_noise_seed(config.get("noise_seed"), f"{prefix}noise_seed")
   budget_lib.check_releasable(data, noise_seed)  # before any setting is computed
-  another = _checks.boolean(config.get("another_budget", False), "config.another_budget")
-  mechanism = mechanisms.get(config.mechanism, "config.mechanism")
+  another = _checks.boolean(config.get("another_budget", False), f"{prefix}another_budget")
+  mechanism = mechanisms.get(config.mechanism, f"{prefix}mechanism")
   params = {name: float(config[name]) for name in mechanism.param_names}
   if noise_seed is None and not math.isfinite(float(config.epsilon_max)):
-    raise ValueError("config.epsilon_max must be finite with secret noise: a release needs a "
-                     "budget (inf is for research runs with config.noise_seed set)")
+    raise ValueError(f"{prefix}epsilon_max must be finite with secret noise: a release needs "
+                     f"a budget (inf is for research runs with {prefix}noise_seed set)")
   teachers = teachers_dir(source)
   budget = budget_lib.TeachersBudget(
       teachers if noise_seed is None else workdir, data,
@@ -218,18 +219,20 @@ def warn_sampler_delta(budget: budget_lib.TeachersBudget, num_asked: int, votes:
         budget.aggregator_kwargs["epsilon_max"], num_asked, num_releases, term, delta)
 
 
-def run(config: Any, workdir: str | os.PathLike) -> dict[str, Any]:
+def run(config: Any, workdir: str | os.PathLike, prefix: str = "config.") -> dict[str, Any]:
   """Runs the stage (module docstring); the workdir is locked meanwhile. The accounting
   runs on ``config.accounting_device`` (:func:`pate_jax.experiment.accounting_device`:
-  the host by default)."""
-  check_config(config)
-  device = experiment.accounting_device(config.get("accounting_device", "host"))
+  the host by default). ``prefix``: how the fields are named in the errors that refuse
+  them (:func:`check_config`; ``config.student.aggregate.`` in the main job)."""
+  check_config(config, prefix)
+  device = experiment.accounting_device(config.get("accounting_device", "host"),
+                                        f"{prefix}accounting_device")
   with experiment.locked_workdir(workdir), jax.default_device(device):
-    return _run(config, pathlib.Path(workdir))
+    return _run(config, pathlib.Path(workdir), prefix)
 
 
 def compile_ahead(config: Any, *, num_teachers: int, num_classes: int, num_rows: int,
-                  num_pool: int) -> float:
+                  num_pool: int, prefix: str = "config.") -> float:
   """Runs the stage once on synthetic votes of a run's shapes, in a temporary directory
   removed afterwards, and returns its seconds.
 
@@ -239,7 +242,7 @@ def compile_ahead(config: Any, *, num_teachers: int, num_classes: int, num_rows:
   computes. For a host that would otherwise wait (the main job calls it while its teachers
   train on an accelerator). The votes are drawn from a fixed seed (70 % of the teachers on
   a random label, the rest at random), from no data; nothing is published or kept, and
-  no plot is drawn (matplotlib is not thread-safe).
+  no plot is drawn (matplotlib is not thread-safe). ``prefix`` as :func:`run`'s.
   """
   t0 = time.perf_counter()
   gen = np.random.default_rng(0)
@@ -257,11 +260,11 @@ def compile_ahead(config: Any, *, num_teachers: int, num_classes: int, num_rows:
     with rehearsal.unlocked():
       rehearsal.votes_dir, rehearsal.privacy_plot = str(teachers), False
       rehearsal.budget_registry = str(pathlib.Path(tmp) / "registry")
-    run(rehearsal, pathlib.Path(tmp) / "aggregate")
+    run(rehearsal, pathlib.Path(tmp) / "aggregate", prefix)
   return time.perf_counter() - t0
 
 
-def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
+def _run(config: Any, workdir: pathlib.Path, prefix: str = "config.") -> dict[str, Any]:
   t0 = time.perf_counter()
   source = config.votes_dir or workdir
   if not config.votes_dir and not (workdir / "votes.npz").exists():
@@ -272,13 +275,14 @@ def _run(config: Any, workdir: pathlib.Path) -> dict[str, Any]:
   data = votes_lib.load_votes(source)
   n = int(config.num_queries)
   if not 0 < n <= data["num_pool"]:
-    raise ValueError(f"config.num_queries must be in [1, num_pool={data['num_pool']}], got {n}")
+    raise ValueError(f"{prefix}num_queries must be in [1, num_pool={data['num_pool']}], got "
+                     f"{n}")
   rows = votes_lib.query_rows(config.query_selection, data["labels"][:data["num_pool"]], n,
                               data["votes"].shape[1])
-  budget = make_budget(config, data, source, workdir)
+  budget = make_budget(config, data, source, workdir, prefix)
   _check_prior(workdir, budget)
   warn_sampler_delta(budget, np.union1d(rows, budget.state()["rows"]).size, data["votes"],
-                     "config.epsilon_max", budget.releases_after(rows))
+                     f"{prefix}epsilon_max", budget.releases_after(rows))
   experiment.remove_stale(workdir, ("results.json", "privacy.png"))
   for tmp in labels_lib.temporary_files(workdir):  # left by a run killed while writing
     tmp.unlink(missing_ok=True)

@@ -44,7 +44,8 @@ from pate_jax import budget as budget_lib
 from pate_jax import votes as votes_lib
 from pate_jax.stages import teachers as teachers_stage
 
-__all__ = ["run", "plan", "report", "make_gan", "setup", "epoch_rounds", "SOUND_RELEASE"]
+__all__ = ["run", "plan", "report", "check_config", "make_gan", "setup", "epoch_rounds",
+           "SOUND_RELEASE"]
 
 SOUND_RELEASE = "sound_release.npz"  # the sound variant's release, drawn once (owner-only)
 
@@ -71,27 +72,28 @@ def epoch_rounds(config, n: int) -> int:
   return math.ceil(config.epochs * n / (config.batch_size * config.k_s))
 
 
-def check_accounting(config) -> None:
+def check_accounting(config, prefix: str = "config.") -> None:
   """The published mechanism's settings, read once the teacher is trained, refused before
   it trains (naming the field): ``noise_multiplier``, ``clip``, ``tau`` and
   ``curve.max_epsilon`` (finite, > 0), ``delta``, and ``batch_size`` (an integer no larger
   than ``curve.num_public`` and every ``table1.public_sizes``: the sampling rate ``B/N``
-  must lie in (0, 1])."""
+  must lie in (0, 1]). ``prefix``: how the fields are named (``config.kd_gan.`` in the GPU
+  acceptance)."""
   for name in ("noise_multiplier", "clip", "tau"):
-    _checks.positive(config[name], f"config.{name}")
-  _checks.positive(config.curve.max_epsilon, "config.curve.max_epsilon")
-  _checks.delta(config.delta, "config.delta")
-  b = _checks.positive_int(config.batch_size, "config.batch_size")
-  sizes = {"config.curve.num_public": [config.curve.num_public],
-           "config.table1.public_sizes": list(config.table1.public_sizes)}
+    _checks.positive(config[name], f"{prefix}{name}")
+  _checks.positive(config.curve.max_epsilon, f"{prefix}curve.max_epsilon")
+  _checks.delta(config.delta, f"{prefix}delta")
+  b = _checks.positive_int(config.batch_size, f"{prefix}batch_size")
+  sizes = {f"{prefix}curve.num_public": [config.curve.num_public],
+           f"{prefix}table1.public_sizes": list(config.table1.public_sizes)}
   for name, values in sizes.items():
     for n in values:
       if _checks.positive_int(n, name) < b:
-        raise ValueError(f"{name} must be >= config.batch_size = {b} (the sampling rate "
+        raise ValueError(f"{name} must be >= {prefix}batch_size = {b} (the sampling rate "
                          f"B/N must lie in (0, 1]); got {n}")
 
 
-def check_fit(config) -> None:
+def check_fit(config, prefix: str = "config.") -> None:
   """The settings of one fit (the teacher's and a student's against D), refused naming the
   field: ``epochs``, the learning rates (``learning_rate``, ``disc_learning_rate``,
   ``teacher.learning_rate``) and ``gumbel_temperature`` (finite, > 0), the integers ``k_s``,
@@ -99,21 +101,22 @@ def check_fit(config) -> None:
   and the networks: ``student_model`` / ``student_kwargs``, ``teacher.model`` /
   ``teacher.model_kwargs`` (:func:`pate_jax.models.check_kwargs`) and ``disc_hidden``
   (widths >= 1; a width of 0 or -1 passed the dry run and failed as a shape error).
-  Shared with the KD-GAN ablation, which checks each variant's settings with it."""
-  _checks.choice(config.student_model, "config.student_model", models.model_names())
-  models.check_kwargs(config.student_model, config.student_kwargs, "config.student_kwargs")
-  _checks.choice(config.teacher.model, "config.teacher.model", models.model_names())
+  Shared with the KD-GAN ablation, which checks each variant's settings with it. ``prefix``
+  as :func:`check_accounting`'s."""
+  _checks.choice(config.student_model, f"{prefix}student_model", models.model_names())
+  models.check_kwargs(config.student_model, config.student_kwargs, f"{prefix}student_kwargs")
+  _checks.choice(config.teacher.model, f"{prefix}teacher.model", models.model_names())
   models.check_kwargs(config.teacher.model, config.teacher.model_kwargs,
-                      "config.teacher.model_kwargs")
-  _checks.int_tuple(config.disc_hidden, "config.disc_hidden", allow_empty=True)
+                      f"{prefix}teacher.model_kwargs")
+  _checks.int_tuple(config.disc_hidden, f"{prefix}disc_hidden", allow_empty=True)
   for name in ("epochs", "learning_rate", "disc_learning_rate", "gumbel_temperature"):
-    _checks.positive(config[name], f"config.{name}")
-  _checks.positive(config.teacher.learning_rate, "config.teacher.learning_rate")
+    _checks.positive(config[name], f"{prefix}{name}")
+  _checks.positive(config.teacher.learning_rate, f"{prefix}teacher.learning_rate")
   for name in ("k_s", "num_seeds"):
-    _checks.positive_int(config[name], f"config.{name}")
+    _checks.positive_int(config[name], f"{prefix}{name}")
   for name in ("num_steps", "batch_size"):
-    _checks.positive_int(config.teacher[name], f"config.teacher.{name}")
-  _checks.positive_int(config.k_d, "config.k_d", minimum=0)
+    _checks.positive_int(config.teacher[name], f"{prefix}teacher.{name}")
+  _checks.positive_int(config.k_d, f"{prefix}k_d", minimum=0)
 
 
 def check_lam(lam: Any, name: str) -> None:
@@ -122,31 +125,43 @@ def check_lam(lam: Any, name: str) -> None:
     raise ValueError(f"{name} must lie in [0, 1]; got {lam!r}")
 
 
-def check_training(config) -> None:
+def check_training(config, prefix: str = "config.") -> None:
   """The training settings, refused before the teacher trains (naming the field; they were
   read only once it was trained): one fit's (:func:`check_fit`), the integers
   ``segment_rounds`` (>= 1) and ``audit_rounds`` (>= 0), and the λ of the curve and of
-  Table 1 (in [0, 1])."""
-  rng.check_seed(config.seed, "config.seed")
-  check_fit(config)
-  _checks.positive_int(config.segment_rounds, "config.segment_rounds")
-  _checks.positive_int(config.audit_rounds, "config.audit_rounds", minimum=0)
-  check_lam(config.curve.lam, "config.curve.lam")
+  Table 1 (in [0, 1]). ``prefix`` as :func:`check_accounting`'s."""
+  rng.check_seed(config.seed, f"{prefix}seed")
+  check_fit(config, prefix)
+  _checks.positive_int(config.segment_rounds, f"{prefix}segment_rounds")
+  _checks.positive_int(config.audit_rounds, f"{prefix}audit_rounds", minimum=0)
+  check_lam(config.curve.lam, f"{prefix}curve.lam")
   for lam in config.table1.lambdas:
-    check_lam(lam, "config.table1.lambdas")
+    check_lam(lam, f"{prefix}table1.lambdas")
 
 
-def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG) -> dict:
+def check_config(config, prefix: str = "config.") -> None:
+  """Every setting refused before the teacher trains, naming the field: ``noise_seed``
+  (:func:`pate_jax.rng.check_noise_seed`), the published mechanism's
+  (:func:`check_accounting`) and the training's (:func:`check_training`). ``prefix`` as
+  :func:`check_accounting`'s."""
+  rng.check_noise_seed(config.noise_seed, f"{prefix}noise_seed")
+  check_accounting(config, prefix)
+  check_training(config, prefix)
+
+
+def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
+        prefix: str = "config.") -> dict:
   """Runs the stage (module docstring); the workdir is locked meanwhile. ``restart_flag``:
   the flag that sets ``config.restart`` for the script that runs it, named in a refused
-  resume (``--config.kd_gan.restart`` in the GPU acceptance)."""
+  resume (``--config.kd_gan.restart`` in the GPU acceptance); ``prefix``: how the fields
+  are named in the errors that refuse them (``config.kd_gan.`` there)."""
   t0 = time.time()
   workdir = pathlib.Path(workdir)
-  noise = rng.noise_record(config.noise_seed)  # validates noise_seed before any training
-  check_accounting(config)
-  check_training(config)
+  check_config(config, prefix)  # before any training
+  noise = rng.noise_record(config.noise_seed)
   with experiment.locked_workdir(workdir):
-    results, png = _run(config, workdir, noise, experiment.restart_hint(restart_flag))
+    results, png = _run(config, workdir, noise, experiment.restart_hint(restart_flag),
+                        prefix)
     results.update({"wall_seconds": time.time() - t0, "results_json": str(
         (workdir / "results.json").resolve()), "pngs": [str(png.resolve())]})
     experiment.write_results(workdir, results, config=config, seed=config.seed,
@@ -197,12 +212,13 @@ def setup(config, workdir: pathlib.Path, num_public: int,
   return Setup(seeds, train_key, keys, public, d, teacher, t_state, teacher_acc)
 
 
-def _run(config, workdir: pathlib.Path, noise: dict,
-         restart_hint: str) -> tuple[dict, pathlib.Path]:
-  """The results but their wall time and paths, and the plot's path."""
+def _run(config, workdir: pathlib.Path, noise: dict, restart_hint: str,
+         prefix: str = "config.") -> tuple[dict, pathlib.Path]:
+  """The results but their wall time and paths, and the plot's path (``prefix`` as
+  :func:`run`'s)."""
   release = {}
   s = setup(config, workdir, config.curve.num_public, restart_hint,
-            (lambda data: release.update(_sound_release(config, workdir, data)))
+            (lambda data: release.update(_sound_release(config, workdir, data, prefix)))
             if config.sound.enabled else None)
   seeds, train_key, keys, public, d = s.seeds, s.train_key, s.keys, s.public, s.data
   teacher, t_state, teacher_acc = s.teacher, s.teacher_state, s.teacher_accuracy
@@ -284,31 +300,33 @@ def _table1(config, fit: Callable, public: Callable, teacher, t_state,
   return rows
 
 
-def check_sound_votes(config, votes: dict, num_test: int) -> None:
+def check_sound_votes(config, votes: dict, num_test: int, prefix: str = "config.") -> None:
   """A ``ValueError`` unless the sound variant's public rows are ``votes``' pool rows:
   ``config.public`` is ``"pool"`` (the sound students see public inputs only, never the
   teachers' private training split) and ``votes.npz`` holds the student split of MNIST's
-  ``num_test`` test rows, its pool first, so that pool row ``i`` is the votes' row ``i``."""
+  ``num_test`` test rows, its pool first, so that pool row ``i`` is the votes' row ``i``.
+  ``prefix`` as :func:`check_accounting`'s."""
   if config.public != "pool":
-    raise ValueError(f"config.public must be 'pool' with sound.enabled (got "
+    raise ValueError(f"{prefix}public must be 'pool' with {prefix}sound.enabled (got "
                      f"{config.public!r}): the soft labels are the teachers' on votes.npz's "
                      "pool rows, and the sound students may see public inputs only")
   split = data_lib.student_split("mnist", num_test)
   if votes["dataset"] != "mnist" or not np.array_equal(
       votes["index"][:votes["num_pool"]], split.pool_index):
-    raise ValueError(f"config.sound.votes_dir: its votes.npz ({votes['dataset']}) is not on "
+    raise ValueError(f"{prefix}sound.votes_dir: its votes.npz ({votes['dataset']}) is not on "
                      "MNIST's student pool in the split's order; name the votes of the "
                      "MNIST teachers (configs/mnist_250.py)")
 
 
-def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
+def _sound_release(config, workdir: pathlib.Path, d: dict, prefix: str = "config.") -> dict:
   """The sound variant's release: the teachers' soft counts on the public rows through the
   exact discrete Gaussian at each level's calibrated σ, drawn once into
   ``<workdir>/sound_release.npz`` (owner-only) and read from there by every rerun; with
   secret noise a budget of its own on the teachers' private data
-  (:func:`pate_jax.budget.draw_once`; ``config.budget_registry``, ``config.another_budget``)."""
+  (:func:`pate_jax.budget.draw_once`; ``config.budget_registry``, ``config.another_budget``;
+  ``prefix`` as :func:`check_accounting`'s)."""
   votes = votes_lib.load_votes(config.sound.votes_dir)
-  check_sound_votes(config, votes, d["num_test"])
+  check_sound_votes(config, votes, d["num_test"], prefix)
   budget_lib.check_releasable(votes, config.noise_seed)  # (Diabetes' "paper" votes: none)
   n = len(d["public_rows"])
   sigmas = [kd_gan.calibrate_soft_label_noise(e, n, config.delta)
@@ -326,7 +344,7 @@ def _sound_release(config, workdir: pathlib.Path, d: dict) -> dict:
       config.sound.temperature), "noise_multipliers": np.asarray(sigmas, np.float64)}
   digest = budget_lib.votes_digest(votes)
   registry = budget_lib.BudgetRegistry(config.get("budget_registry") or None)
-  another = _checks.boolean(config.get("another_budget", False), "config.another_budget")
+  another = _checks.boolean(config.get("another_budget", False), f"{prefix}another_budget")
   key = None  # research noise: no budget
   if not noise["public"]:  # votes.npz without the field: the digest its run recorded
     key = registry.key_of(digest, votes.get("private_data") or
@@ -376,12 +394,12 @@ def _sound(config, fit: Callable, d: dict, train_key: jax.Array, seeds: list[int
           "sound_train_seconds": out.train_seconds}
 
 
-def plan(config) -> dict:
+def plan(config, prefix: str = "config.") -> dict:
   """``--dry_run``: the public sets, seeds, teacher schedule and every student fit's rounds
   (Table 1), the curve's ε target, and the sound variant's votes (or that they are missing).
-  The curve's step count is found at run time (a bisection on ε), not here."""
-  check_accounting(config)
-  check_training(config)
+  The curve's step count is found at run time (a bisection on ε), not here. ``prefix`` as
+  :func:`check_accounting`'s."""
+  check_config(config, prefix)
   b = int(config.batch_size)
   t, c = config.teacher, config.curve
   rows = [{"n": n, "lambdas": tuple(config.table1.lambdas), "rounds": epoch_rounds(config, n),
@@ -398,14 +416,14 @@ def plan(config) -> dict:
     out[f"table1_n{r['n']}"] = f"{r['rounds']} rounds × λ {r['lambdas']} (q = {r['q']:g})"
   if config.sound.enabled:
     out["sound"], votes = experiment.votes_plan(config.sound.votes_dir,
-                                                "config.sound.votes_dir")
+                                                f"{prefix}sound.votes_dir")
     if votes is not None and "soft_counts" not in votes:
       out["sound"]["votes"] = ("MISSING soft_counts: votes.npz holds no soft_counts; the "
                                "release needs the teachers' integer soft counts (train the "
                                "teachers again, with distill_temperatures)")
     elif votes is not None:
       try:  # the teachers' votes cover the whole test split: pool, then evaluation rows
-        check_sound_votes(config, votes, len(votes["index"]))
+        check_sound_votes(config, votes, len(votes["index"]), prefix)
       except ValueError as e:
         out["sound"]["votes"] = f"REFUSED: {e}"
     out["sound_levels"] = (f"ε {tuple(config.sound.epsilons)}: alternative releases, "

@@ -44,6 +44,7 @@ Overrides name the stage: ``--config.teachers.num_teachers=100``,
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import pathlib
 import time
 from typing import Any, Callable
@@ -62,12 +63,13 @@ from pate_jax.stages import student as student_stage
 from pate_jax.stages import teachers as teachers_stage
 
 
-def _attack_skipped(config) -> str | None:
-  """Why the main job makes no attack (``None``: it makes one)."""
+def _attack_skipped(config, prefix: str = "config.") -> str | None:
+  """Why the main job makes no attack (``None``: it makes one; ``prefix``: how the fields
+  are named, as :func:`run`'s)."""
   if not config.attack.enabled:
-    return "--config.attack.enabled=False"
+    return f"--{prefix}attack.enabled=False"
   if mechanisms.get(config.aggregate.mechanism,
-                    "config.aggregate.mechanism") is not mechanisms.GNMAX:
+                    f"{prefix}aggregate.mechanism") is not mechanisms.GNMAX:
     # The attack models GNMax's answers.
     return f"the attack models GNMax answers; the labels used {config.aggregate.mechanism}"
   return None
@@ -83,35 +85,35 @@ def _host_beside_accelerator(choice: bool | None, device_kind: str, name: str) -
   return device is not None and device.platform != jax.devices()[0].platform
 
 
-def attack_beside_student(config) -> bool:
+def attack_beside_student(config, prefix: str = "config.") -> bool:
   """Whether the attack runs in a thread beside the student's training (never where the
   job makes no attack): ``config.attack.beside_student``, or where that is ``None``,
   whenever the attack's device (``config.attack.device``) is not the one the student trains
   on (the host beside an accelerator: the two then share no device, and the attack costs
-  the job no wall time)."""
-  return _attack_skipped(config) is None and _host_beside_accelerator(
+  the job no wall time). ``prefix`` as :func:`run`'s."""
+  return _attack_skipped(config, prefix) is None and _host_beside_accelerator(
       config.attack.get("beside_student"), config.attack.get("device", "host"),
-      "config.attack.device")
+      f"{prefix}attack.device")
 
 
-def accounting_ahead(config) -> bool:
+def accounting_ahead(config, prefix: str = "config.") -> bool:
   """Whether the labels' accounting is compiled ahead, in a thread beside the teachers'
   training (:func:`pate_jax.stages.aggregate.compile_ahead`):
   ``config.compile_accounting_ahead``, or where that is ``None``, whenever the accounting's
   device (``config.aggregate.accounting_device``) is not the teachers' (the host beside an
-  accelerator)."""
+  accelerator). ``prefix`` as :func:`run`'s."""
   return _host_beside_accelerator(config.get("compile_accounting_ahead"),
                                   config.aggregate.get("accounting_device", "host"),
-                                  "config.aggregate.accounting_device")
+                                  f"{prefix}aggregate.accounting_device")
 
 
-def student_ahead(config) -> bool:
+def student_ahead(config, prefix: str = "config.") -> bool:
   """Whether the student's training is compiled ahead, in the thread beside the teachers'
   training (:func:`pate_jax.stages.student.compile_ahead`): ``config.compile_student_ahead``,
   or where that is ``None``, whenever the student trains on an accelerator (compiling is
-  host work)."""
+  host work). ``prefix`` as :func:`run`'s."""
   return _host_beside_accelerator(config.get("compile_student_ahead"), "host",
-                                  "config.compile_student_ahead")
+                                  f"{prefix}compile_student_ahead")
 
 
 def _query_set(config):
@@ -123,30 +125,33 @@ def _query_set(config):
   return ds, len(rows), num_pool
 
 
-def compile_accounting(config, query_set=None) -> float:
+def compile_accounting(config, query_set=None, prefix: str = "config.") -> float:
   """:func:`pate_jax.stages.aggregate.compile_ahead` with the shapes this run's votes will
   have (its teachers, its dataset's classes and student split); returns its seconds.
-  ``query_set``: :func:`_query_set`'s, where the caller has it (else loaded)."""
+  ``query_set``: :func:`_query_set`'s, where the caller has it (else loaded); ``prefix``
+  as :func:`run`'s."""
   ds, num_rows, num_pool = query_set or _query_set(config)
   return aggregate_stage.compile_ahead(
       config.aggregate, num_teachers=int(config.teachers.num_teachers),
-      num_classes=ds.num_classes, num_rows=num_rows, num_pool=num_pool)
+      num_classes=ds.num_classes, num_rows=num_rows, num_pool=num_pool,
+      prefix=f"{prefix}aggregate.")
 
 
-def compile_student(config, query_set=None) -> float:
+def compile_student(config, query_set=None, prefix: str = "config.") -> float:
   """:func:`pate_jax.stages.student.compile_ahead` with the shapes of this run's student
-  split; returns its seconds. ``query_set`` as :func:`compile_accounting`'s."""
+  split; returns its seconds. ``query_set`` and ``prefix`` as :func:`compile_accounting`'s."""
   ds, num_rows, num_pool = query_set or _query_set(config)
   return student_stage.compile_ahead(
       config.student, num_classes=ds.num_classes, image_shape=ds.test_images.shape[1:],
-      pool_size=num_pool, num_eval=num_rows - num_pool)
+      pool_size=num_pool, num_eval=num_rows - num_pool, prefix=f"{prefix}student.")
 
 
-def attack_computation(config, root: pathlib.Path) -> Callable[[], dict]:
+def attack_computation(config, root: pathlib.Path,
+                       prefix: str = "config.") -> Callable[[], dict]:
   """The histogram attack on the run's ``config.attack.num_histograms`` lowest-consensus
   answered queries (GNMax with the labels' σ), fresh noise vs consistent answers, as a
   function of no arguments: its inputs (votes, labels, keys, settings) are read now, so
-  that it may run in another thread while the student trains."""
+  that it may run in another thread while the student trains. ``prefix`` as :func:`run`'s."""
   a, agg = config.attack, config.aggregate
   data = votes_lib.load_votes(root / "teachers")
   answered = labels_lib.load_labels(root / "aggregate", votes_digest=budget.votes_digest(data))
@@ -159,7 +164,7 @@ def attack_computation(config, root: pathlib.Path) -> Callable[[], dict]:
   kwargs = {"sigma": float(agg.sigma), "num_queries": int(a.num_queries),
             "variants": attack_lib.reconstruction_variants(a), "delta": float(agg.delta),
             "dataset": str(data["dataset"]), "conversion": str(a.conversion)}
-  device = experiment.accounting_device(a.get("device", "host"), "config.attack.device")
+  device = experiment.accounting_device(a.get("device", "host"), f"{prefix}attack.device")
 
   def compute() -> dict:
     t = time.time()
@@ -177,13 +182,16 @@ def attack_computation(config, root: pathlib.Path) -> Callable[[], dict]:
 
 
 def attack_stage(config, root: pathlib.Path,
-                 computed: concurrent.futures.Future | None = None) -> dict:
+                 computed: concurrent.futures.Future | None = None,
+                 prefix: str = "config.") -> dict:
   """The attack (:func:`attack_computation`; ``computed``: its results, computing beside
-  the student) written to ``root/attack`` with its figure; returns its summary."""
-  skipped = _attack_skipped(config)
+  the student) written to ``root/attack`` with its figure; returns its summary. ``prefix``
+  as :func:`run`'s."""
+  skipped = _attack_skipped(config, prefix)
   if skipped:
     return {"skipped": skipped}
-  results = computed.result() if computed is not None else attack_computation(config, root)()
+  results = (computed.result() if computed is not None
+             else attack_computation(config, root, prefix)())
   results["beside_student"] = computed is not None
   workdir = root / "attack"
   workdir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +221,7 @@ def write_report(summary: dict, root: pathlib.Path) -> pathlib.Path:
                                reporting.main_job_markdown(summary, figures), private=True)
 
 
-def check_student(config) -> None:
+def check_student(config, prefix: str = "config.") -> None:
   """The main job's student learns from the aggregate stage's noisy labels, whose ε and
   ledger its publishable summary reports: un-noised labels (``config.student.labels``) and
   the active learner (which spends from the budget itself) are
@@ -221,20 +229,21 @@ def check_student(config) -> None:
   schedule it could not train on (:func:`pate_jax.stages.student.check_schedule`), which
   would otherwise fail after the teachers trained and its labels were paid for, and the
   aggregate stage's settings (:func:`pate_jax.stages.aggregate.check_config`), which the
-  job read only in the aggregate stage (or its compilation ahead), once it had started."""
-  student_stage.check_schedule(config.student, "config.student.")
-  aggregate_stage.check_config(config.aggregate, "config.aggregate.")
+  job read only in the aggregate stage (or its compilation ahead), once it had started.
+  ``prefix`` as :func:`run`'s."""
+  student_stage.check_schedule(config.student, f"{prefix}student.")
+  aggregate_stage.check_config(config.aggregate, f"{prefix}aggregate.")
   if config.student.labels != "noisy":
-    raise ValueError(f"config.student.labels must be 'noisy' in the main job (its summary "
+    raise ValueError(f"{prefix}student.labels must be 'noisy' in the main job (its summary "
                      f"publishes the noisy labels' ε); got {config.student.labels!r}: train "
                      "other students with experiments/train_student.py on its teachers")
   if config.student.get("active") and config.student.active.round_sizes:
-    raise ValueError("config.student.active.round_sizes must be empty in the main job (its "
+    raise ValueError(f"{prefix}student.active.round_sizes must be empty in the main job (its "
                      "summary publishes the aggregate stage's labels and ledger); run the "
                      "active learner with experiments/train_student.py on its teachers")
 
 
-def wire(config, root: pathlib.Path | None) -> None:
+def wire(config, root: pathlib.Path | None, prefix: str = "config.") -> None:
   """One root seed for every stage (pate_jax.rng streams); the student labels with the
   aggregate stage's config, from the teachers' votes and into aggregate/ under ``root``
   (``None``: a dry run, before any stage has written anything). Refuses a student the
@@ -242,20 +251,22 @@ def wire(config, root: pathlib.Path | None) -> None:
   labelling given by hand (configs/pate_mnist.py leaves them unset): they would be
   replaced, and a research ``aggregate.noise_seed`` would silently become secret noise.
   The teachers' settings are then refused as ``config.teachers.<field>``, before the data
-  is loaded (:func:`pate_jax.stages.teachers.check_config`)."""
-  check_student(config)
-  owned = {f"{stage}.seed": ("--config.seed", config.seed)
+  is loaded (:func:`pate_jax.stages.teachers.check_config`), and the student's
+  (:func:`pate_jax.stages.student.check_config`) as ``config.student.<field>``; ``prefix``
+  (as :func:`run`'s) stands for ``config.`` in these names."""
+  check_student(config, prefix)
+  owned = {f"{stage}.seed": (f"--{prefix}seed", config.seed)
            for stage in ("teachers", "aggregate", "student")}
-  owned["aggregate.noise_seed"] = ("--config.noise_seed", config.noise_seed)
+  owned["aggregate.noise_seed"] = (f"--{prefix}noise_seed", config.noise_seed)
   for field, (instead, value) in owned.items():  # unset, or set by an earlier wire()
     stage, name = field.split(".")
     if config[stage].get(name) not in (None, value):
-      raise ValueError(f"config.{field}: the main job sets it from {instead}; give {instead} "
-                       "instead")
+      raise ValueError(f"{prefix}{field}: the main job sets it from {instead}; give "
+                       f"{instead} instead")
   if "aggregate" in config.student and (
       config.student.aggregate.to_dict() != config.aggregate.to_dict()):
-    raise ValueError("config.student.aggregate: the main job's student labels with the "
-                     "aggregate stage's config; give --config.aggregate.* instead")
+    raise ValueError(f"{prefix}student.aggregate: the main job's student labels with the "
+                     f"aggregate stage's config; give --{prefix}aggregate.* instead")
   with config.unlocked():
     for stage in (config.teachers, config.aggregate, config.student):
       stage.seed = config.seed
@@ -264,38 +275,56 @@ def wire(config, root: pathlib.Path | None) -> None:
       config.student.votes_dir = str(root / "teachers")
       config.student.labels_dir = str(root / "aggregate")
     config.student.aggregate = config.aggregate
-  teachers_stage.check_config(config.teachers, "config.teachers.")
+  teachers_stage.check_config(config.teachers, f"{prefix}teachers.")
+  student_stage.check_config(config.student, f"{prefix}student.")
 
 
-def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> dict:
+def check_config(config, prefix: str = "config.") -> None:
+  """Every setting the job refuses before it loads data or starts JAX's backend, naming the
+  field (:func:`wire`'s checks, on a copy: ``config`` is left as it is, and
+  ``attack.device``, one of :data:`pate_jax.experiment.ACCOUNTING_DEVICES`). ``prefix`` as
+  :func:`run`'s: the GPU acceptance refuses ``config.pate_mnist.<field>`` before any of
+  its runs starts."""
+  wire(copy.deepcopy(config), None, prefix)
+  _checks.choice(config.attack.get("device", "host"), f"{prefix}attack.device",
+                 experiment.ACCOUNTING_DEVICES)
+
+
+def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
+        prefix: str = "config.") -> dict:
   """Runs the main job (module docstring) into ``workdir``. ``on_labels``: called once the
   student's labels are paid for and written, before anything drawn from their noise is
   printed (the GPU acceptance hands its workdir over then); its seconds are private
   (``private.seconds.hand_over``: that hand-over compresses the teachers' directory), out
-  of ``wall_seconds`` and ``stage_seconds``."""
+  of ``wall_seconds`` and ``stage_seconds``. ``prefix``: how the fields are named in the
+  errors that refuse them and in the stages' restart flags (``config.pate_mnist.`` in the
+  GPU acceptance: ``config.pate_mnist.teachers.<field>``)."""
   t0 = time.time()
   root = pathlib.Path(workdir)
-  wire(config, root)
+  wire(config, root, prefix)
   # A batch larger than the student's pool, refused before the teachers train; the
   # query set is loaded once, for this and the compilations ahead.
   query_set = _query_set(config)
-  student_stage.check_batch(config.student, query_set[2], "config.student.")
+  student_stage.check_batch(config.student, query_set[2], f"{prefix}student.")
   # A bad device name is refused now, not after the teachers and the student.
-  experiment.accounting_device(config.attack.get("device", "host"), "config.attack.device")
+  experiment.accounting_device(config.attack.get("device", "host"), f"{prefix}attack.device")
   experiment.remove_stale(root, ("results.json", "report.md"))
   stage_seconds = {}  # where the wall goes (the GPU acceptance's 60 s target)
   concurrent_seconds = {}  # host work beside a stage: not in the sum of stage_seconds
-  beside = attack_beside_student(config)
+  beside = attack_beside_student(config, prefix)
   # One host thread, idle while the accelerator trains: the labels' accounting compiled
   # ahead beside the teachers, then the attack beside the student.
   with experiment.side_thread() as pool:
-    ahead = {name: pool.submit(compile_fn, config, query_set) for name, compile_fn, on in (
-        ("accounting_compiled_beside_teachers", compile_accounting, accounting_ahead(config)),
-        ("student_compiled_beside_teachers", compile_student, student_ahead(config))) if on}
+    ahead = {name: pool.submit(compile_fn, config, query_set, prefix)
+             for name, compile_fn, on in (
+                 ("accounting_compiled_beside_teachers", compile_accounting,
+                  accounting_ahead(config, prefix)),
+                 ("student_compiled_beside_teachers", compile_student,
+                  student_ahead(config, prefix))) if on}
     t = time.time()
     teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
-                                  restart_flag="--config.teachers.restart",
-                                  prefix="config.teachers.")
+                                  restart_flag=f"--{prefix}teachers.restart",
+                                  prefix=f"{prefix}teachers.")
     for name, future in ahead.items():  # done before the labels and the student need them
       concurrent_seconds[name] = future.result()
     # The private figures' seconds (they follow the votes), out of the publishable ones:
@@ -313,11 +342,13 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
         on_labels()
         hand_over.append(time.time() - start)
       if beside:
-        computing.append(pool.submit(attack_computation(config, root)))
+        computing.append(pool.submit(attack_computation(config, root, prefix)))
 
     student = student_stage.run(config.student, str(root / "student"),
-                                restart_flag="--config.student.restart",
-                                on_labels=labelled if on_labels or beside else None)
+                                restart_flag=f"--{prefix}student.restart",
+                                on_labels=labelled if on_labels or beside else None,
+                                prefix=f"{prefix}student.",
+                                aggregate_prefix=f"{prefix}aggregate.")
     labels = experiment.read_results(root / "aggregate")
     if student.get("history"):
       reporting.plot_history(student["history"], student_plot_title(
@@ -329,7 +360,7 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
                                            - figures["privacy_plot"])
     t = student_end
     # Beside the student: the wait for what is left of it (then its files).
-    attack = attack_stage(config, root, computing[0] if computing else None)
+    attack = attack_stage(config, root, computing[0] if computing else None, prefix)
   # The attack's solvers stop on convergence on the private histograms: its seconds, and
   # the wall that holds them, are private.
   attack_seconds = {"attack": time.time() - t}
@@ -373,7 +404,7 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
                    **{k: v for k, v in figures.items() if v}}),
   }
   record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
-  mechanism = mechanisms.get(config.aggregate.mechanism, "config.aggregate.mechanism")
+  mechanism = mechanisms.get(config.aggregate.mechanism, f"{prefix}aggregate.mechanism")
   record["aggregate"] = record["student"]["aggregate"] = reporting.config_record(
       config.aggregate, mechanism)
   experiment.write_results(root, summary, config=record, seed=config.seed,
@@ -388,27 +419,27 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None) -> 
   return summary
 
 
-def plan(config) -> dict:
+def plan(config, prefix: str = "config.") -> dict:
   """``--dry_run``: the teachers' and the student's plans (data sizes, state bytes, the memory
   planner's chunks; the student sized from the teachers' dataset's student split, since
   the votes do not exist yet), the attack's size, and which host work runs beside the
-  accelerator."""
+  accelerator. ``prefix`` as :func:`run`'s."""
   a = config.attack
-  wire(config, None)
+  wire(config, None, prefix)
   return {"host_work_beside_the_accelerator": {
-              "compile_accounting_ahead": accounting_ahead(config),
-              "compile_student_ahead": student_ahead(config),
-              "attack_beside_student": attack_beside_student(config)},
-          "teachers": teachers_stage.plan(config.teachers, "config.teachers."),
+              "compile_accounting_ahead": accounting_ahead(config, prefix),
+              "compile_student_ahead": student_ahead(config, prefix),
+              "attack_beside_student": attack_beside_student(config, prefix)},
+          "teachers": teachers_stage.plan(config.teachers, f"{prefix}teachers."),
           "aggregate": {"mechanism": config.aggregate.mechanism,
                         "num_queries": config.aggregate.num_queries},
           "student": student_stage.plan(config.student, votes_from=_query_set(config)[0],
-                                        prefix="config.student."),
+                                        prefix=f"{prefix}student."),
           "attack": ({"histograms": a.num_histograms, "repeats_each": a.num_queries,
                       "seeds": a.num_seeds, "variants": list(a.variants.keys())}
                      if a.enabled and mechanisms.get(
                          config.aggregate.mechanism,
-                         "config.aggregate.mechanism") is mechanisms.GNMAX
+                         f"{prefix}aggregate.mechanism") is mechanisms.GNMAX
                      else "skipped (needs gnmax labels and attack.enabled)")}
 
 

@@ -44,16 +44,18 @@ aggregator answered (``true_answered``: its answers' rows with their errors take
 which rows is the aggregator's release, so the run reports its ε as ``noisy`` does)."""
 
 
-def noisy_labels(config, out: pathlib.Path) -> tuple[dict, dict]:
+def noisy_labels(config, out: pathlib.Path,
+                 prefix: str = "config.aggregate.") -> tuple[dict, dict]:
   """labels.npz and the aggregate stage's results in ``out`` (pate_jax.stages.aggregate,
   with the run's seed): the rows answered before come back from the teachers' budget as
-  recorded; settings that differ from the budget's are refused."""
+  recorded; settings that differ from the budget's are refused (``prefix``: how the
+  aggregate stage's fields are named)."""
   out = pathlib.Path(out)
   found = (out / labels_lib.FILENAME).exists()
   with config.aggregate.unlocked():
     config.aggregate.votes_dir = config.votes_dir
     config.aggregate.seed = config.seed
-  results = aggregate.run(config.aggregate, out)
+  results = aggregate.run(config.aggregate, out, prefix)
   if found:  # said once the budget has taken them (a refused run says why instead)
     print(f"labels.npz found in {out}: its rows came back from the teachers' budget as "
           "recorded (already paid for)")
@@ -92,29 +94,54 @@ def check_batch(config, pool_size: int, prefix: str = "config.") -> None:
                      f"(a larger batch repeats every row within each step); got {b}")
 
 
+def check_config(config, prefix: str = "config.") -> None:
+  """The settings refused naming the field before the votes are read or a label is asked
+  for: the schedule (:func:`check_schedule`), the labelling (:func:`check_labelling`),
+  ``labels`` (one of :data:`LABELS`; ``noisy`` with an active learner's
+  ``active.round_sizes``), ``student.name`` (a registered student) and ``num_seeds``
+  (an integer >= 1; 1 with an active learner). ``prefix`` as :func:`check_schedule`'s."""
+  check_schedule(config, prefix)
+  check_labelling(config, prefix)
+  _checks.choice(config.student.name, f"{prefix}student.name", students.STUDENTS)
+  if config.labels not in LABELS:
+    raise ValueError(f"{prefix}labels must be one of {', '.join(map(repr, LABELS))}, got "
+                     f"{config.labels!r}")
+  active = bool(config.get("active") and config.active.round_sizes)
+  if active and config.labels != "noisy":
+    raise ValueError(f"{prefix}labels={config.labels!r} with {prefix}active.round_sizes: the "
+                     "active learner asks the teachers' budget for noisy labels only; set "
+                     f"{prefix}labels='noisy' or clear {prefix}active.round_sizes")
+  num_seeds = _checks.positive_int(config.get("num_seeds", 1), f"{prefix}num_seeds")
+  if num_seeds > 1 and active:
+    raise ValueError(f"{prefix}num_seeds: the active learner trains one student (its rounds "
+                     "ask for that student's least confident rows); use 1")
+
+
 def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
-        on_labels: Callable[[], Any] | None = None) -> dict:
+        on_labels: Callable[[], Any] | None = None, prefix: str = "config.",
+        aggregate_prefix: str | None = None) -> dict:
   """Labels (or reuses) the student's queries, trains it and writes ``results.json``.
 
   ``on_labels``: called once the labels are written and before the training (the main
   job starts its attack there, beside the training); not called by the active learner,
   whose labels come during its training. Its seconds are private
   (``private.on_labels_seconds``), out of ``wall_seconds`` and ``phase_seconds``.
+  ``prefix``: how the fields are named in the errors that refuse them
+  (:func:`check_config`; ``config.student.`` in the main job); ``aggregate_prefix``: how
+  the aggregate stage's are (``<prefix>aggregate.`` by default; ``config.aggregate.`` in
+  the main job, whose student labels with its aggregate stage's config).
   """
   clock = experiment.PhaseClock()
   workdir = pathlib.Path(workdir)
-  check_schedule(config)
-  check_labelling(config)
+  check_config(config, prefix)
+  aggregate_prefix = aggregate_prefix or f"{prefix}aggregate."
   if not config.votes_dir:
-    raise ValueError("config.votes_dir: give the teachers' workdir (with votes.npz)")
+    raise ValueError(f"{prefix}votes_dir: give the teachers' workdir (with votes.npz)")
   votes = votes_lib.load_votes(config.votes_dir)
   pool, eval_x, eval_y, num_classes = students.load_public_data(votes, config.data_dir)
-  check_batch(config, pool.shape[0])
+  check_batch(config, pool.shape[0], prefix)
   root = rng.root_key(config.seed)
-  num_seeds = _checks.positive_int(config.get("num_seeds", 1), "config.num_seeds")
-  if num_seeds > 1 and config.get("active") and config.active.round_sizes:
-    raise ValueError("config.num_seeds: the active learner trains one student (its rounds "
-                     "ask for that student's least confident rows); use 1")
+  num_seeds = int(config.get("num_seeds", 1))
   seed_roots = [root] + [rng.root_key(config.seed + i) for i in range(1, num_seeds)]
   student = students.build_student(config.student.name, num_classes, pool.shape[1:],
                                    **config.student.kwargs.to_dict())
@@ -135,14 +162,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
                    "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],
                    "pool_size": int(pool.shape[0]),
                    "num_eval": int(eval_x.shape[0])}
-  if config.labels not in LABELS:
-    raise ValueError(f"config.labels must be one of {', '.join(map(repr, LABELS))}, got "
-                     f"{config.labels!r}")
   active = bool(config.get("active") and config.active.round_sizes)
-  if active and config.labels != "noisy":
-    raise ValueError(f"config.labels={config.labels!r} with config.active.round_sizes: the "
-                     "active learner asks the teachers' budget for noisy labels only; set "
-                     "config.labels='noisy' or clear config.active.round_sizes")
   # Before anything is spent: a run killed or refused from here on leaves no earlier run's
   # report beside what it spent (a rerun with more queries charges them first).
   experiment.remove_stale(workdir, ("results.json",))
@@ -150,11 +170,12 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   if active:
     with config.aggregate.unlocked():
       config.aggregate.seed = config.seed
-    budget = aggregate.make_budget(config.aggregate, votes, config.votes_dir, workdir)
+    budget = aggregate.make_budget(config.aggregate, votes, config.votes_dir, workdir,
+                                   aggregate_prefix)
     before = budget.state()
     aggregate.warn_sampler_delta(  # the active learner draws no release
         budget, sum(config.active.round_sizes) + len(before["rows"]), votes["votes"],
-        "config.aggregate.epsilon_max", int(before["release_count"]))
+        f"{aggregate_prefix}epsilon_max", int(before["release_count"]))
     empty = np.zeros((0,), np.int64)
     out = students.active_learning(
         student, students.make_student_data(pool, empty, empty, eval_x, eval_y, num_classes),
@@ -190,14 +211,16 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
                     "private": reporting.private_part(epsilon=private)})
   else:
     if config.labels in ("noisy", "true_answered"):
-      label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels")
+      label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels",
+                                     aggregate_prefix)
       index, labels = students.answered_labels(label_file)
       if index.size == 0:  # the budget, or Confident-GNMax's threshold, refused every query
         raise ValueError(
-            f"config.aggregate: none of its {agg.get('num_queries')} queries was answered (the "
-            f"budget's ε_max {agg.get('ledger', {}).get('epsilon_max')} leaves no room for an "
-            "answer, or Confident-GNMax's threshold refused them all): the student has no "
-            "labels; raise config.aggregate.epsilon_max or num_queries, or lower the noise")
+            f"{aggregate_prefix[:-1]}: none of its {agg.get('num_queries')} queries was answered "
+            f"(the budget's ε_max {agg.get('ledger', {}).get('epsilon_max')} leaves no room "
+            "for an answer, or Confident-GNMax's threshold refused them all): the student has "
+            f"no labels; raise {aggregate_prefix}epsilon_max or num_queries, or lower the "
+            "noise")
       # answering, accounting, release; not the private privacy.png the aggregate stage
       # drew (its seconds follow the votes)
       plot_seconds = (agg.get("private") or {}).get("privacy_plot_seconds") or 0.0
@@ -218,7 +241,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
                                          "ledger", "privacy_plot_seconds")
           if k in agg["private"]})
     else:  # non-private comparison points
-      index, labels = _clean_labels(config, votes)
+      index, labels = _clean_labels(config, votes, prefix)
       results["num_queries"] = int(index.size)
       if config.labels == "probabilities":
         results["temperature"] = float(config.student.kwargs.temperature)
@@ -267,16 +290,17 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
 
 
 def compile_ahead(config, *, num_classes: int, image_shape: tuple[int, ...], pool_size: int,
-                  num_eval: int) -> float:
+                  num_eval: int, prefix: str = "config.") -> float:
   """Compiles the student's training for :func:`run` ahead, on synthetic data of the shapes
   its real data will have (``pool_size`` pool and ``num_eval`` held-out images of
   ``image_shape``, ``config.aggregate.num_queries`` labels: the real count where every
   query is answered, as GNMax does; otherwise the real run compiles its own) with
   :func:`pate_jax.students.compile_fit`: the main job does this while its teachers train
-  on an accelerator. Nothing is read or written; returns the seconds taken."""
+  on an accelerator. Nothing is read or written; returns the seconds taken. ``prefix`` as
+  :func:`check_schedule`'s."""
   t = time.time()
   if config.get("active") and config.active.round_sizes:
-    raise ValueError("config.active: the active learner's rounds have no fixed shapes to "
+    raise ValueError(f"{prefix}active: the active learner's rounds have no fixed shapes to "
                      "compile ahead")
   image_shape = tuple(int(n) for n in image_shape)
   student = students.build_student(config.student.name, num_classes, image_shape,
@@ -292,7 +316,7 @@ def compile_ahead(config, *, num_classes: int, image_shape: tuple[int, ...], poo
                        num_steps=int(config.num_steps), batch_size=int(config.batch_size),
                        segment_steps=int(config.segment_steps),
                        num_seeds=_checks.positive_int(config.get("num_seeds", 1),
-                                                      "config.num_seeds"))
+                                                      f"{prefix}num_seeds"))
   return time.time() - t
 
 
@@ -402,8 +426,7 @@ def plan(config, *, votes_from: data_lib.ImageDataset | None = None,
   job's teachers stage): the sizes are those of its student split, the split the votes
   will cover. Without it and without the votes the sizes are MNIST's, and the plan says
   the votes are missing. ``prefix``: how the fields are named (:func:`check_schedule`)."""
-  check_schedule(config, prefix)
-  check_labelling(config, prefix)
+  check_config(config, prefix)
   n = int(config.aggregate.num_queries)
   out: dict = {"student": config.student.name, "labels": config.labels,
                "mechanism": config.aggregate.mechanism, "num_queries": n}
@@ -446,7 +469,7 @@ def plan(config, *, votes_from: data_lib.ImageDataset | None = None,
               "state_bytes": memory.tree_bytes(state)})
   labels = (jax.ShapeDtypeStruct((n, num_classes), np.float32) if config.labels ==
             "probabilities" else jax.ShapeDtypeStruct((n,), np.int32))
-  num_seeds = _checks.positive_int(config.get("num_seeds", 1), "config.num_seeds")
+  num_seeds = int(config.get("num_seeds", 1))
   if num_seeds == 1:
     step = students._loop._segment  # pylint: disable=protected-access  # the compiled step
   else:  # the seeds' stacked states and keys, in one vmapped program
@@ -460,7 +483,7 @@ def plan(config, *, votes_from: data_lib.ImageDataset | None = None,
   return out
 
 
-def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:
+def _clean_labels(config, votes: dict, prefix: str = "config.") -> tuple[np.ndarray, np.ndarray]:
   """Labels without noise on the pool rows ``aggregate.query_selection`` picks: the pool's
   own labels (``true``), the plurality of the teachers' votes, or their averaged
   probabilities at the student's temperature (distillation)."""
@@ -473,12 +496,12 @@ def _clean_labels(config, votes: dict) -> tuple[np.ndarray, np.ndarray]:
   if config.labels == "plurality":
     return rows, np.asarray(votes["votes"])[rows].argmax(1)
   if "probabilities" not in votes:
-    raise ValueError(f"config.labels='probabilities': {config.votes_dir} has no teacher "
+    raise ValueError(f"{prefix}labels='probabilities': {config.votes_dir} has no teacher "
                      "probabilities; train the teachers with distill_temperatures set")
   temps = [float(t) for t in votes["temperatures"]]
   t = float(config.student.kwargs.get("temperature", 1.0))
   if t not in temps:
-    raise ValueError(f"student.kwargs.temperature: {t} is not among the teachers' saved "
+    raise ValueError(f"{prefix}student.kwargs.temperature: {t} is not among the teachers' saved "
                      f"temperatures {temps}")
   return rows, np.asarray(votes["probabilities"][temps.index(t)][rows], np.float64)
 

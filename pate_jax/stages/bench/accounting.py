@@ -40,12 +40,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from pate_jax import _checks, experiment, rng
 from pate_jax import accounting as acc
-from pate_jax import experiment
 from pate_jax._checks import _votes as votes_checks
 from pate_jax.stages.bench.reference_loops import loop_accounting, synthetic_votes
 
-__all__ = ["run", "plan", "report", "make_jax_accounting", "public_api_accounting"]
+__all__ = ["run", "plan", "report", "check_config", "make_jax_accounting",
+           "public_api_accounting"]
 
 _MAX_MOMENT = 8
 _NOISE = ("gamma", "sigma", "threshold", "sigma_threshold")  # config fields, in this order
@@ -76,16 +77,36 @@ def public_api_accounting(votes, gamma, sigma, threshold, sigma_threshold, delta
   return eps_ln, moment, eps_conf, order
 
 
-def run(config, workdir: str) -> dict:
-  """Times the JAX accounting, the public API and the loop baseline; writes results.json."""
+def check_config(config, prefix: str = "config.") -> None:
+  """Refuses, naming the field, what the benchmark cannot run, before anything is drawn or
+  compiled: ``seed``; the integers ``num_queries``, ``num_teachers``, ``loop_queries``,
+  ``repeats``, ``devices`` (>= 1) and ``num_classes`` (>= 2), ``num_queries`` a multiple of
+  ``devices`` (the query axis is sharded over them); the noise ``gamma``, ``sigma``,
+  ``threshold``, ``sigma_threshold`` (finite, > 0) and ``delta`` (in (0, 1)). ``prefix``:
+  how the fields are named (``config.bench_accounting.`` in the GPU acceptance)."""
+  rng.check_seed(config.seed, f"{prefix}seed")
+  for name in ("num_queries", "num_teachers", "loop_queries", "repeats", "devices"):
+    _checks.positive_int(config[name], f"{prefix}{name}")
+  _checks.positive_int(config.num_classes, f"{prefix}num_classes", minimum=2)
+  q, devices = int(config.num_queries), int(config.devices)
+  if q % devices:
+    raise ValueError(f"{prefix}num_queries must be divisible by {prefix}devices (the query "
+                     f"axis is sharded over them); got {q} and {devices}")
+  for name in _NOISE:
+    _checks.positive(config[name], f"{prefix}{name}")
+  _checks.delta(config.delta, f"{prefix}delta")
+
+
+def run(config, workdir: str, prefix: str = "config.") -> dict:
+  """Times the JAX accounting, the public API and the loop baseline; writes results.json.
+  ``prefix`` as :func:`check_config`'s."""
+  check_config(config, prefix)
   q, t, c = int(config.num_queries), int(config.num_teachers), int(config.num_classes)
   params = {k: float(config[k]) for k in (*_NOISE, "delta")}
   orders = np.asarray(acc.DEFAULT_ORDERS, np.float64)
   votes = synthetic_votes(config.seed, q, t, c)
   devices, repeats = int(config.devices), int(config.repeats)
   if devices > 1:
-    if q % devices:
-      raise ValueError(f"num_queries={q} must be divisible by devices={devices}")
     jax.config.update("jax_num_cpu_devices", devices)  # before the backend starts
 
   with jax.enable_x64(True):
@@ -212,17 +233,17 @@ def host_votes_breakdown(costs: dict, public_host: float, jax_time: float) -> di
   }
 
 
-def plan(config) -> dict:
+def plan(config, prefix: str = "config.") -> dict:
   """``--dry_run``: the synthetic histograms' sizes, the repeats, and the temporary memory
-  of the one compiled accounting call (XLA's memory analysis on abstract float64 votes)."""
+  of the one compiled accounting call (XLA's memory analysis on abstract float64 votes).
+  ``prefix`` as :func:`check_config`'s."""
+  check_config(config, prefix)
   q, t, c = int(config.num_queries), int(config.num_teachers), int(config.num_classes)
   orders = np.asarray(acc.DEFAULT_ORDERS, np.float64)
   out = {"num_queries": q, "num_teachers": t, "num_classes": c, "num_orders": int(orders.size),
          "devices": int(config.devices), "repeats": int(config.repeats),
          "loop_queries": min(int(config.loop_queries), q),
          "votes_bytes": q * c * 8, "rdp_cost_matrix_bytes": q * int(orders.size) * 8}
-  if int(config.devices) > 1 and q % int(config.devices):
-    out["error"] = f"num_queries={q} must be divisible by devices={config.devices}"
   with jax.enable_x64(True):
     account = make_jax_accounting(*(float(config[k]) for k in _NOISE), float(config.delta),
                                   orders)

@@ -33,35 +33,36 @@ from pate_jax import experiment, flops, memory, rng, students
 __all__ = ["run", "plan", "check_config", "step_flops"]
 
 
-def check_config(config) -> None:
+def check_config(config, prefix: str = "config.") -> None:
   """Refuses, naming the field, what the benchmark cannot run, before anything is built: a
-  bad image shape failed as a shape error of Flax, a student argument as a TypeError."""
-  rng.check_seed(config.seed, "config.seed")
-  checks.int_tuple(config.image_shape, "config.image_shape")
-  checks.choice(config.student, "config.student", students.STUDENTS)
+  bad image shape failed as a shape error of Flax, a student argument as a TypeError.
+  ``prefix``: how the fields are named (``config.bench_student.`` in the GPU acceptance)."""
+  rng.check_seed(config.seed, f"{prefix}seed")
+  checks.int_tuple(config.image_shape, f"{prefix}image_shape")
+  checks.choice(config.student, f"{prefix}student", students.STUDENTS)
   kwargs = config.student_kwargs.to_dict()
   if "translate" in kwargs:
-    checks.positive_int(kwargs["translate"], "config.student_kwargs.translate", minimum=0)
+    checks.positive_int(kwargs["translate"], f"{prefix}student_kwargs.translate", minimum=0)
   for name in ("pool_size", "num_labelled", "num_eval", "batch_size", "steps_per_call",
                "repeats", "num_steps", "num_classes", "profile_steps"):
-    checks.positive_int(config[name], f"config.{name}")
+    checks.positive_int(config[name], f"{prefix}{name}")
   for s in config.get("num_seeds", ()) or ():
-    checks.positive_int(s, "config.num_seeds")
+    checks.positive_int(s, f"{prefix}num_seeds")
   if config.num_labelled > config.pool_size:
-    raise ValueError(f"config.num_labelled ({config.num_labelled}) exceeds config.pool_size "
+    raise ValueError(f"{prefix}num_labelled ({config.num_labelled}) exceeds {prefix}pool_size "
                      f"({config.pool_size})")
   if not config.precisions:
-    raise ValueError("config.precisions: give at least one matmul precision")
+    raise ValueError(f"{prefix}precisions: give at least one matmul precision")
   for p in config.precisions:
-    students.checked_matmul_precision(p, "config.precisions")
+    students.checked_matmul_precision(p, f"{prefix}precisions")
   unknown = set(config.profile_precisions) - set(config.precisions)
   if unknown:
-    raise ValueError(f"config.profile_precisions: {sorted(unknown)} not in config.precisions "
+    raise ValueError(f"{prefix}profile_precisions: {sorted(unknown)} not in {prefix}precisions "
                      f"{list(config.precisions)}")
   try:  # the student's own checks of its arguments (nothing is initialised)
     _student(config, config.precisions[0])
   except (TypeError, ValueError) as e:
-    raise ValueError(f"config.student_kwargs: {e}") from e
+    raise ValueError(f"{prefix}student_kwargs: {e}") from e
 
 
 def _data(config) -> students.StudentData:
@@ -111,9 +112,10 @@ def _device_events_per_step(profile: dict, steps: int) -> float | None:
   return sum(t["events"] for t in profile["timelines"].values()) / steps
 
 
-def run(config, workdir: str) -> dict:
-  """Times every precision of ``config.precisions``; writes results.json."""
-  check_config(config)
+def run(config, workdir: str, prefix: str = "config.") -> dict:
+  """Times every precision of ``config.precisions``; writes results.json. ``prefix`` as
+  :func:`check_config`'s."""
+  check_config(config, prefix)
   data = _data(config)
   key = rng.stream(rng.root_key(config.seed), "student_train")
   n = int(config.steps_per_call)
@@ -208,10 +210,10 @@ def _seeds(config, data, key, one: dict) -> dict:
   return out
 
 
-def plan(config) -> dict:
+def plan(config, prefix: str = "config.") -> dict:
   """``--dry_run``: the data's and the student state's sizes and the calls to be timed
-  (abstract shapes: nothing is compiled or trained)."""
-  check_config(config)
+  (abstract shapes: nothing is compiled or trained). ``prefix`` as :func:`check_config`'s."""
+  check_config(config, prefix)
   shape = tuple(config.image_shape)
   state = _abstract_state(config, _student(config, config.precisions[0]))
   return {"student": config.student, "image_shape": shape, "pool_size": config.pool_size,
