@@ -201,7 +201,7 @@ def test_the_main_job_hands_its_spent_budget_over_before_its_student_trains(tmp_
   c.stages, c.archive = "pate_mnist", str(tmp_path / "a.tar.gz")
   root = tmp_path / "w"
 
-  def main_job_run(config, workdir, *, on_labels=None):
+  def main_job_run(config, workdir, *, on_labels=None, prefix="config."):
     ledger = pathlib.Path(workdir) / "teachers" / "ledger.npz"
     ledger.parent.mkdir(parents=True)
     ledger.write_bytes(b"spent")
@@ -215,8 +215,8 @@ def test_the_main_job_hands_its_spent_budget_over_before_its_student_trains(tmp_
   with tarfile.open(c.archive) as tar:
     assert tar.extractfile("pate_mnist/teachers/ledger.npz").read() == b"spent"
   c.archive = ""  # without an archive, no hand-over is asked for
-  monkeypatch.setattr(ga.main_job, "run", lambda config, workdir, *, on_labels=None: (
-      on_labels is None) or pytest.fail("a hand-over without an archive"))
+  monkeypatch.setattr(ga.main_job, "run", lambda config, workdir, *, on_labels=None, prefix="":
+                      (on_labels is None) or pytest.fail("a hand-over without an archive"))
   ga._run_one(c, "pate_mnist", tmp_path / "w2")  # pylint: disable=protected-access
 
 
@@ -338,32 +338,134 @@ def test_stage_two_runs_the_teachers_benchmark_with_and_without_deterministic_ke
       / det["strategies"]["vmap"]["examples_per_second"])
 
 
-@pytest.mark.parametrize("name, sub, field, value, match", [
-    ("mnist_baseline", "baseline", "num_teachers", 0,
+_NESTED_BAD = [
+    ("mnist_baseline", "baseline.num_teachers", 0,
      r"config\.baseline\.num_teachers must be an integer >= 1; got 0$"),
-    ("mnist_baseline", "baseline", "learning_rate", -1.0,
+    ("mnist_baseline", "baseline.learning_rate", -1.0,
      r"config\.baseline\.learning_rate must be > 0"),
-    ("bench_teachers", "bench_teachers", "num_teachers", 0,
+    ("bench_teachers", "bench_teachers.num_teachers", 0,
      r"config\.bench_teachers\.num_teachers must be an integer >= 1; got 0$"),
-    ("bench_teachers", "bench_teachers", "max_shift", 100,
+    ("bench_teachers", "bench_teachers.max_shift", 100,
      r"config\.bench_teachers\.max_shift must be smaller than the images' height and width "
      r"\(config\.bench_teachers\.image_shape \(H, W, C\)\)"),
-    ("bench_teachers_nondeterministic", "bench_teachers", "repeats", 0,
+    ("bench_teachers_nondeterministic", "bench_teachers.repeats", 0,
      r"config\.bench_teachers\.repeats must be an integer >= 1; got 0$"),
-])
-def test_the_nested_teachers_settings_are_named_as_the_user_types_them(
-    tmp_path, name, sub, field, value, match):
-  """The baseline's and the teachers benchmark's settings were refused as config.<field>
-  (their own scripts' names): by the plan, by the run (its status), and by the benchmark's
-  subprocess (a RuntimeError quoting its log)."""
-  c = _config("gpu_acceptance", "cpu_rehearsal")
-  c.stages = name
-  c[sub][field] = value
-  with pytest.raises(ValueError, match="^" + match):
-    ga.plan(c)
-  status = ga.run(c, str(tmp_path))["status"][name]
-  assert status["status"] == "failed"
-  assert re.match("ValueError: " + match, status["error"]), status["error"]
+    ("pate_mnist", "pate_mnist.teachers.num_teachers", 0,
+     r"config\.pate_mnist\.teachers\.num_teachers must be an integer >= 1; got 0$"),
+    ("pate_mnist", "pate_mnist.aggregate.num_queries", 0,
+     r"config\.pate_mnist\.aggregate\.num_queries must be an integer >= 1; got 0$"),
+    ("pate_mnist", "pate_mnist.student.segment_steps", 0,
+     r"config\.pate_mnist\.student\.segment_steps must be an integer >= 1; got 0$"),
+    ("pate_mnist", "pate_mnist.student.labels", "plurality",
+     r"config\.pate_mnist\.student\.labels must be 'noisy' in the main job"),
+    ("pate_mnist", "pate_mnist.attack.device", "gpu",
+     r"config\.pate_mnist\.attack\.device must be one of"),
+    ("bench_accounting", "bench_accounting.devices", 0,
+     r"config\.bench_accounting\.devices must be an integer >= 1; got 0$"),
+    ("bench_accounting", "bench_accounting.sigma", -1.0,
+     r"config\.bench_accounting\.sigma must be > 0; got -1\.0$"),
+    ("bench_student", "bench_student.repeats", 0,
+     r"config\.bench_student\.repeats must be an integer >= 1; got 0$"),
+    ("pate_g_100", "pate_g.num_steps", 0,
+     r"config\.pate_g\.num_steps must be an integer >= 1; got 0$"),
+    ("pate_g_shift_100", "pate_g.labels", "noisiest",
+     r"config\.pate_g\.labels must be one of"),
+    ("pate_g_cgn", "pate_g_cgn.aggregate.delta", 2.0,
+     r"config\.pate_g_cgn\.aggregate\.delta must lie in \(0, 1\); got 2\.0$"),
+    ("kd_gan", "kd_gan.clip", -1.0, r"config\.kd_gan\.clip must be > 0; got -1\.0$"),
+    ("kd_gan", "kd_gan.table1.lambdas", (0.5, 2.0),
+     r"config\.kd_gan\.table1\.lambdas must lie in \[0, 1\]; got 2\.0$"),
+    ("kd_gan", "kd_gan.noise_seed", -3, r"config\.kd_gan\.noise_seed must be None"),
+]
+
+
+def _set(c, path: str, value) -> None:
+  *parents, field = path.split(".")
+  for name in parents:
+    c = c[name]
+  with c.ignore_type():
+    c[field] = value
+
+
+@pytest.mark.parametrize("variant", ["", "cpu_rehearsal"])
+@pytest.mark.parametrize("name, path, value, match", _NESTED_BAD)
+def test_a_bad_nested_setting_is_refused_by_its_nested_name_before_any_run(
+    tmp_path, monkeypatch, variant, name, path, value, match):
+  """Each nested config's settings were refused as config.<field> (their own scripts'
+  names), and only once their run's turn came (after the runs before it), or, for the main
+  job's student and the KD-GAN, after their teachers trained. Now the call and --dry_run
+  refuse them as the user types them (``--config.kd_gan.clip``) before any run starts or is
+  planned, whether all the runs are selected or that run alone."""
+  c = _config("gpu_acceptance", variant or None)
+  _set(c, path, value)
+
+  def nothing_runs(*args):
+    raise AssertionError(f"{args[1]} started before the bad setting was refused")
+
+  monkeypatch.setattr(ga, "_run_one", nothing_runs)
+  monkeypatch.setattr(ga, "_plan_one", nothing_runs)
+  for stages in ("all", name):
+    c.stages = stages
+    with pytest.raises(ValueError, match="^" + match):
+      ga.plan(c)
+    with pytest.raises(ValueError, match="^" + match):
+      ga.run(c, str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
+
+
+def test_each_run_names_its_fields_and_restart_flag_by_its_nested_config(tmp_path,
+                                                                         monkeypatch):
+  """What a stage refuses once it runs (a batch larger than the votes' pool, a resume of
+  other settings) is named as the user types it: every run gets its nested config's prefix,
+  and its restart flag is that config's (``--config.pate_g_cgn.restart``, not
+  ``--config.pate_g.restart``; the main job's teachers ``--config.pate_mnist.teachers.``)."""
+  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import kd_gan, main_job, student, teachers
+  from pate_jax.stages.bench import accounting as bench_accounting
+  from pate_jax.stages.bench import student as bench_student
+  seen = {}
+
+  def spy(module):
+    def run(config, workdir, **kwargs):
+      seen[pathlib.Path(workdir).name] = (kwargs["prefix"], kwargs.get("restart_flag"))
+      return {}
+    monkeypatch.setattr(module, "run", run)
+
+  for module in (kd_gan, main_job, student, teachers, bench_accounting, bench_student,
+                 bench_teachers):
+    spy(module)
+  c = _config("gpu_acceptance")
+  (tmp_path / "pate_mnist" / "teachers").mkdir(parents=True)
+  (tmp_path / "pate_mnist" / "teachers" / "votes.npz").touch()
+  for name in ("pate_mnist", "bench_teachers", "bench_accounting", "bench_student",
+               "pate_g_100", "pate_g_shift_100", "pate_g_cgn", "mnist_baseline", "kd_gan"):
+    ga._run_one(c, name, tmp_path)  # pylint: disable=protected-access
+  assert seen == {
+      "pate_mnist": ("config.pate_mnist.", None),
+      "bench_teachers": ("config.bench_teachers.", None),
+      "bench_accounting": ("config.bench_accounting.", None),
+      "bench_student": ("config.bench_student.", None),
+      "pate_g_100": ("config.pate_g.", "--config.pate_g.restart"),
+      "pate_g_shift_100": ("config.pate_g.", "--config.pate_g.restart"),
+      "pate_g_cgn": ("config.pate_g_cgn.", "--config.pate_g_cgn.restart"),
+      "mnist_baseline": ("config.baseline.", "--config.baseline.restart"),
+      "kd_gan": ("config.kd_gan.", "--config.kd_gan.restart")}
+
+
+def test_the_nested_checks_start_no_backend():
+  """The checks of every run's nested config, made before any run, neither load data nor
+  start JAX's backend: the nondeterministic teachers benchmark's subprocess runs first,
+  while this process may not hold the device yet."""
+  out = _scripts.run_result(
+      "import json, sys\n"
+      "from pate_jax import experiment\n"
+      "from pate_jax.stages import gpu_acceptance as ga\n"
+      "for variant in (None, 'cpu_rehearsal'):\n"
+      "  c = experiment.load_script(sys.argv[1]).get_config(variant)\n"
+      "  ga.check_runs(c, ga.select(c))\n"
+      "print('RESULT ' + json.dumps({'started': experiment.backend_started()}))\n",
+      str(REPO / "configs" / "gpu_acceptance.py"))
+  assert out == {"started": False}
 
 
 def test_at_budget_rescales_the_planner_chunks():

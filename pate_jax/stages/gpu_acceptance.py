@@ -63,8 +63,8 @@ from pate_jax.stages.bench import accounting as bench_accounting
 from pate_jax.stages.bench import student as bench_student
 from pate_jax.stages.bench import teachers as bench_teachers
 
-__all__ = ["run", "plan", "report", "runs", "select", "at_budget", "targets", "expected_wall",
-           "deterministic_slowdown", "NONDETERMINISTIC_BENCH"]
+__all__ = ["run", "plan", "report", "runs", "select", "check_runs", "at_budget", "targets",
+           "expected_wall", "deterministic_slowdown", "NONDETERMINISTIC_BENCH"]
 
 GIB = 2**30
 # The teachers benchmark again, in a subprocess without deterministic GPU kernels.
@@ -103,6 +103,39 @@ def check_config(config, dry_run: bool = False) -> None:
                                   "config.plan_allocator_fraction"))
     if frac > 1:
       raise ValueError(f"config.plan_allocator_fraction must lie in (0, 1]; got {frac:g}")
+
+
+def _prefix(name: str) -> str:
+  """How the fields of run ``name``'s nested config are named in its errors and restart
+  flags (``config.pate_g.`` for every ``pate_g_<n>`` and ``pate_g_shift_<n>``)."""
+  nested = {"pate_mnist": "pate_mnist", NONDETERMINISTIC_BENCH: "bench_teachers",
+            "pate_g_cgn": "pate_g_cgn", "mnist_baseline": "baseline"}
+  if name not in nested and name.startswith("pate_g_"):
+    return "config.pate_g."
+  return f"config.{nested.get(name, name)}."
+
+
+def check_runs(config, chosen: list[str]) -> None:
+  """The nested configs of the runs ``chosen``, refused naming the nested field
+  (``config.kd_gan.<field>``, ...) before any run starts, in ``--dry_run`` too: each
+  stage's own checks of what it reads before its data (``main_job``, ``bench_teachers``,
+  ``bench_accounting``, ``bench_student``, ``student`` on each ``pate_g_*`` run's config,
+  ``teachers`` on ``config.baseline``, ``kd_gan``). Nothing is loaded, and JAX's backend
+  is not started (the nondeterministic bench's subprocess runs first)."""
+  checks = {"pate_mnist": lambda c, p: main_job.check_config(c.pate_mnist, p),
+            "bench_teachers": lambda c, p: bench_teachers.check_config(c.bench_teachers, p),
+            "bench_accounting": lambda c, p: bench_accounting.check_config(
+                c.bench_accounting, p),
+            "bench_student": lambda c, p: bench_student.check_config(c.bench_student, p),
+            "mnist_baseline": lambda c, p: teachers_stage.check_config(c.baseline, p),
+            "kd_gan": lambda c, p: kd_gan.check_config(c.kd_gan, p)}
+  checks[NONDETERMINISTIC_BENCH] = checks["bench_teachers"]
+  for name in chosen:
+    if name.startswith("pate_g_"):
+      student.check_config(_pate_g_config(config, name, pathlib.Path("<workdir>")),
+                           _prefix(name))
+    elif name in checks:
+      checks[name](config, _prefix(name))
 
 
 def select(config) -> list[str]:
@@ -206,29 +239,33 @@ def _run_one(config, name: str, root: pathlib.Path) -> tuple[Any, Callable | Non
     # answered again with new noise).
     hand_over = None if not config.archive else (
         lambda: _archive(root, pathlib.Path(config.archive)))
-    return main_job.run(config.pate_mnist, out, on_labels=hand_over), main_job.report
+    return (main_job.run(config.pate_mnist, out, on_labels=hand_over, prefix=_prefix(name)),
+            main_job.report)
   if name == "bench_teachers":
-    return bench_teachers.run(config.bench_teachers, out, "config.bench_teachers."), None
+    return bench_teachers.run(config.bench_teachers, out, prefix=_prefix(name)), None
   if name == NONDETERMINISTIC_BENCH:
     # Refused here, naming the nested field, not in the subprocess as config.<field>.
-    bench_teachers.check_config(config.bench_teachers, "config.bench_teachers.")
+    bench_teachers.check_config(config.bench_teachers, _prefix(name))
     return _run_in_subprocess(bench_teachers.__name__, config.bench_teachers, root / name,
                               _nondeterministic_env(), float(config.call_limit_s)), None
   if name == "bench_accounting":
-    return bench_accounting.run(config.bench_accounting, out), bench_accounting.report
+    return (bench_accounting.run(config.bench_accounting, out, prefix=_prefix(name)),
+            bench_accounting.report)
   if name == "bench_student":
-    return bench_student.run(config.bench_student, out), None
+    return bench_student.run(config.bench_student, out, prefix=_prefix(name)), None
   if name.startswith("pate_g_"):
     c = _pate_g_config(config, name, root)
     if not (pathlib.Path(c.votes_dir) / "votes.npz").exists():
       raise FileNotFoundError(f"{c.votes_dir}/votes.npz: {name} labels from stage 1's "
                               "teachers; run stage 1 (pate_mnist) in this workdir first")
-    return student.run(c, out, restart_flag="--config.pate_g.restart"), None
+    return student.run(c, out, restart_flag=f"--{_prefix(name)}restart",
+                       prefix=_prefix(name)), None
   if name == "mnist_baseline":
-    return (teachers_stage.run(config.baseline, out, restart_flag="--config.baseline.restart",
-                               prefix="config.baseline."), teachers_stage.report)
+    return (teachers_stage.run(config.baseline, out, restart_flag=f"--{_prefix(name)}restart",
+                               prefix=_prefix(name)), teachers_stage.report)
   if name == "kd_gan":
-    return kd_gan.run(config.kd_gan, out, "--config.kd_gan.restart"), kd_gan.report
+    return (kd_gan.run(config.kd_gan, out, restart_flag=f"--{_prefix(name)}restart",
+                       prefix=_prefix(name)), kd_gan.report)
   return suite.run(_tests_config(config, name), out), None
 
 
@@ -503,9 +540,10 @@ def run(config, workdir: str) -> dict:
   from the start of this call), a run starts only if its expected wall fits the time left
   (:func:`_deadline_check`), and the rest are recorded as skipped."""
   check_config(config)
+  chosen = select(config)
+  check_runs(config, chosen)
   root = pathlib.Path(workdir)
   root.mkdir(parents=True, exist_ok=True)
-  chosen = select(config)
   status: dict[str, dict] = {}
   deadline = float(config.get("deadline_s", 0) or 0)
   start = time.time()
@@ -603,36 +641,37 @@ def _plan_one(config, name: str, device: int) -> tuple[dict, Any]:
   """Run ``name``'s own plan and its memory at ``device`` bytes per device."""
   frac = float(config.plan_allocator_fraction)
   if name == "pate_mnist":
-    p = main_job.plan(copy.deepcopy(config.pate_mnist))
+    p = main_job.plan(copy.deepcopy(config.pate_mnist), _prefix(name))
     t = config.pate_mnist.teachers
     return p, {"teachers": _teachers_at(p["teachers"], t.memory_fraction * frac, device)}
   if name == "mnist_baseline":
-    p = teachers_stage.plan(copy.deepcopy(config.baseline), "config.baseline.")
+    p = teachers_stage.plan(copy.deepcopy(config.baseline), _prefix(name))
     return p, _teachers_at(p, config.baseline.memory_fraction * frac, device)
   if name in ("bench_teachers", NONDETERMINISTIC_BENCH):
     # Its Ensemble plans at 0.6 of a device.
-    p = bench_teachers.plan(config.bench_teachers, "config.bench_teachers.")
+    p = bench_teachers.plan(config.bench_teachers, _prefix(name))
     if name == NONDETERMINISTIC_BENCH:
       p["process"] = "a subprocess whose XLA_FLAGS lack --xla_gpu_deterministic_ops"
     return p, {"vmap_train_plan": at_budget(
         p["vmap_train_plan"], host_budget=memory.memory_budget(0.6),
         budget=int(0.6 * frac * device), local=p["padded_teachers"] // p["devices"])}
   if name == "bench_accounting":
-    p = bench_accounting.plan(config.bench_accounting)
+    p = bench_accounting.plan(config.bench_accounting, _prefix(name))
     need = sum(v for k, v in p.items() if k.endswith("bytes") and isinstance(v, int))
     return p, {"bytes": need, "fits": need <= frac * device}
   if name == "bench_student":
-    p = bench_student.plan(config.bench_student)
+    p = bench_student.plan(config.bench_student, _prefix(name))
     need = p["pool_bytes"] + p["state_bytes"]
     return p, {"bytes": need, "fits": need <= frac * device}
   if name.startswith("pate_g_"):
-    p = student.plan(_pate_g_config(config, name, pathlib.Path("<workdir>")))
+    p = student.plan(_pate_g_config(config, name, pathlib.Path("<workdir>")),
+                     prefix=_prefix(name))
     need = sum(v for k, v in p.items() if k in ("pool_bytes", "state_bytes",
                                                 "train_step_temp_bytes_per_batch")
                and isinstance(v, int))
     return p, {"bytes": need, "fits": need <= frac * device}
   if name == "kd_gan":
-    return kd_gan.plan(config.kd_gan), "small MLPs (no memory plan)"
+    return kd_gan.plan(config.kd_gan, _prefix(name)), "small MLPs (no memory plan)"
   return suite.plan(_tests_config(config, name)), "the suite's own processes"
 
 
@@ -652,6 +691,7 @@ def plan(config) -> dict:
   check_config(config, dry_run=True)
   device = int(float(config.plan_device_gib) * GIB)
   chosen, limit = select(config), float(config.call_limit_s)
+  check_runs(config, chosen)
   out: dict[str, Any] = {
       "selected": ", ".join(chosen), "call_limit_s": limit,
       "device_for_memory_plan": f"{config.plan_device_gib:g} GiB, of which JAX may use "
