@@ -1,0 +1,314 @@
+"""Claims of the README and of the reproduction catalogue against their sources: a paper's
+number in the setting it is attributed to (Figure 4's row of its query count, Gao et al.'s
+table cell of its dataset, n and method), and the README's defaults and derived values
+against the configs and the code that compute them. Each check fails if either side
+drifts."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+from pate_jax import experiment, mechanisms, votes
+from pate_jax import reproduction as rp
+from pate_jax.attacks import _output_distribution
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text()
+
+
+def _papers_dir() -> pathlib.Path | None:
+  """``../shared/papers``, as ``tests/test_report.py`` finds it."""
+  data = os.environ.get("PATE_JAX_DATA_DIR")
+  for candidate in ((pathlib.Path(data).parent / "papers") if data else None,
+                    REPO.parent / "shared" / "papers"):
+    if candidate is not None and candidate.is_dir():
+      return candidate
+  return None
+
+
+def _paper(name: str) -> str:
+  papers = _papers_dir()
+  if papers is None:
+    pytest.skip("../shared/papers not found")
+  return (papers / name).read_text()
+
+
+def _readme(pattern: str) -> re.Match:
+  """The README's one passage matching ``pattern`` (whitespace-insensitive)."""
+  text = " ".join(README.split())
+  found = list(re.finditer(pattern, text))
+  assert len(found) == 1, f"README: {len(found)} passages match {pattern!r}"
+  return found[0]
+
+
+def _config(spec: str):
+  return experiment.load_config(str(REPO / "configs" / spec))
+
+
+# ------------------------------------------------------------------ PATE 2017, Figure 4
+
+
+def _figure_4() -> dict[tuple[str, int], dict[str, str]]:
+  """PATE 2017's Figure 4 table (ICLR text): ``(dataset, queries)`` → its cells."""
+  rows = {}
+  for line in _paper("pate-2017-iclr.md").splitlines():
+    m = re.match(r"(MNIST|SVHN)\t([\d.]+)\t\$10\^\{-(\d)\}\$\t(\d+)\t([\d.]+)%\t([\d.]+)%$",
+                 line)
+    if m:
+      rows[m.group(1), int(m.group(4))] = {"epsilon": m.group(2), "delta": f"1e-{m.group(3)}",
+                                           "baseline": m.group(5), "student": m.group(6)}
+  assert len(rows) == 4, rows
+  return rows
+
+
+def test_figure_4_rows_print_the_values_of_their_dataset_and_query_count():
+  """A Figure 4 row's published ε is the paper's ε for its dataset and number of queries,
+  its accuracy the student's (the non-private baseline's where it says so), its δ the
+  row's: "MNIST, 1,000 queries: ε" published as 2.04 (the 100-query row's) fails."""
+  table = _figure_4()
+  checked, context = 0, None
+  for row in rp.ROWS:
+    if row.paper != "pate2017" or row.item != "Figure 4" or row.published == "—":
+      continue
+    dataset = re.match(r"(MNIST|SVHN)\b", row.setting)
+    queries = re.search(r"(\d[\d,]*) (?:class-balanced )?queries", row.setting)
+    if dataset and queries:
+      context = (dataset.group(1), int(queries.group(1).replace(",", "")))
+    elif not row.setting.startswith("the same"):
+      context = None
+    parts = [p.strip() for p in row.published.split("/")]
+    if "non-private" in row.setting:
+      cells = {r["baseline"] for (d, _), r in table.items() if d == dataset.group(1)}
+      assert len(cells) == 1 and parts == [cells.pop() + "%"], (row.setting, row.published)
+      checked += 1
+      continue
+    assert context in table, f"Figure 4 / {row.setting!r}: no dataset and query count"
+    cells = table[context]
+    for part in parts:
+      kind = "student" if part.endswith("%") else "epsilon"
+      assert part.rstrip("%") == cells[kind], (
+          f"Figure 4 / {row.setting!r}: published {part}; the paper's {kind} for "
+          f"{context[0]} at {context[1]} queries is {cells[kind]}")
+      checked += 1
+    delta = re.search(r"δ = (1e-\d)", row.setting)
+    assert delta is None or delta.group(1) == cells["delta"], (row.setting, cells["delta"])
+  assert checked >= 12
+
+
+def test_the_readmes_accuracy_at_a_figure_4_epsilon_is_that_rows_student():
+  """Wherever the README pairs an accuracy with one of Figure 4's ε ("98.00 % at ε 2.04"),
+  the two are one row of the table: "98.10 % at ε 2.04" fails."""
+  by_epsilon = {r["epsilon"]: r["student"] for r in _figure_4().values()}
+  text = " ".join(README.split())
+  pairs = re.findall(r"(\d+\.\d+) % at ε (\d+\.\d+)", text)
+  checked = 0
+  for accuracy, epsilon in pairs:
+    if epsilon in by_epsilon:
+      assert accuracy == by_epsilon[epsilon], f"README: {accuracy} % at ε {epsilon}"
+      checked += 1
+  assert checked >= 6
+
+
+# ------------------------------------------------------------------ Gao et al., Tables 1-2
+
+
+def _gao_table_1() -> dict[tuple[str, int, str], str]:
+  """Gao et al.'s Table 1: ``(dataset, n, "KD-only" | "joint")`` → accuracy. The columns
+  are MNIST's, SVHN's and CIFAR-10's three each, in that order; the text's gains at n = 500
+  (22.99 points for SVHN, 26.74 for CIFAR-10) say which is which."""
+  text = _paper("gao-private-kd-gan.txt")
+  header = re.search(r"^(n=\d+(?: n=\d+){8})$", text, re.M)
+  kd = re.search(r"^KD-only \(%\) ((?:[\d.]+ ?){9})$", text, re.M)
+  joint = re.search(r"^Joint \(%\) ((?:[\d.]+ ?){9})$", text, re.M)
+  assert header and kd and joint
+  ns = [int(x[2:]) for x in header.group(1).split()]
+  datasets = ["MNIST"] * 3 + ["SVHN"] * 3 + ["CIFAR-10"] * 3
+  table = {}
+  for method, m in (("KD-only", kd), ("joint", joint)):
+    for d, n, value in zip(datasets, ns, m.group(1).split()):
+      table[d, n, method] = value
+  for d, gain in (("SVHN", "22.99"), ("CIFAR-10", "26.74")):
+    assert f"{gain}% accuracy improvement for {d}" in " ".join(text.split())
+    assert f"{float(table[d, 500, 'joint']) - float(table[d, 500, 'KD-only']):.2f}" == gain
+  return table
+
+
+def test_gao_table_1_rows_print_the_cell_of_their_dataset_n_and_method():
+  """A Table 1 row's published accuracies are the cells of its dataset, its n (in order)
+  and its method: "MNIST, n = 1,000, joint" published as 93.57 (KD-only's) fails."""
+  table = _gao_table_1()
+  checked = 0
+  for row in rp.ROWS:
+    if row.paper != "gao" or not row.item.startswith("Table 1") or row.published == "—":
+      continue
+    dataset = re.match(r"(MNIST|SVHN|CIFAR-10)\b", row.setting)
+    # The ablation is on MNIST (its rows name no dataset).
+    dataset = dataset.group(1) if dataset else "MNIST" if "ablation" in row.item else None
+    ns = re.search(r"n = ([\d,]+(?: / [\d,]+)*)", row.setting)
+    method = re.search(r"\b(KD-only|joint)\b", row.setting)
+    assert dataset and ns and method, f"Table 1 / {row.setting!r}"
+    ns = [int(n.replace(",", "")) for n in ns.group(1).split(" / ")]
+    published = [p.strip() for p in row.published.split("/")]
+    assert len(published) == len(ns), (row.setting, row.published)
+    for n, value in zip(ns, published):
+      assert value == table[dataset, n, method.group(1)], (
+          f"Table 1 / {row.setting!r}: published {value}; the paper's {dataset}, n = {n}, "
+          f"{method.group(1)} is {table[dataset, n, method.group(1)]}")
+      checked += 1
+  assert checked >= 18
+
+
+def test_the_readmes_kd_gan_table_quotes_table_1_for_its_n():
+  """The README's KD-GAN table gives, per n, the paper's "KD-only / joint" of that n."""
+  table = _gao_table_1()
+  text = " ".join(README.split())
+  rows = re.findall(r"\| ([\d,]+) \| [^|]+ \| [^|]+ \| ([\d.]+) / ([\d.]+) % \| [\d.]+ \|",
+                    text)
+  assert len(rows) == 3, rows
+  for n, kd, joint in rows:
+    n = int(n.replace(",", ""))
+    assert (kd, joint) == (table["MNIST", n, "KD-only"], table["MNIST", n, "joint"]), n
+
+
+def _gao_table_2() -> dict[tuple[str, str, str], str]:
+  """Gao et al.'s Table 2: ``(dataset, framework, ε)`` → the student's accuracy."""
+  text = _paper("gao-private-kd-gan.txt")
+  start = text.index("Dataset Framework Privacy")
+  table, dataset, framework = {}, None, None
+  for line in text[start:text.index("Table 2:", start)].splitlines()[2:]:
+    words = line.replace(" %", "%").split()
+    if words and words[0] in ("MNIST", "SVHN", "CIFAR"):
+      dataset = "CIFAR-10" if words[0] == "CIFAR" else words[0]
+      words = words[1:]
+    if words and words[0] in ("PATE", "Proposed", "RONA"):
+      framework, words = words[0], words[1:]
+    if words:
+      table[dataset, framework, words[0]] = words[1].rstrip("%")
+  assert len(table) == 12, table
+  return table
+
+
+def test_gao_table_2_rows_print_the_accuracy_of_their_framework_and_epsilon():
+  """A Table 2 row that names frameworks at ε values ("SVHN, PATE at ε 5.04 / Proposed at
+  ε 5.02") publishes those cells' student accuracies, in order."""
+  table = _gao_table_2()
+  checked = 0
+  for row in rp.ROWS:
+    if row.paper != "gao" or row.item != "Table 2" or "%" not in row.published:
+      continue
+    dataset = re.match(r"(MNIST|SVHN|CIFAR-10)\b", row.setting)
+    cells = re.findall(r"\b(PATE|Proposed|RONA)\b,? (?:at )?ε ([\d.]+)", row.setting)
+    published = [p.strip().rstrip("%").strip() for p in row.published.split("/")]
+    assert dataset and len(cells) == len(published), (row.setting, row.published)
+    for (framework, epsilon), value in zip(cells, published):
+      paper = table[dataset.group(1), framework, epsilon]
+      assert float(value) == float(paper), (
+          f"Table 2 / {row.setting!r}: published {value}; the paper's {framework} at "
+          f"ε {epsilon} ({dataset.group(1)}) is {paper}")
+      checked += 1
+  assert checked >= 6
+
+
+# ------------------------------------------------------------------ the attack paper
+
+
+def test_the_attack_budget_config_is_the_papers_parameterisation():
+  """configs/attack_budget.py's budgets, σ and δ are the paper's ("budgets of 1.97 and
+  4.96 for MNIST and SVHN and σ = 40"; δ 1e-5 for MNIST, 1e-6 for SVHN), and the README's
+  attack table states the config's."""
+  text = " ".join(_paper("pate-histogram-leakage-attack.txt").split())
+  m = re.search(r"budgets of ([\d.]+) and ([\d.]+) for MNIST and SVHN and σ = (\d+)", text)
+  d = re.search(r"δ is set as 10−(\d) for MNIST and 10−(\d) for SVHN", text)
+  assert m and d
+  config = _config("attack_budget.py")
+  for name, budget, delta in (("mnist", m.group(1), d.group(1)),
+                              ("svhn", m.group(2), d.group(2))):
+    c = config.datasets[name]
+    assert (c.budget, c.sigma, c.delta) == (float(budget), float(m.group(3)),
+                                            float(f"1e-{delta}")), name
+    row = _readme(rf"\| `budget`, {name.upper()} \(T (\d+), σ_T (\d+), σ (\d+), δ (1e-\d), "
+                  r"ε ≤ ([\d.]+)\)")
+    assert tuple(float(x) for x in row.groups()) == (
+        c.threshold, c.sigma_threshold, c.sigma, c.delta, c.budget), name
+
+
+# ------------------------------------------------------------------ defaults and constants
+
+
+def test_the_readmes_sampler_delta_examples_are_the_functions_values():
+  """*Noise is secret*: "2.0e-10 for 100 GNMax answers, σ 40, 250 teachers, 10 classes,
+  ε 2" and "at ε_max 20, 20 queries and a release add 0.15"."""
+  m = _readme(r"`sampler_delta` \(([\d.]+e-\d+) for (\d+) GNMax answers, σ (\d+), (\d+) "
+              r"teachers, (\d+) classes, ε (\d+);")
+  value, queries, sigma, teachers, classes, eps = m.groups()
+  got = mechanisms.sampler_delta(mechanisms.GNMAX, {"sigma": float(sigma)}, int(queries),
+                                 int(classes), int(teachers), float(eps))
+  assert f"{got:.1e}" == value
+  m = _readme(r"\(at ε_max (\d+), (\d+) queries and a release add ([\d.]+)\)")
+  eps, queries, value = float(m.group(1)), int(m.group(2)), m.group(3)
+  got = (mechanisms.sampler_delta(mechanisms.GNMAX, {"sigma": float(sigma)}, queries,
+                                  int(classes), int(teachers), eps)
+         + mechanisms.release_sampler_delta(1, eps, eps))
+  assert f"{got:.2f}" == value
+
+
+def test_the_readmes_constants_are_the_codes():
+  """The float64 sampler's CDF error (2^-46), the soft counts' total S (2^16) and the
+  attack's trapezoid (49 nodes over ± 6σ) as the README states them."""
+  m = _readme(r"its CDF within 2\^-(\d+) of the ideal")
+  assert mechanisms.SAMPLER_CDF_ERROR == 2.0 ** -int(m.group(1))
+  m = _readme(r"summing to at most S = 2\^(\d+) \(`votes.soft_counts`")
+  assert votes.SOFT_COUNT_SCALE == 2 ** int(m.group(1))
+  m = _readme(r"The default trapezoid Q\(H\) \((\d+) nodes over H_k ± (\d+)σ\)")
+  assert _output_distribution.DEFAULT_POINTS["gaussian"] == int(m.group(1))
+  assert "±6σ, 49 nodes" in (REPO / "pate_jax" / "attacks"
+                             / "_answer_probabilities.py").read_text()
+  assert int(m.group(2)) == 6
+
+
+def test_the_readmes_settings_are_the_configs():
+  """Settings the README attributes to a config are that config's values."""
+  agg = _config("aggregate_mnist.py")
+  m = _readme(r"Confident-GNMax instead \(T = (\d+), σ₁ = (\d+), σ₂ = (\d+), the 2018 "
+              r"paper's MNIST setting")
+  assert tuple(map(float, m.groups())) == (agg.threshold, agg.sigma_threshold, agg.sigma)
+
+  ablation = _config("ablation_mnist.py")
+  m = _readme(r"Confident-GNMax σ₂ = s with threshold ([\d.]+)·n and σ₁ = ([\d.]+)·n\. The "
+              r"grid of (\d+) × (\d+) × (\d+) × (\d+) = \*\*([\d,]+) cells\*\*, ([\d,]+) "
+              r"queries each")
+  assert float(m.group(1)) == ablation.threshold_fraction
+  assert float(m.group(2)) == ablation.sigma_threshold_fraction
+  grid = (len(ablation.mechanisms), len(ablation.teacher_counts),
+          len(ablation.noise_scales), ablation.num_seeds)
+  assert tuple(int(x) for x in m.group(3, 4, 5, 6)) == grid
+  assert int(m.group(7).replace(",", "")) == int(np.prod(grid))
+  assert int(m.group(8).replace(",", "")) == ablation.num_queries
+
+  release = _config("release_epsilon.py")
+  m = _readme(r"at the order ([\d.]+), β ([\d.]+) and σ_ss ([\d.]+) fixed in the config")
+  assert float(m.group(1)) == release.release.order
+  assert float(m.group(2)) == round(0.4 / release.release.order, 4)  # β None: 0.4/order
+  assert release.release.beta is None
+  assert float(m.group(3)) == release.release.sigma_ss
+  cgn = _config("student_confident_gnmax.py").aggregate
+  assert (cgn.release.order, cgn.release.sigma_ss) == (release.release.order,
+                                                      release.release.sigma_ss)
+
+  kd = _config("kd_gan.py:cpu")
+  m = _readme(r"τ ([\d.]+), C (\d+), σ ([\d.]+), λ ([\d.]+), (\d+) epochs \(the paper gives "
+              r"none of C, λ, τ")
+  assert tuple(map(float, m.groups())) == (kd.tau, kd.clip, kd.noise_multiplier, kd.curve.lam,
+                                           kd.epochs)
+
+  teachers, cpu = _config("mnist_250.py"), _config("mnist_250.py:cpu")
+  m = _readme(r"\*\*The paper teachers train (\d+) steps, not")
+  assert int(m.group(1)) == teachers.num_steps
+  m = _readme(r"wall time, whole script \(training (\d+) steps \+ votes")
+  assert int(m.group(1)) == cpu.num_steps
+
