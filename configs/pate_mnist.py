@@ -41,11 +41,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # sensitivity release; σ = 40 as in 2018's MNIST row (LNMax: --config.aggregate.mechanism=lnmax).
   c.aggregate.mechanism = "gnmax"
   # The budget of the teachers' data: 100 GNMax answers at σ 40 and the release of their
-  # private ε cost ε ≈ 1.72 (data-independent, improved conversion) of it.
+  # private ε cost ε ≈ 1.69 (data-independent, improved conversion) of it.
   c.aggregate.epsilon_max = 2.0
   c.student = _sibling("student_pate_g").get_config(arg)
   # PATE-G for the authors' 300 epochs (27,000 steps of the 9,000-image pool; on the CPU
-  # too: 587 s of training in the README's main-job run, 1,551 s in RESULTS.md's), with one
+  # too: 1,179 s of training in the README's main-job run, 1,551 s in RESULTS.md's), with one
   # deviation: the real images shifted by up to 2 pixels (without it the student plateaus
   # near 97.7 %; README, *Students*).
   # --config.student.student.kwargs.translate=0 is the authors' PATE-G.

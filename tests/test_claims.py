@@ -6,16 +6,19 @@ drifts."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
 
+import jax
 import numpy as np
 import pytest
 
 from pate_jax import experiment, mechanisms, votes
 from pate_jax import reproduction as rp
 from pate_jax.attacks import _output_distribution
+from pate_jax.stages import aggregate as aggregate_stage
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
@@ -237,6 +240,46 @@ def test_the_attack_budget_config_is_the_papers_parameterisation():
         c.threshold, c.sigma_threshold, c.sigma, c.delta, c.budget), name
 
 
+# ------------------------------------------------------------------ the main job's budget
+
+
+def test_the_main_jobs_budget_in_the_readme_and_config_is_the_one_computed():
+  """The main job's publishable numbers are functions of its config alone: the labels'
+  data-independent ε (1.48), the release's order (14) and β (0.0286) from the
+  data-independent rule, σ_ss 10, and the budget's ε with the release (1.69 of ε_max 2).
+  The README states them, and configs/pate_mnist.py's comment its budget's ε (it said 1.72)."""
+  config = _config("pate_mnist.py:cpu").aggregate
+  mechanism = mechanisms.get(config.mechanism)
+  params = {"sigma": float(config.sigma)}
+  spec = aggregate_stage.fixed_release(config.release, mechanism, params,
+                                       config.num_queries, config.delta, None,
+                                       config.conversion, num_classes=10)
+  accountant = mechanisms.make_accountant(mechanism, None, config.conversion)
+  orders = np.asarray(accountant.orders)
+  per_query = np.asarray(mechanism.cost(np.zeros((1, 2), np.int32), np.ones(1, bool), params,
+                                        orders, False))[0]
+  with jax.enable_x64(True):
+    labels, _ = accountant.compose(config.num_queries * per_query).epsilon(config.delta)
+    budget, _ = accountant.compose(config.num_queries * per_query
+                                   + spec.rdp_curve(orders)).epsilon(config.delta)
+  m = _readme(r"ε at δ = 1e-5 of the labels, data-independent, ([\d.]+) \(improved "
+              r"conversion; [\d.]+ classic\); \*\*ε released with smooth sensitivity [\d.]+\*\* "
+              r"\(release 1; order (\d+) from the data-independent rule, where conditions C5 "
+              r"and C6 hold, β ([\d.]+), σ_ss (\d+), fixed in the config\); the teachers' "
+              r"budget: \*\*ε ([\d.]+) of ε_max (\d+) spent\*\*")
+  assert float(m.group(1)) == round(float(labels), 2)
+  assert float(m.group(2)) == spec.order
+  assert float(m.group(3)) == round(spec.beta, 4)
+  assert float(m.group(4)) == config.release.sigma_ss
+  assert float(m.group(5)) == round(float(budget), 2)
+  assert float(m.group(6)) == config.epsilon_max
+  comment = re.search(r"private ε cost ε ≈ ([\d.]+) \(data-independent, improved conversion\)",
+                      (REPO / "configs" / "pate_mnist.py").read_text())
+  assert comment and float(comment.group(1)) == round(float(budget), 2), (
+      f"configs/pate_mnist.py says ε ≈ {comment and comment.group(1)}; the budget's ε is "
+      f"{float(budget):.4f}")
+
+
 # ------------------------------------------------------------------ defaults and constants
 
 
@@ -312,3 +355,20 @@ def test_the_readmes_settings_are_the_configs():
   m = _readme(r"wall time, whole script \(training (\d+) steps \+ votes")
   assert int(m.group(1)) == cpu.num_steps
 
+
+def test_the_student_seconds_the_main_job_config_and_readme_cite_are_the_committed_runs():
+  """configs/pate_mnist.py and the README cite the main job's PATE-G training seconds: the
+  README's run (``pate_mnist_cpu_secret``, 1,179 s; the config said 587 s, an earlier
+  run's) and RESULTS.md's (``pate_mnist_cpu``)."""
+  runs = REPO / "results" / "runs"
+  readme_run = json.loads((runs / "pate_mnist_cpu_secret_student" / "results.json").read_text())
+  report_run = json.loads((runs / "pate_mnist_cpu" / "results.json").read_text())
+  readme_s = round(readme_run["results"]["train_seconds"])
+  report_s = round(report_run["results"]["student"]["train_seconds"])
+  comment = " ".join((REPO / "configs" / "pate_mnist.py").read_text().replace("#", "").split())
+  m = re.search(r"([\d,]+) s of training in the README's main-job run, ([\d,]+) s in "
+                r"RESULTS.md's", comment)
+  assert m and [int(x.replace(",", "")) for x in m.groups()] == [readme_s, report_s], (
+      m and m.groups(), readme_s, report_s)
+  m = _readme(r"the PATE-G student ([\d,]+) s of training for its 300 epochs")
+  assert int(m.group(1).replace(",", "")) == readme_s
