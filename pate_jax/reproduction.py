@@ -999,8 +999,8 @@ ROWS: tuple[Row, ...] = (
     Row("attack", "Figure 9", "SVHN M3, σ → 0: mean error", "—", "attack_edge",
         "error_mean.paper[0]", "f3",
         "the paper: highest near σ = 0; its caption names \"a median-consensus histogram "
-        "(from H3) in SVHN\": H is Table 1's high-consensus group, so we take the medium "
-        "group's M3"),
+        "(from H3) in SVHN\": Table 1 names each group's five histograms H1-5, so its "
+        "median group's third, our M3"),
     Row("attack", "Figure 9", "SVHN M3: σ of the smallest error", "—", "attack_edge",
         "argmin_sigma.paper", "g"),
     Row("attack", "Figure 9", "SVHN M3, σ = 80: mean error", "—", "attack_edge",

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from pate_jax import experiment, mechanisms, votes
+from pate_jax import attacks, experiment, mechanisms, votes
 from pate_jax import reproduction as rp
 from pate_jax.attacks import _output_distribution
 from pate_jax.stages import aggregate as aggregate_stage
@@ -372,3 +372,27 @@ def test_the_student_seconds_the_main_job_config_and_readme_cite_are_the_committ
       m and m.groups(), readme_s, report_s)
   m = _readme(r"the PATE-G student ([\d,]+) s of training for its 300 epochs")
   assert int(m.group(1).replace(",", "")) == readme_s
+
+
+def test_figure_9s_histogram_is_the_one_its_caption_names():
+  """Figure 9's caption names "a median-consensus histogram (from H3) in SVHN", and Table 1
+  labels every group's five histograms H1-5: the median group's third SVHN row, which
+  configs/attack_edge.py attacks (``svhn/M3``). The report's note read the H as Table 1's
+  high-consensus group."""
+  text = _paper("pate-histogram-leakage-attack.txt")
+  flat = " ".join(text.split())
+  assert "Figure 9: Error rates with baselines of a median-consensus histogram (from H3) in " \
+         "SVHN" in flat
+  assert "denoted here by H1-5 in the different consensus groups" in flat
+  block = text[text.index("Chosen histograms for evaluation"):text.index("Table 1: The 30")]
+  groups = re.split(r"^(High|Median|Low) consensus$", block, flags=re.M)
+  for body in groups[2::2]:
+    assert re.findall(r"^H(\d)", body, re.M) == ["1", "2", "3", "4", "5"]
+  median = groups[groups.index("Median") + 1]
+  svhn = [[int(x) for x in r.split(",")] for r in re.findall(r"\[([\d, ]+)\]", median)][5:]
+  config = _config("attack_edge.py")
+  assert config.histogram == "svhn/M3"
+  np.testing.assert_array_equal(attacks.table1_histogram(config.histogram), svhn[2])
+  for row in rp.ROWS:
+    if row.paper == "attack" and row.item == "Figure 9":
+      assert "high-consensus" not in (row.note or ""), row.note
