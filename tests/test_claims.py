@@ -396,3 +396,10 @@ def test_figure_9s_histogram_is_the_one_its_caption_names():
   for row in rp.ROWS:
     if row.paper == "attack" and row.item == "Figure 9":
       assert "high-consensus" not in (row.note or ""), row.note
+
+
+def test_the_layouts_script_lengths_are_the_scripts():
+  """*Layout* gives the range of the scripts' lengths ("SCRIPTS, 14-29 lines each")."""
+  m = _readme(r"experiments/ SCRIPTS, (\d+)-(\d+) lines each")
+  lengths = [len(p.read_text().splitlines()) for p in (REPO / "experiments").glob("*.py")]
+  assert (int(m.group(1)), int(m.group(2))) == (min(lengths), max(lengths))
