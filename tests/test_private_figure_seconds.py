@@ -2,6 +2,7 @@
 from the votes, and drawing them and compressing their PNGs take a time that follows the
 votes: their seconds are private, out of the publishable phases, stage seconds and walls."""
 
+import json
 import pathlib
 import time
 
@@ -19,6 +20,46 @@ from test_hand_over_seconds import stub_student
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DRAW = 0.4  # seconds a figure takes to draw: more the less the teachers agree
+
+
+def slow_figure(starts):
+  """A figure that takes DRAW seconds to draw, appending its start (time.time()) to
+  ``starts``."""
+  def draw(*args):
+    starts.append(time.time())
+    time.sleep(DRAW)
+    pathlib.Path(args[-1]).write_bytes(b"png")
+  return draw
+
+
+def test_private_figures_are_drawn_in_order_and_their_seconds_recorded_privately(tmp_path):
+  starts = []
+  figures = [experiment.PrivateFigure("gap_plot", tmp_path / "gap.png", slow_figure(starts)),
+             experiment.PrivateFigure("privacy_plot", tmp_path / "p" / "privacy.png",
+                                      slow_figure(starts))]
+  (tmp_path / "p").mkdir()
+  seconds = experiment.draw_private_figures(figures)
+  assert set(seconds) == {"gap_plot", "privacy_plot"} and min(seconds.values()) >= DRAW
+  assert starts[1] >= starts[0] + DRAW
+  for figure in figures:
+    record = experiment.figure_seconds_file(figure)
+    assert record == figure.path.parent / f"{figure.name}_seconds.json"
+    assert json.loads(record.read_text()) == {
+        "figure": figure.path.name, "private": {f"{figure.name}_seconds": seconds[figure.name]}}
+    assert record.stat().st_mode & 0o077 == 0  # owner-only
+    assert record.stat().st_mtime >= figure.path.stat().st_mtime  # written after it
+  # The record leaves what a run discloses as it is: a publishable run's report stays so.
+  assert not experiment.private_as_a_whole(tmp_path)
+  with pytest.raises(ValueError, match="figures must hold PrivateFigure"):
+    experiment.draw_private_figures([tmp_path / "gap.png"])
+
+
+def test_a_runs_results_json_is_named_before_a_figures_seconds(tmp_path):
+  for name in ("results.json", "gap_plot_seconds.json", "votes_fingerprint.json"):
+    experiment.write_text(tmp_path / name, "{}\n")
+  jsons, _ = experiment.output_files(tmp_path, time.time() - 10)
+  assert [p.name for p in jsons] == ["results.json", "gap_plot_seconds.json",
+                                     "votes_fingerprint.json"]
 
 
 def test_a_phase_clock_leaves_excluded_seconds_out_of_the_phase_and_the_wall():

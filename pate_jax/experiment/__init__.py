@@ -35,7 +35,8 @@ from pate_jax.experiment._main import (ACCOUNTING_DEVICES, DETERMINISTIC_FLAG, F
                                        warnings_marked_private, without_deterministic_flag)
 from pate_jax.experiment._profile import profile_call, trace_summary
 from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
-                                          device_info, git_hash, locked_workdir,
+                                          PrivateFigure, device_info, draw_private_figures,
+                                          figure_seconds_file, git_hash, locked_workdir,
                                           noise_disclosure, package_versions, read_results,
                                           remove_stale, to_jsonable, write_results)
 from pate_jax.io import data_digest, progress, write_text  # re-exported: the harness's too
@@ -61,9 +62,11 @@ __all__ = [
     "data_digest",
     "deterministic_ops_enabled",
     "device_info",
+    "draw_private_figures",
     "dry_run",
     "dry_run_text",
     "fast_compile_enabled",
+    "figure_seconds_file",
     "format_bytes",
     "git_hash",
     "help_text",
@@ -75,6 +78,7 @@ __all__ = [
     "output_files",
     "package_versions",
     "PhaseClock",
+    "PrivateFigure",
     "PRIVATE_MARK",
     "PRIVATE_TITLE",
     "mark_private",

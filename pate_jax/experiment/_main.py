@@ -203,14 +203,16 @@ def quiet_backend_probe() -> None:
 def output_files(workdir: str | os.PathLike, since: float) -> tuple[list[pathlib.Path],
                                                                      list[pathlib.Path]]:
   """The JSON results and PNG figures written under ``workdir`` since ``since`` (absolute
-  paths; the top level's JSON first, checkpoints skipped)."""
+  paths; the top level's JSON first, ``results.json`` first among them, checkpoints
+  skipped)."""
   root = pathlib.Path(workdir).resolve()
   if not root.is_dir():
     return [], []
   def fresh(pattern):
     return sorted((p for p in root.rglob(pattern) if "checkpoints" not in p.parts
                    and p.is_file() and p.stat().st_mtime >= since - 1.0),
-                  key=lambda p: (len(p.relative_to(root).parts), str(p)))
+                  key=lambda p: (len(p.relative_to(root).parts), p.name != "results.json",
+                                 str(p)))
   jsons = fresh("*.json")
   top = [p for p in jsons if p.parent == root]
   return (top or jsons), fresh("*.png")

@@ -4,7 +4,8 @@
 :data:`MEASUREMENT`, :data:`NO_PRIVATE_DATA`), the resolved config, the seed, the
 package versions, the git hash and the device; :func:`read_results` reads it back.
 :func:`remove_stale` clears an earlier run's outputs and :func:`locked_workdir` holds
-the work directory's lock for a run.
+the work directory's lock for a run. :func:`draw_private_figures` draws a run's private
+figures once its publishable files are written, and records their seconds privately.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pathlib
 import platform
 import subprocess
 import time
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
@@ -188,6 +189,45 @@ def remove_stale(workdir: str | os.PathLike, names: Iterable[str]) -> None:
   for name in names:
     with contextlib.suppress(FileNotFoundError):
       (pathlib.Path(workdir) / name).unlink()
+
+
+class PrivateFigure(NamedTuple):
+  """A figure drawn from the private data (the teachers' ``gap.png``, the aggregate stage's
+  ``privacy.png``): ``draw(path)`` writes it at ``path``. Drawing it and compressing its
+  PNG take a time that follows the votes, so it is drawn last
+  (:func:`draw_private_figures`): a file written after it would carry those seconds in its
+  time. ``name`` (``gap_plot``, ``privacy_plot``) names its record of seconds."""
+  name: str
+  path: pathlib.Path
+  draw: Callable[[pathlib.Path], Any]
+
+
+def figure_seconds_file(figure: PrivateFigure) -> pathlib.Path:
+  """Where :func:`draw_private_figures` records ``figure``'s seconds: ``<name>_seconds.json``
+  beside it, owner-only, ``{"figure": file name, "private": {"<name>_seconds": s}}`` (no
+  ``disclosure``, no time of its own: it leaves what the run's results.json discloses
+  as it is, :func:`pate_jax.experiment.private_as_a_whole`)."""
+  return pathlib.Path(figure.path).with_name(f"{figure.name}_seconds.json")
+
+
+def draw_private_figures(figures: Iterable[PrivateFigure]) -> dict[str, float]:
+  """Draws ``figures`` in order, each followed by its record of seconds
+  (:func:`figure_seconds_file`), and returns ``{name: seconds}``. A stage calls this as its
+  last act, once every publishable file it writes is written, so that no publishable
+  file's recorded time or modification time includes a private figure's drawing; a caller
+  that runs the stage inside itself (the student, the main job) collects the stage's
+  figures instead and draws them after its own files."""
+  seconds = {}
+  for figure in figures:
+    if not isinstance(figure, PrivateFigure):
+      raise ValueError(f"figures must hold PrivateFigure values; got {figure!r}")
+    start = time.perf_counter()
+    figure.draw(pathlib.Path(figure.path))
+    seconds[figure.name] = time.perf_counter() - start
+    record = {"figure": pathlib.Path(figure.path).name,
+              "private": {f"{figure.name}_seconds": seconds[figure.name]}}
+    write_text(figure_seconds_file(figure), json.dumps(record, indent=2) + "\n", private=True)
+  return seconds
 
 
 def read_results(workdir: str | os.PathLike, name: str = "results.json") -> dict[str, Any]:
