@@ -14,20 +14,21 @@ from pate_jax.stages import student as student_stage
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def stub_student(monkeypatch, private=None, seconds=0.0):
+def stub_student(monkeypatch, figure=None):
   """The student stage's config (the supervised CPU student, 4 steps) with its votes, data,
   model and fit stubbed out while ``monkeypatch`` holds: what is left is its clock. Its
-  aggregate step takes ``seconds`` and reports ``private`` in its private part."""
+  aggregate step hands ``figure`` over (a private figure to draw), if given."""
   c = load_script(REPO / "configs" / "student_supervised.py").get_config("cpu")
   c.votes_dir, c.num_steps, c.batch_size = "teachers", 4, 2
   n = 6
   votes = {"dataset": "digits", "num_teachers": 5, "labels": np.arange(20) % 3,
            "votes": np.ones((20, 3), np.int32)}
 
-  def noisy_labels(config, out, prefix):  # the aggregate stage
-    time.sleep(seconds)
+  def noisy_labels(config, out, figures, prefix):  # the aggregate stage
+    if figure is not None:
+      figures.append(figure)
     return {}, {"num_queries": n, "noise_source": {"public": False},
-                "private": {"epsilon": {"x": {"epsilon": 1.0}}, **(private or {})}}
+                "private": {"epsilon": {"x": {"epsilon": 1.0}}}}
 
   monkeypatch.setattr(student_stage.votes_lib, "load_votes", lambda d: votes)
   monkeypatch.setattr(students, "load_public_data", lambda v, d: (

@@ -1,8 +1,12 @@
 """The private figures (the teachers' gap.png, the aggregate stage's privacy.png) are drawn
 from the votes, and drawing them and compressing their PNGs take a time that follows the
-votes: their seconds are private, out of the publishable phases, stage seconds and walls."""
+votes: each is drawn last, after every publishable file (whose recorded time and
+modification time would otherwise carry its seconds), and its seconds are recorded
+privately beside it (``<name>_seconds.json``), out of the publishable phases, stage
+seconds and walls."""
 
 import json
+import math
 import pathlib
 import time
 
@@ -30,6 +34,26 @@ def slow_figure(starts):
     time.sleep(DRAW)
     pathlib.Path(args[-1]).write_bytes(b"png")
   return draw
+
+
+def recorded(workdir, name):
+  """The seconds :func:`experiment.draw_private_figures` recorded for figure ``name``."""
+  record = json.loads((pathlib.Path(workdir) / f"{name}_seconds.json").read_text())
+  return record["private"][f"{name}_seconds"]
+
+
+def written_before(workdir, start, private=()):
+  """Checks that results.json in ``workdir`` records a time no later than ``start`` and
+  that every file under ``workdir`` but those named ``private`` (the figure and its
+  record of seconds) was last modified before ``start``. (Not the workdir's ``.lock``,
+  no output: emptied when the stage lets it go, after the figure.)"""
+  workdir = pathlib.Path(workdir)
+  record = json.loads((workdir / "results.json").read_text())
+  written = time.mktime(time.strptime(record["written_at"], "%Y-%m-%dT%H:%M:%S%z"))
+  assert written <= math.floor(start)
+  late = [str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.is_file()
+          and p.name not in (*private, ".lock") and p.stat().st_mtime >= start]
+  assert not late, late
 
 
 def test_private_figures_are_drawn_in_order_and_their_seconds_recorded_privately(tmp_path):
@@ -62,37 +86,31 @@ def test_a_runs_results_json_is_named_before_a_figures_seconds(tmp_path):
                                      "votes_fingerprint.json"]
 
 
-def test_a_phase_clock_leaves_excluded_seconds_out_of_the_phase_and_the_wall():
-  clock = experiment.PhaseClock()
-  time.sleep(0.3)
-  clock.exclude(0.25)
-  clock.mark("a")
-  elapsed = clock.elapsed()
-  total = time.perf_counter() - clock.start
-  assert clock.seconds["a"] <= total - 0.25 and elapsed <= total - 0.25
-  assert abs(clock.seconds["a"] - elapsed) < 0.01
-  with pytest.raises(ValueError, match="seconds must be in"):
-    clock.exclude(10.0)  # more than the phase has taken
-  with pytest.raises(ValueError, match="seconds must be in"):
-    clock.exclude(-1.0)
-
-
-def test_the_student_leaves_the_privacy_plot_out_of_its_labels_seconds(tmp_path,
-                                                                        monkeypatch):
-  # The aggregate stage drew privacy.png in DRAW seconds.
-  c = stub_student(monkeypatch, {"privacy_plot_seconds": DRAW}, seconds=DRAW)
+def test_the_student_draws_privacy_png_after_its_results(tmp_path, monkeypatch):
+  starts = []
+  # The aggregate stage hands its privacy.png over, to be drawn in DRAW seconds.
+  c = stub_student(monkeypatch, figure=experiment.PrivateFigure(
+      "privacy_plot", tmp_path / "labels" / "privacy.png", slow_figure(starts)))
+  (tmp_path / "labels").mkdir()
   start = time.perf_counter()
   r = student_stage.run(c, str(tmp_path))
   outside = time.perf_counter() - start
-  assert r["labels_seconds"] < DRAW and r["phase_seconds"]["labels"] < DRAW
-  assert r["wall_seconds"] <= outside - DRAW
-  assert r["private"]["privacy_plot_seconds"] == DRAW
+  assert len(starts) == 1
+  written_before(tmp_path, starts[0], ("privacy.png", "privacy_plot_seconds.json"))
+  assert r["labels_seconds"] < DRAW and r["wall_seconds"] <= outside - DRAW
+  assert "privacy_plot_seconds" not in r["private"]
+  assert recorded(tmp_path / "labels", "privacy_plot") >= DRAW
   assert abs(sum(r["phase_seconds"].values()) - r["wall_seconds"]) < 0.1
+  # A caller that writes files after the stage (the main job) receives it instead.
+  figures = []
+  student_stage.run(c, str(tmp_path / "again"), figures=figures)
+  assert len(starts) == 1 and [f.name for f in figures] == ["privacy_plot"]
+  with pytest.raises(ValueError, match="figures must be None or a list"):
+    student_stage.run(c, str(tmp_path / "refused"), figures=())
 
 
 @pytest.mark.slow  # compiles the accounting: tens of seconds on the 2-core CPU
-def test_the_aggregate_stage_reports_its_privacy_plot_seconds_privately(tmp_path,
-                                                                        monkeypatch):
+def test_the_aggregate_stage_draws_privacy_png_after_its_files(tmp_path, monkeypatch):
   r = np.random.default_rng(0)
   votes = np.stack([r.multinomial(20, p) for p in r.dirichlet(np.ones(3), 12)])
   teachers = tmp_path / "teachers"
@@ -101,68 +119,79 @@ def test_the_aggregate_stage_reports_its_privacy_plot_seconds_privately(tmp_path
   c = load_script(REPO / "configs" / "aggregate_mnist.py").get_config("cpu")
   c.votes_dir, c.mechanism, c.sigma, c.num_queries = str(teachers), "gnmax", 4.0, 8
   c.epsilon_max, c.noise_seed, c.chunk_size = 1000.0, 0, 8
-
-  def plot_privacy(curve, title, path):
-    time.sleep(DRAW)
-    pathlib.Path(path).write_bytes(b"png")
-
-  monkeypatch.setattr(aggregate.reporting, "plot_privacy", plot_privacy)
-  res = aggregate.run(c, tmp_path / "agg")
-  assert res["private"]["privacy_plot_seconds"] >= DRAW
-  assert "privacy_plot_seconds" not in {k for k in res if k != "private"}
+  starts = []
+  monkeypatch.setattr(aggregate.reporting, "plot_privacy", slow_figure(starts))
+  work = tmp_path / "agg"
+  res = aggregate.run(c, work)
+  assert len(starts) == 1
+  # labels.npz, results.json and the ledger (a research seed's, in the workdir) came first.
+  written_before(work, starts[0], ("privacy.png", "privacy_plot_seconds.json"))
+  assert recorded(work, "privacy_plot") >= DRAW
+  assert "privacy_plot_seconds" not in res["private"]
+  assert "privacy_plot_seconds" not in (work / "results.json").read_text()
+  # A rerun without the figure leaves no earlier one, nor its seconds.
+  c.privacy_plot = False
+  aggregate.run(c, work)
+  assert not (work / "privacy.png").exists()
+  assert not (work / "privacy_plot_seconds.json").exists()
 
 
 @pytest.mark.slow  # trains two teachers: compiles for several seconds on the 2-core CPU
-def test_the_teachers_leave_the_gap_plot_out_of_their_phases_and_wall(tmp_path, monkeypatch):
+def test_the_teachers_draw_gap_png_after_their_files(tmp_path, monkeypatch):
   c = load_script(REPO / "configs" / "mnist_250.py").get_config("cpu")
   c.update({"dataset": "digits", "num_teachers": 2, "num_steps": 1, "checkpoint_every": 1,
             "gap_plot": True})
   c.model.kwargs.hidden = (8,)
-  drawn = []
-
-  def plot_gap(gap, num_teachers, path):
-    time.sleep(DRAW)
-    drawn.append(path)
-
-  monkeypatch.setattr(teachers_stage.reporting, "plot_gap", plot_gap)
+  starts = []
+  monkeypatch.setattr(teachers_stage.reporting, "plot_gap", slow_figure(starts))
   start = time.perf_counter()
   r = teachers_stage.run(c, str(tmp_path))
   outside = time.perf_counter() - start
-  assert len(drawn) == 1
-  # Out of the wall, and so out of every phase, since they add up to it. (Not "the write
-  # phase < DRAW": it syncs votes.npz and its directory to disk, which took 0.58 s on a
-  # busy machine.)
+  assert len(starts) == 1
+  # votes.npz, its record, results.json and the checkpoints' marks came before it.
+  written_before(tmp_path, starts[0], ("gap.png", "gap_plot_seconds.json"))
   assert r["wall_seconds"] <= outside - DRAW
-  assert r["private"]["gap_plot_seconds"] >= DRAW
+  assert "gap_plot_seconds" not in r["private"]
+  assert recorded(tmp_path, "gap_plot") >= DRAW
   assert abs(sum(r["phase_seconds"].values()) - r["wall_seconds"]) < 0.1
+  # A rerun reuses the votes and draws gap.png only where it is missing (a run stopped
+  # before its last act, a main job before the student's end).
+  teachers_stage.run(c, str(tmp_path))
+  assert len(starts) == 1
+  (tmp_path / "gap.png").unlink()
+  assert teachers_stage.run(c, str(tmp_path))["reused_votes"]
+  assert len(starts) == 2 and (tmp_path / "gap.png").exists()
 
 
-def test_the_main_job_leaves_the_private_figures_out_of_its_publishable_seconds(
+def test_the_main_job_draws_the_private_figures_after_the_students_end(
     tmp_path, monkeypatch):
   from pate_jax.stages import main_job  # pylint: disable=g-import-not-at-top
   c = load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
   c.teachers.dataset, c.attack.enabled = "digits", False
   c.compile_accounting_ahead = c.compile_student_ahead = False
+  starts = []
 
-  def teachers(config, workdir, restart_flag, prefix):  # drew gap.png in DRAW seconds
-    time.sleep(DRAW)
+  def teachers(config, workdir, restart_flag, prefix, figures):  # hands gap.png over
+    experiment.write_results(workdir, {"num_teachers": 5}, config=None, seed=0)
+    figures.append(experiment.PrivateFigure("gap_plot", pathlib.Path(workdir) / "gap.png",
+                                            slow_figure(starts)))
     return {"dataset": "digits", "data_source": "sklearn", "fallback_data": False,
             "num_teachers": 5, "examples_per_teacher": 10, "wall_seconds": 0.0,
             "phase_seconds": {"write": 0.0},
             "private": {"teacher_test_accuracy": 0.9, "plurality_accuracy_eval": 0.9,
-                        "plurality_accuracy_test": 0.9, "mean_normalized_gap": 0.5,
-                        "gap_plot_seconds": DRAW}}
+                        "plurality_accuracy_test": 0.9, "mean_normalized_gap": 0.5}}
 
-  # its labels drew privacy.png
-  def student(config, workdir, restart_flag, on_labels, prefix, aggregate_prefix):
-    time.sleep(DRAW)
+  def student(config, workdir, restart_flag, on_labels, prefix, aggregate_prefix,
+              figures):  # and privacy.png
     experiment.write_results(tmp_path / "aggregate", {
         "noise_source": {"public": False}, "epsilon": {}, "epsilon_at_grid_edge": [],
         "ledger": {}, "delta": 1e-5, "private": {"epsilon": {}}}, config=None, seed=0)
+    figures.append(experiment.PrivateFigure(
+        "privacy_plot", tmp_path / "aggregate" / "privacy.png", slow_figure(starts)))
+    experiment.write_results(workdir, {"eval_accuracy": 0.9}, config=None, seed=0)
     return {"student": "pate_g", "eval_accuracy": 0.9, "num_eval": 4, "num_labels": 6,
             "label_accuracy": 1.0, "epochs": 1.0, "labels_seconds": 0.0,
-            "train_seconds": 0.0, "wall_seconds": 0.0, "phase_seconds": {},
-            "private": {"privacy_plot_seconds": DRAW}}
+            "train_seconds": 0.0, "wall_seconds": 0.0, "phase_seconds": {}}
 
   monkeypatch.setattr(main_job.teachers_stage, "run", teachers)
   monkeypatch.setattr(main_job.student_stage, "run", student)
@@ -171,7 +200,17 @@ def test_the_main_job_leaves_the_private_figures_out_of_its_publishable_seconds(
   start = time.perf_counter()
   s = main_job.run(c, str(tmp_path))
   outside = time.perf_counter() - start
+  assert len(starts) == 2
+  # The stages' files came before either figure; the summary and the report record the
+  # student's end, before them too.
+  for stage in ("teachers", "aggregate", "student"):
+    written_before(tmp_path / stage, starts[0], ("gap.png", "gap_plot_seconds.json",
+                                                 "privacy.png", "privacy_plot_seconds.json"))
+  for name in ("results.json", "report.md"):
+    assert (tmp_path / name).stat().st_mtime < starts[0]
   assert s["stage_seconds"]["teachers"] < DRAW
   assert s["stage_seconds"]["labels_and_student"] < DRAW
   assert s["wall_seconds"] <= outside - 2 * DRAW
-  assert s["private"]["seconds"]["gap_plot"] == s["private"]["seconds"]["privacy_plot"] == DRAW
+  seconds = s["private"]["seconds"]
+  assert seconds["gap_plot"] >= DRAW and seconds["privacy_plot"] >= DRAW
+  assert seconds["gap_plot"] == recorded(tmp_path / "teachers", "gap_plot")

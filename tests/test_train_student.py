@@ -76,6 +76,11 @@ def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
   assert tail[1].startswith("private (data owner only): data-dependent ε: ")
   assert tail[2] == f"results: {(tmp_path / 'results.json').resolve()}"
   assert tail[3] == f"figures: {(tmp_path / 'labels' / 'privacy.png').resolve()}"
+  # The private privacy.png is drawn last: the student's and the labels' files precede it.
+  drawn = (tmp_path / "labels" / "privacy.png").stat().st_mtime
+  for path in (tmp_path / "results.json", tmp_path / "labels" / "results.json",
+               tmp_path / "labels" / "labels.npz"):
+    assert path.stat().st_mtime < drawn, path
   assert r["num_queries"] == 30 and r["num_labels"] == 30
   assert 0.0 <= r["eval_accuracy"] <= 1.0
   assert r["private"]["epsilon"]["moments_data_dependent"]["epsilon"] > 0
@@ -332,11 +337,16 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   assert set(s["stage_seconds"]) == {"teachers", "labels_and_student"}
   assert "attack_beside_student" not in s["concurrent_seconds"]
   seconds = s["private"]["seconds"]
-  # Drawing privacy.png (the private ε curve) takes seconds that follow the votes too.
+  # Drawing privacy.png (the private ε curve) takes seconds that follow the votes too:
+  # it is drawn after the student's end, after every stage's files.
+  drawn = (tmp_path / "aggregate" / "privacy.png").stat().st_mtime
+  for stage in ("teachers", "aggregate", "student"):
+    assert (tmp_path / stage / "results.json").stat().st_mtime < drawn, stage
   assert set(seconds) == {"wall_end_to_end", "attack", "hand_over", "privacy_plot",
                           *(["attack_beside_student"] if beside else [])}
-  assert seconds["privacy_plot"] == experiment.read_results(
-      tmp_path / "student")["private"]["privacy_plot_seconds"] > 0
+  assert seconds["privacy_plot"] == json.loads(
+      (tmp_path / "aggregate" / "privacy_plot_seconds.json").read_text())["private"][
+          "privacy_plot_seconds"] > 0
   assert sum(s["stage_seconds"].values()) <= s["wall_seconds"] < seconds["wall_end_to_end"]
   assert "attack" not in json.dumps({k: v for k, v in s.items() if k != "private"})
   assert experiment.read_results(tmp_path / "attack")["beside_student"] is beside

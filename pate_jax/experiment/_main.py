@@ -521,8 +521,7 @@ class PhaseClock:
   they add up to the stage's wall up to that mark; host work in other threads is not
   theirs. The stages record them as ``phase_seconds`` in ``results.json``.
   ``clock.set_aside()`` ends a phase that is neither recorded nor in :meth:`elapsed` (time
-  whose length is not the stage's to publish); ``clock.exclude(seconds)`` leaves such time
-  out of the phase under way."""
+  whose length is not the stage's to publish)."""
 
   def __init__(self):
     self.start = self._last = time.perf_counter()
@@ -546,16 +545,6 @@ class PhaseClock:
     spent = self._lap()
     self._aside += spent
     return spent
-
-  def exclude(self, seconds: float) -> None:
-    """Leaves ``seconds`` of the phase under way out of it and of :meth:`elapsed`, as
-    :meth:`set_aside` does a whole phase: time a callee spent inside it on work whose
-    length is not the stage's to publish (a figure of the private votes)."""
-    seconds = float(seconds)
-    if not 0.0 <= seconds <= time.perf_counter() - self._last:
-      raise ValueError(f"seconds must be in [0, the phase's seconds so far]; got {seconds}")
-    self._last += seconds
-    self._aside += seconds
 
   def elapsed(self) -> float:
     """Seconds since the clock started, but those set aside."""

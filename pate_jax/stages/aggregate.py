@@ -8,8 +8,9 @@ budget (:class:`pate_jax.budget.TeachersBudget`: one ledger beside votes.npz, sh
 every work directory and rerun; rows answered before come back as recorded, free), draws
 the smooth-sensitivity release of the private ε once per ledger state (GNMax,
 Confident-GNMax), and writes ``labels.npz``, ``results.json`` (publishable part and a
-``private`` part; with a research noise seed, private as a whole) and the private
-``privacy.png`` into the workdir. Stale outputs of an
+``private`` part; with a research noise seed, private as a whole) and, last, the private
+``privacy.png`` (and its seconds, ``privacy_plot_seconds.json``:
+:func:`pate_jax.experiment.draw_private_figures`) into the workdir. Stale outputs of an
 earlier run are removed before anything is spent, so a failure never leaves a
 results.json that reports less than was spent.
 
@@ -219,16 +220,28 @@ def warn_sampler_delta(budget: budget_lib.TeachersBudget, num_asked: int, votes:
         budget.aggregator_kwargs["epsilon_max"], num_asked, num_releases, term, delta)
 
 
-def run(config: Any, workdir: str | os.PathLike, prefix: str = "config.") -> dict[str, Any]:
+def run(config: Any, workdir: str | os.PathLike, prefix: str = "config.", *,
+        figures: list[experiment.PrivateFigure] | None = None) -> dict[str, Any]:
   """Runs the stage (module docstring); the workdir is locked meanwhile. The accounting
   runs on ``config.accounting_device`` (:func:`pate_jax.experiment.accounting_device`:
   the host by default). ``prefix``: how the fields are named in the errors that refuse
-  them (:func:`check_config`; ``config.student.aggregate.`` in the main job)."""
+  them (:func:`check_config`; ``config.aggregate.`` in the main job, whose student labels
+  with it).
+  ``figures``: ``None`` draws the private ``privacy.png`` (``config.privacy_plot``) as the
+  stage's last act, once its other files are written; a list receives it instead
+  (:class:`pate_jax.experiment.PrivateFigure`), for a caller that writes files of its own
+  after this stage (the student) to draw it after them."""
   check_config(config, prefix)
+  if figures is not None and not isinstance(figures, list):
+    raise ValueError(f"figures must be None or a list; got {type(figures).__name__}")
   device = experiment.accounting_device(config.get("accounting_device", "host"),
                                         f"{prefix}accounting_device")
+  drawn = [] if figures is None else figures
   with experiment.locked_workdir(workdir), jax.default_device(device):
-    return _run(config, pathlib.Path(workdir), prefix)
+    results = _run(config, pathlib.Path(workdir), drawn, prefix)
+    if figures is None:
+      experiment.draw_private_figures(drawn)
+  return results
 
 
 def compile_ahead(config: Any, *, num_teachers: int, num_classes: int, num_rows: int,
@@ -264,7 +277,8 @@ def compile_ahead(config: Any, *, num_teachers: int, num_classes: int, num_rows:
   return time.perf_counter() - t0
 
 
-def _run(config: Any, workdir: pathlib.Path, prefix: str = "config.") -> dict[str, Any]:
+def _run(config: Any, workdir: pathlib.Path, figures: list[experiment.PrivateFigure],
+         prefix: str = "config.") -> dict[str, Any]:
   t0 = time.perf_counter()
   source = config.votes_dir or workdir
   if not config.votes_dir and not (workdir / "votes.npz").exists():
@@ -283,7 +297,8 @@ def _run(config: Any, workdir: pathlib.Path, prefix: str = "config.") -> dict[st
   _check_prior(workdir, budget)
   warn_sampler_delta(budget, np.union1d(rows, budget.state()["rows"]).size, data["votes"],
                      f"{prefix}epsilon_max", budget.releases_after(rows))
-  experiment.remove_stale(workdir, ("results.json", "privacy.png"))
+  experiment.remove_stale(workdir, ("results.json", "privacy.png",  # and privacy.png's seconds
+                                    "privacy_plot_seconds.json"))
   for tmp in labels_lib.temporary_files(workdir):  # left by a run killed while writing
     tmp.unlink(missing_ok=True)
   out = budget.answer(rows)
@@ -296,20 +311,19 @@ def _run(config: Any, workdir: pathlib.Path, prefix: str = "config.") -> dict[st
                                                  results["ledger"]["sampler_delta"]))
   results["time_s"] = time.perf_counter() - t0
   results["accounting_platform"] = _checks.default_platform()  # where the accounting ran
-  curve = results["private"].get("privacy_curve")
-  if config.get("privacy_plot", True) and curve:
-    start = time.perf_counter()
-    reporting.plot_privacy(curve, experiment.PRIVATE_TITLE + f"{budget.mechanism.name} "
-                           f"{budget.params}, {data['num_teachers']} teachers",
-                           workdir / "privacy.png")
-    # Drawing the private curve and compressing its PNG take a time that follows the
-    # votes: private, and left out of the publishable seconds of a stage that calls this
-    # one (the student's labels_seconds).
-    results["private"]["privacy_plot_seconds"] = time.perf_counter() - start
   experiment.write_results(workdir, results,
                            config=reporting.config_record(config, budget.mechanism),
                            seed=config.seed,
                            disclosure=experiment.noise_disclosure(results["noise_source"]))
+  # Drawing the private curve and compressing its PNG take a time that follows the votes:
+  # drawn after every file above (and a caller's), whose times would carry its seconds.
+  curve = results["private"].get("privacy_curve")
+  if config.get("privacy_plot", True) and curve:
+    title = (experiment.PRIVATE_TITLE + f"{budget.mechanism.name} {budget.params}, "
+             f"{data['num_teachers']} teachers")
+    figures.append(experiment.PrivateFigure(
+        "privacy_plot", workdir / "privacy.png",
+        lambda path: reporting.plot_privacy(curve, title, path)))
   return results
 
 

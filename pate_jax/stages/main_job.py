@@ -13,7 +13,8 @@ numbers of every stage and ``report.md`` (Markdown with those figures), each in 
 sensitivity, the student's accuracy) and *private: for the data owner only* (the teachers'
 accuracy and vote gap, the data-dependent ε, the attack on the run's own vote
 histograms and its seconds, the seconds of drawing the private figures, the wall end to
-end; the publishable wall stops at the student's end and leaves those figures out). It
+end; the publishable wall stops at the student's end, before the attack and those
+figures, which are drawn after every other stage's files). It
 ends by printing the headlines (private lines say so) and the files' paths.
 Noise is secret unless ``--config.noise_seed`` names a research seed (then every output
 says that its ε is a measurement, not a release, and the run is private as a whole). The
@@ -322,16 +323,16 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
                  ("student_compiled_beside_teachers", compile_student,
                   student_ahead(config, prefix))) if on}
     t = time.time()
+    # The private figures (the teachers' gap.png, the aggregate stage's privacy.png) take a
+    # time that follows the votes: drawn after the student's end, which every publishable
+    # time below (the stages' files, the summary's) precedes.
+    figures = []
     teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
                                   restart_flag=f"--{prefix}teachers.restart",
-                                  prefix=f"{prefix}teachers.")
+                                  prefix=f"{prefix}teachers.", figures=figures)
     for name, future in ahead.items():  # done before the labels and the student need them
       concurrent_seconds[name] = future.result()
-    # The private figures' seconds (they follow the votes), out of the publishable ones:
-    # the teachers' gap.png here, the aggregate stage's privacy.png inside the student's.
-    figures = {"gap_plot": 0.0 if teachers.get("reused_votes") else float(
-        teachers["private"].get("gap_plot_seconds") or 0.0)}
-    stage_seconds["teachers"], t = time.time() - t - figures["gap_plot"], time.time()
+    stage_seconds["teachers"], t = time.time() - t, time.time()
     # The student stage labels its queries in aggregate/ (or reuses the labels paid for);
     # the attack, which needs those labels, may then run beside its training.
     computing, hand_over = [], []
@@ -348,16 +349,13 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
                                 restart_flag=f"--{prefix}student.restart",
                                 on_labels=labelled if on_labels or beside else None,
                                 prefix=f"{prefix}student.",
-                                aggregate_prefix=f"{prefix}aggregate.")
+                                aggregate_prefix=f"{prefix}aggregate.", figures=figures)
     labels = experiment.read_results(root / "aggregate")
     if student.get("history"):
       reporting.plot_history(student["history"], student_plot_title(
           student, labels["noise_source"]), root / "student" / "accuracy.png")
     student_end = time.time()
-    figures["privacy_plot"] = float(
-        (student.get("private") or {}).get("privacy_plot_seconds") or 0.0)
-    stage_seconds["labels_and_student"] = (student_end - t - sum(hand_over)
-                                           - figures["privacy_plot"])
+    stage_seconds["labels_and_student"] = student_end - t - sum(hand_over)
     t = student_end
     # Beside the student: the wait for what is left of it (then its files).
     attack = attack_stage(config, root, computing[0] if computing else None, prefix)
@@ -366,6 +364,7 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
   attack_seconds = {"attack": time.time() - t}
   if computing:
     attack_seconds["attack_beside_student"] = computing[0].result()["seconds"]
+  figure_seconds = experiment.draw_private_figures(figures)  # after the student's end
   summary = {
       "noise_source": labels["noise_source"],
       "data": {k: teachers[k] for k in ("dataset", "data_source", "fallback_data")},
@@ -379,9 +378,9 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
       "epsilon_release": labels.get("epsilon_release"),
       "ledger": labels["ledger"],
       "delta": labels["delta"],
-      # To the student's end (the attack's is private), the hand-over's and the private
-      # figures' aside.
-      "wall_seconds": student_end - t0 - sum(hand_over) - sum(figures.values()),
+      # To the student's end (the attack's and the private figures' are after it), the
+      # hand-over's aside.
+      "wall_seconds": student_end - t0 - sum(hand_over),
       "stage_seconds": stage_seconds,  # sequential: they add up to (nearly) the wall
       "concurrent_seconds": concurrent_seconds,
       # Inside the teachers' and the student's stages (None: teachers reused, not timed).
@@ -401,7 +400,7 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
           # its seconds follow the votes' agreement.
           seconds={"wall_end_to_end": time.time() - t0, **attack_seconds,
                    **({"hand_over": sum(hand_over)} if hand_over else {}),
-                   **{k: v for k, v in figures.items() if v}}),
+                   **figure_seconds}),
   }
   record = experiment.to_jsonable(config)  # without the other mechanisms' noise fields
   mechanism = mechanisms.get(config.aggregate.mechanism, f"{prefix}aggregate.mechanism")

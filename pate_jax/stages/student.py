@@ -45,17 +45,19 @@ which rows is the aggregator's release, so the run reports its ε as ``noisy`` d
 
 
 def noisy_labels(config, out: pathlib.Path,
+                 figures: list[experiment.PrivateFigure],
                  prefix: str = "config.aggregate.") -> tuple[dict, dict]:
   """labels.npz and the aggregate stage's results in ``out`` (pate_jax.stages.aggregate,
   with the run's seed): the rows answered before come back from the teachers' budget as
   recorded; settings that differ from the budget's are refused (``prefix``: how the
-  aggregate stage's fields are named)."""
+  aggregate stage's fields are named). Its private privacy.png goes to ``figures``, to be
+  drawn after the student's files."""
   out = pathlib.Path(out)
   found = (out / labels_lib.FILENAME).exists()
   with config.aggregate.unlocked():
     config.aggregate.votes_dir = config.votes_dir
     config.aggregate.seed = config.seed
-  results = aggregate.run(config.aggregate, out, prefix)
+  results = aggregate.run(config.aggregate, out, prefix, figures=figures)
   if found:  # said once the budget has taken them (a refused run says why instead)
     print(f"labels.npz found in {out}: its rows came back from the teachers' budget as "
           "recorded (already paid for)")
@@ -119,7 +121,8 @@ def check_config(config, prefix: str = "config.") -> None:
 
 def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
         on_labels: Callable[[], Any] | None = None, prefix: str = "config.",
-        aggregate_prefix: str | None = None) -> dict:
+        aggregate_prefix: str | None = None,
+        figures: list[experiment.PrivateFigure] | None = None) -> dict:
   """Labels (or reuses) the student's queries, trains it and writes ``results.json``.
 
   ``on_labels``: called once the labels are written and before the training (the main
@@ -130,8 +133,16 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   (:func:`check_config`; ``config.student.`` in the main job); ``aggregate_prefix``: how
   the aggregate stage's are (``<prefix>aggregate.`` by default; ``config.aggregate.`` in
   the main job, whose student labels with its aggregate stage's config).
+  ``figures``: ``None`` draws the aggregate stage's private privacy.png as the stage's last
+  act, after results.json (its drawing takes a time that follows the votes, which the
+  times of files written after it would carry); a list receives it instead, for a caller
+  that writes files of its own after this stage (the main job) to draw it after them
+  (:func:`pate_jax.experiment.draw_private_figures`).
   """
   clock = experiment.PhaseClock()
+  if figures is not None and not isinstance(figures, list):
+    raise ValueError(f"figures must be None or a list; got {type(figures).__name__}")
+  drawn = [] if figures is None else figures
   workdir = pathlib.Path(workdir)
   check_config(config, prefix)
   aggregate_prefix = aggregate_prefix or f"{prefix}aggregate."
@@ -212,7 +223,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   else:
     if config.labels in ("noisy", "true_answered"):
       label_file, agg = noisy_labels(config, config.get("labels_dir") or workdir / "labels",
-                                     aggregate_prefix)
+                                     drawn, aggregate_prefix)
       index, labels = students.answered_labels(label_file)
       if index.size == 0:  # the budget, or Confident-GNMax's threshold, refused every query
         raise ValueError(
@@ -221,10 +232,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
             "for an answer, or Confident-GNMax's threshold refused them all): the student has "
             f"no labels; raise {aggregate_prefix}epsilon_max or num_queries, or lower the "
             "noise")
-      # answering, accounting, release; not the private privacy.png the aggregate stage
-      # drew (its seconds follow the votes)
-      plot_seconds = (agg.get("private") or {}).get("privacy_plot_seconds") or 0.0
-      clock.exclude(plot_seconds)
+      # answering, accounting, release (the private privacy.png is drawn at the end)
       results["labels_seconds"] = clock.mark("labels")
     if config.labels == "true_answered":  # the answered rows, their errors taken out
       labels = np.asarray(votes["labels"])[index]
@@ -238,8 +246,7 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
           "ledger") if k in agg})
       results["private"] = reporting.private_part(**{
           k: agg["private"][k] for k in ("epsilon", "epsilon_tight", "epsilon_release",
-                                         "ledger", "privacy_plot_seconds")
-          if k in agg["private"]})
+                                         "ledger") if k in agg["private"]})
     else:  # non-private comparison points
       index, labels = _clean_labels(config, votes, prefix)
       results["num_queries"] = int(index.size)
@@ -286,6 +293,8 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   experiment.write_results(workdir, results, config=config, seed=config.seed,
                            disclosure=experiment.MEASUREMENT if unnoised else
                            experiment.noise_disclosure(results.get("noise_source") or {}))
+  if figures is None:
+    experiment.draw_private_figures(drawn)
   return results
 
 

@@ -5,7 +5,9 @@
 Writes into ``--workdir``: ``checkpoints/`` (orbax, the newest ``max_to_keep`` steps while
 it trains; a restarted run resumes; deleted when the run finishes unless
 ``--config.keep_checkpoints=True``), ``votes.npz`` (see pate_jax.votes), ``results.json``
-and ``gap.png``. Rerunning a finished run reuses its ``votes.npz``.
+and, last, the private ``gap.png`` (and its seconds, ``gap_plot_seconds.json``:
+:func:`pate_jax.experiment.draw_private_figures`). Rerunning a finished run reuses its
+``votes.npz`` (and draws ``gap.png`` where it is missing).
 
 A rerun resumes only the same run: the checkpoints carry a fingerprint of
 ``FINGERPRINT_FIELDS`` and of the training data, and a rerun with other values is
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import pathlib
 import time
@@ -96,7 +99,8 @@ def load_data(config: ml_collections.ConfigDict) -> data.ImageDataset:
 
 
 def run(config: ml_collections.ConfigDict, workdir: str, *,
-        restart_flag: str = experiment.RESTART_FLAG, prefix: str = "config.") -> dict:
+        restart_flag: str = experiment.RESTART_FLAG, prefix: str = "config.",
+        figures: list[experiment.PrivateFigure] | None = None) -> dict:
   """Trains (or resumes) the ensemble, computes votes and writes results.
 
   ``restart_flag``: the flag that sets ``config.restart`` on the command line of the script
@@ -104,6 +108,10 @@ def run(config: ml_collections.ConfigDict, workdir: str, *,
   ``--config.teachers.restart`` in a main job whose teachers' config is nested.
   ``prefix``: how the settings are named in the errors that refuse them
   (:func:`check_config`; ``config.teachers.`` there).
+  ``figures``: ``None`` draws the private ``gap.png`` (``config.gap_plot``) as the stage's
+  last act, once its other files are written; a list receives it instead
+  (:class:`pate_jax.experiment.PrivateFigure`), for a caller that writes files of its own
+  after this stage to draw it after them (:func:`pate_jax.experiment.draw_private_figures`).
 
   With ``PATE_JAX_COORDINATOR`` / ``PATE_JAX_NUM_PROCESSES`` / ``PATE_JAX_PROCESS_ID``
   (or ``PATE_JAX_DISTRIBUTED=auto``) set, one such command per host trains one
@@ -113,8 +121,14 @@ def run(config: ml_collections.ConfigDict, workdir: str, *,
   check_config(config, prefix)
   experiment.check_restart_flag(restart_flag)
   distributed.initialize()  # no-op for one process; precedes any JAX computation
+  if figures is not None and not isinstance(figures, list):
+    raise ValueError(f"figures must be None or a list; got {type(figures).__name__}")
+  drawn = [] if figures is None else figures
   with experiment.locked_workdir(workdir, enabled=distributed.is_main_process()):
-    return _run(config, workdir, restart_flag, prefix)
+    results = _run(config, workdir, restart_flag, prefix, drawn)
+    if figures is None:
+      experiment.draw_private_figures(drawn)
+  return results
 
 
 def prepare_data(config: ml_collections.ConfigDict,
@@ -395,7 +409,7 @@ def protect_votes(workdir: Any, fingerprint: dict[str, Any], outputs: dict[str, 
 
 
 def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str,
-         prefix: str) -> dict:
+         prefix: str, figures: list[experiment.PrivateFigure]) -> dict:
   clock = experiment.PhaseClock()
   ds, train_x, train_y, (shard_x, shard_y, dropped), root = prepare_data(config, clock, prefix)
   print(f"{shard_y.shape[0]} teachers × {shard_y.shape[1]} examples ({dropped} dropped); "
@@ -419,10 +433,16 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str,
                     restart_hint=experiment.restart_hint(restart_flag)) as ckpt:
     done = reused_results(workdir, ckpt, config.num_steps, _outputs(config))
     if done is not None:
+      # A run stopped before its last act (or a main job before the student's end) left
+      # no gap.png: drawn from the votes reused.
+      gap = pathlib.Path(workdir) / "gap.png"
+      if distributed.is_main_process() and config.gap_plot and not gap.exists():
+        figures.append(experiment.PrivateFigure("gap_plot", gap, lambda path: _plot_gap(
+            votes_lib.load_votes(workdir)["votes"], config.num_teachers, path)))
       return done
     clock.mark("setup")
     return _train_and_vote(config, workdir, ds, (shard_x, shard_y, dropped), root, ckpt,
-                           clock, private_data, restart_flag, prefix)
+                           clock, private_data, restart_flag, prefix, figures)
 
 
 def private_data_digest(ds: data.ImageDataset, train_x: np.ndarray, train_y: np.ndarray,
@@ -448,11 +468,12 @@ def _outputs(config: ml_collections.ConfigDict) -> dict:
 
 
 def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data, restart_flag,
-                    prefix) -> dict:
+                    prefix, figures) -> dict:
   """Trains (resuming from ``ckpt``), computes the votes and writes the results; ``clock``
   (an :class:`pate_jax.experiment.PhaseClock`) times its phases; ``private_data``: the key of
   the teachers' budget (:func:`private_data_digest`), written into votes.npz;
-  ``restart_flag`` and ``prefix`` as :func:`run`'s."""
+  ``restart_flag`` and ``prefix`` as :func:`run`'s; ``figures``: receives the private
+  gap.png, to be drawn after every file written here."""
   peak_before = memory.peak_bytes()  # the allocators' peak from earlier work, if any
   shard_x, shard_y, dropped = shards
   ensemble = build_ensemble(config, ds.num_classes)
@@ -525,13 +546,6 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
                          temperatures=temps or None, predictions=predictions,
                          private_data=private_data)
   clock.mark("write")
-  # The private gap.png: its drawing and its PNG's compression take a time that follows
-  # the votes, so its seconds are private, out of the publishable phases and wall.
-  gap_plot_seconds = 0.0
-  if distributed.is_main_process() and config.gap_plot:
-    gap = np.asarray(votes_lib.normalized_gap(votes))
-    reporting.plot_gap(gap, t, f"{workdir}/gap.png")
-    gap_plot_seconds = clock.set_aside()
 
   steps_trained = config.num_steps - resumed_from
   results = {
@@ -569,7 +583,7 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
       # The teachers' accuracy, their votes' gap and loss are functions of the private data.
       "private": reporting.private_part(
           **reporting.vote_summary(votes, labels, num_pool, teacher_acc),
-          final_train_loss=loss, gap_plot_seconds=gap_plot_seconds),
+          final_train_loss=loss),
   }
   keep = bool(config.get("keep_checkpoints", False))
   results["checkpoints"]["kept"] = keep
@@ -584,7 +598,17 @@ def _train_and_vote(config, workdir, ds, shards, root, ckpt, clock, private_data
   if distributed.is_main_process() and freed:
     results["private"]["checkpoint_bytes_deleted_at_completion"] = freed
     experiment.write_results(workdir, results, config=config, seed=config.seed)
+  # The private gap.png: drawing it and compressing its PNG take a time that follows the
+  # votes, so it comes after every file above (their times would carry its seconds).
+  if distributed.is_main_process() and config.gap_plot:
+    figures.append(experiment.PrivateFigure("gap_plot", pathlib.Path(workdir) / "gap.png",
+                                            functools.partial(_plot_gap, votes, t)))
   return results
+
+
+def _plot_gap(votes: np.ndarray, num_teachers: int, path: pathlib.Path) -> None:
+  """Draws ``gap.png`` at ``path`` from the votes' normalised top-two gaps."""
+  reporting.plot_gap(np.asarray(votes_lib.normalized_gap(votes)), num_teachers, path)
 
 
 def report(results: dict) -> None:
