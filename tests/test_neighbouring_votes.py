@@ -21,6 +21,11 @@ run is then private as a whole, and its non-private parts are what a secret run 
 publish), or secret noise whose key is fixed (``rng.secret_key`` replaced by a constant
 key): the release's own code path, with its budget beside the votes and in the registry.
 
+The tabular release is tested one step earlier, at its data: teachers (the tabular stage,
+private as a whole) on training rows and on a neighbour (one row replaced), then the
+aggregate stage's release and the student forests on the released labels; where the
+released labels are the same, only the released ε and timings may differ (slow).
+
 Exempt, as the README's timing policy allows (timing is not protected in general): the
 seconds and clock times a run records (:data:`TIMINGS`, :data:`STUDENT_TIMINGS`) and prints
 ("50 s"). Exempt as random: orbax's names of a checkpoint's data files, their number and
@@ -363,3 +368,67 @@ def test_student_publishes_nothing_a_neighbour_moves(tmp_path, caplog, fixed_sec
     np.testing.assert_array_equal(value, sy[name], err_msg=name)
   if case == "asked":
     assert private_part(x) != private_part(y_)
+
+
+# --- A tabular release: a neighbouring training row ----------------------------------------
+
+
+def replace_training_row(data_dir, row=0):
+  """The task's ``adult/train.csv`` with training row ``row`` replaced (its income
+  flipped): a neighbouring dataset of the same size."""
+  path = pathlib.Path(data_dir) / "adult" / "train.csv"
+  lines = path.read_text().splitlines()
+  fields = lines[1 + row].split(",")
+  fields[-1] = str(1 - int(fields[-1]))
+  lines[1 + row] = ",".join(fields)
+  path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.slow
+def test_a_tabular_release_publishes_nothing_a_neighbouring_training_row_moves(
+    tmp_path, caplog, fixed_secret_key):
+  """Teachers (the tabular stage, a measurement private as a whole) on training rows and
+  on their neighbour (one row replaced), the aggregate stage's secret-noise release of
+  their votes, and the student forests on the released labels (``config.labels_dir``):
+  where the released labels are the same, everything the release and the students publish
+  is, but the released ε and timings."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  from test_tabular import _tiny_synthetic_task  # pylint: disable=g-import-not-at-top
+  config = _tiny_synthetic_task(tmp_path / "x" / "data", "cpu")
+  config.query_counts = [40]
+  config.lnmax_gammas, config.gnmax_sigmas, config.num_seeds = [1.0], [1.0], 1
+  config.reference_pools, config.student_repeats = 0, 2
+  shutil.copytree(tmp_path / "x" / "data", tmp_path / "y" / "data")
+  replace_training_row(tmp_path / "y" / "data")
+  runs = {}
+  for d in "xy":
+    base = tmp_path / d
+    c = config.copy_and_resolve_references()
+    c.data_dir, c.budget_registry = str(base / "data"), str(base / "registry")
+    tabular_stage.run(c, base / "teachers")
+    agg = aggregate_config(base / "teachers", base, "secret")
+    agg.num_queries, agg.query_selection = 30, "first"
+    out = io.StringIO()
+    caplog.clear()
+    with contextlib.redirect_stdout(out), caplog.at_level(logging.INFO):
+      experiment.run_and_report(aggregate.run, aggregate.report, agg, str(base / "work"))
+      c.labels_dir = str(base / "work")
+      experiment.run_and_report(tabular_stage.run, tabular_stage.report, c,
+                                str(base / "student"))
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    runs[d] = {"votes": votes_lib.load_votes(base / "teachers")["votes"],
+               "labels": npz_members(base / "work" / "labels.npz"),
+               "lines": publishable_lines(out.getvalue() + "\n" + logged, base),
+               "results": [json.loads((base / w / "results.json").read_text())
+                           for w in ("work", "student")]}
+  x, y = runs["x"], runs["y"]
+  assert not np.array_equal(x["votes"], y["votes"])  # the neighbour moved some votes
+  np.testing.assert_array_equal(x["labels"]["labels"][0], y["labels"]["labels"][0])
+  for name in x["labels"].keys() - {"votes_digest"}:
+    np.testing.assert_array_equal(x["labels"][name][0], y["labels"][name][0], err_msg=name)
+  timings = TIMINGS | {"timings"}  # the released student's seconds from the task read on
+  for rx, ry in zip(x["results"], y["results"]):
+    assert (drop(publishable(rx, timings), RELEASED_EPSILON)
+            == drop(publishable(ry, timings), RELEASED_EPSILON))
+  assert without_released(x["lines"]) == without_released(y["lines"])
