@@ -195,14 +195,25 @@ def test_paper_reconstruction_from_exact_q_and_from_samples():
   assert set(np.asarray(r.status).ravel().tolist()) <= {A.Stop.CONVERGED, A.Stop.NO_DECREASE}
 
 
-def test_projected_and_optax_variants():
-  q_exact = np.asarray(A.output_distribution(MEDIUM, 60.0, "accurate"), np.float32)
+@pytest.fixture(scope="module")
+def q_exact():
+  """MEDIUM's exact answer distribution at σ = 60, float32: what the variants reconstruct
+  from (each variant is a program of its own, compiled in its own test)."""
+  return np.asarray(A.output_distribution(MEDIUM, 60.0, "accurate"), np.float32)
+
+
+def test_projected_variant(q_exact):
   proj = A.reconstruct_details(q_exact, 60.0, 250, project=True, tol=0.0, min_step=1e-2)
   assert float(A.normalized_l1_error(MEDIUM, proj.histogram)) < 0.01
   assert np.all(np.asarray(proj.histogram) >= -1e-4)
+
+
+def test_optax_variant(q_exact):
   opt = A.reconstruct_details(q_exact, 60.0, 250, method="optax", tol=0.0)
   assert float(A.normalized_l1_error(MEDIUM, opt.histogram)) < 0.01
-  # Stop-on-negative never returns a negative estimate.
+
+
+def test_stop_on_negative_never_returns_a_negative_estimate(q_exact):
   neg = A.reconstruct_details(q_exact, 60.0, 250, stop_on_negative=True, tol=0.0)
   assert np.all(np.asarray(neg.histogram) >= -1e-3)
   assert int(neg.status) in (A.Stop.NEGATIVE, A.Stop.NO_DECREASE)
