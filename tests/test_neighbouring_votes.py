@@ -26,6 +26,13 @@ private as a whole) on training rows and on a neighbour (one row replaced), then
 aggregate stage's release and the student forests on the released labels; where the
 released labels are the same, only the released ε and timings may differ (slow).
 
+The main job (experiments/run_pate.py: teachers, labels, student, attack) is tested at its
+data too: trained on the 8x8 digits and on a neighbour (one training example's label
+replaced, in one teacher's shard), with the same seeds and secret noise, it publishes the
+same, every stage's ``results.json`` outside ``private`` (the attack's, a measurement, is
+private as a whole), ``report.md``'s part before *Private*, the student's curve and every
+unmarked line; the votes differ, and the released labels do not (slow).
+
 Exempt, as the README's timing policy allows (timing is not protected in general): the
 seconds and clock times a run records (:data:`TIMINGS`, :data:`STUDENT_TIMINGS`) and prints
 ("50 s"). Exempt as random: orbax's names of a checkpoint's data files, their number and
@@ -432,3 +439,141 @@ def test_a_tabular_release_publishes_nothing_a_neighbouring_training_row_moves(
     assert (drop(publishable(rx, timings), RELEASED_EPSILON)
             == drop(publishable(ry, timings), RELEASED_EPSILON))
   assert without_released(x["lines"]) == without_released(y["lines"])
+
+
+# --- The main job: a neighbouring training example of one teacher --------------------------
+
+MAIN_JOB_TIMINGS = STUDENT_TIMINGS | {
+    "stage_seconds",             # the main job's stages and the host work beside them
+    "concurrent_seconds",
+    "votes_seconds",             # the teachers stage's phases, its throughput and the
+    "compiled_ahead_seconds",    # seconds its checkpoints blocked its training
+    "train_examples_per_second",
+    "blocking_seconds",
+    "final_wait_seconds",
+    "share_of_training",
+}
+"""The timings of the main job's results and of its stages' (README: timing is not
+protected)."""
+
+_RELEASED_REPORT = re.compile(r"(ε released with smooth sensitivity: )\*\*[0-9.e+-]+\*\*")
+"""Where report.md prints the released ε."""
+
+
+def main_job_config():
+  """The main job on the 8x8 digits, as small as the other main-job tests (five teachers,
+  a few steps of each stage), its attack included."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  c = experiment.load_script(REPO / "configs" / "pate_mnist.py").get_config("cpu")
+  c.teachers.dataset = "digits"
+  c.teachers.num_teachers, c.teachers.num_steps, c.teachers.checkpoint_every = 5, 60, 60
+  c.aggregate.num_queries, c.aggregate.chunk_size = NUM_QUERIES, 32
+  c.aggregate.sigma = 2.0  # 5 teachers: σ 40 would answer at random
+  c.aggregate.epsilon_max = 1000.0  # σ 2 costs λ/4 per answer (data-independent)
+  c.student.num_steps, c.student.segment_steps, c.student.batch_size = 4, 2, 8
+  c.student.student.kwargs.update(
+      {"generator_hidden": (16,), "discriminator_hidden": (16, 8), "noise_dim": 4})
+  c.attack.num_histograms, c.attack.num_queries = 3, 100
+  c.attack.variants = ml_collections.ConfigDict({"paper": {}})
+  return c
+
+
+def with_training_label(row, label):
+  """scikit-learn's digits (the loader of ``data.load_image_dataset("digits")``) with the
+  label of training example ``row`` replaced by ``label``: a neighbouring private dataset
+  of the same size."""
+  from pate_jax.data import _images  # pylint: disable=g-import-not-at-top
+  load = _images._load_digits  # pylint: disable=protected-access
+
+  def loader():
+    splits = load()
+    images, labels = splits["train"]
+    labels = labels.copy()
+    labels[row] = label
+    return {**splits, "train": (images, labels)}
+
+  return loader
+
+
+def publishable_report(text, base):
+  """report.md's lines before its private part, with ``base`` written as "<dir0>", every
+  count of seconds as "<seconds>" and the released ε as "<released>"."""
+  head = text.split("\n## Private")[0]
+  assert len(head) < len(text), "report.md has no private part"
+  return [_RELEASED_REPORT.sub(r"\1<released>", line)
+          for line in publishable_lines(head, base)]
+
+
+def run_main_job(base, caplog, capsys):
+  """The main job as experiments/run_pate.py runs it, into ``base/work``: every
+  results.json (by path; ``None`` where private as a whole), report.md's publishable
+  lines, the printed and logged lines that do not say "private", and the files."""
+  from pate_jax.stages import main_job  # pylint: disable=g-import-not-at-top
+  work = base / "work"
+  caplog.clear()
+  capsys.readouterr()
+  with caplog.at_level(logging.WARNING):  # the script's level (run_pate.py: quiet_logs)
+    experiment.run_and_report(main_job.run, main_job.report, main_job_config(), str(work))
+  printed = capsys.readouterr()
+  logged = "\n".join(r.getMessage() for r in caplog.records)
+  results = {}
+  for path in sorted(work.rglob("results.json")):
+    record = json.loads(path.read_text().replace(str(base), "<dir0>"))
+    private_whole = record["disclosure"].startswith("private")
+    results[str(path.relative_to(work))] = None if private_whole else record
+  return {"results": results,
+          "report": publishable_report((work / "report.md").read_text(), base),
+          "lines": publishable_lines("\n".join([printed.out, printed.err, logged]), base),
+          "files": files(work)}
+
+
+@pytest.mark.slow  # two main jobs: about 40 s on the 2-core CPU
+def test_the_main_job_publishes_nothing_a_neighbouring_training_example_moves(
+    tmp_path, caplog, capsys, monkeypatch, fixed_secret_key):
+  """Teachers, labels, student and attack (experiments/run_pate.py) on the digits and on
+  their neighbour (the label of one training example, in one teacher's shard, replaced),
+  with the same seeds and secret noise: the votes differ, the released labels do not, and
+  so everything the job publishes is the same, but timings, the salted digest of the votes
+  and the released ε; the private parts see the neighbour."""
+  from pate_jax.data import _images  # pylint: disable=g-import-not-at-top
+  x = run_main_job(tmp_path / "x", caplog, capsys)
+  monkeypatch.setattr(_images, "_load_digits", with_training_label(0, 1))  # a 0 made a 1
+  y = run_main_job(tmp_path / "y", caplog, capsys)
+  wx, wy = tmp_path / "x" / "work", tmp_path / "y" / "work"
+  # The neighbour moved votes (the test is not vacuous), not the released labels.
+  vx, vy = (votes_lib.load_votes(w / "teachers")["votes"] for w in (wx, wy))
+  assert (vx != vy).any(axis=1).sum() > 0
+  lx, ly = (npz_members(w / "aggregate" / "labels.npz") for w in (wx, wy))
+  np.testing.assert_array_equal(lx["labels"][0], ly["labels"][0])
+  # The published files: labels.npz's every member (and its compressed size) but the
+  # salted digest of the votes; the student's checkpoint; its curve.
+  assert lx.keys() == ly.keys()
+  for name in lx.keys() - {"votes_digest"}:
+    np.testing.assert_array_equal(lx[name][0], ly[name][0], err_msg=name)
+    assert lx[name][1] == ly[name][1], name
+  sx, sy = (checkpoint_arrays(w / "student" / "checkpoints") for w in (wx, wy))
+  assert sx.keys() == sy.keys() and sx
+  for name, value in sx.items():
+    np.testing.assert_array_equal(value, sy[name], err_msg=name)
+  assert (wx / "student" / "accuracy.png").read_bytes() == (
+      wy / "student" / "accuracy.png").read_bytes()
+  # Every results.json outside its private parts (those private as a whole: the attack's),
+  # report.md's publishable part and every line printed or logged without "private".
+  assert x["results"].keys() == y["results"].keys()
+  assert x["results"]["attack/results.json"] is None  # a measurement: private as a whole
+  for path, rx in x["results"].items():
+    ry = y["results"][path]
+    if rx is not None:
+      rx, ry = (drop(publishable(r, MAIN_JOB_TIMINGS), RELEASED_EPSILON) for r in (rx, ry))
+      rx, ry = (drop(r, ("results", "aggregate") + RELEASED_EPSILON[1:]) for r in (rx, ry))
+    assert rx == ry, path
+  assert x["report"] == y["report"]
+  assert without_released(x["lines"]) == without_released(y["lines"])
+  # Every file, with its mode; votes.npz (stored uncompressed) the same size.
+  assert x["files"].keys() == y["files"].keys()
+  assert modes(x["files"]) == modes(y["files"])
+  assert x["files"]["teachers/votes.npz"] == y["files"]["teachers/votes.npz"]
+  # The neighbour is seen by what is private: the teachers' accuracies.
+  px, py = (json.loads((w / "results.json").read_text())["results"]["private"]["teachers"]
+            for w in (wx, wy))
+  assert px != py
