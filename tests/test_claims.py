@@ -7,7 +7,6 @@ drifts."""
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
 
@@ -20,18 +19,10 @@ from pate_jax import reproduction as rp
 from pate_jax.attacks import _output_distribution
 from pate_jax.stages import aggregate as aggregate_stage
 
+from test_report import _papers_dir  # pylint: disable=g-bad-import-order
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
-
-
-def _papers_dir() -> pathlib.Path | None:
-  """``../shared/papers``, as ``tests/test_report.py`` finds it."""
-  data = os.environ.get("PATE_JAX_DATA_DIR")
-  for candidate in ((pathlib.Path(data).parent / "papers") if data else None,
-                    REPO.parent / "shared" / "papers"):
-    if candidate is not None and candidate.is_dir():
-      return candidate
-  return None
 
 
 def _paper(name: str) -> str:
