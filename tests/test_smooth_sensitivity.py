@@ -458,6 +458,39 @@ def test_release_choices():
                              rtol=1e-14)
 
 
+def _conds(jaxpr):
+  """The number of ``cond`` equations in ``jaxpr`` and the jaxprs inside it."""
+  return sum((e.primitive.name == "cond")
+             + sum(_conds(sub) for sub in jax.extend.core.jaxprs_in_params(e.params))
+             for e in jaxpr.eqns)
+
+
+def test_a_gnmax_release_traces_no_threshold_step():
+  """``confident`` is static in release_core: a GNMax release's program holds only the
+  GNMax step's ``A(d)`` (one ``cond``, against two for Confident-GNMax, whose threshold
+  step it would discard: a third of the compile), and its release is, bit for bit, that
+  of the program with ``confident`` traced (one program for both mechanisms)."""
+  votes = np.asarray(synthetic_votes(4, 11, 60, 5), np.float64)
+  with jax.enable_x64(True):
+    orders = np.array([3.0, 5.0])
+    betas = np.array(ss.BETA_GRID)[None, :] / orders[:, None]
+    votes, weights = ss._pad_rows(votes, (np.arange(11) % 3 > 0).astype(np.float64))
+    constants = local.gnmax_constants(np.float64(3.0), orders, num_classes=5)
+    args = lambda confident: (votes, weights, np.int32(11), np.float64(40.0), np.float64(5.0),
+                              np.float64(3.0), orders, betas, np.float64(1e-5),
+                              np.float64(1.0), constants, np.bool_(confident), np.bool_(True),
+                              np.bool_(False))
+    kw = dict(num_teachers=60, conversion="classic")
+    for confident, conds in ((False, 1), (True, 2)):
+      jaxpr = jax.make_jaxpr(lambda c=confident: ss.release_core(*args(c), **kw))().jaxpr
+      assert _conds(jaxpr) == conds, confident
+    static = ss.release_core(*args(False), **kw)
+    traced = _fresh_jit(ss.release_core, tuple(kw))(*args(False), **kw)
+  for name, x in static._asdict().items():
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(getattr(traced, name)), name)
+  assert float(static.noise_std) > 0  # a release with a data-dependent GNMax step
+
+
 @pytest.mark.slow
 def test_release_padding_rows_never_count():
   """The votes of a release are padded to a bucket of rows (copies of row 0), so that one
