@@ -37,7 +37,8 @@ from pate_jax.experiment._profile import profile_call, trace_summary
 from pate_jax.experiment._results import (MEASUREMENT, NO_PRIVATE_DATA, PUBLISHABLE,
                                           PrivateFigure, device_info, draw_private_figures,
                                           figure_seconds_file, git_hash, locked_workdir,
-                                          noise_disclosure, package_versions, read_results,
+                                          noise_disclosure, package_versions, private_figures,
+                                          read_results,
                                           remove_stale, to_jsonable, write_results)
 from pate_jax.io import data_digest, progress, write_text  # re-exported: the harness's too
 
@@ -79,6 +80,7 @@ __all__ = [
     "package_versions",
     "PhaseClock",
     "PrivateFigure",
+    "private_figures",
     "PRIVATE_MARK",
     "PRIVATE_TITLE",
     "mark_private",

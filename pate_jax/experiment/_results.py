@@ -230,6 +230,20 @@ def draw_private_figures(figures: Iterable[PrivateFigure]) -> dict[str, float]:
   return seconds
 
 
+@contextlib.contextmanager
+def private_figures(figures: list[PrivateFigure] | None) -> Iterator[list[PrivateFigure]]:
+  """The list a stage hands its private figures to, as a ``with`` block around the stage:
+  ``figures``, the caller's list (a caller that runs the stage inside itself and draws
+  them after its own files), or with ``None`` a new one, drawn
+  (:func:`draw_private_figures`) when the block ends without an error."""
+  if figures is not None and not isinstance(figures, list):
+    raise ValueError(f"figures must be None or a list; got {type(figures).__name__}")
+  drawn = [] if figures is None else figures
+  yield drawn
+  if figures is None:
+    draw_private_figures(drawn)
+
+
 def read_results(workdir: str | os.PathLike, name: str = "results.json") -> dict[str, Any]:
   """The ``results`` that :func:`write_results` wrote into ``workdir``."""
   return json.loads((pathlib.Path(workdir) / name).read_text())["results"]

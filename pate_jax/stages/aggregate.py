@@ -232,16 +232,11 @@ def run(config: Any, workdir: str | os.PathLike, prefix: str = "config.", *,
   (:class:`pate_jax.experiment.PrivateFigure`), for a caller that writes files of its own
   after this stage (the student) to draw it after them."""
   check_config(config, prefix)
-  if figures is not None and not isinstance(figures, list):
-    raise ValueError(f"figures must be None or a list; got {type(figures).__name__}")
   device = experiment.accounting_device(config.get("accounting_device", "host"),
                                         f"{prefix}accounting_device")
-  drawn = [] if figures is None else figures
-  with experiment.locked_workdir(workdir), jax.default_device(device):
-    results = _run(config, pathlib.Path(workdir), drawn, prefix)
-    if figures is None:
-      experiment.draw_private_figures(drawn)
-  return results
+  with (experiment.locked_workdir(workdir), jax.default_device(device),
+        experiment.private_figures(figures) as drawn):
+    return _run(config, pathlib.Path(workdir), drawn, prefix)
 
 
 def compile_ahead(config: Any, *, num_teachers: int, num_classes: int, num_rows: int,

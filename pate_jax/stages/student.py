@@ -139,10 +139,14 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   that writes files of its own after this stage (the main job) to draw it after them
   (:func:`pate_jax.experiment.draw_private_figures`).
   """
+  with experiment.private_figures(figures) as drawn:
+    return _run(config, workdir, restart_flag, on_labels, prefix, aggregate_prefix, drawn)
+
+
+def _run(config, workdir: str, restart_flag: str, on_labels: Callable[[], Any] | None,
+         prefix: str, aggregate_prefix: str | None,
+         drawn: list[experiment.PrivateFigure]) -> dict:
   clock = experiment.PhaseClock()
-  if figures is not None and not isinstance(figures, list):
-    raise ValueError(f"figures must be None or a list; got {type(figures).__name__}")
-  drawn = [] if figures is None else figures
   workdir = pathlib.Path(workdir)
   check_config(config, prefix)
   aggregate_prefix = aggregate_prefix or f"{prefix}aggregate."
@@ -293,8 +297,6 @@ def run(config, workdir: str, restart_flag: str = experiment.RESTART_FLAG,
   experiment.write_results(workdir, results, config=config, seed=config.seed,
                            disclosure=experiment.MEASUREMENT if unnoised else
                            experiment.noise_disclosure(results.get("noise_source") or {}))
-  if figures is None:
-    experiment.draw_private_figures(drawn)
   return results
 
 

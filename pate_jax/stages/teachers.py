@@ -121,14 +121,9 @@ def run(config: ml_collections.ConfigDict, workdir: str, *,
   check_config(config, prefix)
   experiment.check_restart_flag(restart_flag)
   distributed.initialize()  # no-op for one process; precedes any JAX computation
-  if figures is not None and not isinstance(figures, list):
-    raise ValueError(f"figures must be None or a list; got {type(figures).__name__}")
-  drawn = [] if figures is None else figures
-  with experiment.locked_workdir(workdir, enabled=distributed.is_main_process()):
-    results = _run(config, workdir, restart_flag, prefix, drawn)
-    if figures is None:
-      experiment.draw_private_figures(drawn)
-  return results
+  with (experiment.locked_workdir(workdir, enabled=distributed.is_main_process()),
+        experiment.private_figures(figures) as drawn):
+    return _run(config, workdir, restart_flag, prefix, drawn)
 
 
 def prepare_data(config: ml_collections.ConfigDict,
