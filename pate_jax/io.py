@@ -11,19 +11,20 @@ and re-exports these helpers, never the reverse.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pathlib
 import shutil
 import stat
 import warnings
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
 
 __all__ = ["copy_file", "data_digest", "file_digest", "narrow", "open_private",
-           "private_directory", "progress", "save_figure", "shared_directory", "temporary",
-           "write_file", "write_private", "write_text"]
+           "private_directory", "progress", "save_figure", "set_times", "shared_directory",
+           "temporary", "times_kept", "write_file", "write_private", "write_text"]
 
 
 def data_digest(*arrays: Any) -> str:
@@ -148,6 +149,21 @@ def set_times(path: str | os.PathLike, when: float) -> None:
   or leaves them where the caller may not (a directory of another user's)."""
   try:
     os.utime(path, (when, when))
+  except PermissionError:
+    pass
+
+
+@contextlib.contextmanager
+def times_kept(path: str | os.PathLike) -> Iterator[None]:
+  """Runs the block, then sets ``path``'s access and modification times back to those it
+  had before (where the caller may: a directory of another user's keeps its own). A
+  directory's modification time moves when a file is made, renamed or removed in it: kept
+  around a private figure's drawing, it does not show how long that took. Its change time
+  (ctime) still moves; no call sets it."""
+  st = os.stat(path)
+  yield
+  try:
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
   except PermissionError:
     pass
 

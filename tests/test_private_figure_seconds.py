@@ -44,15 +44,16 @@ def recorded(workdir, name):
 
 def written_before(workdir, start, private=()):
   """Checks that results.json in ``workdir`` records a time no later than ``start`` and
-  that every file under ``workdir`` but those named ``private`` (the figure and its
-  record of seconds) was last modified before ``start``. (Not the workdir's ``.lock``,
-  no output: emptied when the stage lets it go, after the figure.)"""
+  that ``workdir``, every directory under it and every file under it but those named
+  ``private`` (the figure and its record of seconds) was last modified before ``start``:
+  the directory the figure is made in and the workdir's ``.lock`` (emptied when the stage
+  lets it go, after the figure) included."""
   workdir = pathlib.Path(workdir)
   record = json.loads((workdir / "results.json").read_text())
   written = time.mktime(time.strptime(record["written_at"], "%Y-%m-%dT%H:%M:%S%z"))
   assert written <= math.floor(start)
-  late = [str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.is_file()
-          and p.name not in (*private, ".lock") and p.stat().st_mtime >= start]
+  late = [str(p.relative_to(workdir)) for p in (workdir, *workdir.rglob("*"))
+          if p.name not in private and p.stat().st_mtime >= start]
   assert not late, late
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
-from pate_jax.io import set_times, write_text
+from pate_jax.io import set_times, times_kept, write_text
 
 _PACKAGES = (
     "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "ml-collections",
@@ -216,17 +216,23 @@ def draw_private_figures(figures: Iterable[PrivateFigure]) -> dict[str, float]:
   last act, once every publishable file it writes is written, so that no publishable
   file's recorded time or modification time includes a private figure's drawing; a caller
   that runs the stage inside itself (the student, the main job) collects the stage's
-  figures instead and draws them after its own files."""
+  figures instead and draws them after its own files. The directory a figure is written
+  in (the nearest that exists) keeps the access and modification times it had before the
+  drawing (:func:`pate_jax.io.times_kept`): making the figure and its record there would
+  otherwise set them to the drawing's end."""
   seconds = {}
   for figure in figures:
     if not isinstance(figure, PrivateFigure):
       raise ValueError(f"figures must hold PrivateFigure values; got {figure!r}")
-    start = time.perf_counter()
-    figure.draw(pathlib.Path(figure.path))
-    seconds[figure.name] = time.perf_counter() - start
-    record = {"figure": pathlib.Path(figure.path).name,
-              "private": {f"{figure.name}_seconds": seconds[figure.name]}}
-    write_text(figure_seconds_file(figure), json.dumps(record, indent=2) + "\n", private=True)
+    path = pathlib.Path(figure.path).absolute()
+    directory = next(p for p in path.parents if p.is_dir())
+    with times_kept(directory):
+      start = time.perf_counter()
+      figure.draw(pathlib.Path(figure.path))
+      seconds[figure.name] = time.perf_counter() - start
+      record = {"figure": path.name, "private": {f"{figure.name}_seconds": seconds[figure.name]}}
+      write_text(figure_seconds_file(figure), json.dumps(record, indent=2) + "\n",
+                 private=True)
   return seconds
 
 
