@@ -59,8 +59,8 @@ class DirectoryLock:
   The file holds the holder's pid, for the message a second run gets; the kernel
   releases the lock when the holder exits or is killed, so a stale lock (a pid that no
   longer runs) is taken over with a warning. Let go, the file is emptied and keeps the
-  access and modification times of its taking (the run's start), not the run's end. Use as a context manager or call
-  :meth:`acquire` / :meth:`release`.
+  access and modification times of its taking (the run's start), not the run's end. Use
+  as a context manager or call :meth:`acquire` / :meth:`release`.
   """
 
   def __init__(self, directory: str | os.PathLike, name: str = LOCK_FILE):
