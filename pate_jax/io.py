@@ -161,11 +161,11 @@ def times_kept(path: str | os.PathLike) -> Iterator[None]:
   around a private figure's drawing, it does not show how long that took. Its change time
   (ctime) still moves; no call sets it."""
   st = os.stat(path)
-  yield
   try:
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-  except PermissionError:
-    pass
+    yield
+  finally:  # a block that fails part way took a time of its own
+    with contextlib.suppress(PermissionError):
+      os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Path:

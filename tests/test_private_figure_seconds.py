@@ -7,6 +7,7 @@ seconds and walls."""
 
 import json
 import math
+import os
 import pathlib
 import time
 
@@ -215,3 +216,21 @@ def test_the_main_job_draws_the_private_figures_after_the_students_end(
   seconds = s["private"]["seconds"]
   assert seconds["gap_plot"] >= DRAW and seconds["privacy_plot"] >= DRAW
   assert seconds["gap_plot"] == recorded(tmp_path / "teachers", "gap_plot")
+
+
+def test_a_figures_directory_keeps_its_times_when_the_drawing_fails(tmp_path):
+  def fails(path):
+    pathlib.Path(path).write_bytes(b"half a png")
+    raise RuntimeError("no room left")
+
+  os.utime(tmp_path, (1_000_000_000, 1_000_000_000))
+  with pytest.raises(RuntimeError, match="no room left"):
+    experiment.draw_private_figures([experiment.PrivateFigure("gap_plot",
+                                                              tmp_path / "gap.png", fails)])
+  assert tmp_path.stat().st_mtime == 1_000_000_000
+  # A figure in a directory the drawing makes: the nearest one that exists keeps them.
+  made = []
+  experiment.draw_private_figures([experiment.PrivateFigure(
+      "gap_plot", tmp_path / "new" / "gap.png",
+      lambda p: made.append(p.parent.mkdir() or p.write_bytes(b"png")))])
+  assert made and tmp_path.stat().st_mtime == 1_000_000_000
