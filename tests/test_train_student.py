@@ -353,10 +353,12 @@ def test_main_job_teachers_labels_student(tmp_path, capsys):
   # The summary's, the report's and the work directory's own times are the student's end
   # (the time the summary records), not the attack's: a copy that keeps times leaks none.
   ended = time.mktime(time.strptime(record["written_at"], "%Y-%m-%dT%H:%M:%S%z"))
+  # So are the attack's directory's, whose files (private, in it owner-only) keep theirs.
   times = [os.stat(p).st_mtime for p in (tmp_path / "results.json",
-                                        tmp_path / "report.md", tmp_path)]
+                                        tmp_path / "report.md", tmp_path, tmp_path / "attack")]
   assert len(set(times)) == 1 and 0 <= times[0] - ended < 1, (times, ended)
   assert times[0] < os.stat(tmp_path / "attack" / "results.json").st_mtime
+  assert os.stat(tmp_path / "attack").st_mode & 0o077 == 0
   # The teachers' and the student's walls, phase by phase: the phases tile each wall.
   for stage, names in (("teachers", ["load", "partition", "digest", "setup", "init", "plan",
                                      "train", "wait_for_votes_compiled", "votes",

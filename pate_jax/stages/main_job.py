@@ -411,8 +411,9 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
                            written_at=student_end)
   report = write_report(summary, root)
   # The files' and the directory's times are the student's end too, not the attack's (a
-  # directory of another user's keeps its own: io.set_times).
-  for path in (report, root):
+  # directory of another user's keeps its own: io.set_times); so are the attack's
+  # directory's, owner-only (its files, private, keep the attack's own).
+  for path in (report, root, *[d for d in [root / "attack"] if d.is_dir()]):
     io.set_times(path, student_end)
   summary["report"] = str(report.resolve())
   return summary
