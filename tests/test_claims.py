@@ -542,3 +542,27 @@ def test_the_readmes_attack_table_is_its_runs():
   ledger = {c["consistent"]: c["epsilon"] for c in defense["ledger_check"]}
   assert (f"top class alone {top:.3f}; 10⁴ repeats charged once (ε {ledger[True]:.3f} vs "
           f"{ledger[False]:.2f})") in cells[1], cells[1]
+
+
+def test_the_readmes_main_job_private_line_is_its_run():
+  """*Main job*'s lines marked private (teachers, plurality, data-dependent ε, the attack's
+  errors) are run ``pate_mnist_cpu_secret``'s."""
+  r = _run("pate_mnist_cpu_secret")
+  teachers, attack = r["private"]["teachers"], r["private"]["attack"]["mean_error"]
+  acc = teachers["teacher_test_accuracy"]
+  dependent = r["aggregate"]["private"]["epsilon"]
+  m = _readme(r"250 teachers at ([\d.]+) % mean test accuracy \(([\d.]+)–([\d.]+) %\), "
+              r"plurality ([\d.]+) %; the data-dependent ε ([\d.]+) \(order (\d+); ([\d.]+) "
+              r"classic\); the attack on the 5 labelled queries with the fewest top-class "
+              r"votes \(10⁴ repeats each\): mean error ([\d.]+) \(paper's estimator\) / "
+              r"([\d.]+) \(MLE\) with fresh noise, ([\d.]+) / ([\d.]+) with consistent "
+              r"answers, where guessing all votes on the top class gives ([\d.]+)")
+  assert list(m.groups()) == [
+      _pct(acc["mean"], 2), _pct(acc["min"], 2), _pct(acc["max"], 2),
+      _pct(teachers["plurality_accuracy_test"], 2),
+      f"{dependent['rdp_data_dependent_improved']['epsilon']:.2f}",
+      f"{dependent['rdp_data_dependent_improved']['best_order']:.0f}",
+      f"{dependent['rdp_data_dependent_classic']['epsilon']:.3f}",
+      f"{attack['fresh_noise/paper']:.3f}", f"{attack['fresh_noise/mle']:.3f}",
+      f"{attack['consistent/paper']:.3f}", f"{attack['consistent/mle']:.3f}",
+      f"{r['private']['attack']['guess_all_votes_on_top_class']:.3f}"]
