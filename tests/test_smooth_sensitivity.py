@@ -491,6 +491,33 @@ def test_a_gnmax_release_traces_no_threshold_step():
   assert float(static.noise_std) > 0  # a release with a data-dependent GNMax step
 
 
+def _primitives(jaxpr):
+  """The names of the primitives in ``jaxpr`` and the jaxprs inside it."""
+  return {e.primitive.name for e in jaxpr.eqns}.union(
+      *(_primitives(sub) for e in jaxpr.eqns for sub in jax.extend.core.jaxprs_in_params(e.params)))
+
+
+def test_a_gnmax_order_choice_traces_no_threshold_step():
+  """``confident`` is static in _best_order_core, as in release_core: GNMax's choice of the
+  order (``order=None``) traces none of the threshold step (no normal tail: ``erf``,
+  ``erfc``), and it is still the order of the smallest data-dependent ε."""
+  votes = synthetic_votes(8, 8, 250, 10)
+  with jax.enable_x64(True):
+    args = lambda confident: (votes.astype(np.float64), np.zeros(8), np.int32(8),
+                              np.float64(200.0), np.float64(150.0), np.float64(40.0),
+                              acc.DEFAULT_ORDERS, np.float64(1e-5), np.bool_(confident),
+                              np.bool_(False))
+    tails = {"erf", "erfc"}
+    for confident in (False, True):
+      jaxpr = jax.make_jaxpr(
+          lambda c=confident: ss._best_order_core(*args(c), conversion="classic"))().jaxpr
+      assert bool(_primitives(jaxpr) & tails) == confident, confident
+    chosen = ss._best_order_core(*args(False), conversion="classic")
+  rdp = acc.rdp_accountant(acc.DEFAULT_ORDERS, conversion="classic").compose(
+      acc.gnmax_rdp(votes, 40.0, acc.DEFAULT_ORDERS))
+  assert float(chosen) == float(rdp.epsilon(1e-5)[1])
+
+
 @pytest.mark.slow
 def test_release_padding_rows_never_count():
   """The votes of a release are padded to a bucket of rows (copies of row 0), so that one

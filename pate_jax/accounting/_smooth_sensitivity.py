@@ -167,6 +167,8 @@ def _rows_sum(per_row, num_rows):
 def _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised):
   """GNMax-step weights ``[Q]``: the realised answers; else ``Pr[answered] = Φ((round(max_j
   n_j) - T)/σ_T)`` (tf-privacy's rounding) for Confident-GNMax, 1 for GNMax."""
+  if not v.is_traced(confident) and not confident:  # GNMax, known at trace time
+    return jnp.where(realised, nm.as_float(weights), 1.0)
   top = jnp.round(nm.max_and_argmax(votes, axis=-1)[0])
   expected = jnp.where(confident, jnp.exp(nm.log_ndtr((top - threshold) / sigma_threshold)),
                        1.0)
@@ -318,16 +320,18 @@ def gnss_rdp(beta, sigma, order) -> jax.Array:
   return gnss_rdp_core(beta, sigma, nm.as_float(orders))
 
 
-@functools.partial(jax.jit, static_argnames=("conversion",))
+@functools.partial(jax.jit, static_argnames=("conversion", "confident"))
 def _best_order_core(votes, weights, num_rows, threshold, sigma_threshold, sigma, orders, delta,
                      confident, realised, *, conversion: str) -> jax.Array:
   """tf-privacy's order: the one with the smallest data-dependent ε before the release (of
-  the first ``num_rows`` rows, as in :func:`release_core`)."""
+  the first ``num_rows`` rows, as in :func:`release_core`). ``confident``: static, as in
+  :func:`release_core` (a GNMax choice compiles no threshold step), or traced."""
   votes = nm.as_float(votes)
   weights = _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised)
-  rdp = (jnp.where(confident, _gnmax.confident_threshold_rdp_core(
-      votes, threshold, sigma_threshold, orders), 0.0)
-         + weights[:, None] * _gnmax.gnmax_rdp_core(votes, sigma, orders))
+  rdp = weights[:, None] * _gnmax.gnmax_rdp_core(votes, sigma, orders)
+  if v.is_traced(confident) or confident:
+    rdp = rdp + jnp.where(confident, _gnmax.confident_threshold_rdp_core(
+        votes, threshold, sigma_threshold, orders), 0.0)
   eps = _rows_sum(rdp, num_rows) + _delta_term(orders, delta, conversion)
   return orders[nm.min_and_argmin(eps)[1]]
 
