@@ -472,7 +472,8 @@ def test_a_gnmax_release_traces_no_threshold_step():
   of the program with ``confident`` traced (one program for both mechanisms)."""
   votes = np.asarray(synthetic_votes(4, 11, 60, 5), np.float64)
   with jax.enable_x64(True):
-    orders = np.array([3.0, 5.0])
+    # Three orders and five classes: the constants' program of the orders-axis test above.
+    orders = np.array([3.0, 5.0, 8.0])
     betas = np.array(ss.BETA_GRID)[None, :] / orders[:, None]
     votes, weights = ss._pad_rows(votes, (np.arange(11) % 3 > 0).astype(np.float64))
     constants = local.gnmax_constants(np.float64(3.0), orders, num_classes=5)
