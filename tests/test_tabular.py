@@ -709,3 +709,40 @@ def test_bad_counts_and_forests_are_refused_before_work_and_by_the_dry_run(
     config[field] = value
   script = _load_by_path("experiments", "tabular.py")
   _scripts.assert_refused_before_work(script.run, script.plan, config, tmp_path / "w", match)
+
+
+class _VotesWritten(Exception):
+  """Raised in place of writing votes.npz: the test has what it came for."""
+
+
+def test_the_votes_classes_are_the_tasks_coding_not_counted_on_the_private_rows(
+    tmp_path, monkeypatch):
+  """The width of the teachers' votes (the classes a released label ranges over, the noise
+  values drawn per answer, the release order's conditions C5 and C6) is the task's binary
+  coding: the same on neighbouring training files. It was ``max(label) + 1`` over the
+  training rows and the queries, so with queries of one class one training record's label
+  made the votes one class wider (and the labels released from them a class richer)."""
+  from pate_jax.stages import tabular as tabular_stage  # pylint: disable=g-import-not-at-top
+  widths = []
+
+  def written(path, votes, *args, **kwargs):
+    del path, args, kwargs
+    widths.append(np.shape(votes)[1])
+    raise _VotesWritten
+
+  monkeypatch.setattr(votes_lib, "save_votes", written)
+  for positive in (1, 0):  # one training row above $50K, and its neighbour without it
+    data = tmp_path / f"data{positive}"
+    config = _tiny_synthetic_task(data, "cpu")
+    train = data / "adult" / "train.csv"
+    rows = list(csv.reader(train.open()))
+    for row in rows[1:]:
+      row[-1] = "0"
+    rows[1][-1] = str(positive)
+    _write_csv(train, rows[0], rows[1:])
+    queries = data / "adult" / "test.csv"
+    rows = list(csv.reader(queries.open()))
+    _write_csv(queries, rows[0], [r[:-1] + ["0"] for r in rows[1:]])  # public: all below
+    with pytest.raises(_VotesWritten):
+      tabular_stage.run(config, tmp_path / f"work{positive}")
+  assert widths == [tabular.NUM_CLASSES] * 2 == [2, 2]

@@ -17,6 +17,7 @@ Public API::
 Experiment pieces (Appendix C: students on noisy labels, sweeps, ε)::
 
   load_task(key, dataset, data_dir, ...) -> (train, queries, name)
+  NUM_CLASSES: every task's classes, by its binary coding (not counted on the rows)
   label_chosen(dataset, preparation) -> whether the preparation looks at the private rows
   Accountant(delta, max_moment, orders, conversion, max_moment_wide)
   epsilon(accountant, mechanism, votes, scale) -> (ε, best order)
@@ -46,8 +47,8 @@ from __future__ import annotations
 from pate_jax.tabular._confident import (ConfidentParams, check_confident_params,
                                          confident_epsilon, confident_expected,
                                          confident_gnmax_run, confident_labels)
-from pate_jax.tabular._datasets import (DATASETS, label_chosen, load_task, private_data,
-                                        task_name)
+from pate_jax.tabular._datasets import (DATASETS, NUM_CLASSES, label_chosen, load_task,
+                                        private_data, task_name)
 from pate_jax.tabular._plots import plot_sweeps
 from pate_jax.tabular._privacy import Accountant, epsilon, prefix_epsilon, prefix_totals
 from pate_jax.tabular._students import (StudentTask, accuracy, fit_and_score,
@@ -80,7 +81,7 @@ __all__ = [
     "Estimator", "TeacherEnsemble", "fit_model", "fit_teachers", "make_estimator",
     "predict_teachers", "random_forest", "random_states", "teacher_votes",
     "ensemble_summary", "save_teacher_predictions",
-    "DATASETS", "label_chosen", "load_task", "private_data", "task_name", "plot_sweeps",
+    "DATASETS", "NUM_CLASSES", "label_chosen", "load_task", "private_data", "task_name", "plot_sweeps",
     "Accountant", "epsilon", "prefix_epsilon", "prefix_totals",
     "StudentTask", "accuracy", "fit_and_score", "random_pool_accuracies",
     "student_accuracies",

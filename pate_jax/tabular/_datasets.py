@@ -26,6 +26,14 @@ from pate_jax.data import TabularSplit, adult, diabetes, uci_adult
 
 DATASETS = ("adult", "adult_uci", "diabetes")
 
+NUM_CLASSES = 2
+"""The classes of every task, by its coding: Adult's income above $50K or not
+(:func:`pate_jax.data.adult.parse_income`), Diabetes' readmission within 30 days or not
+(:func:`pate_jax.data.diabetes.readmitted_labels`). The width of the teachers' votes, and so
+the classes a released label ranges over: fixed by the coding, never counted on the rows
+(``max(label) + 1`` over the private rows made one training record's label widen the
+votes where the queries hold one class)."""
+
 
 def task_name(dataset: str, drop_columns: Iterable[str] = (), query_split: str = "test",
               coarsen: bool = False, preparation: str = "label_free") -> str:
