@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pathlib
 
@@ -163,6 +164,54 @@ def test_a_refusal_never_depends_on_whether_the_query_would_be_answered():
   out = a.answer(votes)  # no count reaches 10⁶: none would be answered
   np.testing.assert_array_equal(out.status, [REFUSED] * 4)
   assert a.num_charged == 0
+
+
+def _prefix_epsilon(mechanism, params, votes, data_dependent, delta=1e-5):
+  """ε after each prefix of ``votes`` answered (every query answered), the oracle's way:
+  the registered cost composed by hand."""
+  m = mechanisms.get(mechanism)
+  empty = mechanisms.make_accountant(m, ORDERS)
+  cost = np.asarray(m.cost(votes, np.ones(len(votes), bool), params, empty.orders,
+                           data_dependent), np.float64)
+  return np.asarray(dataclasses.replace(empty, cost=np.cumsum(cost, 0)).epsilon(delta)[0])
+
+
+def test_a_neighbour_that_moves_the_private_epsilon_is_answered_the_same_rows():
+  """One training record replaced moves one teacher's vote on every query: the neighbour's
+  data-dependent ε (private) is larger after every prefix, and the budget's refusals must
+  not see it. ε_max lies between the two neighbours' data-dependent ε after some prefix,
+  where answering until the data-dependent ε passes the budget (the papers' accounting)
+  would answer the two a different number of rows, and the number of labels would tell
+  which neighbour it was. The refusal reads the data-independent bound: both neighbours get
+  the same rows, labels, statuses and published ε; only their private ε differs."""
+  gen = np.random.default_rng(0)
+  q, agree = 32, 140
+  labels = gen.integers(0, C, q)
+  x = np.stack([gen.multinomial(250 - agree, np.full(C, 1 / C)) for _ in range(q)])
+  x[np.arange(q), labels] += agree
+  y = x.copy()  # one teacher moves from the plurality to the runner-up, on every row
+  y[np.arange(q), x.argmax(1)] -= 1
+  y[np.arange(q), np.argsort(x, 1)[:, -2]] += 1
+  x, y = x.astype(np.int32), y.astype(np.int32)
+  with jax.enable_x64(True):
+    px, py = (_prefix_epsilon("gnmax", {"sigma": 20.0}, v, True) for v in (x, y))
+    bound = _prefix_epsilon("gnmax", {"sigma": 20.0}, x, False)
+  k = q - 6
+  budget = 0.5 * (px[k] + py[k])
+  assert px[k] < budget < py[k]  # a data-dependent refusal would answer y fewer rows
+  expected = int(np.sum(bound <= budget))
+  assert 0 < expected < q  # the data-independent bound refuses some rows, not all
+  out = {}
+  for name, votes in (("x", x), ("y", y)):
+    a = _make("gnmax", epsilon_max=budget, data_dependent=True)
+    out[name] = (a.answer(votes), a)
+  (rx, ax), (ry, ay) = out["x"], out["y"]
+  assert ax.num_answered == ay.num_answered == expected
+  np.testing.assert_array_equal(rx.status, ry.status)
+  np.testing.assert_array_equal(rx.status, [ANSWERED] * expected + [REFUSED] * (q - expected))
+  np.testing.assert_array_equal(rx.labels, ry.labels)
+  assert ax.epsilon == ay.epsilon and ax.best_order == ay.best_order
+  assert ax.private_epsilon < ay.private_epsilon  # the neighbour is seen where it is private
 
 
 def test_budget_below_the_empty_ledger_answers_nothing():

@@ -14,7 +14,10 @@ only the released, noised ε may change (``epsilon_release.epsilon_released``, a
 headline's line of it: by a cell of its grid for Confident-GNMax's votes here, not at all for
 GNMax's), and the private parts must (the neighbour is seen by what is private: the tests
 are not vacuous). Mutations of the stages that publish a private value, print one on an
-unmarked line, or compress votes.npz fail them.
+unmarked line, or compress votes.npz fail them. A third neighbour, one teacher's vote moved
+on every row (one training record replaced in its shard), under a budget that lies between
+the two neighbours' data-dependent ε: both are refused at the same row, which a refusal
+read from the data-dependent ε would not do.
 
 The noise is the same in both runs of a pair: either a research seed (``noise_seed``: the
 run is then private as a whole, and its non-private parts are what a secret run would
@@ -49,6 +52,7 @@ same files, with the same modes, and ``votes.npz``, stored uncompressed, the sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -62,6 +66,7 @@ import numpy as np
 import pytest
 
 from pate_jax import experiment
+from pate_jax import mechanisms
 from pate_jax import rng
 from pate_jax import votes as votes_lib
 from pate_jax.stages import aggregate
@@ -151,14 +156,14 @@ def npz_members(path):
     return {k: (f[k], sizes[k]) for k in f.files}
 
 
-def consensus_votes(seed=3):
-  """``[Q, C]`` votes of ``T`` teachers, 200 of them on each row's label (the rest at
+def consensus_votes(seed=3, agree=200):
+  """``[Q, C]`` votes of ``T`` teachers, ``agree`` of them on each row's label (the rest at
   random): answers the noise does not flip, and a data-dependent ε well below the
   data-independent one, so that the release is not clipped to it."""
   gen = np.random.default_rng(seed)
   labels = gen.integers(0, C, Q)
-  votes = np.stack([gen.multinomial(T - 200, np.full(C, 1.0 / C)) for _ in range(Q)])
-  votes[np.arange(Q), labels] += 200
+  votes = np.stack([gen.multinomial(T - agree, np.full(C, 1.0 / C)) for _ in range(Q)])
+  votes[np.arange(Q), labels] += agree
   return votes.astype(np.int32), labels.astype(np.int32)
 
 
@@ -172,11 +177,21 @@ def neighbour(votes, row):
   return moved
 
 
+def neighbour_on_every_row(votes):
+  """``votes`` with one teacher's vote moved from the plurality to the runner-up on every
+  row: the neighbour of one training record replaced in that teacher's shard."""
+  rows = np.arange(votes.shape[0])
+  moved = votes.copy()
+  moved[rows, votes.argmax(1)] -= 1
+  moved[rows, np.argsort(votes, 1)[:, -2]] += 1
+  return moved
+
+
 def asked_rows(config, labels):
   return votes_lib.query_rows(config.query_selection, labels[:POOL], config.num_queries, C)
 
 
-def aggregate_config(teachers, base, noise, mechanism="gnmax"):
+def aggregate_config(teachers, base, noise, mechanism="gnmax", **overrides):
   c = experiment.load_script(REPO / "configs" / "aggregate_mnist.py").get_config("cpu")
   c.votes_dir, c.mechanism, c.sigma = str(teachers), mechanism, 40.0
   c.threshold = 100.0  # Confident-GNMax: most rows pass, whichever the votes' neighbour
@@ -184,6 +199,7 @@ def aggregate_config(teachers, base, noise, mechanism="gnmax"):
   c.budget_registry = str(base / "registry")
   if noise == "research":
     c.noise_seed = 11
+  c.update(overrides)
   return c
 
 
@@ -196,10 +212,11 @@ def fixed_secret_key(monkeypatch):
                       lambda: jax.random.wrap_key_data(words, impl=rng.SECRET_IMPL))
 
 
-def run_aggregate(base, votes, labels, noise, caplog, mechanism="gnmax"):
+def run_aggregate(base, votes, labels, noise, caplog, mechanism="gnmax", **overrides):
   """The aggregate stage as its script runs it (``experiment.run_and_report``) on
   ``votes``, teachers in ``base/teachers``, work directory ``base/work``: its
-  results.json, its printed and logged text, and its files."""
+  results.json, its printed and logged text, and its files (``overrides``: config fields
+  set over :func:`aggregate_config`'s)."""
   teachers = base / "teachers"
   teachers.mkdir(parents=True)
   votes_lib.save_votes(teachers / "votes.npz", votes, labels, num_pool=POOL,
@@ -208,7 +225,8 @@ def run_aggregate(base, votes, labels, noise, caplog, mechanism="gnmax"):
   out = io.StringIO()
   with contextlib.redirect_stdout(out), caplog.at_level(logging.INFO):  # absl's default
     experiment.run_and_report(aggregate.run, aggregate.report,
-                              aggregate_config(teachers, base, noise, mechanism),
+                              aggregate_config(teachers, base, noise, mechanism,
+                                               **overrides),
                               str(base / "work"))
   logged = "\n".join(r.getMessage() for r in caplog.records)
   return {"results": json.loads((base / "work" / "results.json").read_text()),
@@ -274,6 +292,55 @@ def test_aggregate_publishes_nothing_a_neighbour_moves(tmp_path, caplog, fixed_s
       assert px["epsilon_release"]["epsilon_data_dependent"] != (
           py["epsilon_release"]["epsilon_data_dependent"])
       assert release["epsilon_released"] < release["clipped_to"][1]  # not clipped
+
+
+def _planned_epsilon(config, votes, rows, data_dependent):
+  """The budget's ε after the release is reserved and each prefix of ``rows`` is answered
+  (GNMax answers every row), composed by hand: with ``data_dependent`` the ε a budget
+  spent on the data-dependent costs would check against ``epsilon_max``."""
+  m, params = mechanisms.GNMAX, {"sigma": float(config.sigma)}
+  empty = mechanisms.make_accountant(m, None, config.conversion)
+  release = aggregate.release_spec(config, m, params, C).rdp_curve(np.asarray(empty.orders))
+  with jax.enable_x64(True):
+    cost = np.asarray(m.cost(votes[rows], np.ones(len(rows), bool), params, empty.orders,
+                             data_dependent), np.float64)
+    total = release + np.cumsum(cost, axis=0)
+    return np.asarray(dataclasses.replace(empty, cost=total).epsilon(config.delta)[0])
+
+
+def test_aggregate_answers_the_same_rows_of_a_neighbour_whose_private_epsilon_crosses_the_budget(
+    tmp_path, caplog, fixed_secret_key):
+  """The budget's refusals read its data-independent bound, never the data-dependent ε.
+  One training record replaced moves one teacher's vote on every row, and with it the
+  private ε after every prefix; ``epsilon_max`` lies between the two neighbours' after some
+  prefix, where a refusal on the data-dependent ε (answering until the papers' ε passes the
+  budget) would answer them a different number of rows: the number of labels, labels.npz
+  and the headline would tell the neighbours apart. Both are refused at the same row, and
+  publish the same but for the released ε (its order, β and σ_ss too: fixed by the rule
+  before the votes are read)."""
+  votes, labels = consensus_votes(agree=170)
+  other = neighbour_on_every_row(votes)
+  config = aggregate_config(tmp_path, tmp_path, "secret")
+  rows = asked_rows(config, labels)
+  px, py = (_planned_epsilon(config, v, rows, True) for v in (votes, other))
+  k = NUM_QUERIES - 5
+  budget = float(0.5 * (px[k] + py[k]))
+  assert px[k] < budget < py[k]  # a data-dependent refusal would answer the neighbour less
+  expected = int(np.sum(_planned_epsilon(config, votes, rows, False) <= budget))
+  assert 0 < expected < NUM_QUERIES  # the data-independent bound refuses some rows
+  x = run_aggregate(tmp_path / "x", votes, labels, "secret", caplog, epsilon_max=budget)
+  y = run_aggregate(tmp_path / "y", other, labels, "secret", caplog, epsilon_max=budget)
+
+  rx, ry = (r["results"]["results"] for r in (x, y))
+  assert rx["num_answered"] == ry["num_answered"] == expected
+  assert rx["num_refused_budget"] == NUM_QUERIES - expected
+  assert_same_publishable(x, y, exempt=(RELEASED_EPSILON,))
+  lx, ly = (npz_members(tmp_path / d / "work" / "labels.npz") for d in "xy")
+  for name in lx.keys() - {"votes_digest"}:
+    np.testing.assert_array_equal(lx[name][0], ly[name][0], err_msg=name)
+  # The neighbour is seen by the private parts (the comparison is not vacuous).
+  assert (private_part(x)["ledger"]["epsilon_data_dependent"]
+          < private_part(y)["ledger"]["epsilon_data_dependent"])
 
 
 # --- The student stage ---------------------------------------------------------------------
