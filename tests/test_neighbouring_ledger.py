@@ -1,0 +1,199 @@
+"""Neighbouring votes through the teachers' budget's reruns.
+
+README, *What you may publish*: one budget per set of teachers, spent by every rerun, whose
+refusals depend only on the data-independent bound, never on the votes. The tests of
+``test_neighbouring_votes.py`` compare one run on ``votes.npz`` and on its neighbour (one
+teacher's vote moved on one row, the same noise); here the neighbours go through a budget's
+life, each step an aggregate run on the same teachers, compared with its neighbour's step:
+
+  1. ``first``: 10 queries (a budget created, its first release drawn);
+  2. ``more``: 20 queries in the same work directory (the 10 come back as recorded, 10 new
+     ones and a second release are paid for);
+  3. ``killed``: 30 queries in another work directory, the run killed between its answers
+     (written to the ledger) and its release; ``after_kill``: the same command again (the
+     answers come back as recorded, the release is drawn);
+  4. ``spent``: 38 queries, more than the budget has room for (some refused);
+  5. ``refused``: 39 queries: the budget spent, every new row refused.
+
+Each step's results.json outside ``private``, labels.npz (but the salted digest), every
+printed or logged line without "private" (the refusal counts, the budget's ε spent of its
+ε_max, the rows answered) and every file name with its mode must be the same in both
+sequences, but the released ε (noised). A budget with no room for its first release is
+refused with the same message. Neighbours: the row moved is never asked (``unasked``),
+asked in the first step with a vote gap its label cannot cross (``asked``: the private
+parts see it), or asked when the budget was spent (``refused``: its vote moved where the
+budget refuses it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import pathlib
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from pate_jax import budget as budget_lib
+from pate_jax import experiment
+from pate_jax import ledger as ledger_lib
+from pate_jax import votes as votes_lib
+from pate_jax.stages import aggregate
+from test_neighbouring_votes import (
+    POOL,
+    RELEASED_EPSILON,
+    aggregate_config,
+    consensus_votes,
+    drop,
+    files,
+    fixed_secret_key,  # noqa: F401  (a fixture)
+    modes,
+    neighbour,
+    npz_members,
+    private_part,
+    publishable,
+    publishable_lines,
+    without_released,
+)
+
+STEPS = (("first", 10, "a"), ("more", 20, "a"), ("killed", 30, "b"), ("after_kill", 30, "b"),
+         ("spent", 38, "c"), ("refused", 39, "c"))
+"""A budget's life: (step, queries asked, work directory). Queries are the pool's first
+rows (``query_selection="first"``), so each step asks the rows of the one before."""
+
+EPSILON_MAX = {"gnmax": 1.6, "confident_gnmax": 1.538}
+"""The budget: room for the first 30 queries and their three releases, and for some of the
+next 8 with a fourth release (Confident-GNMax's threshold checks cost more), not all."""
+
+
+class Killed(BaseException):
+  """A run killed between its answers and its release (as SIGKILL: no handler runs)."""
+
+
+def _kill(*args, **kwargs):
+  raise Killed()
+
+
+def run_step(base, num_queries, workdir, caplog, mechanism, *, kill=False,
+             epsilon_max=None):
+  """One aggregate run of a budget's life on the teachers in ``base/teachers``, into
+  ``base/<workdir>``, as its script runs it: what it publishes (results.json, labels.npz,
+  printed and logged lines, the files under ``base``), or the error it ended with."""
+  c = aggregate_config(base / "teachers", base, "secret", mechanism)
+  c.num_queries, c.query_selection = num_queries, "first"
+  c.epsilon_max = EPSILON_MAX[mechanism] if epsilon_max is None else epsilon_max
+  work = base / workdir
+  caplog.clear()
+  out = io.StringIO()
+  error = None
+  killed = (mock.patch.object(budget_lib.TeachersBudget, "release", _kill) if kill
+            else contextlib.nullcontext())
+  with contextlib.redirect_stdout(out), caplog.at_level(logging.INFO), killed:
+    try:
+      experiment.run_and_report(aggregate.run, aggregate.report, c, str(work))
+    except (Killed, budget_lib.BudgetError) as e:
+      error = f"{type(e).__name__}: {e}"
+  logged = "\n".join(r.getMessage() for r in caplog.records)
+  done = error is None
+  # An error is printed marked private (experiment.run_main), so it publishes nothing; it
+  # is compared whole all the same.
+  return {"error": None if done else error.replace(str(base), "<dir0>"),
+          "results": json.loads((work / "results.json").read_text()) if done else None,
+          "labels": npz_members(work / "labels.npz") if done else None,
+          "lines": publishable_lines(out.getvalue() + "\n" + logged, base),
+          "files": files(base)}
+
+
+def budget_life(base, votes, labels, caplog, mechanism):
+  """:data:`STEPS` on ``votes``, teachers in ``base/teachers``: each step's
+  :func:`run_step`, by name."""
+  teachers = base / "teachers"
+  teachers.mkdir(parents=True)
+  votes_lib.save_votes(teachers / "votes.npz", votes, labels, num_pool=POOL,
+                       dataset="synthetic", private_data="ab" * 32)
+  return {step: run_step(base, n, workdir, caplog, mechanism, kill=step == "killed")
+          for step, n, workdir in STEPS}
+
+
+def assert_same_step(step, x, y):
+  """Everything step ``step`` of ``x`` and ``y`` publishes is the same, but the released
+  ε."""
+  assert x["error"] == y["error"], step
+  assert (x["results"] is None) == (y["results"] is None), step
+  if x["results"] is not None:
+    rx, ry = (drop(publishable(r["results"]), RELEASED_EPSILON) for r in (x, y))
+    assert rx == ry, step
+    assert x["labels"].keys() == y["labels"].keys(), step
+    for name in x["labels"].keys() - {"votes_digest"}:
+      np.testing.assert_array_equal(x["labels"][name][0], y["labels"][name][0],
+                                    err_msg=f"{step}: {name}")
+      assert x["labels"][name][1] == y["labels"][name][1], f"{step}: {name}"
+  assert without_released(x["lines"]) == without_released(y["lines"]), step
+  assert x["files"].keys() == y["files"].keys(), step
+  assert modes(x["files"]) == modes(y["files"]), step
+  assert x["files"]["teachers/votes.npz"] == y["files"]["teachers/votes.npz"], step
+
+
+@pytest.mark.slow  # twelve aggregate runs: about a minute on the 2-core CPU
+@pytest.mark.parametrize("mechanism, case", [
+    ("gnmax", "unasked"), ("gnmax", "asked"), ("gnmax", "refused"),
+    ("confident_gnmax", "asked")])
+def test_a_budget_s_reruns_publish_nothing_a_neighbour_moves(tmp_path, caplog,
+                                                             fixed_secret_key, mechanism,
+                                                             case):
+  votes, labels = consensus_votes()
+  asked = np.arange(STEPS[-1][1])  # every row the budget is asked for, in order
+  if case == "unasked":
+    row = int(np.setdiff1d(np.arange(POOL), asked)[0])
+  elif case == "asked":
+    first = asked[:STEPS[0][1]]
+    top2 = np.sort(votes[first], axis=1)[:, -2:]
+    row = int(first[np.argmax(top2[:, 1] - top2[:, 0])])  # its gap: over 190 votes
+  else:
+    row = int(asked[-1])  # asked last, when the budget is spent
+  x = budget_life(tmp_path / "x", votes, labels, caplog, mechanism)
+  y = budget_life(tmp_path / "y", neighbour(votes, row), labels, caplog, mechanism)
+
+  # The life went as planned: a kill, answers recorded and released on the rerun, a
+  # budget that refuses some of the 38 rows and every new one of the 39.
+  assert x["killed"]["error"] == "Killed: "
+  after_kill = x["after_kill"]["results"]["results"]
+  assert after_kill["num_asked_now"] == 0 and after_kill["ledger"]["releases"] == 3
+  spent, refused = (x[s]["results"]["results"] for s in ("spent", "refused"))
+  assert 0 < spent["num_refused_budget"] < 8
+  assert refused["num_refused_budget"] > spent["num_refused_budget"]
+  for key in ("epsilon", "num_charged", "releases"):  # nothing new charged, nor released
+    assert refused["ledger"][key] == spent["ledger"][key], key
+  if case == "refused":
+    status = x["refused"]["labels"]["status"][0]
+    assert status[-1] == int(ledger_lib.Status.REFUSED_BUDGET)
+
+  for step, _, _ in STEPS:
+    assert_same_step(step, x[step], y[step])
+  # The neighbour is seen by what is private (the comparison is not vacuous).
+  if case == "asked":
+    assert private_part(x["first"]) != private_part(y["first"])
+    assert private_part(x["refused"]) != private_part(y["refused"])
+
+
+@pytest.mark.slow  # six refused runs: about 10 s
+@pytest.mark.parametrize("mechanism", ["gnmax", "confident_gnmax"])
+def test_a_budget_without_room_for_its_release_is_refused_alike(tmp_path, caplog,
+                                                                 fixed_secret_key, mechanism):
+  """ε_max below the first release's cost: the run is refused before anything is
+  answered, with the same message on neighbouring votes (asked or not)."""
+  votes, labels = consensus_votes()
+  runs = []
+  for d, v in (("x", votes), ("y", neighbour(votes, 0)), ("z", neighbour(votes, POOL - 1))):
+    base = tmp_path / d
+    (base / "teachers").mkdir(parents=True)
+    votes_lib.save_votes(base / "teachers" / "votes.npz", v, labels, num_pool=POOL,
+                         dataset="synthetic", private_data="ab" * 32)
+    runs.append(run_step(base, 10, "a", caplog, mechanism, epsilon_max=0.05))
+  assert "leaves no room for the release" in runs[0]["error"]
+  for other in runs[1:]:
+    assert_same_step("no room", runs[0], other)
+
