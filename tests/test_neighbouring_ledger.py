@@ -1,4 +1,4 @@
-"""Neighbouring votes through the teachers' budget's reruns.
+"""Neighbouring votes through the teachers' budget's reruns, and a research-seed main job.
 
 README, *What you may publish*: one budget per set of teachers, spent by every rerun, whose
 refusals depend only on the data-independent bound, never on the votes. The tests of
@@ -23,6 +23,14 @@ refused with the same message. Neighbours: the row moved is never asked (``unask
 asked in the first step with a vote gap its label cannot cross (``asked``: the private
 parts see it), or asked when the budget was spent (``refused``: its vote moved where the
 budget refuses it).
+
+The main job with a research noise seed (``noise_seed``) is private as a whole (README): every
+``results.json`` whose values come from the noise says so in its ``disclosure`` (the
+teachers', written before any noise is drawn, keeps its publishable part), every other file
+it writes outside the checkpoints is owner-only, ``report.md`` says that nothing in it may
+be published before any of its parts, every line printed or logged says "private" (the
+teachers stage's line of counts too: it did not), the figures drawn from its labels are
+titled so, and its ``labels.npz`` records the research noise.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import io
 import json
 import logging
 import pathlib
+import re
 from unittest import mock
 
 import numpy as np
@@ -197,3 +206,102 @@ def test_a_budget_without_room_for_its_release_is_refused_alike(tmp_path, caplog
   for other in runs[1:]:
     assert_same_step("no room", runs[0], other)
 
+
+# --- The main job with a research noise seed: private as a whole ---------------------------
+
+_PRIVATE = re.compile(r"(?<!non-)(?<!not )\bprivate\b", re.IGNORECASE)
+"""A line that says "private" (README: "non-private" and "not private" do not count)."""
+
+_CLOSING = re.compile(r"^(results|figures): ")
+"""The closing lines naming the files written (README: excepted from the mark)."""
+
+
+def research_main_job(work, caplog, capsys, monkeypatch):
+  """The main job (:func:`test_neighbouring_votes.main_job_config`) with research noise
+  seed 11 into ``work``, as experiments/run_pate.py runs it: its printed and logged lines,
+  and the title of every figure it drew (by file name)."""
+  from pate_jax import reporting  # pylint: disable=g-import-not-at-top
+  from pate_jax.stages import main_job  # pylint: disable=g-import-not-at-top
+  from test_neighbouring_votes import main_job_config  # pylint: disable=g-import-not-at-top
+  titles = {}
+  for name in ("plot_history", "plot_privacy"):  # (values, title, path); gap.png: no noise
+    drawn = getattr(reporting, name)
+
+    def record(values, title, path, _drawn=drawn):
+      titles[pathlib.Path(path).name] = title
+      return _drawn(values, title, path)
+
+    monkeypatch.setattr(reporting, name, record)
+  config = main_job_config()
+  config.noise_seed = 11
+  caplog.clear()
+  capsys.readouterr()
+  with caplog.at_level(logging.WARNING):  # the script's level (run_pate.py: quiet_logs)
+    experiment.run_and_report(main_job.run, main_job.report, config, str(work))
+  printed = capsys.readouterr()
+  logged = [r.getMessage() for r in caplog.records]
+  return {"lines": "\n".join([printed.out, printed.err, *logged]).splitlines(),
+          "titles": titles}
+
+
+@pytest.mark.slow  # one main job: about 40 s on the 2-core CPU
+def test_a_research_seed_main_job_says_it_is_private_as_a_whole(tmp_path, caplog, capsys,
+                                                                 monkeypatch):
+  """Research noise (``noise_seed``): every file the job writes from the noise, every line
+  it prints and every figure says private; nothing it writes reads as a release."""
+  work = tmp_path / "work"
+  run = research_main_job(work, caplog, capsys, monkeypatch)
+  # Every line on screen or in the log says private (the teachers' too), but the closing
+  # lines naming the files.
+  unmarked = [line for line in run["lines"]
+              if line.strip() and not _PRIVATE.search(line) and not _CLOSING.match(line)]
+  assert not unmarked
+  # Every results file the noise reaches is private as a whole; the teachers' (trained
+  # before any noise is drawn) records none; the other records (a figure's seconds, the
+  # checkpoints' and the votes' fingerprints) are owner-only and disclose nothing.
+  for path in sorted(work.rglob("*.json")):
+    where = str(path.relative_to(work))
+    record = json.loads(path.read_text())
+    if where == "teachers/results.json":
+      assert record["disclosure"] == experiment.PUBLISHABLE
+      assert "noise_source" not in record["results"] and "noise_seed" not in record["config"]
+    elif isinstance(record, dict) and "disclosure" in record:
+      assert record["disclosure"] == experiment.MEASUREMENT, where
+    else:
+      assert path.stat().st_mode & 0o777 == 0o600, where
+  assert {str(p.relative_to(work)) for p in work.rglob("results.json")} == {
+      "results.json", "teachers/results.json", "aggregate/results.json",
+      "student/results.json", "attack/results.json"}
+  # Every file outside the checkpoints is owner-only (but the empty run locks); each
+  # checkpoint directory too.
+  for path in sorted(work.rglob("*")):
+    where = str(path.relative_to(work))
+    if path.is_dir() and path.name == "checkpoints":
+      assert path.stat().st_mode & 0o777 == 0o700, where
+    elif path.is_file() and "checkpoints" not in path.parts and path.name != ".lock":
+      assert path.stat().st_mode & 0o777 == 0o600, where
+  # The labels record their public noise; the figures drawn from it are titled private.
+  with np.load(work / "aggregate" / "labels.npz") as f:
+    assert str(f["noise"]) == "research:11"
+  assert set(run["titles"]) == {"accuracy.png", "privacy.png"}
+  for name, title in run["titles"].items():
+    assert title.startswith(experiment.PRIVATE_TITLE), name
+  # report.md says nothing in it may be published before its first number, and has no
+  # part called publishable as it is.
+  text = (work / "report.md").read_text()
+  warning = text.index("**Nothing in this report may be published**")
+  assert warning < text.index("### Noisy labels")
+  assert "\n## Publishable\n" not in text
+
+
+def test_printed_private_marks_every_line_as_it_ends(capsys):
+  mark = experiment.PRIVATE_MARK
+  with experiment.printed_private():
+    print("5 teachers × 259 examples")
+    assert capsys.readouterr().out == mark + "5 teachers × 259 examples\n"  # not held back
+    print("a", end="")
+    print("b\n\n" + mark + "c\nd", end="")
+  assert capsys.readouterr().out == f"{mark}ab\n\n{mark}c\n{mark}d"  # the last line too
+  with experiment.printed_private(False):
+    print("5 teachers")
+  assert capsys.readouterr().out == "5 teachers\n"

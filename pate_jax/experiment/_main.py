@@ -317,6 +317,52 @@ def report_private(report: Callable[[Any], None], results: Any) -> None:
   print(mark_private(out.getvalue()), end="")
 
 
+class _MarkedLines(io.TextIOBase):
+  """A text stream that writes each line to ``out`` as it ends, marked private
+  (:func:`mark_private`); :meth:`close_line` writes an unfinished one."""
+
+  def __init__(self, out: Any):
+    super().__init__()
+    self._out, self._pending = out, ""
+
+  def writable(self) -> bool:
+    return True
+
+  def write(self, text: str) -> int:
+    *lines, self._pending = (self._pending + text).split("\n")
+    for line in lines:
+      self._out.write(mark_private(line) + "\n")
+    return len(text)
+
+  def flush(self) -> None:
+    self._out.flush()
+
+  def close_line(self) -> None:
+    if self._pending:
+      self._out.write(mark_private(self._pending))
+      self._pending = ""
+    self._out.flush()
+
+
+@contextlib.contextmanager
+def printed_private(enabled: bool = True) -> Iterator[None]:
+  """Within it (where ``enabled``), every line printed to stdout is marked private
+  (:func:`mark_private`) as it ends: what a stage prints inside a run that is private as a
+  whole (the teachers stage inside a main job with a research noise seed), whose lines
+  would otherwise read as publishable. Every thread's prints are marked meanwhile (stdout
+  is the process's)."""
+  import sys  # pylint: disable=g-import-not-at-top
+  if not enabled:
+    yield
+    return
+  marked = _MarkedLines(sys.stdout)
+  try:
+    with contextlib.redirect_stdout(marked):
+      yield
+  finally:
+    marked.close_line()
+
+
 @contextlib.contextmanager
 def warnings_marked_private() -> Iterator[None]:
   """Within it, every line of a Python warning shown is marked private (:func:`mark_private`):

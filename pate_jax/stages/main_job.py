@@ -327,9 +327,12 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
     # time that follows the votes: drawn after the student's end, which every publishable
     # time below (the stages' files, the summary's) precedes.
     figures = []
-    teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
-                                  restart_flag=f"--{prefix}teachers.restart",
-                                  prefix=f"{prefix}teachers.", figures=figures)
+    # With a research noise seed the job is private as a whole, and every line it prints
+    # says so: the teachers stage's too (the report's are marked by the harness).
+    with experiment.printed_private(rng.noise_record(config.noise_seed)["public"]):
+      teachers = teachers_stage.run(config.teachers, str(root / "teachers"),
+                                    restart_flag=f"--{prefix}teachers.restart",
+                                    prefix=f"{prefix}teachers.", figures=figures)
     for name, future in ahead.items():  # done before the labels and the student need them
       concurrent_seconds[name] = future.result()
     stage_seconds["teachers"], t = time.time() - t, time.time()
