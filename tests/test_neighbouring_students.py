@@ -53,6 +53,22 @@ def timeless_lines(text, base):
 # --- The active learner --------------------------------------------------------------------
 
 
+def run_stage(stage, config, base, caplog, capsys):
+  """Runs ``stage`` (its ``run`` and ``report``, as its script does) in ``base / "work"``;
+  returns its results.json, every line printed or logged that does not say "private"
+  (timings replaced) and the files under ``base``."""
+  caplog.clear()
+  capsys.readouterr()
+  # The scripts' level (quiet_logs: orbax logs every save at INFO).
+  with caplog.at_level(logging.WARNING):
+    experiment.run_and_report(stage.run, stage.report, config, str(base / "work"))
+  printed = capsys.readouterr()
+  logged = "\n".join(r.getMessage() for r in caplog.records)
+  return {"results": json.loads((base / "work" / "results.json").read_text()),
+          "lines": timeless_lines("\n".join([printed.out, printed.err, logged]), base),
+          "files": files(base)}
+
+
 def active_config(teachers, base):
   """configs/student_active.py's CPU variant, a few steps per round, GNMax at σ 40 with
   secret noise from the teachers' budget."""
@@ -86,17 +102,8 @@ def run_active(base, arrays, caplog, capsys, monkeypatch):
     return out
 
   monkeypatch.setattr(students_lib, "active_learning", spy)
-  caplog.clear()
-  capsys.readouterr()
-  # The script's level (train_student.py: quiet_logs, orbax logs every save at INFO).
-  with caplog.at_level(logging.WARNING):
-    experiment.run_and_report(student.run, student.report, active_config(teachers, base),
-                              str(base / "work"))
-  printed = capsys.readouterr()
-  logged = "\n".join(r.getMessage() for r in caplog.records)
-  return {"results": json.loads((base / "work" / "results.json").read_text()),
-          "lines": timeless_lines("\n".join([printed.out, printed.err, logged]), base),
-          "files": files(base), "charged": charged[0]}
+  return {**run_stage(student, active_config(teachers, base), base, caplog, capsys),
+          "charged": charged[0]}
 
 
 def round_checkpoints(work):
@@ -225,17 +232,7 @@ def run_kd_gan(base, arrays, caplog, capsys):
   votes_lib.save_votes(teachers / "votes.npz", votes, y, dataset="mnist",
                        index=data_lib.student_split("mnist", 10_000).pool_index,
                        soft_counts=counts, temperatures=(1.0,), private_data="ab" * 32)
-  caplog.clear()
-  capsys.readouterr()
-  # The script's level (train_kd_gan.py: quiet_logs, orbax logs every save at INFO).
-  with caplog.at_level(logging.WARNING):
-    experiment.run_and_report(kd_gan.run, kd_gan.report, kd_gan_config(teachers, base),
-                              str(base / "work"))
-  printed = capsys.readouterr()
-  logged = "\n".join(r.getMessage() for r in caplog.records)
-  return {"results": json.loads((base / "work" / "results.json").read_text()),
-          "lines": timeless_lines("\n".join([printed.out, printed.err, logged]), base),
-          "files": files(base)}
+  return run_stage(kd_gan, kd_gan_config(teachers, base), base, caplog, capsys)
 
 
 @pytest.mark.slow  # two small KD-GAN runs with their sound releases: 70-90 s
