@@ -19,6 +19,7 @@ import os
 import pathlib
 import shutil
 import signal
+import sys
 import time
 from typing import Any, Callable, Iterator, Mapping
 
@@ -249,7 +250,6 @@ def print_private_traceback(error: BaseException) -> None:
   """Prints ``error``'s traceback to stderr with :data:`PRIVATE_MARK` before every line: its
   message and its frames' values may quote what the run computed from the private data,
   and a line without the mark is publishable."""
-  import sys  # pylint: disable=g-import-not-at-top
   import traceback  # pylint: disable=g-import-not-at-top
   text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
   print("".join(PRIVATE_MARK + line + "\n" for line in text.rstrip("\n").split("\n")),
@@ -351,7 +351,6 @@ def printed_private(enabled: bool = True) -> Iterator[None]:
   whole (the teachers stage inside a main job with a research noise seed), whose lines
   would otherwise read as publishable. Every thread's prints are marked meanwhile (stdout
   is the process's)."""
-  import sys  # pylint: disable=g-import-not-at-top
   if not enabled:
     yield
     return
@@ -369,7 +368,6 @@ def warnings_marked_private() -> Iterator[None]:
   a warning may quote the private data (a category of a training row unseen in the public
   split, the class counts of a teacher's shard in a cross-validation), and a line without
   the mark is publishable. Warnings filtered away stay unshown."""
-  import sys  # pylint: disable=g-import-not-at-top
   import warnings  # pylint: disable=g-import-not-at-top
   shown = warnings.showwarning
 
@@ -389,7 +387,6 @@ def warnings_marked_private() -> Iterator[None]:
 
 
 def _usage_error(message: str) -> None:
-  import sys  # pylint: disable=g-import-not-at-top
   print(f"error: {message}", file=sys.stderr)
   raise SystemExit(2)
 
@@ -420,7 +417,6 @@ def run_main(run: Callable[[Any, str], Any], *, report: Callable[[Any], None] | 
     quiet_logs: raise absl's verbosity to WARNING (orbax logs every save at INFO).
     argv: the command line (default ``sys.argv``).
   """
-  import sys  # pylint: disable=g-import-not-at-top
   from absl import app, flags, logging  # pylint: disable=g-import-not-at-top
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
 

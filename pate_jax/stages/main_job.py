@@ -416,8 +416,9 @@ def run(config, workdir: str, *, on_labels: Callable[[], Any] | None = None,
   # The files' and the directory's times are the student's end too, not the attack's (a
   # directory of another user's keeps its own: io.set_times); so are the attack's
   # directory's, owner-only (its files, private, keep the attack's own).
-  for path in (report, root, *[d for d in [root / "attack"] if d.is_dir()]):
-    io.set_times(path, student_end)
+  for path in (report, root, root / "attack"):
+    if path.exists():
+      io.set_times(path, student_end)
   summary["report"] = str(report.resolve())
   return summary
 
