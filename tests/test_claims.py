@@ -566,3 +566,65 @@ def test_the_readmes_main_job_private_line_is_its_run():
       f"{attack['fresh_noise/paper']:.3f}", f"{attack['fresh_noise/mle']:.3f}",
       f"{attack['consistent/paper']:.3f}", f"{attack['consistent/mle']:.3f}",
       f"{r['private']['attack']['guess_all_votes_on_top_class']:.3f}"]
+
+
+def test_the_readmes_adult_partitions_paragraph_is_its_runs():
+  """*Over 5 teacher partitions* gives run ``adult_uci_rf_cgn_partitions``' five seeds: the
+  LNMax students (mean ± standard error, seed by seed), their ε (mean ± SE, range), the
+  answered counts (mean ± SE, range, the expected counts' range), the Confident-GNMax
+  students (mean ± SE, range), their data-dependent ε and the expected classic ε's range,
+  and the seeds' seconds: "524 ± 14" with a seed's 489 answered read as 499 fails."""
+  seeds = _seeds("adult_uci_rf_cgn_partitions")
+  assert [s["lnmax"]["num_queries"] for s in seeds] == [500] * 5
+
+  def mean_se(values, scale=1.0, digits=1):
+    x = np.asarray(values, float) * scale
+    return [f"{x.mean():.{digits}f}", f"{x.std(ddof=1) / np.sqrt(len(x)):.{digits}f}"]
+
+  def span(values, scale=1.0, digits=2):
+    x = np.asarray(values, float) * scale
+    return [f"{x.min():.{digits}f}", f"{x.max():.{digits}f}"]
+
+  m = _readme(r"`adult_uci_rf_cgn_partitions`, `--config.seed=s`, (\d+)–(\d+) s each beside a "
+              r"teachers run\) the LNMax student is \*\*([\d.]+) ± ([\d.]+) %\*\* \(([\d., ]+)\) "
+              r"at ε ([\d.]+) ± ([\d.]+) \(([\d.]+)–([\d.]+); private\), so seed 0's ([\d.]+) % "
+              r"above is the best of the five and the paper's 83.0 % at 2.66 lies within the "
+              r"spread. Confident-GNMax answers (\d+) ± (\d+) \((\d+)–(\d+); expected "
+              r"([\d.]+)–([\d.]+), private\) and its students reach \*\*([\d.]+) ± ([\d.]+) %\*\* "
+              r"\(([\d.]+)–([\d.]+)\) at a data-dependent ε of ([\d.]+) ± ([\d.]+) \(private; the "
+              r"paper's expected accounting with the classic conversion ([\d.]+)–([\d.]+)\)")
+  g = list(m.groups())
+  seconds = [s["timings"]["total_s"] for s in seeds]
+  assert g[0:2] == span(seconds, digits=0), (g[0:2], seconds)
+  lnmax = [s["lnmax"]["student_accuracy"] for s in seeds]
+  assert g[2:4] == mean_se(lnmax, 100), (g[2:4], lnmax)
+  assert g[4].split(", ") == [_pct(a, 2) for a in lnmax], g[4]
+  eps = [s["lnmax"]["epsilon_data_dependent"] for s in seeds]
+  assert g[5:7] + g[7:9] == mean_se(eps, digits=2) + span(eps), (g[5:9], eps)
+  assert g[9] == _pct(lnmax[0], 2) == _pct(max(lnmax), 2), g[9]
+  cgn = [s["confident_gnmax"] for s in seeds]
+  answered = [c["num_answered"] for c in cgn]
+  assert g[10:14] == mean_se(answered, digits=0) + span(answered, digits=0), (g[10:14], answered)
+  expected = [c["private"]["expected_answered"] for c in cgn]
+  assert g[14:16] == span(expected, digits=1), (g[14:16], expected)
+  students = [c["student_accuracy_mean"] for c in cgn]
+  assert g[16:20] == mean_se(students, 100) + span(students, 100), (g[16:20], students)
+  dependent = [c["private"]["epsilon_data_dependent"] for c in cgn]
+  assert g[20:22] == mean_se(dependent, digits=2), (g[20:22], dependent)
+  classic = [c["private"]["expected_epsilon_data_dependent_classic"] for c in cgn]
+  assert g[22:24] == span(classic), (g[22:24], classic)
+
+
+def test_the_adult_tables_seconds_are_its_runs():
+  """The Adult table's preamble gives its runs' ``timings.total_s`` and code: the two on the
+  original files (105 and 95 s at bb83541) and the offline copy's (49 s at 6bc61c2)."""
+  m = _readme(r"the two on the original files re-run on (\w+), .*?; (\d+) and (\d+) s by "
+              r"`timings.total_s`, beside a teachers run; the offline copy's run is (\w+)'s, "
+              r"(\d+) s\)")
+  runs = {name: json.loads((REPO / "results" / "runs" / name / "results.json").read_text())
+          for name in ("adult_uci_rf", "adult_uci_rf_coarse", "adult_rf")}
+  seconds = {name: f"{r['results']['timings']['total_s']:.0f}" for name, r in runs.items()}
+  assert runs["adult_uci_rf"]["git"].startswith(m.group(1))
+  assert runs["adult_uci_rf_coarse"]["git"].startswith(m.group(1))
+  assert [m.group(2), m.group(3)] == [seconds["adult_uci_rf"], seconds["adult_uci_rf_coarse"]]
+  assert runs["adult_rf"]["git"].startswith(m.group(4)) and m.group(5) == seconds["adult_rf"]
