@@ -628,3 +628,155 @@ def test_the_adult_tables_seconds_are_its_runs():
   assert runs["adult_uci_rf_coarse"]["git"].startswith(m.group(1))
   assert [m.group(2), m.group(3)] == [seconds["adult_uci_rf"], seconds["adult_uci_rf_coarse"]]
   assert runs["adult_rf"]["git"].startswith(m.group(4)) and m.group(5) == seconds["adult_rf"]
+
+
+def _s(x: float, digits: int = 1) -> str:
+  return f"{x:,.{digits}f}"
+
+
+def test_the_readmes_h200_table_is_its_runs():
+  """*Measured on one H200*: each row's figures outside brackets are its committed run's
+  (the main job's walls and stage seconds, its teachers' phases and plans, its student's
+  seconds, the benchmarks, the stage-3 students' accuracies, peaks, ε and walls, the fast
+  tier's counts): "teachers 67.4 s" written 76.4 fails."""
+  main, teachers = _run("pate_mnist_gpu"), _run("pate_mnist_teachers_gpu")
+  student = _run("pate_mnist_student_gpu")
+  cells = _table_row("default paper config end to end")
+  stages = main["stage_seconds"]
+  assert (f"**{_s(main['private']['seconds']['wall_end_to_end'])} s wall**" in cells[2]
+          and f"add up to {_s(stages['teachers'] + stages['labels_and_student'])} s" in cells[2]
+          and f"teachers {_s(stages['teachers'])} s (" in cells[2]
+          and f"labels and student {_s(stages['labels_and_student'])} s (" in cells[2]
+          and f"{main['private']['seconds']['attack']:.2f} s after the student" in cells[2]
+          and f"{_s(main['private']['seconds']['attack_beside_student'])} s beside" in cells[2]
+          ), cells[2]
+
+  cells = _table_row("its teachers")
+  phases, gib = teachers["phase_seconds"], 2.0 ** 30
+  plan, votes = teachers["train_plan"], teachers["predict_plan"]
+  accuracy = teachers["private"]["teacher_test_accuracy"]
+  for part in (f"stage wall {_s(teachers['wall_seconds'])} s (",
+               f"data {_s(phases['data'])} s, init {_s(phases['init'])} s",
+               f"compilation {_s(phases['plan'])} s**",
+               f"took {_s(teachers['compiled_ahead_seconds']['training_beside_init'])} s",
+               f"training {_s(teachers['train_seconds'])} s (",
+               f"at {teachers['train_examples_per_second'] / 1e3:.0f}k examples/s",
+               f"blocked {_s(teachers['checkpoints']['blocking_seconds'])} s (",
+               f"votes {_s(teachers['votes_seconds'])} s (",
+               f"compiled in {_s(teachers['compiled_ahead_seconds']['votes_beside_training'])} s",
+               f"the last save's wait {_s(teachers['checkpoints']['final_wait_seconds'])} s",
+               f"writing {_s(phases['write'])} s",
+               f"{plan['teachers']} teachers per training chunk "
+               f"({plan['estimate_bytes'] / gib:.2f} of {plan['budget_bytes'] / gib:.2f} GiB)",
+               f"{votes['teachers']} teachers × {votes['queries']:,} queries per vote chunk "
+               f"({votes['estimate_bytes'] / gib:.1f} of {votes['budget_bytes'] / gib:.2f} GiB)",
+               f"**{_pct(accuracy['mean'], 2)} %** ({_pct(accuracy['min'], 2)}–"
+               f"{_pct(accuracy['max'], 2)} %",
+               f"plurality {_pct(teachers['private']['plurality_accuracy_test'], 2)} %"):
+    assert part in cells[2], (part, cells[2])
+  assert teachers["wall_seconds"] == main["private"]["teachers"]["wall_seconds"]
+
+  cells = _table_row("its labels and student")
+  for part in (f"{student['num_answered']} of {student['num_queries']} answered "
+               f"({_pct(student['label_accuracy'], 0)} % correct)",
+               f"released ε {student['epsilon_release']['epsilon_released']:.2f}",
+               f"{student['ledger']['epsilon']:.2f} of the budget's "
+               f"{student['ledger']['epsilon_max']:.0f} spent",
+               f"the labels took {student['labels_seconds']:.2f} s (",
+               "compiled ahead in "
+               f"{_s(main['concurrent_seconds']['accounting_compiled_beside_teachers'])} s",
+               f"({_s(main['concurrent_seconds']['student_compiled_beside_teachers'])} s beside",
+               f"trained in {_s(student['train_seconds'])} s (",
+               f"**{_pct(student['eval_accuracy'])} %** (",
+               f"stage wall {_s(student['wall_seconds'])} s ("):
+    assert part in cells[2], (part, cells[2])
+
+  bench = _run("bench_teachers_gpu")
+  vmap = bench["strategies"]["vmap"]
+  cells = _table_row("teachers benchmark (`configs/bench_teachers.py:cnn`")
+  assert cells[2].startswith(
+      f"vmap **{vmap['examples_per_second']:,.0f} examples/s** (") and (
+      f"{_s(vmap['achieved_tflops'])} TFLOP/s, {_pct(vmap['fraction_of_peak'])} % of the "
+      f"{bench['peak_tflops']:.0f} TFLOP/s" in cells[2]) and (
+      f"chunks of 25: {bench['strategies']['chunked']['examples_per_second']:,.0f};"
+      in cells[2]), cells[2]
+
+  acct = _run("bench_accounting_gpu")
+  cells = _table_row("accounting of 10⁶ queries (`configs/bench_accounting.py`)")
+  assert cells[2].startswith(
+      f"kernel {1e3 * acct['jax_seconds_median']:.1f} ms; public API from device votes "
+      f"{1e3 * acct['public_api_end_to_end_seconds_device_votes']:.1f} ms "
+      f"({acct['public_api_over_kernel_device_votes']:.2f}×), from host numpy votes "
+      f"{1e3 * acct['public_api_end_to_end_seconds_host_votes']:.1f} ms "
+      f"(**{acct['public_api_over_kernel_host_votes']:.2f}×**"), cells[2]
+
+  for start, name in (("PATE-G, 100 LNMax labels", "pate_g_100_gpu"),
+                      ("PATE-G with real images shifted", "pate_g_shift_100_gpu"),
+                      ("PATE-G, 1,000 LNMax labels", "pate_g_1000_gpu"),
+                      ("the 2018 row: Confident-GNMax", "pate_g_cgn_gpu")):
+    cells, r = _table_row(start), _run(name)
+    history = [h["eval_accuracy"] for h in r["history"]]
+    peak = max(history)
+    step = r["history"][history.index(peak)]["step"]
+    assert f"**{_pct(r['eval_accuracy'])} %** (" in cells[2], (name, cells[2])
+    assert f"{_s(r['wall_seconds'])} s wall" in cells[2], (name, cells[2])
+    assert (f"peak {_pct(peak)} % at step {step:,}" in cells[2]
+            or f"its peak, {_pct(peak)} %, at step {step:,}" in cells[2]), (name, cells[2], step)
+    dependent = r["private"]["epsilon"]
+    if "moments_data_dependent" in dependent and "shift" not in name:
+      assert (f"data-dependent ε of {dependent['moments_data_dependent']['epsilon']:.2f}"
+              in cells[2]), (name, cells[2])
+    if isinstance(r.get("epsilon_release"), dict):
+      assert (f"{r['num_answered']} answered ({_pct(r['label_accuracy'])} % correct), released "
+              f"ε **{r['epsilon_release']['epsilon_released']:.2f}**") in cells[2], cells[2]
+  first = _run("pate_g_100_gpu")["history"][0]
+  assert (f"from {_pct(first['eval_accuracy'])} % (step {first['step']:,})"
+          in _table_row("PATE-G, 100 LNMax labels")[2])
+
+  baseline = _run("mnist_baseline_gpu")
+  cells = _table_row("non-private baseline: the CNN on all 60,000")
+  assert cells[2].startswith(
+      f"**{_pct(baseline['private']['teacher_test_accuracy']['mean'], 2)} %** (") and (
+      f"{_s(baseline['wall_seconds'])} s wall" in cells[2]), cells[2]
+
+  fast = _run("tests_fast_gpu")
+  cells = _table_row("the fast tier under CUDA")
+  assert cells[2].startswith(
+      f"{fast['tests']} tests in {fast['wall_seconds']:.0f} s: **{fast['passed']} passed**, "
+      f"{fast['skipped']} skipped, **{len(fast['failed'])} failed**"), cells[2]
+
+
+def test_the_readmes_h100_table_is_its_runs():
+  """*Measured on one H100*: the teachers benchmark's examples/s of each way of computing
+  the CNN, their ratios to the stage-2 setting, and the default teachers' run."""
+  def rate(name):
+    return _run(name)["strategies"]["vmap"]["examples_per_second"]
+  base = _run("bench_teachers_d_lax_window_gpu")["strategies"]["vmap"]
+  cells = _table_row("teachers bench, vmap, 250 paper-CNN teachers")
+  assert cells[2] == (f"**{base['examples_per_second']:,.0f} examples/s** "
+                      f"({_pct(base['fraction_of_peak'])} % of the 989 TFLOP/s peak)"), cells[2]
+  for start, name, bold in (("the same without deterministic", "n_lax_window", False),
+                            ("deterministic, max-pools as maxima", "d_lax_views", True)):
+    value = rate(f"bench_teachers_{name}_gpu")
+    number = f"{value:,.0f}"
+    assert _table_row(start)[2] == (f"**{number}**" if bold else number) + (
+        f" ({value / base['examples_per_second']:.1f}×)"), (name, _table_row(start)[2])
+  assert _table_row("deterministic, convolutions as matrix products")[2] == (
+      f"{rate('bench_teachers_d_patches_window_gpu'):,.0f} / "
+      f"{rate('bench_teachers_d_patches_views_gpu'):,.0f}")
+  assert _table_row("default kernels, patches and view pools")[2] == (
+      f"{rate('bench_teachers_n_patches_views_gpu'):,.0f}")
+  assert _table_row("deterministic, 5×5 stride-2")[2] == (
+      f"{rate('bench_teachers_d_patches_stride_gpu'):,.0f}")
+
+  teachers = _run("mnist_250_gpu")
+  accuracy = teachers["private"]["teacher_test_accuracy"]
+  cells = _table_row("the default paper teachers alone")
+  assert cells[2].startswith(
+      f"training **{_s(teachers['train_seconds'])} s** "
+      f"({teachers['train_examples_per_second'] / 1e3:.0f}k examples/s, checkpoint saves "
+      f"included), votes {_s(teachers['votes_seconds'])} s, "
+      f"**{teachers['wall_seconds']:.0f} s wall** ("), cells[2]
+  assert (f"**{_pct(accuracy['mean'], 2)} %** ({_pct(accuracy['min'], 2)}–"
+          f"{_pct(accuracy['max'], 2)} %), plurality "
+          f"{_pct(teachers['private']['plurality_accuracy_test'], 2)} % (private)") in cells[2]
