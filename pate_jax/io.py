@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["copy_file", "data_digest", "file_digest", "narrow", "open_private",
+__all__ = ["copy_file", "data_digest", "file_digest", "narrow", "narrow_tree", "open_private",
            "private_directory", "progress", "save_figure", "set_times", "shared_directory",
            "temporary", "times_kept", "write_file", "write_private", "write_text"]
 
@@ -218,6 +218,26 @@ def narrow(path: str | os.PathLike) -> None:
       os.chmod(path, 0o600)
   except FileNotFoundError:
     pass
+
+
+def narrow_tree(path: str | os.PathLike) -> None:
+  """Makes everything inside the directory ``path`` owner-only: files 0600, directories
+  0700 (a setgid bit kept), where they are wider: what another library wrote there with
+  its own modes (orbax's checkpoints), so that a copy taken out of ``path`` (``cp -r``
+  keeps modes) is still its owner's alone. ``path`` itself is left to
+  :func:`private_directory`; symbolic links are not followed, and an entry removed while
+  the tree is walked (a checkpoint deleted by a save that ends meanwhile) is skipped."""
+  for root, dirs, files in os.walk(path):
+    for name in dirs + files:
+      entry = os.path.join(root, name)
+      try:
+        st = os.lstat(entry)
+        if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+          continue
+        os.chmod(entry, stat.S_IMODE(st.st_mode) & ~0o077 if stat.S_ISDIR(st.st_mode)
+                 else 0o600)
+      except FileNotFoundError:
+        pass
 
 
 def progress(iterable=None, **kwargs):

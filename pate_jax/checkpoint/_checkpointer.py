@@ -124,6 +124,13 @@ class Checkpointer:
     lock: take the directory lock (process 0 of a multi-process run only).
     restart_hint: how the caller's user asks for ``restart=True``, named in a refusal (a
       script's ``--config.restart=True``; None: only ``restart=True`` is named).
+    private: the saved state is private (parameters trained on the private data, or on
+      labels that are no release): every file orbax writes here is made owner-only (0600,
+      its directories 0700) once its save is complete (:meth:`save`, which waits for the
+      save before, :meth:`wait`, :meth:`close`), and those an earlier run left wider when
+      the directory is opened, so that a copy taken out of the directory (``cp -r`` keeps
+      modes) stays its owner's alone. False (a released student's): orbax's modes, inside
+      the owner-only directory. The caller knows which (a stage; the core cannot tell).
 
   Raises:
     NotADirectoryError / PermissionError: ``directory`` cannot be used.
@@ -133,10 +140,11 @@ class Checkpointer:
 
   def __init__(self, directory: str | os.PathLike, max_to_keep: int = 1, *,
                fingerprint: Mapping[str, Any] | None = None, restart: bool = False,
-               lock: bool = True, restart_hint: str | None = None):
+               lock: bool = True, restart_hint: str | None = None, private: bool = False):
     self.directory = check_directory(directory, "checkpoint directory")
     _checks.positive_int(max_to_keep, "max_to_keep")
     _checks.boolean(restart, "restart")
+    self.private = _checks.boolean(private, "private")
     self.restart_hint = check_restart_hint(restart_hint)
     self._main = jax.process_index() == 0
     self._lock = DirectoryLock(self.directory) if lock and self._main else None
@@ -149,6 +157,7 @@ class Checkpointer:
       io.private_directory(self.directory)
       for name in (FINGERPRINT_FILE, COMPLETED_FILE, HISTORY_FILE):  # an older version's,
         io.narrow(self.directory / name)  # 0644: narrowed first, even if the resume is refused
+      self._narrow()  # an earlier run's steps, saved before it was killed or by an older version
     if self._lock is not None:
       self._lock.acquire()
     try:
@@ -247,7 +256,14 @@ class Checkpointer:
     spent = time.perf_counter() - t0
     self.blocking_seconds += spent
     self.saves += 1
+    self._narrow()  # orbax waited for the save before this one: it is complete
     return spent
+
+  def _narrow(self) -> None:
+    """``private``: everything in the directory owner-only (:func:`pate_jax.io.narrow_tree`),
+    by process 0 (orbax finalises a save there, after every process has written)."""
+    if self.private and self._main:
+      io.narrow_tree(self.directory)
 
   # ------------------------------------------------------------------ history
 
@@ -276,6 +292,7 @@ class Checkpointer:
     self._manager.wait_until_finished()
     spent = time.perf_counter() - t0
     self.blocking_seconds += spent
+    self._narrow()
     return spent
 
   def complete(self, step: int, *, keep: bool = False,
@@ -425,6 +442,7 @@ class Checkpointer:
         manager.wait_until_finished()
         self.blocking_seconds += time.perf_counter() - t0
         manager.close()
+        self._narrow()
     finally:
       self._release()
 
