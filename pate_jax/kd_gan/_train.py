@@ -394,7 +394,8 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
         eval_y: Any, *, num_rounds: int, segment_rounds: int,
         checkpoint_dir: str | None = None, fingerprint: Mapping[str, Any] | None = None,
         restart: bool = False, restart_hint: str | None = None,
-        log: Callable[[str], None] | None = None, unlabelled_x: Any = None) -> KDGANResult:
+        log: Callable[[str], None] | None = None, unlabelled_x: Any = None,
+        private_checkpoints: bool = False) -> KDGANResult:
   """Trains ``S = len(keys)`` students at once (vmap over runs) for ``num_rounds`` rounds.
 
   Args:
@@ -414,6 +415,9 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
     unlabelled_x: ``[U, ...]`` inputs the teacher never labels, on which the student's
       samples for D and the adversarial term are drawn (module docstring); None: the
       public batch's (the paper).
+    private_checkpoints: owner-only checkpoints (:class:`pate_jax.checkpoint.Checkpointer`'s
+      ``private``): students of the teacher's un-noised outputs, or of a research
+      measurement; False: orbax's modes.
   """
   num_rounds = v.positive_int(num_rounds, "num_rounds")
   segment_rounds = v.positive_int(segment_rounds, "segment_rounds")
@@ -440,7 +444,7 @@ def fit(gan: KDGAN, keys: jax.Array, public_x: Any, teacher_log_probs: Any, eval
                                    np.asarray(teacher_log_probs, np.float32)),
         **extra, **(fingerprint or {})}
     ckpt = Checkpointer(checkpoint_dir, restart=restart, restart_hint=restart_hint,
-                        fingerprint=run)
+                        fingerprint=run, private=private_checkpoints)
   try:
     r = 0
     if ckpt is not None:
@@ -495,11 +499,12 @@ def train_teacher(key: jax.Array, train_x: Any, train_y: Any, eval_x: Any, eval_
                   model: str, model_kwargs: Mapping[str, Any] | None = None, num_steps: int,
                   batch_size: int, learning_rate: float = 1e-3,
                   checkpoint_dir: str | None = None, restart: bool = False,
-                  restart_hint: str | None = None, log: Callable[[str], None] | None = None
-                  ) -> tuple[students.Student, Any, float]:
+                  restart_hint: str | None = None, log: Callable[[str], None] | None = None,
+                  private_checkpoints: bool = True) -> tuple[students.Student, Any, float]:
   """The published setting's teacher: the registered ``model`` trained with the repo's
   supervised student loop (``pate_jax.students.fit``) on *all* the private training data
-  (``checkpoint_dir``, ``restart``, ``restart_hint``: ``fit``'s).
+  (``checkpoint_dir``, ``restart``, ``restart_hint``, ``private_checkpoints``: ``fit``'s;
+  owner-only by default, as a teacher trained without noise on private data is).
 
   Returns:
     ``(network functions, state, held-out accuracy)``.
@@ -513,5 +518,6 @@ def train_teacher(key: jax.Array, train_x: Any, train_y: Any, eval_x: Any, eval_
                         segment_steps=max(1, num_steps // 4), checkpoint_dir=checkpoint_dir,
                         fingerprint={"model": model, "model_kwargs": dict(model_kwargs or {}),
                                      "learning_rate": learning_rate}, restart=restart,
-                        restart_hint=restart_hint, log=log)
+                        restart_hint=restart_hint, log=log,
+                        private_checkpoints=private_checkpoints)
   return teacher, result.state, result.eval_accuracy

@@ -205,7 +205,7 @@ def setup(config, workdir: pathlib.Path, num_public: int,
       d["eval_y"], model=t.model, model_kwargs=t.model_kwargs.to_dict(),
       num_steps=t.num_steps, batch_size=t.batch_size, learning_rate=t.learning_rate,
       checkpoint_dir=str(pathlib.Path(workdir) / "teacher"), restart=bool(config.restart),
-      restart_hint=restart_hint, log=experiment.print_private)
+      restart_hint=restart_hint, log=experiment.print_private, private_checkpoints=True)
   print(f"{experiment.PRIVATE_MARK}teacher ({t.model}, all {len(d['train_y'])} private "
         "training images): "
         f"{teacher_acc:.2%} held-out")
@@ -228,7 +228,7 @@ def _run(config, workdir: pathlib.Path, noise: dict, restart_hint: str,
                       num_rounds=rounds, segment_rounds=min(config.segment_rounds, rounds),
                       checkpoint_dir=str(workdir / "checkpoints" / name),
                       restart=bool(config.restart), log=experiment.print_private,
-                      restart_hint=restart_hint)
+                      restart_hint=restart_hint, private_checkpoints=True)
 
   sigma, b, delta = config.noise_multiplier, config.batch_size, config.delta
   results = {"teacher_accuracy": teacher_acc, "delta": delta, "tau": config.tau,

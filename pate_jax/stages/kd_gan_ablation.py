@@ -184,7 +184,7 @@ def _run(config, workdir: pathlib.Path, todo: list[dict]) -> dict:
                      num_rounds=rounds, segment_rounds=seg,
                      checkpoint_dir=str(workdir / "checkpoints" / name),
                      restart=bool(config.restart), log=None,
-                     restart_hint=experiment.restart_hint(),
+                     restart_hint=experiment.restart_hint(), private_checkpoints=True,
                      unlabelled_x=unlabelled(vc.num_unlabelled if gan.lam < 1 else 0))
     distance = {"public": _distance(gan, out.state, d["public_x"], tl),
                 "held_out": _distance(gan, out.state, d["eval_x"], tl_eval)}

@@ -168,10 +168,12 @@ def _run(config, workdir: str, restart_flag: str, on_labels: Callable[[], Any] |
                 "restart_hint": experiment.restart_hint(restart_flag)}
   # Labels the teachers gave without noise, or with noise from a research seed (public: the
   # labels then bound the votes beyond any ε): the student, its accuracy and every line
-  # about it are private (a research measurement).
+  # about it are private (a research measurement), and so are its checkpoints' files
+  # (owner-only). A student of labels released with secret noise is a release: orbax's modes.
   unnoised = config.labels in students.UNNOISED_LABELS
   if unnoised or rng.noise_record(config.aggregate.get("noise_seed"))["public"]:
     fit_kwargs["log"] = experiment.print_private
+    fit_kwargs["private_checkpoints"] = True
   key = rng.stream(root, "student_train")
   results: dict = {"student": config.student.name, "labels": config.labels,
                    "dataset": votes["dataset"], "num_teachers": votes["num_teachers"],

@@ -424,7 +424,7 @@ def _run(config: ml_collections.ConfigDict, workdir: str, restart_flag: str,
   protect_votes(workdir, fingerprint, _outputs(config), restart=restart,
                 restart_flag=restart_flag)
   with Checkpointer(f"{workdir}/checkpoints", max_to_keep=config.get("max_to_keep", 1),
-                    fingerprint=fingerprint, restart=restart,
+                    fingerprint=fingerprint, restart=restart, private=True,
                     restart_hint=experiment.restart_hint(restart_flag)) as ckpt:
     done = reused_results(workdir, ckpt, config.num_steps, _outputs(config))
     if done is not None:

@@ -281,8 +281,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
         batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
         init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
         restart: bool = False, max_to_keep: int = 1, restart_hint: str | None = None,
-        log: Callable[[str], None] | None = print, check: GameCheck | None = None
-        ) -> FitResult:
+        log: Callable[[str], None] | None = print, check: GameCheck | None = None,
+        private_checkpoints: bool = False) -> FitResult:
   """Trains ``student`` on ``data`` for ``num_steps`` steps (resuming if checkpointed).
 
   Args:
@@ -308,6 +308,10 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
     check: a :class:`GameCheck` on the training metrics; a failed check raises
       :class:`GameFailed` after that segment's checkpoint (a resumed run judges its
       restored history again, so it raises again).
+    private_checkpoints: the student is private (trained on labels that are no release:
+      the teachers' un-noised ones, noise from a research seed, or the private data
+      itself): its checkpoints are made owner-only (:class:`pate_jax.checkpoint.Checkpointer`'s
+      ``private``). False: a released student's, left with orbax's modes.
 
   Returns:
     The final state, held-out accuracy, per-segment history, the step resumed
@@ -319,7 +323,8 @@ def fit(student: Student, data: StudentData, key: jax.Array, *, num_steps: int,
   state, arrays = _start(student, data, key, init_examples)
   ckpt = _checkpointer(checkpoint_dir, {"key": key}, data, batch_size=batch_size,
                        init_examples=init_examples, fingerprint=fingerprint, restart=restart,
-                       max_to_keep=max_to_keep, restart_hint=restart_hint)
+                       max_to_keep=max_to_keep, restart_hint=restart_hint,
+                       private=private_checkpoints)
   try:
     return _train(student, data, arrays, key, state, ckpt, num_steps, batch_size,
                   segment_steps, log, check)
@@ -352,8 +357,8 @@ def fit_seeds(student: Student, data: StudentData, keys: jax.Array, *, num_steps
               batch_size: int, segment_steps: int, checkpoint_dir: str | None = None,
               init_examples: int = 500, fingerprint: Mapping[str, Any] | None = None,
               restart: bool = False, max_to_keep: int = 1, restart_hint: str | None = None,
-              log: Callable[[str], None] | None = print, check: GameCheck | None = None
-              ) -> SeedsFitResult:
+              log: Callable[[str], None] | None = print, check: GameCheck | None = None,
+              private_checkpoints: bool = False) -> SeedsFitResult:
   """:func:`fit` for ``N`` students at once, one per key of ``keys [N]``, vmapped in one
   compiled program on the same data: seed ``i`` is the student :func:`fit` trains with
   ``keys[i]`` (the same initialisation, batches and randomness; equal up to the rounding of
@@ -376,7 +381,8 @@ def fit_seeds(student: Student, data: StudentData, keys: jax.Array, *, num_steps
   state, arrays = _seeds_start(student, data, keys, init_examples)
   ckpt = _checkpointer(checkpoint_dir, {"keys": keys}, data, batch_size=batch_size,
                        init_examples=init_examples, fingerprint=fingerprint, restart=restart,
-                       max_to_keep=max_to_keep, restart_hint=restart_hint)
+                       max_to_keep=max_to_keep, restart_hint=restart_hint,
+                       private=private_checkpoints)
   failed: list[GameFailed | None] = [None] * num_seeds
   try:
     state, step = _restore(ckpt, state, num_steps, log)
@@ -491,14 +497,15 @@ def _seeds_start(student: Student, data: StudentData, keys: jax.Array, init_exam
 def _checkpointer(checkpoint_dir: str | None, keys: Mapping[str, jax.Array], data: StudentData,
                   *, batch_size: int, init_examples: int,
                   fingerprint: Mapping[str, Any] | None, restart: bool, max_to_keep: int,
-                  restart_hint: str | None) -> Checkpointer | None:
+                  restart_hint: str | None, private: bool) -> Checkpointer | None:
   """The checkpointer of :func:`fit` and :func:`fit_seeds` (None without a directory): its
   fingerprint holds the run's key(s) (``keys``: ``{"key": key}`` or ``{"keys": keys}``),
-  the batch size, ``init_examples``, the data's digest and the caller's ``fingerprint``."""
+  the batch size, ``init_examples``, the data's digest and the caller's ``fingerprint``;
+  ``private``: owner-only checkpoints (:func:`fit`'s ``private_checkpoints``)."""
   if not checkpoint_dir:
     return None
   return Checkpointer(checkpoint_dir, max_to_keep=max_to_keep, restart=restart,
-                      restart_hint=restart_hint, fingerprint={
+                      restart_hint=restart_hint, private=private, fingerprint={
       **{name: np.asarray(jax.random.key_data(k)).tolist() for name, k in keys.items()},
       "batch_size": batch_size, "init_examples": init_examples,
       "data_sha256": data_digest(data.pool, data.labelled_index, data.labels),
