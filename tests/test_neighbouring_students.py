@@ -260,6 +260,10 @@ def test_the_kd_gan_publishes_nothing_a_neighbouring_training_record_moves(
   assert modes(x["files"]) == modes(y_["files"])
   for d in "xy":  # its files' sizes are its owner's: the work directory is owner-only
     assert (tmp_path / d / "work").stat().st_mode & 0o077 == 0
+    # and so is every file of its checkpoints (the teacher's, the students'), copied out
+    wide = [str(f) for c in ("teacher", "checkpoints")
+            for f in (tmp_path / d / "work" / c).rglob("*") if f.stat().st_mode & 0o077]
+    assert not wide and (tmp_path / d / "work" / "checkpoints").is_dir(), wide
   # The neighbour is seen by what is private: the released soft labels and the teacher.
   rx, ry = (np.load(tmp_path / d / "work" / kd_gan.SOUND_RELEASE) for d in "xy")
   assert not np.array_equal(rx["targets"], ry["targets"])
