@@ -164,10 +164,16 @@ def _rows_sum(per_row, num_rows):
                  axis=0)
 
 
+def _gnmax_at_trace(confident) -> bool:
+  """Whether ``confident`` is a static False: a GNMax release or order choice, whose
+  program then holds no threshold step (``confident`` traced: one program for both)."""
+  return not v.is_traced(confident) and not confident
+
+
 def _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised):
   """GNMax-step weights ``[Q]``: the realised answers; else ``Pr[answered] = Φ((round(max_j
   n_j) - T)/σ_T)`` (tf-privacy's rounding) for Confident-GNMax, 1 for GNMax."""
-  if not v.is_traced(confident) and not confident:  # GNMax, known at trace time
+  if _gnmax_at_trace(confident):
     return jnp.where(realised, nm.as_float(weights), 1.0)
   top = jnp.round(nm.max_and_argmax(votes, axis=-1)[0])
   expected = jnp.where(confident, jnp.exp(nm.log_ndtr((top - threshold) / sigma_threshold)),
@@ -203,8 +209,7 @@ def release_core(votes, weights, num_rows, threshold, sigma_threshold, sigma, or
       jnp.all(data_ind_answer), zeros,
       lambda: jnp.where(data_ind_answer[:, None], 0.0, gnmax_walk_core(
           votes, sigma, orders, *constants, num_teachers=num_teachers)))         # [Q, K, T]
-  if not v.is_traced(confident) and not confident:
-    # GNMax, known at trace time: no threshold step (what the selects below give then).
+  if _gnmax_at_trace(confident):  # no threshold step: what the selects below give then
     data_ind_threshold = jnp.ones(orders.shape, bool)
     rdp_threshold = jnp.zeros((num_queries, orders.shape[0]))
     ls_threshold = zeros()
@@ -329,7 +334,7 @@ def _best_order_core(votes, weights, num_rows, threshold, sigma_threshold, sigma
   votes = nm.as_float(votes)
   weights = _answer_weights(votes, weights, threshold, sigma_threshold, confident, realised)
   rdp = weights[:, None] * _gnmax.gnmax_rdp_core(votes, sigma, orders)
-  if v.is_traced(confident) or confident:
+  if not _gnmax_at_trace(confident):
     rdp = rdp + jnp.where(confident, _gnmax.confident_threshold_rdp_core(
         votes, threshold, sigma_threshold, orders), 0.0)
   eps = _rows_sum(rdp, num_rows) + _delta_term(orders, delta, conversion)
