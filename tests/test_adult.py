@@ -141,6 +141,7 @@ def test_real_adult_small_forest_ensemble_beats_majority_class():
   d = adult.load_adult(splits=("train", "test"))
   train, test = d["train"], d["test"]
   ens = tabular.fit_teachers(jax.random.key(0), train.features, train.labels, 10,
+                             num_classes=tabular.NUM_CLASSES,
                              estimator=tabular.random_forest(5), n_jobs=1)
   votes, _ = tabular.teacher_votes(ens, test.features[:2000], n_jobs=1)
   accuracy = np.mean(votes.argmax(axis=1) == test.labels[:2000])

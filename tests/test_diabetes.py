@@ -170,6 +170,7 @@ def test_one_private_record_changes_nothing_but_itself(tmp_path, change):
   def prepared(path):
     train, queries, _ = tabular.load_task(key, "diabetes", path)
     ensemble = tabular.fit_teachers(teachers_key, train.features, train.labels, 6,
+                                    num_classes=tabular.NUM_CLASSES,
                                     estimator=DecisionTreeClassifier(), n_jobs=1)
     return train, queries, _ids(train)[ensemble.index]
 

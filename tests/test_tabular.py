@@ -158,7 +158,8 @@ def test_random_states_are_fold_in_bits():
 def test_teachers_fit_their_own_disjoint_partition():
   x, y = _blobs(n=103)
   key = jax.random.key(0)
-  ens = tabular.fit_teachers(key, x, y, 4, estimator=RecordingEstimator, n_jobs=1)
+  ens = tabular.fit_teachers(key, x, y, 4, num_classes=3, estimator=RecordingEstimator,
+                             n_jobs=1)
   part = partition_indices(jax.random.fold_in(key, 0), 103, 4)
   np.testing.assert_array_equal(ens.index, part.index)
   assert ens.dropped == 3 and ens.num_teachers == 4 and ens.num_classes == 3
@@ -179,7 +180,8 @@ def test_balanced_class_weights_are_each_teachers_own():
   x = gen.normal(size=(200, 3)).astype(np.float32)
   forest = tabular.random_forest(1, bootstrap=False, max_features=None,
                                  class_weight="balanced")
-  ens = tabular.fit_teachers(jax.random.key(1), x, y, 5, estimator=forest, n_jobs=1)
+  ens = tabular.fit_teachers(jax.random.key(1), x, y, 5, num_classes=2, estimator=forest,
+                             n_jobs=1)
   shares = np.array([y[idx].mean() for idx in ens.index])
   assert len(set(shares.tolist())) > 1 and (shares > 0).all()
   whole = len(y) / (2 * np.bincount(y))  # the whole set's balanced weights
@@ -207,7 +209,7 @@ def test_the_stages_forests_weight_classes_as_the_config_says():
 
 def test_votes_are_histograms_of_predictions():
   x, y = _blobs()
-  ens = tabular.fit_teachers(jax.random.key(1), x, y, 5,
+  ens = tabular.fit_teachers(jax.random.key(1), x, y, 5, num_classes=3,
                              estimator=tabular.random_forest(5), n_jobs=1)
   votes, preds = tabular.teacher_votes(ens, x[:17], n_jobs=1)
   assert preds.shape == (5, 17) and votes.shape == (17, 3)
@@ -225,7 +227,7 @@ def test_votes_are_histograms_of_predictions():
 def test_teachers_deterministic_in_key_not_in_n_jobs():
   x, y = _blobs()
   fit = lambda k, n: tabular.teacher_votes(
-      tabular.fit_teachers(jax.random.key(k), x, y, 6,
+      tabular.fit_teachers(jax.random.key(k), x, y, 6, num_classes=3,
                            estimator=RandomForestClassifier(n_estimators=3, max_depth=2),
                            n_jobs=n), x, n_jobs=n)[1]
   serial, parallel, other = fit(7, 1), fit(7, 2), fit(8, 1)
@@ -251,22 +253,28 @@ def test_prototype_is_cloned_and_seeded():
 def test_fit_teachers_rejects_bad_input():
   x, y = _blobs(n=10)
   with pytest.raises(ValueError, match="num_teachers=11 is larger than the training set"):
-    tabular.fit_teachers(jax.random.key(0), x, y, 11, n_jobs=1)
+    tabular.fit_teachers(jax.random.key(0), x, y, 11, num_classes=3, n_jobs=1)
   with pytest.raises(ValueError, match="num_teachers must be a positive int"):
-    tabular.fit_teachers(jax.random.key(0), x, y, 0, n_jobs=1)
+    tabular.fit_teachers(jax.random.key(0), x, y, 0, num_classes=3, n_jobs=1)
   with pytest.raises(ValueError, match="labels must have shape"):
-    tabular.fit_teachers(jax.random.key(0), x, y[:5], 2, n_jobs=1)
+    tabular.fit_teachers(jax.random.key(0), x, y[:5], 2, num_classes=3, n_jobs=1)
   with pytest.raises(ValueError, match=r"labels must lie in \[0, num_classes=2\)"):
     tabular.fit_teachers(jax.random.key(0), x, y, 2, num_classes=2, n_jobs=1)
   with pytest.raises(ValueError, match="integer class ids"):
-    tabular.fit_teachers(jax.random.key(0), x, y.astype(float), 2, n_jobs=1)
+    tabular.fit_teachers(jax.random.key(0), x, y.astype(float), 2, num_classes=3, n_jobs=1)
   with pytest.raises(ValueError, match=r"features must have shape \[N, F\]"):
-    tabular.fit_teachers(jax.random.key(0), x[:, 0], y, 2, n_jobs=1)
+    tabular.fit_teachers(jax.random.key(0), x[:, 0], y, 2, num_classes=3, n_jobs=1)
+  for bad in (0, 2.0, True):
+    with pytest.raises(ValueError, match="num_classes must be a positive int"):
+      tabular.fit_teachers(jax.random.key(0), x, y, 2, num_classes=bad, n_jobs=1)
+  with pytest.raises(TypeError, match="num_classes"):  # the width is named, never counted
+    tabular.fit_teachers(jax.random.key(0), x, y, 2, n_jobs=1)  # pylint: disable=missing-kwoa
 
 
 def test_teacher_single_class_shard_and_out_of_range_predictions():
   x, y = _blobs(n=6, num_classes=3)
-  ens = tabular.fit_teachers(jax.random.key(0), x, y, 6, estimator=RecordingEstimator,
+  ens = tabular.fit_teachers(jax.random.key(0), x, y, 6, num_classes=3,
+                             estimator=RecordingEstimator,
                              n_jobs=1)  # One example per teacher.
   votes, _ = tabular.teacher_votes(ens, x, n_jobs=1)
   np.testing.assert_array_equal(votes, np.full((6, 3), 2))  # Each class held by 2 teachers.
@@ -277,8 +285,8 @@ def test_teacher_single_class_shard_and_out_of_range_predictions():
 
 def test_votes_round_trip_through_votes_npz(tmp_path):
   x, y = _blobs(n=60, num_classes=2)
-  ens = tabular.fit_teachers(jax.random.key(2), x, y, 3, estimator=tabular.random_forest(3),
-                             n_jobs=1)
+  ens = tabular.fit_teachers(jax.random.key(2), x, y, 3, num_classes=2,
+                             estimator=tabular.random_forest(3), n_jobs=1)
   votes, _ = tabular.teacher_votes(ens, x, n_jobs=1)
   votes_lib.save_votes(tmp_path / "votes.npz", votes, y, num_pool=40, dataset="blobs")
   loaded = votes_lib.load_votes(tmp_path)
@@ -291,6 +299,7 @@ def test_unknown_category_at_prediction_time_does_not_crash():
   y = np.array([0, 1] * 20)
   enc = tabular.fit_encoder(train, ["c", "n"])
   ens = tabular.fit_teachers(jax.random.key(0), tabular.encode(enc, train), y, 4,
+                             num_classes=2,
                              estimator=tabular.random_forest(3), n_jobs=1)
   with pytest.warns(UserWarning, match="not in the training vocabulary"):
     queries = tabular.encode(enc, {"c": np.array(["never-seen", "a"]), "n": np.array(["3", "4"])})
@@ -658,7 +667,8 @@ def test_a_teachers_warning_in_a_worker_process_is_shown_by_the_caller(n_jobs):
   and they are shown in the calling process, whatever n_jobs."""
   x, y = _blobs(n=60)
   with pytest.warns(UserWarning, match=r"shard of 20 rows, smallest class \d+"):
-    ens = tabular.fit_teachers(jax.random.key(0), x, y, 3, estimator=WarningEstimator,
+    ens = tabular.fit_teachers(jax.random.key(0), x, y, 3, num_classes=3,
+                               estimator=WarningEstimator,
                                n_jobs=n_jobs)
   with pytest.warns(UserWarning, match="predicted by a teacher") as predictions:
     tabular.predict_teachers(ens, x[:5], n_jobs=n_jobs)

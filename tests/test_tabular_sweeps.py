@@ -180,7 +180,8 @@ def test_sweep_mechanism_shapes_and_consistency():
 def _ensemble(num_teachers=3):
   x = np.arange(12, dtype=np.float32)[:, None]
   y = (np.arange(12) % 2).astype(np.int32)
-  return tabular.fit_teachers(jax.random.key(0), x, y, num_teachers, estimator=FirstRows,
+  return tabular.fit_teachers(jax.random.key(0), x, y, num_teachers, num_classes=2,
+                              estimator=FirstRows,
                               n_jobs=1), x
 
 

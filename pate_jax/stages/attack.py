@@ -226,7 +226,8 @@ def run_adult(config, key, workdir) -> dict:
   else:
     raise ValueError(f"config.teacher must be 'rf_search' or 'rf', got {config.teacher!r}")
   ensemble = tabular.fit_teachers(rng.stream(key, "teachers"), train.features,
-                                  train.labels, config.num_teachers, estimator=estimator,
+                                  train.labels, config.num_teachers,
+                                  num_classes=tabular.NUM_CLASSES, estimator=estimator,
                                   n_jobs=config.n_jobs, progress=experiment.progress)
   minority = np.asarray(test.columns[config.minority_column]) == config.minority_value
   votes, _ = tabular.teacher_votes(ensemble, test.features, n_jobs=config.n_jobs)

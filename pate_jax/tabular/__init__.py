@@ -6,7 +6,7 @@ teachers and student on UCI Adult and Diabetes).
 
 Public API::
 
-  fit_teachers(key, features, labels, T, estimator=...) -> TeacherEnsemble
+  fit_teachers(key, features, labels, T, num_classes=C, estimator=...) -> TeacherEnsemble
   teacher_votes(ensemble, queries) -> (votes int32 [Q, C], preds int32 [T, Q])
   predict_teachers(ensemble, queries) -> preds int32 [T, Q]
   fit_model(key, features, labels, estimator=...) -> fitted estimator

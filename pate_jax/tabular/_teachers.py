@@ -95,8 +95,11 @@ def _check_xy(features: Any, labels: Any, num_classes: int | None) -> tuple[np.n
     raise ValueError(f"labels must have shape [N] with N = {x.shape[0]}, got {y.shape}")
   if not np.issubdtype(y.dtype, np.integer):
     raise ValueError(f"labels must be integer class ids, got dtype {y.dtype}")
-  if num_classes is None:
+  if num_classes is None:  # a check of labels alone (fit_teachers always names C)
     num_classes = int(y.max()) + 1 if y.size else 0
+  elif (not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool)
+        or num_classes < 1):
+    raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
   if y.size and (y.min() < 0 or y.max() >= num_classes):
     raise ValueError(f"labels must lie in [0, num_classes={num_classes}), got range "
                      f"[{y.min()}, {y.max()}]")
@@ -165,7 +168,7 @@ def _fit_one(estimator: EstimatorSpec | None, random_state: int, x: np.ndarray,
 
 
 def fit_teachers(key: jax.Array, features: Any, labels: Any, num_teachers: int, *,
-                 estimator: EstimatorSpec | None = None, num_classes: int | None = None,
+                 num_classes: int, estimator: EstimatorSpec | None = None,
                  n_jobs: int = -1, progress: Callable[..., Iterable] | None = None
                  ) -> TeacherEnsemble:
   """Fits ``T`` teachers on disjoint shards of ``(features, labels)`` in parallel.
@@ -183,7 +186,9 @@ def fit_teachers(key: jax.Array, features: Any, labels: Any, num_teachers: int, 
     num_teachers: ``T``, at most ``N``.
     estimator: a scikit-learn-style prototype or factory (default:
       :func:`random_forest` with 100 trees).
-    num_classes: ``C`` (default ``max(labels) + 1``).
+    num_classes: ``C``, the width of the votes: required, from the task's coding (e.g.
+      :data:`pate_jax.tabular.NUM_CLASSES`), never counted on the private labels, where
+      one record's label could widen the votes.
     n_jobs: joblib workers.
     progress: optional wrapper ``progress(iterable, total=T, desc=...)`` of the
       fitted teachers as they complete (e.g. :func:`pate_jax.experiment.progress`).
