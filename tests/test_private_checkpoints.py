@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -75,6 +76,24 @@ def test_a_private_checkpointers_saves_are_owner_only_once_complete(tmp_path):
     ckpt.save(1, _state(1.0))
   assert oct((tmp_path / "release").stat().st_mode & 0o777) == "0o700"
   assert _wider(tmp_path / "release" / "1")
+
+
+def test_a_private_step_is_owner_only_as_it_appears_before_any_wait(tmp_path):
+  """Narrowed by orbax's background thread before the step is renamed into place, so a run
+  killed after a save but before its next save, wait or close leaves no wider step behind.
+  Only orbax's commit marker, written after the narrowing, is wider; it holds a fixed
+  sentence and the step's path, nothing saved."""
+  with checkpoint.Checkpointer(tmp_path, private=True) as ckpt:
+    ckpt.save(1, _state(1.0))
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "1").is_dir() and time.monotonic() < deadline:
+      time.sleep(0.001)  # the save goes on in orbax's thread; this one only looks
+    wider = _wider(tmp_path / "1")
+    marker = (tmp_path / "1" / "commit_success.txt").read_text()
+  assert _saved_files(tmp_path)
+  assert [w for w in wider if not w.startswith("commit_success.txt ")] == []
+  assert marker.startswith("Checkpoint commit was successful to ")
+  assert _wider(tmp_path) == []  # close narrowed the marker too
 
 
 def test_a_private_checkpointer_narrows_an_earlier_runs_steps_when_opened(tmp_path):

@@ -29,8 +29,10 @@ resume safe: it continues the *same* run, past a corrupted step, in one process 
 * **Modes.** The directory is made owner-only (0700) when it is opened; orbax writes its
   files with its own modes (0644 under the usual umask). A checkpointer told its state is
   private (``private=True``: the caller, a stage, knows) makes every file 0600 and every
-  directory 0700 once each save is complete, and narrows what an earlier run left wider
-  when it opens the directory, so that a copy taken out of it stays owner-only.
+  directory 0700 as each save is finalised (orbax's post-finalisation callback, before the
+  step is renamed into place; orbax's commit marker, written after, at the next save, wait
+  or close), and narrows what an earlier run left wider when it opens the directory, so
+  that a copy taken out of it stays owner-only.
 * **The loop.** :func:`run_segments` is the one training loop of the teachers, the students
   and the KD-GAN: compiled segments, a checkpoint and a record after each; the records
   (:meth:`Checkpointer.save_history`) are restored with the state. :func:`segment_lengths`

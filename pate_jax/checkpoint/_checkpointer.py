@@ -126,9 +126,10 @@ class Checkpointer:
       script's ``--config.restart=True``; None: only ``restart=True`` is named).
     private: the saved state is private (parameters trained on the private data, or on
       labels that are no release): every file orbax writes here is made owner-only (0600,
-      its directories 0700) once its save is complete (:meth:`save`, which waits for the
-      save before, :meth:`wait`, :meth:`close`), and those an earlier run left wider when
-      the directory is opened, so that a copy taken out of the directory (``cp -r`` keeps
+      its directories 0700) by orbax's thread as its save is finalised, before the step
+      is renamed into place (the commit marker orbax writes after it, a fixed sentence,
+      at :meth:`save`, :meth:`wait` or :meth:`close`), and those an earlier run left
+      wider when the directory is opened, so that a copy taken out of the directory (``cp -r`` keeps
       modes) stays its owner's alone. False (a released student's): orbax's modes, inside
       the owner-only directory. The caller knows which (a stage; the core cannot tell).
 
@@ -168,8 +169,12 @@ class Checkpointer:
         self._check_fingerprint()
       if self.fingerprint is not None and self._main:
         self._write_fingerprint()
+      # A private save is narrowed by orbax's background thread as soon as it is
+      # finalised (renamed into place), not at the caller's next save, wait or close.
       self._options = ocp.CheckpointManagerOptions(
-          max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True)
+          max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True,
+          async_options=(ocp.AsyncOptions(post_finalization_callback=self._narrow)
+                         if self.private else None))
       self._orbax_directory, self._alias_folder = _orbax_path(self.directory)
       self._manager = self._new_manager()
     except BaseException:
