@@ -21,6 +21,13 @@ among the private images its teacher trains on (one label changed), and in one P
 teacher's shard, whose vote and soft counts move on every row (by at most
 ``SOFT_COUNT_SCALE`` each: the sound release's sensitivity). What it publishes is the same;
 the private parts (the sound release, the teacher) see the neighbour.
+
+The KD-GAN's discriminator ablation (configs/kd_gan_ablation.py) is a measurement too,
+private as a whole, with the same teacher and students of its own (a KD-only and a joint
+fit per variant). On the same neighbour (the teacher's training record replaced; it
+releases nothing from votes) it publishes the same lines and files' names and modes, in an
+owner-only work directory whose checkpoints, the teacher's and every student's, are
+owner-only to their last file; the teacher and both students see the neighbour.
 """
 
 from __future__ import annotations
@@ -220,6 +227,16 @@ def kd_gan_config(teachers, base):
   return c
 
 
+def assert_owner_only(work):
+  """The work directory ``work`` is owner-only (its files' sizes are its owner's), and so is
+  every file and directory of its checkpoints (the teacher's, the students'), which a copy
+  taken out of it keeps."""
+  assert work.stat().st_mode & 0o077 == 0
+  wide = [str(f) for c in ("teacher", "checkpoints")
+          for f in (work / c).rglob("*") if f.stat().st_mode & 0o077]
+  assert not wide and (work / "teacher").is_dir() and (work / "checkpoints").is_dir(), wide
+
+
 def run_kd_gan(base, arrays, caplog, capsys):
   """The KD-GAN as experiments/train_kd_gan.py runs it on the sound votes ``arrays``
   (:func:`sound_votes`'s), teachers in ``base/teachers``, work directory ``base/work``: its
@@ -258,14 +275,53 @@ def test_the_kd_gan_publishes_nothing_a_neighbouring_training_record_moves(
   assert all(l.startswith(("results: ", "figures: ")) for l in x["lines"] if l), x["lines"]
   assert x["files"].keys() == y_["files"].keys()
   assert modes(x["files"]) == modes(y_["files"])
-  for d in "xy":  # its files' sizes are its owner's: the work directory is owner-only
-    assert (tmp_path / d / "work").stat().st_mode & 0o077 == 0
-    # and so is every file of its checkpoints (the teacher's, the students'), copied out
-    wide = [str(f) for c in ("teacher", "checkpoints")
-            for f in (tmp_path / d / "work" / c).rglob("*") if f.stat().st_mode & 0o077]
-    assert not wide and (tmp_path / d / "work" / "checkpoints").is_dir(), wide
+  for d in "xy":
+    assert_owner_only(tmp_path / d / "work")
   # The neighbour is seen by what is private: the released soft labels and the teacher.
   rx, ry = (np.load(tmp_path / d / "work" / kd_gan.SOUND_RELEASE) for d in "xy")
   assert not np.array_equal(rx["targets"], ry["targets"])
   tx, ty = (checkpoint_arrays(tmp_path / d / "work" / "teacher") for d in "xy")
   assert any(not np.array_equal(v, ty[k]) for k, v in tx.items())
+
+
+# --- The KD-GAN's discriminator ablation ----------------------------------------------------
+
+
+def ablation_config():
+  """configs/kd_gan_ablation.py's smoke variant, smaller: one seed, one variant (its
+  KD-only and joint fits), the teacher trained on the record the neighbour replaces."""
+  c = experiment.load_config(f"{REPO / 'configs' / 'kd_gan_ablation.py'}:smoke")
+  c.num_seeds, c.num_segments, c.variants = 1, 1, (("paper", {}),)
+  c.teacher.num_steps, c.teacher.batch_size = TEACHER_STEPS, TEACHER_BATCH
+  return c
+
+
+@pytest.mark.slow  # two small ablations (a teacher, two one-epoch students each): 13-30 s
+def test_the_kd_gan_ablation_publishes_nothing_a_neighbouring_training_record_moves(
+    tmp_path, caplog, capsys, monkeypatch, data_dir):
+  """The KD-GAN's discriminator ablation (experiments/ablate_kd_gan.py) on private data
+  and on its neighbour (the teacher's training record 0 replaced): its results.json and
+  lines are private as a whole; the lines left unmarked (the files it wrote) and the
+  files' names and modes are the same, in a work directory that is its owner's, with
+  owner-only checkpoints; the teacher and the students see the neighbour."""
+  from pate_jax.stages import kd_gan_ablation  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("PATE_JAX_DATA_DIR", str(data_dir))
+  runs = {}
+  for d, replaced in (("x", None), ("y", 0)):
+    private_images(monkeypatch, replaced)
+    runs[d] = run_stage(kd_gan_ablation, ablation_config(), tmp_path / d, caplog, capsys)
+  x, y_ = runs["x"], runs["y"]
+  for r in (x, y_):
+    assert r["results"]["disclosure"].startswith("private")  # private as a whole
+    assert r["results"]["results"]["fits"]["total"] == 2
+  assert x["lines"] == y_["lines"]
+  assert all(l.startswith(("results: ", "figures: ")) for l in x["lines"] if l), x["lines"]
+  assert x["files"].keys() == y_["files"].keys()
+  assert modes(x["files"]) == modes(y_["files"])
+  for d in "xy":
+    assert_owner_only(tmp_path / d / "work")
+  # The neighbour is seen by what is private: the teacher and both students.
+  for c in ("teacher", "checkpoints/kd_only", "checkpoints/joint_paper"):
+    cx, cy = (checkpoint_arrays(tmp_path / d / "work" / c) for d in "xy")
+    assert cx.keys() == cy.keys() and cx
+    assert any(not np.array_equal(v, cy[k]) for k, v in cx.items()), c
