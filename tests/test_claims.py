@@ -892,15 +892,19 @@ def test_the_readmes_figures_2_and_3_are_their_runs():
   rows = {row["num_teachers"]: row for row in _run("figure3")["figure3"]}
   lnmax = _run("pate_mnist_cpu_lnmax", "teachers/results.json")
   assert rows[250]["mean_normalized_gap"] == lnmax["mean_normalized_gap"]
-  m = _readme(r"re-measured on commit (\w+), after the named PRNG streams\): ([\d.]+) / ([\d.]+) / "
-              r"([\d.]+) \(before the streams: [\d.]+ / [\d.]+ / [\d.]+\)\. Teachers' mean test "
-              r"accuracy ([\d.]+) % / ([\d.]+) % / ([\d.]+) %")
+  m = _readme(r"re-measured on commit (\w+), after the named PRNG streams; the committed run "
+              r"`figure3` read its 250 teachers from the main job's `([\w/]+)`, the same CPU "
+              r"teachers at ([\d.]+) %\): ([\d.]+) / ([\d.]+) / ([\d.]+) \(before the streams: "
+              r"[\d.]+ / [\d.]+ / [\d.]+\)\. Teachers' mean test accuracy ([\d.]+) % / "
+              r"([\d.]+) % / ([\d.]+) %")
   assert _git("figure3").startswith(m.group(1))
-  assert list(m.group(2, 3, 4)) == [f"{rows[n]['mean_normalized_gap']:.3f}"
+  assert rows[250]["workdir"] == m.group(2), m.groups()
+  assert m.group(3) == _pct(lnmax["teacher_test_accuracy"]["mean"], 2), m.groups()
+  assert list(m.group(4, 5, 6)) == [f"{rows[n]['mean_normalized_gap']:.3f}"
                                     for n in (10, 100, 250)], m.groups()
   accuracies = [_run(f"mnist_n{n}")["teacher_test_accuracy"]["mean"] for n in (10, 100)]
   accuracies.append(lnmax["teacher_test_accuracy"]["mean"])
-  assert list(m.group(5, 6, 7)) == [_pct(a, 2) for a in accuracies], m.groups()
+  assert list(m.group(7, 8, 9)) == [_pct(a, 2) for a in accuracies], m.groups()
 
   grid = _whole("figure2", "figure2.json")["config"]
   m = _readme(r"for γ ∈ \[([\d.]+), ([\d.]+)\], vmapped over the grid and (\d+) seeds")
