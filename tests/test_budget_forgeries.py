@@ -289,6 +289,38 @@ def test_a_write_interrupted_before_its_journal_line_is_adopted_only_as_the_next
   with pytest.raises(budget_lib.BudgetError, match="does not extend the journal's generation 1"):
     make().state()
 
+
+def test_a_journal_line_cut_short_is_completed_only_for_the_file_it_was_recording(tmp_path):
+  """A journal line cut short (the run killed, or the disk full, part way through its
+  append) is completed where its bytes begin the line of the ledger file it follows (the
+  journal's next generation, naming the newest file as its previous one); after an older
+  file put back, beside another file, or as other bytes, it is refused as before."""
+  make = _budget(tmp_path)
+  make().answer(np.arange(5))
+  gen1 = (tmp_path / budget_lib.LEDGER_FILE).read_bytes()
+  make().answer(np.arange(5, 10))
+  journal, lines = _journal_lines(tmp_path)
+  ledger = tmp_path / budget_lib.LEDGER_FILE
+  for cut in (1, 2, 30, len(lines[1])):        # the generation only, ..., all but "\n"
+    journal.write_text(lines[0] + "\n" + lines[1][:cut])
+    assert make().state()["rows"].tolist() == list(range(10))
+    assert journal.read_text() == "\n".join(lines) + "\n"
+  gen2 = ledger.read_bytes()
+  with np.load(ledger) as f:
+    arrays = dict(f)
+  for name, torn, file in [
+      ("an older file put back", lines[1][:30], gen1),
+      ("another file of generation 2", "2 ", None),
+      ("bytes of no line of it", "2 " + "0" * 20, gen2)]:
+    if file is None:
+      np.savez(ledger, **{**arrays, "previous": np.str_("f" * 64)})
+    else:
+      ledger.write_bytes(file)
+    journal.write_text(lines[0] + "\n" + torn)
+    with pytest.raises(budget_lib.BudgetError, match=r"\.journal: line 2"):
+      make().state()
+    assert journal.read_text() == lines[0] + "\n" + torn, name
+
 def test_a_ledger_beside_votes_of_other_dataset_rows_is_refused(tmp_path):
   """The same counts saved again for other dataset rows (another index: another salted
   digest) cost the same; the ledger's answers are still not theirs."""

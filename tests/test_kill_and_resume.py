@@ -20,6 +20,7 @@ from pate_jax import votes as votes_lib
 from pate_jax.stages import aggregate
 
 import test_privacy_release as _release
+from test_neighbouring_votes import fixed_secret_key  # noqa: F401  (a fixture)
 
 
 class _Killed(BaseException):
@@ -259,6 +260,108 @@ def test_an_aggregate_killed_at_a_registry_write_resumes_and_spends_once(tmp_pat
   budgets = budget.registry.budgets("a" * 64)
   assert len(budgets) == 1
   assert [str(budgets[0]["generation"]), budgets[0]["sha256"]] == _spent(budget)[-1].split()
+
+
+def _kill_outright(monkeypatch, name: str, nth: int, at: str, keep) -> None:
+  """The ``nth`` write of the file called ``name`` is killed outright (SIGKILL: no handler
+  runs after it), at ``at``: ``"sync"``, its bytes cut to ``keep(bytes)`` as the disk holds
+  them at the kill (a write cut short), or ``"rename"`` (its temporary file whole, not
+  renamed). A temporary file the write's own handler removes on the way out is put back
+  as the kill left it."""
+  import os  # pylint: disable=g-import-not-at-top
+  fsync, replace, seen, left = os.fsync, pathlib.Path.replace, [0], {}
+
+  def synced(fd):
+    path = pathlib.Path(os.readlink(f"/proc/self/fd/{fd}"))
+    if at == "sync" and path.name == name:
+      seen[0] += 1
+      if seen[0] == nth:
+        with open(path, "rb") as f:
+          data = keep(f.read())
+        os.ftruncate(fd, len(data))
+        left[path] = data
+        raise _Killed(str(path))
+    return fsync(fd)
+
+  def renamed(self, target):
+    if at == "rename" and self.name == name:
+      seen[0] += 1
+      if seen[0] == nth:
+        left[self] = self.read_bytes()
+        raise _Killed(str(target))
+    return replace(self, target)
+
+  def killed(*args, **kwargs):
+    try:
+      return run(*args, **kwargs)
+    except _Killed:
+      for path, data in left.items():  # as the kill left them on disk (owner-only)
+        with io.open_private(path, narrow_directory=False) as f:
+          f.write(data)
+      raise
+  run = aggregate.run
+  monkeypatch.setattr(os, "fsync", synced)
+  monkeypatch.setattr(pathlib.Path, "replace", renamed)
+  monkeypatch.setattr(aggregate, "run", killed)
+
+
+_LEDGER_KILLS = {  # (file, where, the bytes the kill leaves)
+    "ledger_half_written": ("ledger.npz.tmp", "sync", lambda b: b[:len(b) // 2]),
+    "ledger_not_renamed": ("ledger.npz.tmp", "rename", None),
+    "journal_line_torn": ("ledger.npz.journal", "sync", lambda b: b[:-34]),  # of 67 bytes
+}
+
+
+@pytest.mark.parametrize("nth", [1, 2], ids=["answers", "release"])
+@pytest.mark.parametrize("kill", sorted(_LEDGER_KILLS))
+def test_an_aggregate_killed_in_a_ledger_write_resumes_spending_what_it_answered(
+    tmp_path, monkeypatch, fixed_secret_key, kill, nth):
+  """Killed outright in the ledger's write of its answers or of its release (the ledger
+  file half written, written and not renamed, or renamed and its journal line torn), the
+  stage publishes nothing and leaves nothing readable by others; its rerun in the same
+  directories accounts what the killed run recorded (never less), returns the answers the
+  ledger holds as recorded (never drawn again), and ends where the same run uninterrupted
+  ends: the same ledger, the same labels and results (the secret key fixed)."""
+  from test_neighbouring_votes import TIMINGS, publishable  # pylint: disable=g-import-not-at-top
+  runs = {}
+  for name in ("uninterrupted", "killed"):
+    teachers = _teachers(tmp_path / name / "t")
+    config = _release._config(teachers, budget_registry=str(tmp_path / name / "registry"))
+    runs[name] = (config, tmp_path / name / "w")
+  config, workdir = runs["uninterrupted"]
+  want, want_budget = aggregate.run(config, workdir), _budget(config, workdir)
+  config, workdir = runs["killed"]
+  file, at, keep = _LEDGER_KILLS[kill]
+  with monkeypatch.context() as m:
+    _kill_outright(m, file, nth, at, keep)
+    with pytest.raises(_Killed):
+      aggregate.run(config, workdir)
+  # Nothing published; every file the kill left (the ledger's, the registry's) owner-only,
+  # but the empty run lock.
+  assert not {"results.json", labels_lib.FILENAME} & {p.name for p in workdir.iterdir()}
+  left = [p for p in tmp_path.joinpath("killed").rglob("*") if p.is_file()]
+  assert [p for p in left if p.stat().st_mode & 0o077 and p.name != ".lock"] == []
+  budget = _budget(config, workdir)
+  recorded = {}  # what the ledger file holds at the kill: answered, and maybe returned
+  if budget.path.exists():
+    with np.load(budget.path) as f:
+      recorded = dict(zip(f["rows"].tolist(), f["row_labels"].tolist()))
+  assert len(recorded) == (0 if nth == 1 and kill != "journal_line_torn" else 20)
+
+  again = aggregate.run(config, workdir)
+  state = budget.state()
+  assert again["num_asked_now"] == 20 - len(recorded)
+  assert {r: lab for r, lab in zip(state["rows"].tolist(), state["labels"].tolist())
+          if r in recorded} == recorded                   # recorded answers come back
+  assert len(_spent(budget)) == len(_spent(want_budget)) == 2  # the answers, the release
+  assert budget.epsilon == want_budget.epsilon            # never less than was spent
+  assert state["release"] == want_budget.state()["release"]
+  assert publishable(again, TIMINGS | {"num_asked_now"}) == (
+      publishable(want, TIMINGS | {"num_asked_now"}))
+  np.testing.assert_array_equal(labels_lib.load_labels(workdir)["labels"],
+                                labels_lib.load_labels(runs["uninterrupted"][1])["labels"])
+  entry = budget.registry.budgets("a" * 64)[0]  # the registry follows the ledger again
+  assert [str(entry["generation"]), entry["sha256"]] == _spent(budget)[-1].split()
 
 
 def _kill_fits(monkeypatch, at: dict[str, int], resumed: list) -> None:

@@ -18,9 +18,10 @@ spending:
 
 * it was spent on *these* votes (their digest), and it is the newest copy: its
   generation and hash are the journal's last line (a restored older copy, or a copy from
-  another directory, is refused; a crash between writing the file and its journal line
-  is recognised and completed, for the one file whose recorded previous generation is the
-  journal's last: a file one generation ahead from another directory is refused);
+  another directory, is refused; a crash between writing the file and its journal line,
+  or part way through that line, is recognised and completed, for the one file whose
+  recorded previous generation is the journal's last: a file one generation ahead from
+  another directory is refused);
 * its recorded cost is the cost of its recorded answers, recomputed from votes.npz and
   the recorded outcomes with the mechanism's own ``cost`` (plus its releases): a forged
   or spliced ledger is refused, naming the file;

@@ -183,12 +183,15 @@ class TeachersBudget:
     return ledger_lib.PrivateAggregator(self.key, self.mechanism, ledger=record,
                                         **self.aggregator_kwargs)
 
-  def _journal(self) -> list[tuple[int, str]]:
-    """The journal's lines, ``(generation, SHA-256)`` per write, in order."""
-    if not self.journal.exists():
-      return []
+  def _journal(self, content: str | None = None) -> list[tuple[int, str]]:
+    """The journal's lines, ``(generation, SHA-256)`` per write, in order (``content``:
+    the journal's text, else read from its file)."""
+    if content is None:
+      if not self.journal.exists():
+        return []
+      content = self.journal.read_text()
     out: list[tuple[int, str]] = []
-    for n, text in enumerate(self.journal.read_text().splitlines(), 1):
+    for n, text in enumerate(content.splitlines(), 1):
       line = text.split()
       if not line:
         continue
@@ -203,6 +206,33 @@ class TeachersBudget:
       out.append((int(line[0]), line[1]))
     return out
 
+  def _complete_journal(self) -> None:
+    """Completes a journal line whose append was cut short (a crash, a full disk: the
+    journal's bytes after its last newline), where they begin the line of the ledger file
+    that the append was recording: the journal's next generation, naming its newest file as
+    its previous one (caller holds the lock). The rest of the line is appended, so that the
+    journal reads as if the append had ended; any other unfinished line is left to
+    :meth:`_journal`, which refuses it."""
+    if not self.journal.exists() or not self.path.exists():
+      return
+    text = self.journal.read_bytes()
+    torn = text[text.rfind(b"\n") + 1:]
+    if not torn:
+      return
+    try:
+      with np.load(self.path, allow_pickle=False) as f:
+        generation, previous = int(np.asarray(f["generation"])), str(f["previous"])
+    except Exception:  # pylint: disable=broad-except  (_read says what is wrong with it)
+      return
+    lines = self._journal(text[:len(text) - len(torn)].decode("utf-8", "replace"))
+    last = lines[-1] if lines else (0, "")
+    line = f"{generation} {io.file_digest(self.path)}\n".encode()
+    if (generation, previous) == (last[0] + 1, last[1]) and line.startswith(torn):
+      with io.open_private(self.journal, append=True) as f:
+        f.write(line[len(torn):])
+        f.flush()
+        os.fsync(f.fileno())
+
   def _journal_last(self) -> tuple[int, str] | None:
     lines = self._journal()
     return lines[-1] if lines else None
@@ -211,8 +241,11 @@ class TeachersBudget:
     """The verified ledger file, or ``None`` for a budget never spent (caller holds the
     lock). A write killed before its rename left its temporary file: it is removed, since
     its answers were neither recorded nor returned, and kept beside the answers the run
-    draws again it would hold a second noisy answer to the same rows."""
+    draws again it would hold a second noisy answer to the same rows. One killed while
+    appending its journal line left part of it: it is completed
+    (:meth:`_complete_journal`)."""
     io.temporary(self.path).unlink(missing_ok=True)
+    self._complete_journal()
     last = self._journal_last()
     if not self.path.exists():
       if last is not None:
