@@ -18,7 +18,11 @@ life, each step an aggregate run on the same teachers, compared with its neighbo
 Each step's results.json outside ``private``, labels.npz (but the salted digest), every
 printed or logged line without "private" (the refusal counts, the budget's ε spent of its
 ε_max, the rows answered) and every file name with its mode must be the same in both
-sequences, but the released ε (noised). A budget with no room for its first release is
+sequences, but the released ε (noised). The same life with a research noise seed (its
+ledger in its work directory, so every step runs in one) is private as a whole: every line
+marked private, every file owner-only, every results.json a measurement; it charges what
+the secret life charges, step by step, and its parts outside ``private`` do not move
+either. A budget with no room for its first release is
 refused with the same message. Neighbours: the row moved is never asked (``unasked``),
 asked in the first step with a vote gap its label cannot cross (``asked``: the private
 parts see it), or asked when the budget was spent (``refused``: its vote moved where the
@@ -87,11 +91,13 @@ def _kill(*args, **kwargs):
 
 
 def run_step(base, num_queries, workdir, caplog, mechanism, *, kill=False,
-             epsilon_max=None):
+             epsilon_max=None, noise="secret"):
   """One aggregate run of a budget's life on the teachers in ``base/teachers``, into
-  ``base/<workdir>``, as its script runs it: what it publishes (results.json, labels.npz,
-  printed and logged lines, the files under ``base``), or the error it ended with."""
-  c = aggregate_config(base / "teachers", base, "secret", mechanism)
+  ``base/<workdir>``, as its script runs it (``noise``: "secret", or "research" for the
+  research noise seed of :func:`aggregate_config`): what it publishes (results.json,
+  labels.npz, printed and logged lines, the files under ``base``), or the error it ended
+  with."""
+  c = aggregate_config(base / "teachers", base, noise, mechanism)
   c.num_queries, c.query_selection = num_queries, "first"
   c.epsilon_max = EPSILON_MAX[mechanism] if epsilon_max is None else epsilon_max
   work = base / workdir
@@ -116,14 +122,17 @@ def run_step(base, num_queries, workdir, caplog, mechanism, *, kill=False,
           "files": files(base)}
 
 
-def budget_life(base, votes, labels, caplog, mechanism):
+def budget_life(base, votes, labels, caplog, mechanism, noise="secret"):
   """:data:`STEPS` on ``votes``, teachers in ``base/teachers``: each step's
-  :func:`run_step`, by name."""
+  :func:`run_step`, by name. A research ledger lives in its work directory, not beside the
+  votes: with research noise every step runs in one work directory, whose ledger then lives
+  the life that the teachers' budget lives with secret noise."""
   teachers = base / "teachers"
   teachers.mkdir(parents=True)
   votes_lib.save_votes(teachers / "votes.npz", votes, labels, num_pool=POOL,
                        dataset="synthetic", private_data="ab" * 32)
-  return {step: run_step(base, n, workdir, caplog, mechanism, kill=step == "killed")
+  return {step: run_step(base, n, workdir if noise == "secret" else "a", caplog, mechanism,
+                         kill=step == "killed", noise=noise)
           for step, n, workdir in STEPS}
 
 
@@ -146,13 +155,20 @@ def assert_same_step(step, x, y):
   assert x["files"]["teachers/votes.npz"] == y["files"]["teachers/votes.npz"], step
 
 
-@pytest.mark.slow  # twelve aggregate runs: about a minute on the 2-core CPU
-@pytest.mark.parametrize("mechanism, case", [
-    ("gnmax", "unasked"), ("gnmax", "asked"), ("gnmax", "refused"),
-    ("confident_gnmax", "asked")])
+@pytest.mark.slow  # twelve aggregate runs (eighteen with research noise): a minute or two
+@pytest.mark.parametrize("mechanism, case, noise", [
+    ("gnmax", "unasked", "secret"), ("gnmax", "asked", "secret"),
+    ("gnmax", "refused", "secret"), ("confident_gnmax", "asked", "secret"),
+    ("gnmax", "asked", "research"), ("gnmax", "refused", "research")])
 def test_a_budget_s_reruns_publish_nothing_a_neighbour_moves(tmp_path, caplog,
                                                              fixed_secret_key, mechanism,
-                                                             case):
+                                                             case, noise):
+  """Research noise (``noise_seed``: the run is private as a whole, README) lives the same
+  life in its work directory's ledger: the same charges, step by step, as the teachers'
+  budget under secret noise, every line it prints or logs marked private (but the closing
+  lines naming its files), every file it writes owner-only, every results.json a
+  measurement; its parts outside ``private`` are what a secret run publishes, and a
+  neighbour moves none of them either."""
   votes, labels = consensus_votes()
   asked = np.arange(STEPS[-1][1])  # every row the budget is asked for, in order
   if case == "unasked":
@@ -163,8 +179,8 @@ def test_a_budget_s_reruns_publish_nothing_a_neighbour_moves(tmp_path, caplog,
     row = int(first[np.argmax(top2[:, 1] - top2[:, 0])])  # its gap: over 190 votes
   else:
     row = int(asked[-1])  # asked last, when the budget is spent
-  x = budget_life(tmp_path / "x", votes, labels, caplog, mechanism)
-  y = budget_life(tmp_path / "y", neighbour(votes, row), labels, caplog, mechanism)
+  x = budget_life(tmp_path / "x", votes, labels, caplog, mechanism, noise)
+  y = budget_life(tmp_path / "y", neighbour(votes, row), labels, caplog, mechanism, noise)
 
   # The life went as planned: a kill, answers recorded and released on the rerun, a
   # budget that refuses some of the 38 rows and every new one of the 39.
@@ -186,6 +202,38 @@ def test_a_budget_s_reruns_publish_nothing_a_neighbour_moves(tmp_path, caplog,
   if case == "asked":
     assert private_part(x["first"]) != private_part(y["first"])
     assert private_part(x["refused"]) != private_part(y["refused"])
+  if noise == "research":
+    assert_private_as_a_whole(x, y)
+    # The ledger charges what the teachers' budget charges under secret noise, step by step
+    # (GNMax's data-independent cost does not follow the answers).
+    s = budget_life(tmp_path / "s", votes, labels, caplog, mechanism)
+    # (Not vacuous: the secret life prints unmarked lines, and publishes labels.npz.)
+    assert any(line.strip() and not _CLOSING.match(line) for line in s["first"]["lines"])
+    assert modes(s["first"]["files"])["a/labels.npz"] != {0o600}
+    for step, _, _ in STEPS:
+      assert s[step]["error"] == x[step]["error"], step
+      if x[step]["results"] is not None:
+        rs, rx = (r[step]["results"]["results"] for r in (s, x))
+        for key in ("num_asked_now", "num_refused_budget"):
+          assert rs[key] == rx[key], (step, key)
+        for key in ("epsilon", "num_charged", "releases"):
+          assert rs["ledger"][key] == rx["ledger"][key], (step, key)
+
+
+def assert_private_as_a_whole(*lives):
+  """Each step of each research-noise budget life (:func:`budget_life`) printed and logged
+  nothing unmarked but the closing lines naming its files, wrote every file owner-only (but
+  the empty run lock), a results.json that says it is a measurement, and labels that
+  record their research noise."""
+  for life in lives:
+    for step, run in life.items():
+      assert [line for line in run["lines"]
+              if line.strip() and not _CLOSING.match(line)] == [], step
+      assert {name: mode for name, mode in modes(run["files"]).items()
+              if pathlib.PurePath(name).name != ".lock" and mode != {0o600}} == {}, step
+      if run["results"] is not None:
+        assert run["results"]["disclosure"] == experiment.MEASUREMENT, step
+        assert str(run["labels"]["noise"][0]) == "research:11", step
 
 
 @pytest.mark.slow  # six refused runs: about 10 s
