@@ -1246,3 +1246,282 @@ def test_the_readmes_sound_kd_gan_table_is_its_runs():
   small = {s["target_epsilon"]: s["accuracy_mean"] for s in runs[1000]["results"]["sound"]}
   assert all(small[e] > big[e] for e in epsilons)
   assert m.group(1) == _pct(small[8.0] - big[8.0]), (m.group(1), small[8.0] - big[8.0])
+
+
+# ------------------------------------------------------------------ *Students*' prose, the tabular
+# paragraphs, the attack's and the KD-GAN's prose
+
+
+def _mean_se(values, digits: int = 1) -> list[str]:
+  """Percentages' mean and standard error, as the README writes them."""
+  x = 100 * np.asarray(values, float)
+  return [f"{x.mean():.{digits}f}", f"{x.std(ddof=1) / np.sqrt(len(x)):.{digits}f}"]
+
+
+def _half_up(x: float) -> str:
+  """``x`` to the integer, halves up, with thousands separators ("1,894.5" → "1,895")."""
+  return f"{int(np.floor(x + 0.5)):,}"
+
+
+def test_the_readmes_students_preamble_speeds_are_their_runs():
+  """*Students*' preamble: the Confident-GNMax rows alone on the idle CPU trained at 36–44
+  steps/s (``pate_g_cgn`` seed 0, its unshifted run ``pate_g_cgn_plain`` and the secret-noise
+  run ``pate_g_cgn_cnn_secret``), the earlier rows at 17–34 (their files' steps over training
+  seconds)."""
+  m = _readme(r"alone on the idle CPU they trained at (\d+)–(\d+) PATE-G steps/s — ([\d,]+) steps "
+              r"in (\d+) s for `pate_g_cgn` seed 0, (\d+) s for the secret-noise run — against "
+              r"(\d+)–(\d+) in the earlier rows `pate_g_100`, `pate_g_1000` and `pate_g_true`")
+  cgn = _seeds("pate_g_cgn")[0]
+  alone = [cgn, _run("pate_g_cgn_plain"), _run("pate_g_cgn_cnn_secret")]
+  rates = [r["steps"] / r["train_seconds"] for r in alone]
+  earlier = [s["steps"] / s["train_seconds"]
+             for name in ("pate_g_100", "pate_g_1000", "pate_g_true") for s in _seeds(name)]
+  assert list(m.groups()) == [
+      f"{min(rates):.0f}", f"{max(rates):.0f}", f"{cgn['steps']:,}",
+      f"{cgn['train_seconds']:.0f}", f"{alone[2]['train_seconds']:.0f}",
+      f"{min(earlier):.0f}", f"{max(earlier):.0f}"], (m.groups(), rates, earlier)
+
+
+def test_the_readmes_students_against_the_paper_is_their_runs():
+  """*Against the paper*: the 150-epoch figure (``pate_g_100_long`` at step 13,500), the
+  gaps to Figure 4's students, the CNN teachers' 1,000 labels (``pate_g_1000_cnn``), the H200's
+  stage 3, the main job's students, the Confident-GNMax seeds (answered, released ε, the
+  failed game's losses), the true-label reruns, the teachers' accuracies and the CNN
+  teachers' rows: "150 epochs give 96.3 ± 0.8 %" written 96.8 fails."""
+  paper = {q: float(_figure_4()["MNIST", q]["student"]) for q in (100, 1000)}
+  long = _seeds("pate_g_100_long")
+  at_150 = [next(h["eval_accuracy"] for h in s["history"] if h["step"] == 13_500) for s in long]
+  assert all(s["epochs"] == 300 and s["steps"] == 27_000 for s in long)
+  final = [s["eval_accuracy"] for s in long]
+  m = _readme(r"At the paper's 300 epochs the authors' PATE-G reaches \*\*([\d.]+) ± ([\d.]+) %\*\* "
+              r"over 3 seeds \(([\d.]+), ([\d.]+), ([\d.]+)\), ([\d.]+) points short of the paper's "
+              r"([\d.]+) % \(one run there\), at a private data-dependent ε of ([\d.]+) \(paper "
+              r"([\d.]+)\); 150 epochs give ([\d.]+) ± ([\d.]+) %")
+  eps = {f"{s['private']['epsilon']['moments_data_dependent']['epsilon']:.2f}" for s in long}
+  assert list(m.groups()) == [
+      *_mean_se(final), *[_pct(a) for a in final],
+      f"{paper[100] - float(_mean_se(final)[0]):.1f}", f"{paper[100]:.2f}", eps.pop(),
+      _figure_4()["MNIST", 100]["epsilon"], *_mean_se(at_150)], m.groups()
+
+  short = {q: _mean_se([s["eval_accuracy"] for s in _seeds(name)])
+           for q, name in ((100, "pate_g_100"), (1000, "pate_g_1000"))}
+  m = _readme(r"At the CPU config's 75 epochs the gap is ([\d.]+) points at 100 queries \(([\d.]+) ± "
+              r"([\d.]+) %\) and ([\d.]+) at 1,000 \(([\d.]+) ± ([\d.]+) % against ([\d.]+) %\)")
+  assert list(m.groups()) == [
+      f"{paper[100] - float(short[100][0]):.1f}", *short[100],
+      f"{paper[1000] - float(short[1000][0]):.1f}", *short[1000], f"{paper[1000]:.2f}"]
+
+  cnn = _run("pate_g_1000_cnn")
+  m = _readme(r"At 300 epochs on 1,000 labels of the CPU's CNN teachers \(([\d.]+) % correct\) the "
+              r"authors' PATE-G reaches ([\d.]+) ± ([\d.]+) %, ([\d.]+) points short of the paper, "
+              r"at a private data-dependent ε of ([\d.]+) \(paper ([\d.]+)\); the H200's stage 3 "
+              r"gave ([\d.]+) % on its paper-CNN teachers' labels")
+  accuracies = cnn["eval_accuracy_seeds"]
+  assert list(m.groups()) == [
+      _pct(cnn["label_accuracy"]), *_mean_se(accuracies),
+      f"{paper[1000] - float(_mean_se(accuracies)[0]):.1f}",
+      f"{cnn['private']['epsilon']['moments_data_dependent']['epsilon']:.2f}",
+      _figure_4()["MNIST", 1000]["epsilon"], _pct(_run("pate_g_1000_gpu")["eval_accuracy"])]
+
+  shift = [s["eval_accuracy"] for s in _seeds("pate_g_100_shift")]
+  secret, research = _run("pate_mnist_cpu_secret"), _run("pate_mnist_cpu")
+  cgn = _seeds("pate_g_cgn")
+  released = [s["epsilon_release"]["epsilon_released"] for s in cgn]
+  answered = [s["num_answered"] for s in cgn]
+  m = _readme(r"reaches \*\*([\d.]+) ± ([\d.]+) %\*\* \(([\d.]+), ([\d.]+), ([\d.]+)\), the main "
+              r"job's PATE-G \*\*([\d.]+) %\*\* on (\d+) GNMax labels at a released ε of ([\d.]+) "
+              r"\(one run, secret noise, 300 epochs in [\d,]+ s; the research-seed run of "
+              r"`RESULTS.md`: ([\d.]+) % at a released ε of ([\d.]+)\), and on Papernot et al\. "
+              r"2018's Confident-GNMax labels \((\d+) queries; (\d+)–(\d+) answered, released ε "
+              r"([\d.]+)–([\d.]+)\) the student reaches ([\d.]+) and ([\d.]+) % in two seeds of "
+              r"three")
+  assert list(m.groups()) == [
+      *_mean_se(shift), *[_pct(a) for a in shift], _pct(secret["student"]["eval_accuracy"], 2),
+      str(secret["aggregate"]["num_answered"]),
+      f"{secret['epsilon_release']['epsilon_released']:.2f}",
+      _pct(research["student"]["eval_accuracy"], 2),
+      f"{research['epsilon_release']['epsilon_released']:.2f}", str(cgn[0]["num_queries"]),
+      str(min(answered)), str(max(answered)), f"{min(released):.2f}", f"{max(released):.2f}",
+      _pct(cgn[0]["eval_accuracy"]), _pct(cgn[2]["eval_accuracy"])], m.groups()
+
+  failed = cgn[1]["history"]
+  m = _readme(r"its unlabelled loss falls to ([\d.]+) while the feature-matching loss climbs from "
+              r"(\d+) to (\d+)–(\d+)\) and the student stalls near \d+ % \(([\d.]+) % at the end; "
+              r"mean ([\d.]+) ± ([\d.]+) %\)")
+  first = next(h for h in failed if h["step"] >= 900)
+  later = [h["loss_gen"] for h in failed if h["step"] > 3_600]
+  assert list(m.groups()) == [
+      f"{min(h['loss_unl'] for h in failed):.4f}", f"{first['loss_gen']:.0f}",
+      f"{min(later):.0f}", f"{max(later):.0f}", _pct(cgn[1]["eval_accuracy"]),
+      *_mean_se([s["eval_accuracy"] for s in cgn])], m.groups()
+
+  true = [s["eval_accuracy"] for s in _seeds("pate_g_cgn_true_answered")]
+  assert [s["num_labels"] for s in _seeds("pate_g_cgn_true_answered")] == answered
+  m = _readme(r"the same student and seeds reach \*\*([\d.]+) ± ([\d.]+) %\*\* \(([\d.]+), "
+              r"([\d.]+), ([\d.]+); `--config.labels=true_answered`, run `pate_g_cgn_true_answered`"
+              r"\), and the game does not fail in seed 1; on the first (\d+) \((\d+)\) "
+              r"class-balanced rows, ([\d.]+) % \(([\d.]+) %\)\. The answered labels are "
+              r"([\d.]+)–([\d.]+) % correct")
+  labels = [s["label_accuracy"] for s in cgn]
+  first_rows = [_run("pate_g_cgn_true"), _run("pate_g_cgn_true100")]
+  assert list(m.groups()) == [
+      *_mean_se(true), *[_pct(a) for a in true],
+      *[str(r["num_queries"]) for r in first_rows],
+      *[_pct(r["eval_accuracy"], 2) for r in first_rows],
+      _pct(min(labels)), _pct(max(labels))], m.groups()
+
+  mlp = _run("pate_mnist_cpu", "teachers/results.json")["private"]
+  m = _readme(r"the MLP teachers' mean accuracy is ([\d.]+) %\)\..*?against the MLPs' ([\d.]+) and "
+              r"([\d.]+) %; private\)")
+  assert list(m.groups()) == [_pct(mlp["teacher_test_accuracy"]["mean"]),
+                              _pct(mlp["teacher_test_accuracy"]["mean"]),
+                              _pct(mlp["plurality_accuracy_test"])], m.groups()
+
+  gpu = _run("pate_g_cgn_gpu")
+  m = _readme(r"on one H200, \*\*([\d.]+) % at a released ε of ([\d.]+)\*\* \((\d+) answered; "
+              r"research noise seed (\d+); run `pate_g_cgn_gpu`")
+  assert list(m.groups()) == [
+      _pct(gpu["eval_accuracy"]), f"{gpu['epsilon_release']['epsilon_released']:.2f}",
+      str(gpu["num_answered"]), str(gpu["noise_source"]["noise_seed"])], m.groups()
+
+  teachers = _whole("mnist_cnn_cpu")["results"]
+  cnn_cgn = _seeds("pate_g_cgn_cnn")
+  cnn_secret = _run("pate_g_cgn_cnn_secret")
+  m = _readme(r"unrolled segments; (\d+) s wall, CPU mostly idle; ([\d.]+) % mean, plurality "
+              r"([\d.]+) %, private\) gives Confident-GNMax labels that are ([\d.]+)–([\d.]+) % "
+              r"correct \((\d+), (\d+), (\d+) answered of (\d+)\), and the same student and seeds "
+              r"reach \*\*([\d.]+) ± ([\d.]+) %\*\* \(([\d.]+), ([\d.]+), ([\d.]+)\) at released ε "
+              r"([\d.]+), ([\d.]+) and ([\d.]+) \(research noise seeds, run `pate_g_cgn_cnn`\); "
+              r"with secret noise, the release \(run `pate_g_cgn_cnn_secret`, student seed 0\), "
+              r"\*\*([\d.]+) %\*\* at a released ε of \*\*([\d.]+)\*\* \((\d+) answered, ([\d.]+) % "
+              r"correct; (\d+) s wall on the idle CPU\)")
+  labels = [s["label_accuracy"] for s in cnn_cgn]
+  assert list(m.groups()) == [
+      f"{teachers['wall_seconds']:.0f}",
+      _pct(teachers["private"]["teacher_test_accuracy"]["mean"], 2),
+      _pct(teachers["private"]["plurality_accuracy_test"], 2), _pct(min(labels)),
+      _pct(max(labels)), *[str(s["num_answered"]) for s in cnn_cgn],
+      str(cnn_cgn[0]["num_queries"]), *_mean_se([s["eval_accuracy"] for s in cnn_cgn]),
+      *[_pct(s["eval_accuracy"]) for s in cnn_cgn],
+      *[f"{s['epsilon_release']['epsilon_released']:.2f}" for s in cnn_cgn],
+      _pct(cnn_secret["eval_accuracy"], 2),
+      f"{cnn_secret['epsilon_release']['epsilon_released']:.2f}",
+      str(cnn_secret["num_answered"]), _pct(cnn_secret["label_accuracy"], 2),
+      f"{cnn_secret['wall_seconds']:.0f}"], m.groups()
+
+
+def _games() -> dict[str, list[dict]]:
+  """Every committed PATE-G game that reached step 3,600: its run and place → its history."""
+  found = {}
+
+  def walk(node, where):
+    if isinstance(node, dict):
+      h = node.get("history")
+      if isinstance(h, list) and h and isinstance(h[0], dict) and "loss_gen" in h[0]:
+        found[where] = h
+      for k, v in node.items():
+        walk(v, f"{where}/{k}")
+    elif isinstance(node, list):
+      for v in node:
+        walk(v, where)
+
+  for path in sorted((REPO / "results" / "runs").glob("**/results.json")):
+    walk(json.loads(path.read_text()), str(path.parent.relative_to(REPO / "results" / "runs")))
+  return {k: h for k, h in found.items() if h[-1]["step"] >= 3_600}
+
+
+def test_the_readmes_game_check_bullet_is_the_committed_games():
+  """*A failed game restarts*: ``pate_g_cgn`` seed 1's ``loss_gen`` at steps 900–3,600, the
+  committed games that worked (how many, their range at step 3,600, their later maximum but
+  for ``pate_g_true`` seed 1's spike), and the checked rerun ``pate_g_cgn_checked``."""
+  failed = _seeds("pate_g_cgn")[1]["history"]
+  m = _readme(r"\(`pate_g_cgn` seed 1\) `loss_gen` was (\d+), (\d+), (\d+), (\d+) at steps "
+              r"([\d,]+)–([\d,]+)\.")
+  steps = [int(m.group(5).replace(",", "")), int(m.group(6).replace(",", ""))]
+  record = [h for h in failed if steps[0] <= h["step"] <= steps[1]]
+  assert [h["step"] for h in record] == [900, 1_800, 2_700, 3_600] and steps == [900, 3_600]
+  assert list(m.groups()[:4]) == [f"{h['loss_gen']:.0f}" for h in record], m.groups()
+
+  games = _games()
+  at_check = {k: next(e["loss_gen"] for e in h if e["step"] >= 3_600) for k, h in games.items()}
+  worked = {k: v for k, v in at_check.items() if v <= 20}
+  assert sorted(set(games) - set(worked)) == ["pate_g_cgn/seed_1/results"]
+  m = _readme(r"at step 3,600 the (\d+) games of `results/runs` that worked were at "
+              r"([\d.]+)–([\d.]+),")
+  assert list(m.groups()) == [str(len(worked)), f"{min(worked.values()):.1f}",
+                              f"{max(worked.values()):.1f}"], m.groups()
+  spike = "pate_g_true/seed_1/results"
+  later = {k: max(e["loss_gen"] for e in games[k] if e["step"] > 3_600) for k in worked}
+  m = _readme(r"after step 3,600 the (\d+) working games stayed at or below ([\d.]+) but for one "
+              r"spike, ([\d.]+) then ([\d.]+), which fell back to ([\d.]+) a segment later "
+              r"\(`pate_g_true` seed 1\)")
+  peak = max(range(len(games[spike])), key=lambda i: games[spike][i]["loss_gen"])
+  assert list(m.groups()) == [
+      str(len(worked)), f"{max(v for k, v in later.items() if k != spike):.1f}",
+      *[f"{games[spike][i]['loss_gen']:.1f}" for i in (peak, peak + 1, peak + 2)]], m.groups()
+
+  checked = _whole("pate_g_cgn_checked", "seed_1/results.json")
+  r = checked["results"]
+  m = _readme(r"\(run `pate_g_cgn_checked`, the same command and seed, code (\w+)\), that seed's "
+              r"first try fails at step ([\d,]+) \(`loss_gen` ([\d.]+), the same trajectory as "
+              r"before\) and the restarted student ends at \*\*([\d.]+) %\*\* instead of ([\d.]+) % "
+              r"\(([\d,]+) s wall for both tries, beside the test suite\) on the same (\d+) labels, "
+              r"([\d.]+) % of them correct")
+  restart = r["game_restarts"][0]
+  assert checked["git"].startswith(m.group(1))
+  assert list(m.groups()[1:]) == [
+      f"{restart['step']:,}", f"{restart['value']:.2f}", _pct(r["eval_accuracy"]),
+      _pct(_seeds("pate_g_cgn")[1]["eval_accuracy"]), f"{r['wall_seconds']:,.0f}",
+      str(r["num_labels"]), _pct(r["label_accuracy"])], m.groups()
+  assert r["num_labels"] == _seeds("pate_g_cgn")[1]["num_answered"]
+
+
+def test_the_readmes_student_comparisons_are_their_runs():
+  """*Students*' bullets on active learning, distillation and VAT: runs ``active_500``,
+  ``supervised_500``, ``distill_t1_100``, ``distill_t5_100``, ``plurality_100``, ``vat_100``
+  and ``vat_only_100`` (their accuracies, ε, label accuracies, steps and curves); the
+  differences in points are theirs."""
+  active, supervised = _run("active_500"), _run("supervised_500")
+  m = _readme(r"\*\*Active learning vs supervised at 500 queries: \+([\d.]+) points\*\* \(([\d.]+) "
+              r"vs ([\d.]+) %\), far from the paper's 4–10, and at a much higher data-dependent ε "
+              r"\(([\d.]+) vs ([\d.]+)\): .*? \(label accuracy ([\d.]+) % vs ([\d.]+) %\), so each "
+              r"costs more and is more often wrong\. The active learner trains ([\d,]+) steps per "
+              r"round against the supervised student's ([\d,]+)\.")
+  a, s = float(_pct(active["eval_accuracy"])), float(_pct(supervised["eval_accuracy"]))
+  assert list(m.groups()) == [
+      f"{a - s:.1f}", f"{a:.1f}", f"{s:.1f}",
+      f"{active['epsilon']['moments_data_dependent']['epsilon']:.2f}",
+      f"{supervised['epsilon']['moments_data_dependent']['epsilon']:.2f}",
+      _pct(active["label_accuracy"]), _pct(supervised["label_accuracy"]),
+      f"{active['steps']:,}", f"{supervised['steps']:,}"], m.groups()
+  assert active["num_queries"] == supervised["num_queries"] == 500
+
+  t1, t5, plurality = (float(_pct(_run(n)["eval_accuracy"]))
+                       for n in ("distill_t1_100", "distill_t5_100", "plurality_100"))
+  m = _readme(r"\*\*Distillation vs plurality labels at 100 samples: \+([\d.]+) \(T = 1\) / "
+              r"\+([\d.]+) \(T = 5\) points\*\* \(([\d.]+) / ([\d.]+) vs ([\d.]+) %\)")
+  assert list(m.groups()) == [f"{t1 - plurality:.1f}", f"{t5 - plurality:.1f}", f"{t1:.1f}",
+                              f"{t5:.1f}", f"{plurality:.1f}"], m.groups()
+
+  vat, alone = _whole("vat_100"), _run("vat_only_100")
+  history = {h["step"]: h["eval_accuracy"] for h in vat["results"]["history"]}
+  m = _readme(r"\*\*VAT vs PATE-G at 100 queries: \+([\d.]+) points\*\* \(([\d.]+) vs ([\d.]+) %, "
+              r"both one seed on the first 100 pool rows; PATE-G at code \w+, not committed; VAT "
+              r"at (\w+), run `vat_100`\) in ([\d,]+) steps against ([\d,]+)")
+  assert vat["git"].startswith(m.group(4))
+  assert f"{float(m.group(2)) - float(m.group(3)):.1f}" == m.group(1)
+  assert [m.group(2), m.group(5), m.group(6)] == [
+      _pct(vat["results"]["eval_accuracy"]), f"{vat['results']['steps']:,}",
+      f"{_seeds('pate_g_100')[0]['steps']:,}"], m.groups()
+  m = _readme(r"VAT \+ entropy minimisation reaches ([\d.]+) % after (\d+) steps and ([\d.]+) % "
+              r"after ([\d,]+) — above PATE-G at 75 epochs on the same rows \(([\d.]+) %.*?VAT "
+              r"alone first peaks at ([\d.]+) % \((\d+) steps\), dips to ([\d.]+) % and ends at "
+              r"([\d.]+) %")
+  curve = [(h["step"], h["eval_accuracy"]) for h in alone["history"]]
+  best = next(i for i in range(len(curve) - 1) if curve[i][1] > curve[i + 1][1])  # first peak
+  assert list(m.groups()) == [
+      _pct(history[int(m.group(2))]), str(min(history)), _pct(vat["results"]["eval_accuracy"]),
+      f"{max(history):,}", m.group(5), _pct(curve[best][1]), str(curve[best][0]),
+      _pct(min(a for _, a in curve)), _pct(alone["eval_accuracy"])], m.groups()
+  assert m.group(5) == _readme(r"\*\*VAT vs PATE-G at 100 queries: \+[\d.]+ points\*\* \([\d.]+ vs "
+                               r"([\d.]+) %").group(1)
