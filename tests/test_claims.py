@@ -1748,3 +1748,74 @@ def test_the_readmes_maximum_likelihood_bullets_are_their_runs():
   m = _readme(r"the MLE puts all votes on the cached answer \(([\d.]+) error when that answer is "
               r"the true top class")
   assert m.group(1) == f"{defense['top_class_only/mle']['mean_error']:.3f}"
+
+
+def test_the_readmes_kd_gan_prose_is_its_runs():
+  """*KD-GAN of Gao et al., audited*: run ``kd_gan_cpu``'s seeds, wall, code, teacher and
+  its training images, the published ε of 20 epochs of 10,000 inputs, the discriminator's
+  loss and accuracy in the joint runs, Table 2's cell (steps, ε both ways, accuracy) and the
+  steps ε 8 needs (run ``published_accounting``); the paper's 20 runs, its teacher's 99.40 %
+  and its 1.93 / 98.52 %: "its accuracy 51.3 / 50.3 / 50.0 %" written 51.8 fails."""
+  whole = _whole("kd_gan_cpu")
+  r, config = whole["results"], whole["config"]
+  paper = " ".join(_paper("gao-private-kd-gan.txt").split())
+  m = _readme(r"CPU, seed (\d+) and (\d) vmapped seeds \((\d+)–(\d+); the paper ran (\d+) with a "
+              r"([\d.]+) % LeNet teacher; .*?\), (\d+) s wall beside another job "
+              r"\(`configs/kd_gan\.py:cpu`, code (\w+)\): MLP teacher \(512-512\) ([\d.]+) % trained "
+              r"on all ([\d,]+) private images")
+  g = m.groups()
+  assert list(g[:4]) == [str(whole["seed"]), str(len(r["seeds"])), str(min(r["seeds"])),
+                         str(max(r["seeds"]))], g
+  assert f"average accuracy over {g[4]} runs" in paper
+  assert f"the teacher model has a {g[5]}% test accuracy" in paper
+  assert g[6] == f"{r['wall_seconds']:.0f}" and whole["git"].startswith(g[7]), g
+  assert g[8] == _pct(r["teacher_accuracy"], 2), g
+  assert g[9] == "60,000" and r["public"] == "train" and "has 60000 grayscale images" in paper
+
+  cells = {(c["n"], c["lam"]): c for c in r["table1"]}
+  big = cells[10_000, 0.5]
+  m = _readme(r"which gives its ([\d.]+) at (\d+) epochs of ([\d,]+) inputs")
+  assert float(m.group(1)) == round(big["epsilon_published"], 2)
+  assert int(m.group(3).replace(",", "")) * int(m.group(2)) == big["steps"] * r["batch_size"]
+  assert f"{m.group(2)} training epochs" in paper and config["epochs"] == int(m.group(2))
+
+  m = _readme(r"in the joint runs its loss averages ([\d.]+) / ([\d.]+) / ([\d.]+) \(n = 100 / "
+              r"1,000 / 10,000; chance 2 ln 2 = ([\d.]+)\) and its accuracy ([\d.]+) / ([\d.]+) / "
+              r"([\d.]+) %")
+  joint = [cells[n, 0.5] for n in (100, 1_000, 10_000)]
+  assert list(m.groups()) == [*[f"{c['disc']:.3f}" for c in joint], f"{2 * np.log(2):.3f}",
+                              *[_pct(c["disc_accuracy"]) for c in joint]], m.groups()
+
+  table2 = r["table2"][0]
+  accounting = {s["epsilon"]: s["steps"]
+                for s in _run("published_accounting")["gao_dp_sgd"]["steps_for_epsilon"]}
+  m = _readme(r"Table 2 \(N = ([\d,]+)\): ([\d.]+) ± ([\d.]+) % at published ε ([\d.]+) \(([\d,]+) "
+              r"steps, the paper's (\d+) epochs; ([\d.]+) under the improved conversion\), against "
+              r"the paper's ([\d.]+) %; the ε = (\d+) row needs ([\d,]+) steps under the paper's "
+              r"accounting")
+  acc = np.array(big["accuracy"])
+  assert list(m.groups()) == [
+      f"{big['n']:,}", _pct(acc.mean(), 2), _pct(acc.std(ddof=1) / np.sqrt(len(acc)), 2),
+      f"{table2['epsilon_published']:.2f}", f"{table2['steps']:,}", m.group(6),
+      f"{table2['epsilon_improved']:.2f}", _pct(table2["paper_accuracy"], 2),
+      f"{r['table2'][1]['paper_epsilon']:.0f}", f"{accounting[8.0]:,}"], m.groups()
+  assert table2["accuracy_mean"] == big["accuracy_mean"]
+  assert f"Proposed {table2['paper_epsilon']} {m.group(8)}%" in paper
+
+
+def test_the_readmes_eq5_audit_is_its_runs():
+  """*What the published mechanism protects*: the Eq. 5 audits written to ``results.json``
+  (``kd_gan_cpu``: rounds, seeds, public inputs; each sound run's) leave the students
+  bit-identical."""
+  whole = _whole("kd_gan_cpu")
+  audit = whole["results"]["audit"]
+  m = _readme(r"\*\*bit-identical students \(max \|Δθ\| = ([\d.]+)\)\*\* over (\d+) rounds × (\d+) "
+              r"seeds \(([\d,]+) public inputs\) and (\d+) × (\d+) in each sound run")
+  sound = [_run(name)["audit"] for name in ("kd_gan_sound", "kd_gan_sound_n1000")]
+  assert float(m.group(1)) == audit["max_abs_param_difference"] == 0.0
+  assert [audit["rounds"], audit["runs"], whole["config"]["curve"]["num_public"]] == [
+      int(m.group(i).replace(",", "")) for i in (2, 3, 4)], m.groups()
+  assert audit["noise_multiplier"] == whole["config"]["noise_multiplier"] > 0
+  for a in sound:
+    assert [a["rounds"], a["runs"]] == [int(m.group(5)), int(m.group(6))], a
+    assert a["max_abs_param_difference"] == 0.0
