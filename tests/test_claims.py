@@ -1761,8 +1761,8 @@ def test_the_readmes_kd_gan_prose_is_its_runs():
   paper = " ".join(_paper("gao-private-kd-gan.txt").split())
   m = _readme(r"CPU, seed (\d+) and (\d) vmapped seeds \((\d+)–(\d+); the paper ran (\d+) with a "
               r"([\d.]+) % LeNet teacher; .*?\), (\d+) s wall beside another job "
-              r"\(`configs/kd_gan\.py:cpu`, code (\w+)\): MLP teacher \(512-512\) ([\d.]+) % trained "
-              r"on all ([\d,]+) private images")
+              r"\(`configs/kd_gan\.py:cpu`, code (\w+)\): MLP teacher \(512-512\) ([\d.]+) % "
+              r"trained on all ([\d,]+) private images")
   g = m.groups()
   assert list(g[:4]) == [str(whole["seed"]), str(len(r["seeds"])), str(min(r["seeds"])),
                          str(max(r["seeds"]))], g
