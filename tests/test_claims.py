@@ -1819,3 +1819,36 @@ def test_the_readmes_eq5_audit_is_its_runs():
   for a in sound:
     assert [a["rounds"], a["runs"]] == [int(m.group(5)), int(m.group(6))], a
     assert a["max_abs_param_difference"] == 0.0
+
+
+def test_the_readmes_diagnosis_bullets_are_their_runs():
+  """*Why PATE-G learned slowly*'s bullets: the 300-epoch plateau of the unshifted students
+  (``pate_g_100_long``; 359 Confident-GNMax labels, ``pate_g_cgn_plain``), and the shifted
+  students' final accuracies, run by run (the paper's setting, the MLP teachers' other
+  shifted runs whose game held, the CNN teachers', the checked rerun), and the pool's size."""
+  long = [s["eval_accuracy"] for s in _seeds("pate_g_100_long")]
+  plain = _run("pate_g_cgn_plain")
+  m = _readme(r"move the 300-epoch plateau of ([\d.]+)–([\d.]+) %: .*?; (\d+) labels, ([\d.]+) % "
+              r"correct, end at ([\d.]+) % against ([\d.]+) ± ([\d.]+) % with 100\.")
+  assert list(m.groups()) == [
+      _pct(min(long + [plain["eval_accuracy"]])), _pct(max(long + [plain["eval_accuracy"]])),
+      str(plain["num_answered"]), _pct(plain["label_accuracy"]),
+      _pct(plain["eval_accuracy"], 2), *_mean_se(long)], m.groups()
+
+  cgn = _seeds("pate_g_cgn")
+  held = [cgn[0], cgn[2], _run("pate_mnist_cpu_secret")["student"],
+          _run("pate_mnist_cpu")["student"]]
+  m = _readme(r"ends past 98 % in most runs \(([\d., ]+) % in the paper's setting; ([\d., ]+) % in "
+              r"the other shifted runs on the MLP teachers' labels whose game did not fail, "
+              r"([\d., ]+) % on the CNN teachers' and ([\d.]+) % in its secret-noise run; but the "
+              r"restarted student of `pate_g_cgn_checked`, whose first game failed, ended at "
+              r"([\d.]+) %\)\. Our reading, not tested further: the pool is small \(([\d,]+) "
+              r"images;")
+  assert [m.group(i).split(", ") for i in (1, 2, 3)] == [
+      [_pct(s["eval_accuracy"]) for s in _seeds("pate_g_100_shift")],
+      [_pct(s["eval_accuracy"]) for s in held],
+      [_pct(s["eval_accuracy"]) for s in _seeds("pate_g_cgn_cnn")]], m.groups()
+  checked = _run("pate_g_cgn_checked", "seed_1/results.json")
+  assert list(m.groups()[3:]) == [
+      _pct(_run("pate_g_cgn_cnn_secret")["eval_accuracy"]), _pct(checked["eval_accuracy"]),
+      f"{checked['pool_size']:,}"], m.groups()
