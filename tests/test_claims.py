@@ -1852,3 +1852,62 @@ def test_the_readmes_diagnosis_bullets_are_their_runs():
   assert list(m.groups()[3:]) == [
       _pct(_run("pate_g_cgn_cnn_secret")["eval_accuracy"]), _pct(checked["eval_accuracy"]),
       f"{checked['pool_size']:,}"], m.groups()
+
+
+def test_the_readmes_h200_step_time_is_the_main_jobs():
+  """*Students side by side*: one PATE-G step on one H200 is run ``pate_mnist_gpu``'s
+  student training seconds over its steps: "0.8 ms" written 0.9 fails."""
+  whole = _whole("pate_mnist_gpu")
+  student, steps = whole["results"]["student"], whole["config"]["student"]["num_steps"]
+  assert whole["device"]["device_kind"] == "NVIDIA H200"
+  m = _readme(r"one PATE-G step is small \(([\d.]+) ms on one H200: run `pate_mnist_gpu`'s "
+              r"([\d,]+) steps in ([\d.]+) s\)")
+  assert list(m.groups()) == [f"{1e3 * student['train_seconds'] / steps:.1f}", f"{steps:,}",
+                              _s(student["train_seconds"])], m.groups()
+
+
+def test_the_readmes_attack_figures_beside_the_mle_table_are_its_runs():
+  """*Beyond the paper*: the `budget` rows' queries for error 0.05 (run ``attack_budget``'s
+  ``queries_for_error``, confident sampler, medians with the zero-vote classes known and
+  plain, against ``queries_allowed``), the cached answer's share of true top classes (run
+  ``attack_defense``) and the gradient checks (run ``attack_bench``): "(7/15 affordable)"
+  written 8/15 fails."""
+  budget = _run("attack_budget")
+  cells = {}
+  for dataset in ("mnist", "svhn"):
+    rows = [h for h in budget["histograms"] if h["dataset"] == dataset]
+    known = [h["queries_for_error"]["confident"]["0.05_known_zeros"] for h in rows]
+    allowed = [h["queries_allowed"] for h in rows]
+    cells[dataset] = {
+        "known": _half_up(np.median(known)),
+        "plain": _half_up(np.median([h["queries_for_error"]["confident"]["0.05"] for h in rows])),
+        "allowed": f"{min(allowed):,}–{max(allowed):,}",
+        "affordable": f"{sum(k <= a for k, a in zip(known, allowed))}/{len(rows)}"}
+  mnist, svhn = cells["mnist"], cells["svhn"]
+  assert (f"queries for 0.05: median {mnist['known']} ({mnist['plain']} with the plain bound) vs "
+          f"{mnist['allowed']} allowed") in README, mnist
+  assert (f"queries for 0.05: median {svhn['known']} vs {svhn['allowed']} allowed "
+          f"({svhn['affordable']} affordable)") in README, svhn
+
+  defense = _run("attack_defense")["summary"]
+  m = _readme(r"when that answer is the true top class, (\d+) % of the time; run "
+              r"`attack_defense`\)")
+  assert m.group(1) == _pct(defense["consistent_answer_is_true_top_fraction"], 0), m.groups()
+
+  gradients = {g["sigma"]: g for g in _run("attack_bench")["gradients"]}
+  m = _readme(r"matches central differences of the accurate quadrature to (\S+) absolute \((\S+) "
+              r"relative at σ (\d+)\); the Fisher information to (\S+) relative, enough for Newton "
+              r"steps \(σ (\d+)–(\d+): the `gradients` of the committed run `attack_bench`\)")
+  sigma = float(m.group(3))
+
+  def rounded(written: str, x: float) -> float:  # x to the digits the README writes ("3.4e-6")
+    mantissa = written.split("e")[0]
+    return float(f"{x:.{len(mantissa.partition('.')[2])}e}")
+
+  committed = [max(g["max_abs_jacobian_error"] for g in gradients.values()),
+               gradients[sigma]["max_relative_jacobian_error"],
+               max(g["fisher_relative_error_max"] for g in gradients.values())]
+  written = [m.group(1), m.group(2), m.group(4)]
+  assert [float(w) for w in written] == [rounded(w, x) for w, x in zip(written, committed)], (
+      written, committed)
+  assert [float(m.group(5)), float(m.group(6))] == [min(gradients), max(gradients)], m.groups()
