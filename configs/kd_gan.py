@@ -11,10 +11,9 @@ curve's N = 10,000 (q = 0.005), up to the published ε ≈ 8 (≈ 320 epochs: 63
 steps). The paper does not give λ, τ, C, the learning rates or the Gumbel temperature:
 ours are stated here and were not searched, except C: the batch's KD-loss vector is clipped as a
 whole (the paper's "global norm bound"), so C sets the KD term's weight against the
-adversarial one. With C = 5 the clip scaled the KD gradient by ≈ 1/16 and the joint
-student was at 87 % after 5 epochs (adversarial term dominant, overconfident student);
-C = 50 rarely binds (one 600-round pilot, 1 seed, λ 0.5 / 0.9 / 1: 92.95 / 92.95 /
-93.10 %).
+adversarial one. With C = 5, the default before 913a359, the clip shrank the KD gradient
+and the adversarial term dominated (an overconfident joint student); C = 50 rarely binds
+(a 600-round pilot, 1 seed, λ 0.5 / 0.9 / 1). Neither measurement was kept.
 
 Variants:
   ""     accelerator: the paper's LeNet-style teacher (MnistCNN, its max-pools as maxima of
