@@ -224,17 +224,26 @@ def test_secret_bits_are_the_xor_of_the_two_halves_threefry_bits(dtype):
   assert not np.array_equal(got, one) and not np.array_equal(got, two)
 
 
-def _private_noises(key: jax.Array) -> dict[str, np.ndarray]:
-  """What the private releases draw from ``key``: the three mechanisms' answers (to tied
-  votes, so the noise alone decides them), the release's normal, the discrete Gaussian."""
+@jax.jit
+def _jax_noises(key: jax.Array) -> dict[str, jax.Array]:
+  """The three mechanisms' answers to tied votes (the noise alone decides them) and the
+  release's normal, drawn from ``key`` in one program (one compile per key type, not one
+  per operation of an eager call)."""
   votes = jnp.zeros((64, 10), jnp.int32)
   ids = jnp.arange(64, dtype=jnp.uint32)
   params = {"lnmax": {"gamma": 1.0}, "gnmax": {"sigma": 1.0},
             "confident_gnmax": {"threshold": 0.0, "sigma_threshold": 1.0, "sigma": 1.0}}
+  out = {name: mechanisms.get(name).answer(key, votes, ids, p)[0]
+         for name, p in params.items()}
+  out["release normal"] = jax.random.normal(key, (), jnp.float64)
+  return out
+
+
+def _private_noises(key: jax.Array) -> dict[str, np.ndarray]:
+  """What the private releases draw from ``key``: the three mechanisms' answers (to tied
+  votes, so the noise alone decides them), the release's normal, the discrete Gaussian."""
   with jax.enable_x64(True):
-    out = {name: np.asarray(mechanisms.get(name).answer(key, votes, ids, p)[0])
-           for name, p in params.items()}
-    out["release normal"] = np.asarray(jax.random.normal(key, (), jnp.float64))
+    out = {name: np.asarray(value) for name, value in _jax_noises(key).items()}
   out["discrete gaussian"] = discrete_gaussian.sample(key, np.arange(4), 8, 10_000)
   return out
 
