@@ -15,6 +15,8 @@ from pate_jax.data import adult
 from pate_jax import votes as votes_lib
 from pate_jax.tabular import _teachers as tabular_teachers
 
+from _estimators import FirstRows  # tests/_estimators.py  # pylint: disable=g-bad-import-order
+
 _ORDERS = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
@@ -26,20 +28,6 @@ def _votes(num_queries=12, num_teachers=20, seed=0):
 
 def _accountant(**kw):
   return tabular.Accountant(delta=1e-5, max_moment=8, orders=_ORDERS, **kw)
-
-
-class FirstRows:
-  """Remembers how many rows it was fitted on; predicts its first training label."""
-
-  def __init__(self, random_state=None):
-    self.random_state = random_state
-
-  def fit(self, x, y):
-    self.n_, self.label_ = len(x), int(np.asarray(y)[0])
-    return self
-
-  def predict(self, x):
-    return np.full(len(x), self.label_)
 
 
 # ----------------------------------------------------------------------------- privacy
