@@ -69,7 +69,7 @@ MAX_TEACHERS = v.MAX_NOISY_TOTAL
 
 # Noise is drawn, scaled and added to the votes in float64. JAX samples a Gaussian or a
 # Laplace variable from a uniform of the float's mantissa bits: in float32 that is one of
-# 2**23 values, each of probability 2**-23 and none beyond 5.4 standard deviations, so a
+# 2**23 values, each of probability 2**-23 and none beyond 5.42 standard deviations, so a
 # neighbouring histogram's answer could have probability 0 where the analysis assumes the
 # Gaussian's positive tail, and over 100 queries the samplers' distance from the ideal
 # noise (about 2**-23 per coordinate) would be far above a δ of 1e-5. In float64 the
