@@ -51,13 +51,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from pate_jax import _checks as v
+from pate_jax._compile import bucket
 from pate_jax import accounting as acc
 
 __all__ = [
     "Param", "Mechanism", "REGISTRY", "LNMAX", "GNMAX", "CONFIDENT_GNMAX", "NOT_ANSWERED",
     "get", "names", "register", "check_params", "query_keys", "make_accountant",
     "sampler_delta", "release_sampler_delta", "SAMPLER_CDF_ERROR",
-    "epsilon_report", "MAX_TEACHERS", "noise_scale", "params_at", "describe",
+    "epsilon_report", "padded_queries", "MAX_TEACHERS", "noise_scale", "params_at", "describe",
 ]
 
 # Label of a query that was not answered (Confident-GNMax below its threshold).
@@ -419,6 +420,21 @@ def make_accountant(mechanism: Mechanism, orders: Any = None, conversion: str = 
   return acc.make_accountant(kind.name, orders, conversion)
 
 
+def padded_queries(votes: np.ndarray, answered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """``votes[N, C]`` and ``answered[N]`` padded to ``bucket(N, minimum=64)`` rows, so that
+  one compiled ``Mechanism.cost`` serves every ``N`` up to the bucket: the padding rows hold
+  row 0's total in class 0 (valid votes with equal totals) and are not answered. Only the
+  first ``N`` rows of the costs are the queries'."""
+  num = votes.shape[0]
+  size = bucket(num, minimum=64)
+  padded = np.zeros((size, votes.shape[1]), votes.dtype)
+  padded[:num] = votes
+  padded[num:, 0] = votes[0].sum()
+  ans = np.zeros(size, bool)
+  ans[:num] = answered
+  return padded, ans
+
+
 def epsilon_report(mechanism: Mechanism, params: dict[str, Any], votes: Any, answered: Any,
                    charged: Any, *, delta: float, orders: Any = None,
                    max_moment: int = 8) -> dict[str, dict]:
@@ -448,8 +464,10 @@ def epsilon_report(mechanism: Mechanism, params: dict[str, Any], votes: Any, ans
   charged = np.asarray(charged, bool)
   if not charged.any():
     return {}
-  votes = np.asarray(votes)[charged]
   answered = np.asarray(answered, bool)[charged]
+  num = answered.size
+  # Costed on padded rows: the programs of a ledger's cost check (budget), any N up to 64.
+  votes, padded_answered = padded_queries(np.asarray(votes)[charged], answered)
   delta = float(delta)
   out: dict[str, dict] = {}
   kind = mechanism.accountant_kind
@@ -457,7 +475,7 @@ def epsilon_report(mechanism: Mechanism, params: dict[str, Any], votes: Any, ans
     dd_name = "data_dependent" if dd else "data_independent"
     for conversion in kind.conversions:
       empty = make_accountant(mechanism, orders, conversion or "improved", max_moment)
-      costs = mechanism.cost(votes, answered, params, empty.orders, dd)
+      costs = np.asarray(mechanism.cost(votes, padded_answered, params, empty.orders, dd))[:num]
       eps, best = empty.compose(costs).epsilon(delta)
       name = f"{kind.name}_{dd_name}" + (f"_{conversion}" if conversion else "")
       out[name] = {"epsilon": float(eps), kind.best_key: kind.best_type(best), "delta": delta}

@@ -234,6 +234,29 @@ def test_epsilon_report_uses_the_registry():
                                    np.zeros(4, bool), delta=1e-5) == {}
 
 
+def test_epsilon_reports_of_20_and_21_queries_share_their_compiled_costs():
+  # Rows are padded as in a ledger's cost check: 21 queries compile nothing new.
+  from pate_jax._checks import _votes  # pylint: disable=g-import-not-at-top
+  from pate_jax.accounting import _gnmax  # pylint: disable=g-import-not-at-top
+  gen = np.random.default_rng(0)
+  votes = np.stack([gen.multinomial(50, np.full(10, 0.1)) for _ in range(21)]).astype(np.int32)
+  report = lambda n: mechanisms.epsilon_report(
+      mechanisms.GNMAX, {"sigma": 4.0}, votes[:n], np.ones(n, bool), np.ones(n, bool),
+      delta=1e-5)
+  report(20)
+  jitted = (_gnmax.gnmax_rdp_core, _votes._votes_flags)
+  sizes = [f._cache_size() for f in jitted]  # pylint: disable=protected-access
+  rep = report(21)
+  assert [f._cache_size() for f in jitted] == sizes  # pylint: disable=protected-access
+  # The padding rows are not composed: the costs of the 21 queries alone.
+  for dd in (False, True):
+    with jax.enable_x64(True):
+      rdp = acc.gnmax_rdp(votes, 4.0, acc.DEFAULT_ORDERS, data_dependent=dd).sum(0)
+    got = rep[f"rdp_data_{'dependent' if dd else 'independent'}_classic"]
+    assert [got["epsilon"], got["best_order"]] == [
+        float(x) for x in acc.rdp_to_epsilon(rdp, acc.DEFAULT_ORDERS, 1e-5, "classic")]
+
+
 def test_ledger_state_splits_accountant_and_cache():
   state = L.init_ledger(np.zeros(len(ORDERS)), orders=ORDERS, delta=1e-5, mechanism="gnmax",
                         params={"sigma": 1.0}, epsilon_max=1.0, conversion="classic",

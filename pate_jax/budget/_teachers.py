@@ -22,7 +22,6 @@ import numpy as np
 from pate_jax import _checks
 from pate_jax import accounting as acc
 from pate_jax import io
-from pate_jax._compile import bucket
 from pate_jax import ledger as ledger_lib
 from pate_jax import mechanisms
 from pate_jax.budget._files import (
@@ -401,12 +400,8 @@ class TeachersBudget:
     """``(bound, private)`` composed costs ``[K]`` of the answers to ``rows``."""
     if not rows.size:
       return np.zeros_like(orders), np.zeros_like(orders)
-    size = bucket(rows.size, minimum=64)  # Padded: one compile per size.
-    votes = np.zeros((size, self.votes.shape[1]), np.int32)
-    votes[:rows.size] = self.votes[rows]
-    votes[rows.size:, 0] = self.votes[rows[0]].sum()    # Valid padding rows (not summed).
-    ans = np.zeros(size, bool)
-    ans[:rows.size] = answered
+    # Padded (one compile per bucket; the padding rows are not summed).
+    votes, ans = mechanisms.padded_queries(self.votes[rows].astype(np.int32), answered)
     dd = bool(self.aggregator_kwargs["data_dependent"])
     with jax.enable_x64(True):
       m = self.mechanism
