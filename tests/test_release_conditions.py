@@ -169,6 +169,24 @@ def test_default_release_order_chooses_only_valid_orders():
                                      np.array([40.0, 64.0]), num_classes=10)
 
 
+def test_default_release_orders_of_any_sigma_share_their_compiled_programs():
+  # The rule composes on the whole grid, the orders where C5 or C6 fails at +inf: its
+  # programs do not depend on how many orders are valid (19, 23, 27 of 37 here).
+  from pate_jax.accounting import _conversion, _gnmax  # pylint: disable=g-import-not-at-top
+  rule = lambda sigma, n: budget_lib.default_release_order(
+      mechanisms.GNMAX, {"sigma": sigma}, n, 1e-5, num_classes=10)
+  rule(20.0, 100)
+  jitted = (_gnmax.gnmax_rdp_core, _conversion.rdp_to_epsilon_core)
+  sizes = [f._cache_size() for f in jitted]  # pylint: disable=protected-access
+  settings = [(sigma, n) for sigma in (40.0, 80.0) for n in (1, 100, 10_000)]
+  got = [rule(sigma, n) for sigma, n in settings]
+  assert [f._cache_size() for f in jitted] == sizes  # pylint: disable=protected-access
+  for (sigma, n), order in zip(settings, got):
+    valid = acc.valid_release_orders(sigma, 10, acc.DEFAULT_ORDERS)
+    # The best valid order of the composed data-independent cost nλ/σ².
+    assert order == float(acc.rdp_to_epsilon(n * valid / sigma**2, valid, 1e-5)[1])
+
+
 @pytest.mark.parametrize("field, value, match", [
     ("sigma_threshold", -1.0, r"^sigma_threshold must be > 0; got -1.0$"),
     ("sigma_threshold", 0.0, r"^sigma_threshold must be > 0; got 0.0$"),

@@ -88,9 +88,14 @@ def default_release_order(mechanism: mechanisms.Mechanism, params: dict[str, Any
                      f"App. B.4.2) with sigma {float(params['sigma']):g} and {num_classes} "
                      "classes; give orders where both hold "
                      "(pate_jax.accounting.valid_release_orders)")
-  accountant = mechanisms.make_accountant(mechanism, valid, conversion)
-  votes = np.zeros((1, 2), np.int32)
-  per_query = mechanism.cost(votes, np.ones(1, bool), params, accountant.orders, False)
+  # Costed on the whole grid and on padded rows (the programs of a ledger's cost check and
+  # ε, compiled once); the orders where C5 or C6 fails cost +inf, so they are never chosen.
+  grid = np.asarray(grid, np.float64)
+  accountant = mechanisms.make_accountant(mechanism, grid, conversion)
+  votes, answered = mechanisms.padded_queries(np.zeros((1, num_classes), np.int32),
+                                              np.ones(1, bool))
+  per_query = np.asarray(mechanism.cost(votes, answered, params, accountant.orders, False))[0]
+  cost = np.where(np.isin(grid, valid), num_queries * per_query, np.inf)
   with jax.enable_x64(True):
-    _, best = accountant.compose(num_queries * np.asarray(per_query)[0]).epsilon(delta)
+    _, best = accountant.compose(cost).epsilon(delta)
   return float(best)
