@@ -239,6 +239,18 @@ def test_vote_counts_that_do_not_fit_are_refused(tmp_path):
   np.testing.assert_array_equal(agg.plurality(np.array([[2**31 - 6, 5]], np.int64)), [0])
 
 
+def test_both_vote_limits_are_checked_by_one_program_per_shape():
+  # The limit is traced: a noisy mechanism's votes and another core's share the check.
+  from pate_jax import _checks  # pylint: disable=g-import-not-at-top
+  from pate_jax._checks import _votes  # pylint: disable=g-import-not-at-top
+  votes = np.array([[2**23 + 1, 2**23], [1, 2], [3, 0]], np.int32)
+  _checks.votes(votes)  # Within int32's limit.
+  size = _votes._votes_flags._cache_size()  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match="at most 16777216 teachers per row.*row 0 sums to"):
+    _checks.votes(votes, max_total=_checks.MAX_NOISY_TOTAL)
+  assert _votes._votes_flags._cache_size() == size  # pylint: disable=protected-access
+
+
 # --- 6. Rows with unequal totals ----------------------------------------------------------
 
 

@@ -80,7 +80,7 @@ def votes(x: Any, name: str = "votes", *, equal_totals: bool = False,
   _real_dtype(x, name, "integer vote counts")
   arr = _private_device_copy(x) if isinstance(x, np.ndarray) else x
   with jax.enable_x64(True):  # Exact 64-bit row totals.
-    flags = _votes_flags(arr, equal_totals=equal_totals, max_total=int(max_total))
+    flags = _votes_flags(arr, np.int64(max_total), equal_totals=equal_totals)
   # Inside a caller's trace (jit) the flag is traced too: the host pass checks instead.
   if is_traced(flags) or bool(flags):
     # The host pass names the entry; it raises. Host votes are read from ``x``: inside a
@@ -153,10 +153,14 @@ def host_votes_traffic(nbytes: int) -> tuple[int, int]:
   return int(not _put_without_host_copy(nbytes)), 1
 
 
-@functools.partial(jax.jit, static_argnames=("equal_totals", "max_total"))
-def _votes_flags(x: jax.Array, equal_totals: bool, max_total: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("equal_totals",))
+def _votes_flags(x: jax.Array, max_total: jax.Array, equal_totals: bool) -> jax.Array:
   """One boolean: some count is NaN/inf, negative or fractional, some row total exceeds
-  ``max_total``, or (``equal_totals``) differs from row 0's. One fused pass over the votes."""
+  ``max_total``, or (``equal_totals``) differs from row 0's. One fused pass over the votes.
+
+  ``max_total`` (an int64 scalar) is traced: the checks of a noisy mechanism's votes
+  (:data:`MAX_NOISY_TOTAL`) and of the other cores' (:data:`INT32_MAX_TOTAL`) run one
+  program per shape."""
   floating = jnp.issubdtype(x.dtype, jnp.floating)
   signed = jnp.issubdtype(x.dtype, jnp.signedinteger)
   if floating:
@@ -165,11 +169,11 @@ def _votes_flags(x: jax.Array, equal_totals: bool, max_total: int) -> jax.Array:
   else:
     bad = jnp.any(x < 0) if signed else jnp.zeros((), bool)
   # Integer rows are summed in the widest integers available: exact.
-  totals = jnp.sum(x, axis=1, dtype=(
-      jnp.float64 if floating else jnp.int64 if signed else jnp.uint64))
-  bad = bad | jnp.any(totals > max_total)
-  if floating or jnp.iinfo(x.dtype).max > max_total:  # A count above it (a sum may wrap).
-    bad = bad | jnp.any(x > max_total)
+  wide = jnp.float64 if floating else jnp.int64 if signed else jnp.uint64
+  totals = jnp.sum(x, axis=1, dtype=wide)
+  limit = max_total.astype(wide)  # At most 2**31 - 1: exact in each.
+  bad = bad | jnp.any(totals > limit)
+  bad = bad | jnp.any(x.astype(wide) > limit)  # A count above it (a sum may wrap).
   if equal_totals:
     bad = bad | jnp.any(totals != totals[0])
   return bad
