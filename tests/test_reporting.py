@@ -134,3 +134,22 @@ def test_the_main_jobs_report_keeps_the_private_values_below_its_private_heading
                      "![private: epsilon vs queries](privacy.png)",
                      "![private: attack](attack.png)"]
   assert figures[0] in public and all(f in private for f in figures[1:])
+
+
+def test_privacy_curves_of_20_and_21_queries_share_their_compiled_costs():
+  # Rows are padded as in epsilon_report: 21 queries compile no new cost.
+  from pate_jax.accounting import _gnmax  # pylint: disable=g-import-not-at-top
+  gen = np.random.default_rng(0)
+  votes = np.stack([gen.multinomial(50, np.full(10, 0.1)) for _ in range(21)]).astype(np.int32)
+  curve = lambda n: reporting.privacy_curve(
+      mechanisms.GNMAX, {"sigma": 4.0}, votes[:n], np.ones(n, bool), np.ones(n, bool), None,
+      delta=1e-5, max_moment=8, points=3)
+  curve(20)
+  size = _gnmax.gnmax_rdp_core._cache_size()  # pylint: disable=protected-access
+  got = curve(21)
+  assert _gnmax.gnmax_rdp_core._cache_size() == size  # pylint: disable=protected-access
+  # The padding rows are not composed: ε after 21 queries is epsilon_report's.
+  rep = mechanisms.epsilon_report(mechanisms.GNMAX, {"sigma": 4.0}, votes, np.ones(21, bool),
+                                  np.ones(21, bool), delta=1e-5)
+  assert got["queries_charged"][-1] == 21
+  assert got["epsilon"]["data-dependent"][-1] == rep["rdp_data_dependent_improved"]["epsilon"]

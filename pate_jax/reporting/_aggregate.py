@@ -91,13 +91,15 @@ def privacy_curve(mechanism: Any, params: dict, votes: np.ndarray, answered: np.
   curve: dict[str, Any] = {"delta": float(delta), "queries_charged": ks.tolist(),
                            "queries_answered": np.cumsum(answered)[ks - 1].tolist(),
                            "epsilon": {}}
+  # Costed on padded rows, as epsilon_report and a ledger's cost check: their programs.
+  padded, padded_answered = mechanisms.padded_queries(votes, answered)
   grids = [("", max_moment)]
   if _tight(mechanism, orders, max_moment, tight):
     grids.append((f", moments to {tight}", tight))
   for dd in (True, False):
     for suffix, moment in grids if dd else grids[:1]:
       empty = mechanisms.make_accountant(mechanism, orders, "improved", moment)
-      cost = mechanism.cost(votes, answered, params, empty.orders, dd)
+      cost = np.asarray(mechanism.cost(padded, padded_answered, params, empty.orders, dd))[:n]
       name = ("data-dependent" if dd else "data-independent") + (
           "" if mechanism.accountant_kind.takes_orders else f", moments to {moment}" + (
               "" if suffix else " (2017 code)"))
