@@ -237,6 +237,18 @@ def assert_owner_only(work):
   assert not wide and (work / "teacher").is_dir() and (work / "checkpoints").is_dir(), wide
 
 
+def assert_published_alike(x: dict, y: dict, base) -> None:
+  """Two runs private as a whole (``run_stage``'s records, in ``base/x`` and ``base/y``):
+  the same unmarked lines, only those naming files; the same files' names and modes; every
+  work directory its owner's, checkpoints included."""
+  assert x["lines"] == y["lines"]
+  assert all(l.startswith(("results: ", "figures: ")) for l in x["lines"] if l), x["lines"]
+  assert x["files"].keys() == y["files"].keys()
+  assert modes(x["files"]) == modes(y["files"])
+  for d in "xy":
+    assert_owner_only(base / d / "work")
+
+
 def run_kd_gan(base, arrays, caplog, capsys):
   """The KD-GAN as experiments/train_kd_gan.py runs it on the sound votes ``arrays``
   (:func:`sound_votes`'s), teachers in ``base/teachers``, work directory ``base/work``: its
@@ -271,12 +283,7 @@ def test_the_kd_gan_publishes_nothing_a_neighbouring_training_record_moves(
   for r in (x, y_):
     assert r["results"]["disclosure"].startswith("private")  # private as a whole
     assert r["results"]["results"]["sound"]                  # (the release was trained on)
-  assert x["lines"] == y_["lines"]
-  assert all(l.startswith(("results: ", "figures: ")) for l in x["lines"] if l), x["lines"]
-  assert x["files"].keys() == y_["files"].keys()
-  assert modes(x["files"]) == modes(y_["files"])
-  for d in "xy":
-    assert_owner_only(tmp_path / d / "work")
+  assert_published_alike(x, y_, tmp_path)
   # The neighbour is seen by what is private: the released soft labels and the teacher.
   rx, ry = (np.load(tmp_path / d / "work" / kd_gan.SOUND_RELEASE) for d in "xy")
   assert not np.array_equal(rx["targets"], ry["targets"])
@@ -314,12 +321,7 @@ def test_the_kd_gan_ablation_publishes_nothing_a_neighbouring_training_record_mo
   for r in (x, y_):
     assert r["results"]["disclosure"].startswith("private")  # private as a whole
     assert r["results"]["results"]["fits"]["total"] == 2
-  assert x["lines"] == y_["lines"]
-  assert all(l.startswith(("results: ", "figures: ")) for l in x["lines"] if l), x["lines"]
-  assert x["files"].keys() == y_["files"].keys()
-  assert modes(x["files"]) == modes(y_["files"])
-  for d in "xy":
-    assert_owner_only(tmp_path / d / "work")
+  assert_published_alike(x, y_, tmp_path)
   # The neighbour is seen by what is private: the teacher and both students.
   for c in ("teacher", "checkpoints/kd_only", "checkpoints/joint_paper"):
     cx, cy = (checkpoint_arrays(tmp_path / d / "work" / c) for d in "xy")
