@@ -131,9 +131,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # pate_g_100 38 s, pate_g_shift_100 21 s, pate_g_1000 39 s, pate_g_cgn 35 s, one student
   # each (three side by side: 90 s, an estimate; PATE-G's step is small, 0.8 ms);
   # mnist_baseline 18 s; tests_fast 118 s with 12 workers, tests_slow 108 of its 112 tests
-  # by its 304 s limit (its stage's wall 315 s); the nondeterministic bench as the bench; kd_gan and bench_student estimated
-  # (not run there; bench_student: three compilations of the student's segment, ~22 s
-  # each in the main job, 9 calls of 900 steps at ~0.8 ms a step and 4 of 3 students).
+  # by its 304 s limit (its stage's wall 315 s); the nondeterministic bench as the bench;
+  # kd_gan and bench_student estimated (not run there; bench_student: three compilations
+  # of the student's segment, ~22 s each in the main job, 9 calls of 900 steps at ~0.8 ms
+  # a step and 4 of 3 students).
   # kd_gan resumes from its checkpoints if a call runs out; the test groups are
   # interrupted at tests.timeout_s.
   c.expected_wall_s = ml_collections.ConfigDict({

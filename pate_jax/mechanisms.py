@@ -466,7 +466,7 @@ def epsilon_report(mechanism: Mechanism, params: dict[str, Any], votes: Any, ans
     return {}
   answered = np.asarray(answered, bool)[charged]
   num = answered.size
-  # Costed on padded rows: the programs of a ledger's cost check (budget), any N up to 64.
+  # Costed on padded rows: the programs of a ledger's cost check, one per bucket of N.
   votes, padded_answered = padded_queries(np.asarray(votes)[charged], answered)
   delta = float(delta)
   out: dict[str, dict] = {}

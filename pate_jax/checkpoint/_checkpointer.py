@@ -169,8 +169,8 @@ class Checkpointer:
         self._check_fingerprint()
       if self.fingerprint is not None and self._main:
         self._write_fingerprint()
-      # A private save is narrowed by orbax's background thread as soon as it is
-      # finalised (renamed into place), not at the caller's next save, wait or close.
+      # A private save is narrowed by orbax's background thread once its files are
+      # written, before the step is renamed into place, not at the caller's next save.
       self._options = ocp.CheckpointManagerOptions(
           max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True,
           async_options=(ocp.AsyncOptions(post_finalization_callback=self._narrow)
