@@ -59,6 +59,7 @@ given every level's ``σ``. The key is the caller's: secret in a release
 from __future__ import annotations
 
 import fractions
+import functools
 import math
 
 import jax
@@ -113,9 +114,23 @@ def published_epsilon(q, noise_multiplier, steps: int, delta, *, orders=PAPER_OR
   q = check_rate(q)
   steps = v.positive_int(steps, "steps", minimum=0)
   with jax.enable_x64(True):
-    rdp = acc.sampled_gaussian_rdp(q, noise_multiplier, orders)
+    rdp = (_step_rdp(q, noise_multiplier, orders)
+           if isinstance(noise_multiplier, (int, float)) and isinstance(orders, tuple) else
+           acc.sampled_gaussian_rdp(q, noise_multiplier, orders))
     eps, order = acc.rdp_accountant(orders, conversion).compose(steps * rdp).epsilon(delta)
   return float(eps), float(order)
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _step_rdp(q: float, noise_multiplier: float, orders: tuple) -> jax.Array:
+  """One step's RDP at ``orders`` (float64), computed once per ``(q, σ, orders)`` in a
+  process and shared by every :func:`published_epsilon` of them: the bisection of
+  :func:`pate_jax.kd_gan.steps_for_epsilon` and a curve's points ask for about 25 step
+  counts of one ``q`` and ``σ``, and the fractional orders' series is most of their time.
+  The array is the one the uncached call returns (the function is deterministic and the
+  array immutable); keys match by type too (``typed``), so ``1`` and ``1.0`` are apart."""
+  with jax.enable_x64(True):
+    return acc.sampled_gaussian_rdp(q, noise_multiplier, orders)
 
 
 def published_sound_epsilon() -> dict:
