@@ -115,6 +115,19 @@ def _spy_sound_releases(monkeypatch) -> list:
   return seen
 
 
+def _restore_from(src: pathlib.Path, dst: pathlib.Path, *fits: str) -> None:
+  """Copies the teacher and the student ``fits``' checkpoints of the run in ``src`` into
+  ``dst``, so that a run there of the same config restores them rather than training the
+  same networks again (their fingerprints name the config, the teacher's outputs and the
+  targets: a fit whose targets differ is refused, not restored). What the sound test
+  checks is the release, drawn before them; tests/test_kill_and_resume.py checks that a
+  restored run's results are those of the run trained again."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  shutil.copytree(src / "teacher", dst / "teacher")
+  for fit in fits:
+    shutil.copytree(src / "checkpoints" / fit, dst / "checkpoints" / fit)
+
+
 @pytest.mark.slow
 def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_dir, capsys,
                                                                monkeypatch):
@@ -153,11 +166,14 @@ def test_train_kd_gan_sound_noise_is_secret_and_levels_compose(tmp_path, data_di
   with pytest.raises(budget.BudgetError, match=r"was drawn before .*Copy that file here"):
     _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", **small)
   assert not (tmp_path / "b" / "teacher").exists()          # refused before any training
+  _restore_from(tmp_path / "a", tmp_path / "b", "curve")    # only the release is new there
   r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / "b", another_budget=True,
            **small)
   assert r["budgets_on_private_data"] == 2 and len(releases) == 3 and not np.array_equal(releases[0], releases[2])
   assert len(budget.BudgetRegistry(registry).budgets(data)) == 2
   for name in ("c", "d"):
+    if name == "d":  # the same fits again: restored, as they must be from the same release
+      _restore_from(tmp_path / "c", tmp_path / "d", "curve", "sound")
     r = _run("train_kd_gan", "kd_gan_sound", "smoke", tmp_path / name, noise_seed=0, **small)
   assert r["noise"]["public"] and r["noise"]["noise_seed"] == 0
   assert r["budgets_on_private_data"] is None
