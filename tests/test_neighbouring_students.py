@@ -264,7 +264,7 @@ def run_kd_gan(base, arrays, caplog, capsys):
   return run_stage(kd_gan, kd_gan_config(teachers, base), base, caplog, capsys)
 
 
-@pytest.mark.slow  # two small KD-GAN runs with their sound releases: 70-90 s
+@pytest.mark.slow  # two small KD-GAN runs with their sound releases: about 30 s (45 % of before)
 def test_the_kd_gan_publishes_nothing_a_neighbouring_training_record_moves(
     tmp_path, caplog, capsys, monkeypatch, data_dir, fixed_secret_key):
   """The KD-GAN's sound variant (secret noise) on private data and on its neighbour: the
