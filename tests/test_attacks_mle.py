@@ -55,6 +55,11 @@ def test_mle_recovers_h_from_exact_frequencies():
   assert set(np.asarray(rec.status).tolist()) == {A.Stop.CONVERGED}
 
 
+# The model's Q(H) of one histogram, compiled once: op by op, each of its operations was a
+# program of its own to build.
+_trapezoid = jax.jit(od.trapezoid_single, static_argnums=(2, 3, 4))
+
+
 def _fd_jacobian(h, sigma, eps=1e-3):
   """Central differences of the accurate Q (an oracle independent of the trapezoid)."""
   cols = []
@@ -274,10 +279,12 @@ def test_chart_newton_system_is_the_hessian_in_theta():
     f = lambda h: a @ h + 0.5 * h @ b @ h + jnp.sum(jnp.sin(h / 50))  # noqa: E731
     theta = jnp.asarray(r.normal(size=c))
     h = total * jax.nn.softmax(theta)
-    g, hess = lk.chart_newton_system(theta, total, jax.grad(f)(h), jax.hessian(f)(h))
+    # Each side compiled as one program (op by op, every operation was one to build).
+    g, hess = jax.jit(lk.chart_newton_system)(theta, total, jax.jit(jax.grad(f))(h),
+                                               jax.jit(jax.hessian(f))(h))
     ft = lambda t: f(total * jax.nn.softmax(t))  # noqa: E731
-    np.testing.assert_allclose(g, jax.grad(ft)(theta), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(hess, jax.hessian(ft)(theta), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(g, jax.jit(jax.grad(ft))(theta), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(hess, jax.jit(jax.hessian(ft))(theta), rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.slow
@@ -286,11 +293,12 @@ def test_optax_returns_the_last_iterate_when_it_is_best():
   x1 = x0 - lr ∇J(x0) (scored after the loop), shifted to sum N."""
   with jax.enable_x64(True):
     h = jnp.array([200.0, 40.0, 10.0])
-    q = np.asarray(od.trapezoid_single(h, jnp.asarray(40.0), "gaussian", None, None))
+    q = np.asarray(_trapezoid(h, jnp.asarray(40.0), "gaussian", None, None))
     lr = 50.0
     x0 = jnp.full(3, 250.0 / 3)
-    x1 = x0 - lr * jax.grad(R.objective)(x0, jnp.asarray(q), jnp.asarray(40.0))
-    assert R.objective(x1, q, 40.0) < R.objective(x0, q, 40.0)
+    x1 = x0 - lr * jax.jit(jax.grad(R.objective))(x0, jnp.asarray(q), jnp.asarray(40.0))
+    objective = jax.jit(R.objective)
+    assert objective(x1, q, 40.0) < objective(x0, q, 40.0)
     out = R.reconstruct_details(q, 40.0, 250.0, method="optax", max_iter=1,
                                 optimizer=optax.sgd(lr), tol=0.0)
     np.testing.assert_allclose(out.histogram, x1 + (250.0 - x1.sum()) / 3, rtol=1e-9)
@@ -302,7 +310,7 @@ def test_min_step_does_not_continue_past_a_negative_estimate():
   min_step extension halves only after steps that failed for another reason."""
   with jax.enable_x64(True):
     h = jnp.array([125.0, 125.0, 0.0])
-    q = np.asarray(od.trapezoid_single(h, jnp.asarray(10.0), "gaussian", None, None))
+    q = np.asarray(_trapezoid(h, jnp.asarray(10.0), "gaussian", None, None))
     kw = dict(stop_on_negative=True, tol=0.0)
     paper = R.reconstruct_details(q, 10.0, 250.0, **kw)
     halving = R.reconstruct_details(q, 10.0, 250.0, min_step=1e-3, **kw)
@@ -315,7 +323,7 @@ def test_mle_reaches_a_boundary_histogram_in_few_newton_steps():
   """The 4x and 2x step sizes extrapolate towards H_k = 0 (a Newton step there shrinks
   H_k by only a factor e): from the uniform start, 10 steps (the docstring's 10-20)."""
   h = jnp.array([240.0, 10.0, 0.0])
-  q = np.asarray(od.trapezoid_single(h, jnp.asarray(40.0), "gaussian", None, None))
+  q = np.asarray(_trapezoid(h, jnp.asarray(40.0), "gaussian", None, None))
   out = R.reconstruct_details(q, 40.0, 250.0, method="mle")
   assert int(out.status) == int(Stop.CONVERGED) and int(out.num_steps) <= 15
   np.testing.assert_allclose(out.histogram, h, atol=0.05)
