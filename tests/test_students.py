@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 import types
@@ -41,9 +42,19 @@ def _toy_data(num_pool=60, num_labelled=12, num_eval=30, seed=0):
   return data, pool_y
 
 
+@functools.cache
 def _tiny_gan(**kwargs):
+  """One student per setting for the whole module: the loop's programs are cached by the
+  student object (a static argument), so tests that train the same student with the same
+  batch and segment sizes compile its programs once (about 12 s of CPU each)."""
   return students.pate_g(C, SHAPE, noise_dim=5, generator_hidden=(8,),
                          discriminator_hidden=(16, 8), **kwargs)
+
+
+@functools.cache
+def _tiny_supervised():
+  """One small supervised student for the module, as :func:`_tiny_gan`."""
+  return students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
 
 
 def _batch(data, b=6):
@@ -66,7 +77,7 @@ def _changed(a, b):
 def test_gan_step_losses_finite_and_all_parameters_move():
   data, _ = _toy_data()
   st = _tiny_gan()
-  state = st.init(jax.random.key(0), jnp.asarray(data.pool[:20]))
+  state = students.init_state(st, jnp.asarray(data.pool), jax.random.key(0))
   new, metrics = jax.jit(st.step)(state, jax.random.key(1), _batch(data), jnp.asarray(0))
   for name, value in metrics.items():
     assert np.isfinite(float(value)), name
@@ -111,9 +122,11 @@ def test_gan_steps_scale_with_the_scheduled_rate():
   data, _ = _toy_data()
   moves = []
   for decay_end in (None, 2, 1):
-    st = _tiny_gan(decay_start=None if decay_end is None else 0, decay_end=decay_end)
-    step = _jit(st.step)
-    state = _jit(st.init)(jax.random.key(0), jnp.asarray(data.pool[:20]))
+    # The constant rate is _tiny_gan()'s default: its init and step programs are the other
+    # tests'.
+    st = _tiny_gan() if decay_end is None else _tiny_gan(decay_start=0, decay_end=decay_end)
+    step = jax.jit(st.step)
+    state = students.init_state(st, jnp.asarray(data.pool), jax.random.key(0))
     state, _ = step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
     new, _ = step(state, jax.random.key(2), _batch(data), jnp.asarray(1))
     state, new = jax.device_get((state, new))
@@ -150,11 +163,12 @@ def test_random_translate_shifts_each_image_by_its_own_offset_within_range():
 @pytest.mark.slow
 def test_generator_gradient_comes_only_through_feature_matching(monkeypatch):
   data, _ = _toy_data()
-  state = _tiny_gan().init(jax.random.key(0), jnp.asarray(data.pool[:20]))
+  state = students.init_state(_tiny_gan(), jnp.asarray(data.pool), jax.random.key(0))
   # With the feature-matching loss replaced by a constant, nothing moves the generator:
-  # the discriminator's losses do not reach its parameters.
+  # the discriminator's losses do not reach its parameters. (_jit traces the step anew,
+  # with the patch.)
   monkeypatch.setattr(_pate_g, "feature_matching_loss", lambda real, fake: jnp.sum(real) * 0.0)
-  new, _ = _tiny_gan().step(state, jax.random.key(1), _batch(data), jnp.asarray(0))
+  new, _ = _jit(_tiny_gan().step)(state, jax.random.key(1), _batch(data), jnp.asarray(0))
   assert not _changed(state["g_params"], new["g_params"])
   assert _changed(state["d_params"], new["d_params"])
 
@@ -331,8 +345,10 @@ def test_supervised_and_pate_g_learn_a_separable_problem():
   sup = students.supervised(students.classifier("gan_discriminator", C, hidden=(16, 8)))
   assert students.fit(sup, data, jax.random.key(0), num_steps=60, batch_size=8,
                       segment_steps=60, log=None).eval_accuracy > 0.8
+  # Segments of 5, the program the other tests train this student with (a run does not
+  # depend on its segment size: test_a_segments_batches_are_its_steps_batches).
   res = students.fit(_tiny_gan(), data, jax.random.key(0), num_steps=60, batch_size=8,
-                     segment_steps=60, log=None)
+                     segment_steps=5, log=None)
   assert res.eval_accuracy > 0.8
 
 
@@ -378,7 +394,8 @@ def test_a_segments_batches_are_its_steps_batches(start, num_steps, num, batch_s
 def test_fit_resumes_bit_identically(tmp_path):
   data, _ = _toy_data()
   st = _tiny_gan()
-  kw = {"batch_size": 8, "segment_steps": 10, "log": None}
+  # Segments of 5: the program of the other tests that train this student.
+  kw = {"batch_size": 8, "segment_steps": 5, "log": None}
   full = students.fit(st, data, jax.random.key(0), num_steps=20, **kw)
   ckpt = str(tmp_path / "ckpt")
   students.fit(st, data, jax.random.key(0), num_steps=10, checkpoint_dir=ckpt, **kw)
@@ -391,7 +408,7 @@ def test_fit_resumes_bit_identically(tmp_path):
 @pytest.mark.slow
 def test_fit_refuses_to_resume_another_run(tmp_path):
   data, pool_y = _toy_data()
-  st = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
+  st = _tiny_supervised()
   kw = {"batch_size": 8, "segment_steps": 5, "log": None,
         "checkpoint_dir": str(tmp_path / "ckpt")}
   students.fit(st, data, jax.random.key(0), num_steps=5, fingerprint={"lr": 1}, **kw)
@@ -469,10 +486,12 @@ def test_active_learner_never_exceeds_its_budget(tmp_path):
                                      data_dependent=False, chunk_size=16)
   st = students.supervised(students.classifier("gan_discriminator", C, hidden=(16, 8)))
   out = students.active_learning(st, data, budget, jax.random.key(1),
-                                 round_sizes=[10, 10, 10, 10, 10],
+                                 # Two rounds (each one more compiled fit): the
+                                 # budget (43 answers) stops the second.
+                                 round_sizes=[30, 20],
                                  fit_kwargs={"num_steps": 10, "batch_size": 8,
                                              "segment_steps": 10}, log=None)
-  assert out.stopped_by_budget
+  assert out.stopped_by_budget and len(out.rounds) == 2
   assert budget.epsilon <= eps_max
   assert 0 < out.labelled_index.size < 50
   assert all(r["budget_epsilon"] <= eps_max for r in out.rounds)
@@ -488,7 +507,7 @@ def test_least_confident_picks_smallest_max_probability():
 @pytest.mark.slow
 def test_a_resumed_fit_reports_every_segment(tmp_path):
   data, _ = _toy_data()
-  st = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
+  st = _tiny_supervised()
   kw = {"batch_size": 8, "segment_steps": 5, "log": None,
         "checkpoint_dir": str(tmp_path / "ckpt")}
   whole = students.fit(st, data, jax.random.key(0), num_steps=15,
@@ -527,7 +546,7 @@ def test_training_refuses_a_check_of_a_metric_the_student_has_not_after_one_segm
   """A supervised student has no loss_gen: fit and fit_seeds stop at the first segment's
   record (step 5 here), not at the check's step (20) or at the end."""
   data, _ = _toy_data()
-  sup = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
+  sup = _tiny_supervised()
   check = students.GameCheck(step=20, metric="loss_gen", max_value=40.0)
   lines = []
   with pytest.raises(ValueError, match="'loss_gen' is not a training metric"):
@@ -756,7 +775,7 @@ def test_active_learner_goes_on_past_queries_confident_gnmax_did_not_answer(tmp_
       mechanism="confident_gnmax",
       params={"threshold": 40.0, "sigma_threshold": 2.0, "sigma": 4.0},
       epsilon_max=1e3, delta=1e-5, data_dependent=False, chunk_size=16)
-  st = students.supervised(students.classifier("gan_discriminator", C, hidden=(8,)))
+  st = _tiny_supervised()
   out = students.active_learning(st, data, budget, jax.random.key(1),
                                  round_sizes=[10, 10, 10],
                                  fit_kwargs={"num_steps": 5, "batch_size": 8,
