@@ -231,9 +231,11 @@ def test_svhn_config_uses_extra_split(tmp_path):
         "X": rng.integers(0, 256, (32, 32, 3, n)).astype(np.uint8),
         "y": (np.arange(n) % 10 + 1).reshape(-1, 1).astype(np.uint8)})
   work = tmp_path / "work"
-  _run(work, f"--config.data_dir={tmp_path / 'data'}", "--config.num_teachers=3",
-       "--config.num_steps=2", "--config.checkpoint_every=2", "--config.gap_plot=False",
-       config="configs/svhn_250.py:cpu")
+  # In this process: the script's command line is test_bad_config_is_rejected's.
+  config = experiment.load_script(REPO / "configs" / "svhn_250.py").get_config("cpu")
+  config.update({"data_dir": str(tmp_path / "data"), "num_teachers": 3, "num_steps": 2,
+                 "checkpoint_every": 2, "gap_plot": False})
+  teachers_stage.run(config, str(work))
   r = json.loads((work / "results.json").read_text())["results"]
   assert r["dataset"] == "svhn" and r["examples_per_teacher"] == 10  # (20 + 10) // 3
   v = votes_lib.load_votes(work)
