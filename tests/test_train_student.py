@@ -95,8 +95,9 @@ def test_pate_g_results_and_rerun_reuses_labels(tmp_path, teachers_dir, capsys):
 
 
 @pytest.mark.parametrize("name, overrides, expect", [
-    ("student_supervised", {"labels": "plurality"}, "not private"),
-    ("student_distillation", {"student.kwargs.temperature": 5.0}, "not private"),
+    ("student_supervised", {"labels": "plurality", **TINY_CLASSIFIER}, "not private"),
+    ("student_distillation", {"student.kwargs.temperature": 5.0, **TINY_CLASSIFIER},
+     "not private"),
     ("student_vat", {"student.kwargs.model_kwargs": {"hidden": (16, 8)}}, dict),
 ])
 @pytest.mark.slow
@@ -188,7 +189,7 @@ def test_an_active_student_on_other_labels_is_refused_before_any_spend(tmp_path,
 
 @pytest.mark.slow
 def test_active_learning_run_respects_its_budget(tmp_path, teachers_dir):
-  c = _config("student_active", votes_dir=str(teachers_dir))
+  c = _config("student_active", votes_dir=str(teachers_dir), **TINY_CLASSIFIER)
   c.active.round_sizes = (10, 10, 10)
   c.aggregate.epsilon_max = 2.2  # LNMax γ 0.05: 10 answers cost 1.89, 30 cost 2.79
   r = train_student.run(c, str(tmp_path))
