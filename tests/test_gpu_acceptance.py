@@ -292,20 +292,26 @@ def test_deterministic_slowdown_compares_the_two_teachers_benchmarks(tmp_path):
       tmp_path)["note"]
 
 
-def _tiny_bench(monkeypatch):
-  """The rehearsal's teachers benchmark (vmap only) with deterministic kernels asked for in
-  ``XLA_FLAGS`` -- the only difference on a CPU, whose XLA ignores the flag."""
-  monkeypatch.setenv("XLA_FLAGS", f"--xla_cpu_enable_fast_math=false "
-                     f"{experiment.DETERMINISTIC_FLAG}")
-  c = _config("gpu_acceptance", "cpu_rehearsal")
-  c.bench_teachers.strategies = ("vmap",)
-  return c
+@pytest.fixture(scope="module")
+def stage_two(tmp_path_factory):
+  """Stage 2's teachers benchmarks (the rehearsal's, vmap only) run once by :func:`ga.run`
+  for the tests below, with deterministic kernels asked for in ``XLA_FLAGS`` -- the only
+  difference on a CPU, whose XLA ignores the flag: ``(workdir, the call's summary)``. The
+  deterministic run, ``bench_teachers``, is :func:`bench_teachers.run` in this process."""
+  root = tmp_path_factory.mktemp("stage_two")
+  with pytest.MonkeyPatch.context() as monkeypatch:
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_cpu_enable_fast_math=false "
+                       f"{experiment.DETERMINISTIC_FLAG}")
+    c = _config("gpu_acceptance", "cpu_rehearsal")
+    c.bench_teachers.strategies = ("vmap",)
+    c.stages = "bench_teachers_nondeterministic,bench_teachers"
+    return root, ga.run(c, str(root))
 
 
 @pytest.mark.slow
-def test_teachers_benchmark_counts_flops_from_the_jaxpr(tmp_path, monkeypatch):
-  c = _tiny_bench(monkeypatch)
-  r = bench_teachers.run(c.bench_teachers, str(tmp_path))
+def test_teachers_benchmark_counts_flops_from_the_jaxpr(stage_two):
+  # The benchmark in this process (stage two's bench_teachers: bench_teachers.run's results).
+  r = experiment.read_results(stage_two[0] / "bench_teachers")
   # 4 teachers × 16 examples, 784 → 16 → 10: forward, kernel gradients and the second
   # layer's input gradient, counted from the jaxpr; XLA's count adds the elementwise ops.
   assert r["flops_source"] == "jaxpr" and r["deterministic_ops"] is True
@@ -320,18 +326,16 @@ def test_teachers_benchmark_counts_flops_from_the_jaxpr(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_stage_two_runs_the_teachers_benchmark_with_and_without_deterministic_kernels(
-    tmp_path, monkeypatch):
-  c = _tiny_bench(monkeypatch)
-  c.stages = "bench_teachers_nondeterministic,bench_teachers"
-  s = ga.run(c, str(tmp_path))
+    stage_two):
+  root, s = stage_two
   assert {n: st["status"] for n, st in s["status"].items()} == {
       "bench_teachers_nondeterministic": "ran", "bench_teachers": "ran"}
-  fast, det = (experiment.read_results(tmp_path / n) for n in (
+  fast, det = (experiment.read_results(root / n) for n in (
       "bench_teachers_nondeterministic", "bench_teachers"))
   # This process holds the flag, the subprocess's environment does not (other flags kept).
   assert (fast["deterministic_ops"], det["deterministic_ops"]) == (False, True)
   assert fast["xla_env"]["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=false"
-  assert "vmap" in (tmp_path / "bench_teachers_nondeterministic" / "subprocess.log").read_text()
+  assert "vmap" in (root / "bench_teachers_nondeterministic" / "subprocess.log").read_text()
   assert fast["flops_per_step"] == det["flops_per_step"]
   assert s["deterministic_slowdown"]["value"] == pytest.approx(
       fast["strategies"]["vmap"]["examples_per_second"]
