@@ -473,7 +473,8 @@ def test_student_data_rejects_bad_labels(index, labels, match):
 
 @pytest.mark.slow
 def test_active_learner_never_exceeds_its_budget(tmp_path):
-  from pate_jax import budget as budget_lib, rng, votes as votes_lib  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from pate_jax import budget as budget_lib, rng, votes as votes_lib
   data, pool_y = _toy_data(num_pool=60)
   votes = np.zeros((60, C), np.int32)
   votes[np.arange(60), pool_y] = 40  # 50 teachers, 40 agree on the true class
@@ -763,7 +764,8 @@ def test_fit_seeds_refuses_a_key_array_that_is_not_a_list_of_keys(keys):
 def test_active_learner_goes_on_past_queries_confident_gnmax_did_not_answer(tmp_path):
   """A query whose threshold check failed is charged, not refused: the rounds go on, and
   the rows charged (what the ε is of) include it."""
-  from pate_jax import budget as budget_lib, rng, votes as votes_lib  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from pate_jax import budget as budget_lib, rng, votes as votes_lib
   data, pool_y = _toy_data(num_pool=60)
   votes = np.zeros((60, C), np.int32)
   strong = np.arange(60) % 2 == 0  # 50 teachers: 48 agree on even rows, 26 on odd ones

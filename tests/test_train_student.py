@@ -132,7 +132,8 @@ def test_true_labels_are_the_pools_own_on_the_selected_rows(tmp_path, teachers_d
   np.testing.assert_array_equal(rows_p, rows)
   np.testing.assert_array_equal(plurality, np.asarray(votes["votes"])[rows].argmax(1))
   c.labels, c.aggregate.query_selection = "true", "first"
-  np.testing.assert_array_equal(stage._clean_labels(c, votes)[0], np.arange(30))  # pylint: disable=protected-access
+  clean = stage._clean_labels(c, votes)[0]  # pylint: disable=protected-access
+  np.testing.assert_array_equal(clean, np.arange(30))
   c.labels = "true"
   c.aggregate.query_selection = "balanced"
   r = train_student.run(c, str(tmp_path))
@@ -460,7 +461,8 @@ def test_a_batch_larger_than_the_pool_is_refused_before_its_labels(
   c = _config("student_pate_g", votes_dir=str(teachers_dir), batch_size=b)
   match = (rf"^config.batch_size must be <= the student's pool of {pool} rows \(a larger "
            rf"batch repeats every row within each step\); got {b}$")
-  _scripts.assert_refused_before_work(train_student.run, train_student.plan, c, tmp_path / "work", match)
+  _scripts.assert_refused_before_work(train_student.run, train_student.plan, c,
+                                      tmp_path / "work", match)
   c.batch_size = pool  # the largest allowed
   student_stage.check_batch(c, pool)
 
