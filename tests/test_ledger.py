@@ -349,9 +349,9 @@ def _accountant(mechanism, orders, conversion):
   return mechanisms.make_accountant(mechanisms.get(mechanism), orders, conversion)
 
 
-# 500 sessions (1,000 before, for half the time): of each feature below they exercise about
-# half as many as 1,000 did (floor sessions 45 of 88, refusals checked 246 of 485, the
-# rarest of the 24 settings 5 times of 13), well above the thresholds.
+# 500 of the 1,000 keys below: of each feature they exercise about half as many as all
+# 1,000 (floor sessions 45 of 88, refusals checked 246 of 485, the rarest of the 24 settings
+# 5 times of 13), well above the thresholds, in half the time.
 NUM_LEDGER_SESSIONS = 500
 
 
@@ -363,7 +363,7 @@ def _random_sessions(num_sessions):
   distinct = CAP - CHUNK  # Consistent sessions repeat these queries; the record never grows.
   names = ("lnmax", "gnmax", "confident_gnmax")
   moments = np.arange(1.0, 9.0)
-  keys = jax.random.split(KEY, 1000)  # The first of the 1,000 sessions the test ran before.
+  keys = jax.random.split(KEY, 1000)  # Sessions take the first num_sessions of these.
   exercised = []
   for s in range(num_sessions):
     num_refused, num_repeats = 0, 0

@@ -697,7 +697,7 @@ def _random_settings(r):
   else:
     kw["orders"] = ORDERS
     # σ a whole number: a release's conditions C5 and C6 are checked once per σ (cached, about
-    # 1 s each on the 2-core CPU), so the sessions share 31 checks rather than each its own.
+    # 1 s each on the 2-core CPU), so all draws share at most 31 checks.
     kw["params"] = {"sigma": float(np.round(r.uniform(10.0, 40.0)))}
     if mechanism == "confident_gnmax":
       kw["params"].update(threshold=35.0, sigma_threshold=float(r.uniform(5.0, 20.0)))
