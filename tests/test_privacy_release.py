@@ -773,7 +773,7 @@ def _session(seed, root):
           "epsilon_release"), **kw)
   rec, budgets = _Recorder(), [make()]
   ledger = teachers / budget_lib.LEDGER_FILE
-  # What one random run of _session exercised beside ``stats``: its settings and the answers' outcomes.
+  # What this run of _session exercised beside ``stats``: its settings and the answers' outcomes.
   kinds = {kw["mechanism"]: 1, "data_dependent": int(kw["data_dependent"]),
            "release_spec": int(spec is not None), "restored": 0, "spliced": 0}
   if spec is not None and not budget_lib.ReleaseSpec.rdp_curve(spec, ORDERS).min() < np.inf:
