@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -122,7 +123,6 @@ def _restore_from(src: pathlib.Path, dst: pathlib.Path, *fits: str) -> None:
   targets: a fit whose targets differ is refused, not restored). What the sound test
   checks is the release, drawn before them; tests/test_kill_and_resume.py checks that a
   restored run's results are those of the run trained again."""
-  import shutil  # pylint: disable=g-import-not-at-top
   shutil.copytree(src / "teacher", dst / "teacher")
   for fit in fits:
     shutil.copytree(src / "checkpoints" / fit, dst / "checkpoints" / fit)
