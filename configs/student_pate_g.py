@@ -73,8 +73,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # last try runs unchecked): judged on the training losses alone, at the first record at
   # or after `step` against max_value, at every later record against late_max_value (None:
   # none). Two of our 300-epoch runs failed early: loss_gen at step 3,600 was 53.1 (CPU,
-  # held-out 92.9 %) and 28.9 (the GPU's main job, 89.4 %); in the 33 games that worked
-  # (results/runs) it was 2.1-8.1 there. Later, those 33 games' loss_gen stayed at or
+  # held-out 92.9 %) and 28.9 (the GPU's main job, 89.4 %); in the 37 games that worked
+  # (results/runs) it was 2.1-8.1 there. Later, those 37 games' loss_gen stayed at or
   # below 14.8 but for one spike of 44.2 and 37.1 that fell back to 13.3 a segment later;
   # the failed games went above 60 (one from 4,500 steps on, 99.8 there, peak 340; another
   # up to 270) and a game that failed late, with every label correct, was at 105 at step
