@@ -11,7 +11,9 @@ import concurrent.futures
 import pathlib
 import tempfile
 
+import chex
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
@@ -97,6 +99,46 @@ def test_the_student_stage_compiled_ahead_trains_without_compiling(digits_votes_
   with pytest.raises(ValueError, match="config.active"):
     student_stage.compile_ahead(c, num_classes=num_classes, image_shape=pool.shape[1:],
                                 pool_size=len(pool), num_eval=len(eval_x))
+
+
+class _Stop(Exception):
+  """A fit stopped after a segment."""
+
+
+@pytest.mark.slow  # compiles: several seconds on the 2-core CPU
+@pytest.mark.parametrize("num_seeds", [1, 2])
+def test_a_student_compiled_ahead_and_resumed_compiles_nothing(tmp_path, caplog, num_seeds):
+  """The programs compiled ahead are those a resumed fit calls, not only a fresh one: a
+  restored state is committed to its device and a fresh one is not, so the loop and
+  ``compile_fit`` both run the committed state. A fit stopped after its first segment
+  and resumed compiles nothing, and trains the student of the uninterrupted fit."""
+  r = np.random.default_rng(0)
+  pool = r.random((40, 4, 4, 1), np.float32)
+  data = students.make_student_data(pool, np.arange(12), np.arange(12) % 3, pool[:8],
+                                    np.arange(8) % 3, 3)
+  student = students.build_student("supervised", 3, (4, 4, 1), model="mlp",
+                                   model_kwargs=(("hidden", (8,)),))
+  key = rng.root_key(0)
+  schedule = {"num_steps": 5, "batch_size": 4, "segment_steps": 2, "init_examples": 8}
+  students.compile_fit(student, data, key, num_seeds=num_seeds, **schedule)
+  fit, keys = ((students.fit, key) if num_seeds == 1 else
+                (students.fit_seeds, jnp.stack([key] * num_seeds)))
+
+  def stop_at_2(text):
+    if text.startswith("step=2 "):
+      raise _Stop(text)
+
+  def run(directory, log=None):
+    return fit(student, data, keys, **schedule, checkpoint_dir=str(directory), log=log)
+
+  with pytest.raises(_Stop):
+    _compiled(caplog, lambda: run(tmp_path / "cut", stop_at_2))
+  resumed, compiled = _compiled(caplog, lambda: run(tmp_path / "cut"))
+  assert resumed.resumed_from == 2 and not compiled, compiled[:5]
+  whole, compiled = _compiled(caplog, lambda: run(tmp_path / "whole"))
+  assert not compiled, compiled[:5]
+  assert resumed.history == whole.history
+  chex.assert_trees_all_equal(resumed.state, whole.state)
 
 
 # The teachers' training and votes planned and compiled ahead (a thread of the stage).

@@ -8,6 +8,7 @@ hung before the fix runs in a subprocess bounded by ``TIMEOUT_S``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -461,6 +462,16 @@ def test_segment_lengths_are_the_lengths_run_segments_runs(start, total, every):
   assert checkpoint.segment_lengths(total, every, start) == ran
 
 
+@pytest.mark.parametrize("total,every", [(5, 2), (6, 3), (10, 4), (2, 9), (7, 7), (1, 1)])
+def test_a_resumed_loop_runs_only_lengths_compiled_ahead_from_step_0(total, every):
+  """A checkpoint is saved where a segment ends: the loop resumed from any of them runs
+  only lengths that a caller compiling ahead from step 0 (``segment_lengths(total,
+  every)``) compiled."""
+  ahead = checkpoint.segment_lengths(total, every)
+  for start in [*range(every, total, every), total]:
+    assert checkpoint.segment_lengths(total, every, start) <= ahead, start
+
+
 def test_segment_lengths_names_a_bad_argument():
   with pytest.raises(ValueError, match="segment_steps"):
     checkpoint.segment_lengths(5, 0)
@@ -512,6 +523,67 @@ def test_a_resumed_loop_reports_every_segment_once_with_its_own_step(tmp_path):
   assert out.resumed_from == 4
   assert out.history == [{"step": 2, "w": 2.0, "seen": 2}, {"step": 4, "w": 4.0, "seen": 4},
                          {"step": 6, "w": 102.0, "seen": 6}]
+
+
+@jax.jit
+def _init_toy(value):
+  return {"w": jnp.full((3, 2), value, jnp.float32), "b": jnp.arange(4, dtype=jnp.int32)}
+
+
+@functools.partial(jax.jit, static_argnums=2, donate_argnums=0)
+def _toy_segment(state, start, n):
+  return {"w": state["w"] * 0.5 + start + n, "b": state["b"] + n}, jnp.sum(state["w"])
+
+
+@jax.jit
+def _toy_score(state):
+  return jnp.mean(state["w"]) + jnp.sum(state["b"])
+
+
+def _compiles(caplog, fn):
+  """``fn()`` and the names of the programs compiled while it ran."""
+  caplog.clear()
+  with jax.log_compiles(True), caplog.at_level("DEBUG"):
+    out = fn()
+  return out, [m.getMessage().split(" with ")[0] for m in caplog.records
+               if m.getMessage().startswith("Compiling")]
+
+
+class _Stop(Exception):
+  """A loop stopped after a segment."""
+
+
+def test_a_loop_resumed_in_the_same_process_compiles_no_program_again(tmp_path, caplog):
+  """A state restored by orbax is committed to its device, a fresh one (an initialisation's
+  output) is not, and jit keys its programs by that too: the loop commits the state it
+  starts from, so that a run stopped after a segment and resumed calls the programs the
+  uninterrupted run compiled (its segment and what its record evaluates), and ends equal."""
+  def segment(state, start, n):
+    return _toy_segment(state, jnp.asarray(start, jnp.float32), n)
+
+  def record(state, step, metrics):
+    return {"score": float(_toy_score(state)), "sum": float(metrics)}
+
+  def run(directory, start_from_checkpoint, after=None):
+    with checkpoint.Checkpointer(directory, fingerprint={"seed": 0}) as ckpt:
+      state, step = ckpt.restore_or(_init_toy(1.0))
+      assert step == (2 if start_from_checkpoint else 0)
+      return checkpoint.run_segments(segment, state, start=step, total=6, segment_steps=2,
+                                     ckpt=ckpt, record=record, after_segment=after)
+
+  whole, compiled = _compiles(caplog, lambda: run(tmp_path / "whole", False))
+  assert compiled  # the first run compiles the initialisation, the segment and the record
+
+  def stop_at_2(step, n, metrics, entry):
+    if step == 2:
+      raise _Stop(step)
+
+  with pytest.raises(_Stop):
+    run(tmp_path / "cut", False, stop_at_2)
+  resumed, compiled = _compiles(caplog, lambda: run(tmp_path / "cut", True))
+  assert compiled == []
+  assert resumed.resumed_from == 2 and resumed.history == whole.history
+  chex.assert_trees_all_equal(resumed.state, whole.state)
 
 
 def test_an_older_versions_world_readable_records_are_narrowed_even_when_refused(tmp_path):

@@ -36,7 +36,8 @@ resume safe: it continues the *same* run, past a corrupted step, in one process 
 * **The loop.** :func:`run_segments` is the one training loop of the teachers, the students
   and the KD-GAN: compiled segments, a checkpoint and a record after each; the records
   (:meth:`Checkpointer.save_history`) are restored with the state. :func:`segment_lengths`
-  gives the lengths it will run (the programs to compile ahead).
+  gives the lengths it will run (the programs to compile ahead), :func:`committed_state`
+  the placement it runs them for (a fresh state placed as a restored one).
 * **Paths.** orbax globs inside the directory without escaping it, so under a path with
   ``[`` (``runs/run[1]``, a character class to glob) the glob matched nothing and no step
   restored: orbax is given a directory whose path holds ``[``, ``*`` or ``?`` through a
@@ -55,4 +56,9 @@ from pate_jax.checkpoint._fingerprint import (
     read_completed,
 )
 from pate_jax.checkpoint._lock import LOCK_FILE, DirectoryLock, LockedError, check_directory
-from pate_jax.checkpoint._segments import Segments, run_segments, segment_lengths
+from pate_jax.checkpoint._segments import (
+    Segments,
+    committed_state,
+    run_segments,
+    segment_lengths,
+)

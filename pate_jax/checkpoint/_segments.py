@@ -8,6 +8,11 @@ or a progress bar. :func:`run_segments` is that loop. Restoring the state is the
 (:meth:`Checkpointer.restore_or`, which it checks against its own step count); the loop
 restores the per-segment records written beside the checkpoints
 (:meth:`Checkpointer.restore_history`), so a resumed or rerun fit reports every segment.
+
+The loop starts from :func:`committed_state`: a state orbax restores is committed to its
+devices, a fresh one (an initialisation's output) is not, and ``jit`` keys its programs by
+that as by shapes and dtypes, so a resumed run would otherwise compile its segment (and
+what its records evaluate) again. A caller compiling ahead lowers for the committed state.
 """
 
 from __future__ import annotations
@@ -42,6 +47,26 @@ def segment_lengths(total: int, segment_steps: int, start: int = 0) -> set[int]:
   return {min(segment_steps, total - s) for s in range(start, total, segment_steps)}
 
 
+def committed_state(state: PyTree) -> PyTree:
+  """``state`` with every ``jax.Array`` leaf committed to the devices that hold it
+  (``jax.device_put`` to its own sharding: no copy; other leaves, and arrays committed
+  already, as given).
+
+  ``jit`` keys its programs by the placement of their arguments too, and tells an
+  uncommitted array (the output of a program whose inputs were all uncommitted: a fresh
+  initialisation) from a committed one on the same device (a state restored by orbax):
+  :func:`run_segments` starts from this, so that a fresh and a resumed run call the same
+  programs, and so does a caller that compiles them ahead from a fresh state.
+  """
+  leaves, treedef = jax.tree.flatten(state)
+  loose = [i for i, a in enumerate(leaves) if isinstance(a, jax.Array) and not a.committed]
+  if loose:
+    placed = jax.device_put([leaves[i] for i in loose], [leaves[i].sharding for i in loose])
+    for i, a in zip(loose, placed, strict=True):
+      leaves[i] = a
+  return jax.tree.unflatten(treedef, leaves)
+
+
 def _check_start(start: int, total: int) -> None:
   if start > total:
     raise ValueError(f"start: the state is at step {start}, past the last step {total}")
@@ -57,7 +82,8 @@ def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], stat
 
   Args:
     segment: ``segment(state, step, n) -> (state, metrics)``: steps ``step .. step+n-1``.
-    state: the state at ``start`` (restored by the caller, or fresh at 0).
+    state: the state at ``start`` (restored by the caller, or fresh at 0); the loop
+      runs from :func:`committed_state` of it.
     start: the step ``state`` is at.
     total: the last step.
     segment_steps: steps per segment (and per checkpoint and record).
@@ -79,6 +105,7 @@ def run_segments(segment: Callable[[PyTree, int, int], tuple[PyTree, Any]], stat
   segment_steps = _checks.positive_int(segment_steps, "segment_steps")
   _check_start(start, total)
   history = ckpt.restore_history(start, step_key) if ckpt is not None and record else []
+  state = committed_state(state)
   step, metrics, t0 = start, None, time.perf_counter()
   while step < total:
     n = min(segment_steps, total - step)

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pate_jax.checkpoint import Checkpointer, run_segments, segment_lengths
+from pate_jax.checkpoint import Checkpointer, committed_state, run_segments, segment_lengths
 from pate_jax.io import data_digest
 from pate_jax.students._data import StudentData, epoch_batches
 
@@ -430,19 +430,23 @@ def compile_fit(student: Student, data: StudentData, key: jax.Array, *, num_step
   will do), nor ``key``'s; ``student`` must be the object :func:`fit` will get (the compiled
   programs are cached by it: :func:`pate_jax.students.build_student` returns one object per
   arguments). A later :func:`fit` on real data of those shapes then compiles nothing, so
-  this may run while something else (the teachers' training) keeps the accelerator busy.
-  ``num_seeds`` > 1: :func:`fit_seeds`'s programs for that many keys instead.
+  this may run while something else (the teachers' training) keeps the accelerator busy;
+  nor does one that resumes from a checkpoint (the programs are compiled for the state the
+  training loop runs, :func:`pate_jax.checkpoint.committed_state`, placed as a restored
+  one). ``num_seeds`` > 1: :func:`fit_seeds`'s programs for that many keys instead.
   """
   _check_schedule(num_steps, batch_size, segment_steps)
   if num_seeds > 1:
     keys = jnp.stack([key] * num_seeds)  # as callers stack their seeds' keys
     state, arrays = _seeds_start(student, data, keys, init_examples)
+    state = committed_state(state)
     for n in sorted(segment_lengths(num_steps, segment_steps)):
       _seeds_segment.lower(student, batch_size, n, state, keys, jnp.asarray(0),
                            *arrays).compile()
     seeds_accuracy(student, state, data.eval_images, data.eval_labels)
     return
   state, arrays = _start(student, data, key, init_examples)
+  state = committed_state(state)
   for n in sorted(segment_lengths(num_steps, segment_steps)):
     _segment.lower(student, batch_size, n, state, key, jnp.asarray(0), *arrays).compile()
   accuracy(student, state, data.eval_images, data.eval_labels)
@@ -461,12 +465,14 @@ def training_segment(student: Student, data: StudentData, key: jax.Array, *, num
   if num_seeds > 1:
     keys = jnp.stack([jax.random.fold_in(key, i) for i in range(num_seeds)])
     state, arrays = _seeds_start(student, data, keys, init_examples)
+    state = committed_state(state)  # as the loop runs it
 
     def run_seeds(state: PyTree, start: int) -> tuple[PyTree, dict]:
       return _seeds_segment(student, batch_size, num_steps, state, keys, jnp.asarray(start),
                             *arrays)
     return state, run_seeds
   state, arrays = _start(student, data, key, init_examples)
+  state = committed_state(state)
 
   def run(state: PyTree, start: int) -> tuple[PyTree, dict]:
     return _segment(student, batch_size, num_steps, state, key, jnp.asarray(start), *arrays)
