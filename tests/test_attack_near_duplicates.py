@@ -10,6 +10,7 @@ import json
 import pathlib
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -45,6 +46,44 @@ def test_pixel_step_moves_by_one_level_and_one_pixel_copies_are_distinct():
   np.testing.assert_allclose(pixel * 255, np.round(pixel * 255), atol=1e-3)
   with pytest.raises(ValueError, match="num"):
     attacks.one_pixel_copies(jax.random.key(2), x8, x8.size * 255 + 1)
+
+
+def _one_pixel_eager(key, x, num, levels):
+  """:func:`attacks.one_pixel_copies` as it was written op by op, before it was compiled."""
+  flat = jnp.asarray(x).reshape(-1)
+  change = jax.random.choice(key, flat.size * levels, (num,), replace=False)
+  pos, k = change // levels, change % levels
+  k = jnp.where(k >= jnp.round(flat[pos] * levels), k + 1, k)
+  out = jnp.broadcast_to(flat, (num, flat.size)).at[jnp.arange(num), pos].set(k / levels)
+  return out.reshape((num,) + x.shape)
+
+
+def _pixel_step_eager(key, x, num, step):
+  """:func:`attacks.pixel_step_copies` as it was written op by op, before it was compiled."""
+  flat = jnp.asarray(x).reshape(-1)
+  k_pos, k_sign = jax.random.split(key)
+  pos = jax.random.randint(k_pos, (num,), 0, flat.size)
+  sign = jnp.where(jax.random.bernoulli(k_sign, 0.5, (num,)), 1.0, -1.0)
+  old = flat[pos]
+  moved = old + sign * step
+  new = jnp.clip(jnp.where((moved < 0) | (moved > 1), old - sign * step, moved), 0.0, 1.0)
+  out = jnp.broadcast_to(flat, (num, flat.size)).at[jnp.arange(num), pos].set(new)
+  return out.reshape((num,) + x.shape)
+
+
+@pytest.mark.parametrize("seed, shape, num, levels, step", [
+    (0, (6, 5, 1), 300, 255, None),
+    pytest.param(2, (4, 3, 3), 70, 7, 0.25, marks=pytest.mark.slow)])  # its own compiles
+def test_compiled_copies_equal_the_op_by_op_formula(seed, shape, num, levels, step):
+  """One compiled program per call gives the copies the op-by-op formula gave, bit for bit
+  (the defaults; other levels and step on another shape). The formula compiles each of its
+  operations: some seconds per shape."""
+  key, x = jax.random.key(seed), _image(shape)
+  pixel = attacks.one_pixel_copies(key, x, num, levels=levels)
+  np.testing.assert_array_equal(pixel, _one_pixel_eager(key, x, num, levels))
+  moved = attacks.pixel_step_copies(key, x, num, **({} if step is None else {"step": step}))
+  np.testing.assert_array_equal(moved, _pixel_step_eager(key, x, num, step or 1 / 255))
+  assert pixel.dtype == moved.dtype == np.float32
 
 
 def test_gaussian_copies_are_clipped_and_near():

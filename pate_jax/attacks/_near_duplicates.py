@@ -18,6 +18,7 @@ histogram and the attack of Section 3 works again.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping
 
 import jax
@@ -36,13 +37,14 @@ GAUSS_STD = 1.0 / 255.0
 """The noise std of :func:`gaussian_copies`."""
 
 
-def _image(image: Any) -> jax.Array:
+def _image(image: Any) -> np.ndarray:
+  """``image`` as a float32 host array, checked to be non-empty and in ``[0, 1]``."""
   x = np.asarray(image, np.float32)
   if x.size == 0 or not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 1:
     raise ValueError(f"image must be a non-empty array of values in [0, 1]; got shape "
                      f"{x.shape}, range [{x.min() if x.size else None}, "
                      f"{x.max() if x.size else None}]")
-  return jnp.asarray(x)
+  return x
 
 
 def _count(num: Any) -> int:
@@ -72,11 +74,18 @@ def one_pixel_copies(key: jax.Array, image: Any, num: int, *,
   """
   x = _image(image)
   num = _count(num)
-  flat = x.reshape(-1)
   if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
     raise ValueError(f"levels must be a positive integer, got {levels!r}")
-  if num > flat.size * levels:
-    raise ValueError(f"num must be <= {flat.size * levels} (values × other levels), got {num}")
+  if num > x.size * levels:
+    raise ValueError(f"num must be <= {x.size * levels} (values × other levels), got {num}")
+  return _one_pixel(key, x, num, int(levels))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _one_pixel(key: jax.Array, x: jax.Array, num: int, levels: int) -> jax.Array:
+  """:func:`one_pixel_copies` of a checked ``x``, one compiled program per shape, ``num``
+  and ``levels``."""
+  flat = x.reshape(-1)
   change = jax.random.choice(key, flat.size * levels, (num,), replace=False)
   pos, k = change // levels, change % levels
   k = jnp.where(k >= jnp.round(flat[pos] * levels), k + 1, k)  # skip the current level
@@ -108,6 +117,14 @@ def pixel_step_copies(key: jax.Array, image: Any, num: int, *,
   num = _count(num)
   if not 0 < step <= 0.5:
     raise ValueError(f"step must be in (0, 0.5], got {step!r}")
+  return _pixel_step(key, x, num, float(step))
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _pixel_step(key: jax.Array, x: jax.Array, num: int, step: float) -> jax.Array:
+  """:func:`pixel_step_copies` of a checked ``x``, one compiled program per shape and
+  ``num`` (``step`` is traced, a weakly typed scalar as a Python float is eagerly: any
+  step shares the program)."""
   flat = x.reshape(-1)
   k_pos, k_sign = jax.random.split(key)
   pos = jax.random.randint(k_pos, (num,), 0, flat.size)
@@ -122,7 +139,7 @@ def pixel_step_copies(key: jax.Array, image: Any, num: int, *,
 def gaussian_copies(key: jax.Array, image: Any, num: int, *,
                     std: float = GAUSS_STD) -> jax.Array:
   """``num`` copies ``clip(image + N(0, std²) i.i.d., 0, 1)``: float32 ``[num, ...]``."""
-  x = _image(image)
+  x = jnp.asarray(_image(image))
   num = _count(num)
   if not std > 0:
     raise ValueError(f"std must be > 0, got {std!r}")
