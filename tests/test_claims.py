@@ -1018,6 +1018,56 @@ def test_the_readmes_ablation_paragraph_is_its_run():
   assert lnmax["epsilon"]["min"] == lnmax["epsilon"]["max"]  # one ε for every seed
 
 
+def test_the_readmes_moment_grid_paragraph_is_its_run():
+  """*The moment grid*: the 2017 grid's ε and best moment (at the grid's end), the tight
+  grid's end, ε and best moment are run ``pate_mnist_cpu_lnmax``'s, whose votes are its own
+  main job's teachers (not ``runs/pate_mnist_cpu``'s, whose votes differ); the teachers'
+  mean accuracy beside the paper's is the main job's; the strong-composition values are
+  the paper's and run ``published_accounting``'s."""
+  whole = _whole("pate_mnist_cpu_lnmax")
+  agg = whole["results"]["aggregate"]
+  loose, tight = (agg["epsilon"]["moments_data_dependent"],
+                  agg["epsilon_tight"]["moments_data_dependent"])
+  m = _readme(r"`epsilon` uses the 2017 code's moments l = 1\.\.(\d+) \(`max_moment`\), for "
+              r"comparison with the paper's [\d.]+; on our CPU teachers the best moment is (\d+), "
+              r"the end of that grid")
+  assert (int(m.group(1)), int(m.group(2))) == (loose["grid"][1], loose["best_moment"])
+  assert loose["best_at_grid_edge"] and "moments_data_dependent" in agg["epsilon_at_grid_edge"]
+  m = _readme(r"\(moments 1\.\.`tight_max_moment` = (\d+)\): for the 100 queries above \(the first "
+              r"pool rows, on the votes of the 250 CPU teachers, seed 0, that run "
+              r"`pate_mnist_cpu_lnmax`'s own main job trained, its `([\w/]+)`: .*?\) ε is ([\d.]+) "
+              r"with moments to (\d+), [\d.]+ to 16, [\d.]+ to 32 and ([\d.]+) \(moment (\d+)\) to "
+              r"64, (\d+) or 256")
+  config = whole["config"]["aggregate"]
+  assert int(m.group(1)) == tight["grid"][1] == config["tight_max_moment"] == _config(
+      "aggregate_mnist.py").tight_max_moment
+  assert m.group(2) == config["votes_dir"] and agg["num_queries"] == 100
+  assert list(m.group(3, 4, 5, 6, 7)) == [
+      f"{loose['epsilon']:.3f}", f"{loose['grid'][1]:.0f}", f"{tight['epsilon']:.3f}",
+      str(tight["best_moment"]), f"{tight['grid'][1]:.0f}"], m.groups()
+  assert tight["best_moment"] < 64 and not tight["best_at_grid_edge"]
+  # The votes are not runs/pate_mnist_cpu's: that run's teachers score differently.
+  assert (_run("pate_mnist_cpu_lnmax", "teachers/results.json")["mean_normalized_gap"]
+          != _run("pate_mnist_cpu")["private"]["teachers"]["mean_normalized_gap"])
+
+  m = _readme(r"our CPU teachers agree more \(mean accuracy ([\d.]+) % vs ([\d.]+) %\)")
+  teachers = _run("pate_mnist_cpu_secret")["private"]["teachers"]
+  assert m.group(1) == _pct(teachers["teacher_test_accuracy"]["mean"])
+  assert (f"average test accuracy of individual teachers is {m.group(2)}% for MNIST"
+          in " ".join(_paper("pate-2017-iclr.md").split()))
+  strong = {(s["num_queries"], s["delta"]): s for s in _run("published_accounting")[
+      "strong_composition"]}
+  m = _readme(r"\(`pate-2017-iclr\.md`; ([\d.]+) for T = (\d+), δ = (1e-\d), as printed; for "
+              r"T = (\d+), δ = (1e-\d) the appendix prints ε ≈ (\d+), ours is ([\d.]+) — tested\)")
+  small, large = (strong[int(m.group(2)), float(m.group(3))],
+                  strong[int(m.group(4)), float(m.group(5))])
+  assert m.group(1) == f"{small['epsilon']:.2f}" == f"{small['paper_epsilon']:.2f}"
+  assert m.group(7) == f"{large['epsilon']:.2f}" and float(m.group(6)) == large["paper_epsilon"]
+  paper = " ".join(_paper("pate-2017-iclr.md").split())
+  for value in (m.group(1), m.group(6)):
+    assert f"\\varepsilon\\approx{value}$" in paper, value
+
+
 def test_the_readmes_smooth_sensitivity_paragraph_is_its_runs():
   """*Releasing data-dependent ε*: the MNIST row is run ``release_mnist``'s (its queries,
   setting, answered count, released ε at the fixed order, data-independent ε, and the
