@@ -906,6 +906,12 @@ def test_the_readmes_figures_2_and_3_are_their_runs():
   accuracies.append(lnmax["teacher_test_accuracy"]["mean"])
   assert list(m.group(7, 8, 9)) == [_pct(a, 2) for a in accuracies], m.groups()
 
+  m = _readme(r"--workdir runs/figure2`; the committed runs `figure2` and `figure2_g005`, like "
+              r"`figure3`, read their 250 teachers from `([\w/]+)`\)")
+  for name in ("figure2", "figure2_g005"):
+    curves = _run(name, "figure2.json")["curves"]
+    assert {c["num_teachers"]: c["workdir"] for c in curves}[250] == m.group(1), name
+  assert rows[250]["workdir"] == m.group(1)
   grid = _whole("figure2", "figure2.json")["config"]
   m = _readme(r"for γ ∈ \[([\d.]+), ([\d.]+)\], vmapped over the grid and (\d+) seeds")
   assert (float(m.group(1)), float(m.group(2)), int(m.group(3))) == (
