@@ -846,6 +846,28 @@ def test_the_readmes_main_job_paragraph_is_its_runs():
   assert "1..128" in lnmax["aggregate"]["epsilon_convention"]
 
 
+def test_the_readmes_main_job_release_settings_are_its_run():
+  """*Main job*'s data-independent ε (improved conversion) and the release's order, β and
+  σ_ss are run ``pate_mnist_cpu_secret``'s, the order the rule's (the least
+  data-independent ε of the labels), β 0.4/order and σ_ss the config's."""
+  whole = _whole("pate_mnist_cpu_secret")
+  r, config = whole["results"], whole["config"]["aggregate"]["release"]
+  improved = r["aggregate"]["epsilon"]["rdp_data_independent_improved"]
+  release = r["epsilon_release"]
+  m = _readme(r"data-independent, ([\d.]+) \(improved conversion; [\d.]+ classic\); \*\*ε released "
+              r"with smooth sensitivity [\d.]+\*\* \(release \d+; order (\d+) from the "
+              r"data-independent rule, where conditions C5 and C6 hold, β ([\d.]+), σ_ss (\d+), "
+              r"fixed in the config\)")
+  assert list(m.groups()) == [f"{improved['epsilon']:.2f}", f"{release['order']:.0f}",
+                              f"{release['beta']:.4f}", f"{release['sigma_ss']:.0f}"], m.groups()
+  assert config["order"] is None and config["beta"] is None
+  assert release["order"] == improved["best_order"] and release["conversion"] == "improved"
+  assert release["beta"] == pytest.approx(0.4 / release["order"])
+  default = _config("pate_mnist.py:cpu").aggregate.release
+  assert release["sigma_ss"] == config["sigma_ss"] == default.sigma_ss
+  assert default.order is None and default.beta is None
+
+
 def test_the_readmes_cpu_teachers_table_is_its_runs():
   """*Teachers, MNIST, 250 teachers (CPU config)*: the teachers and examples, the teachers'
   accuracy and gap (the main job's run), the plurality accuracies of ``pate_mnist_cpu`` and
