@@ -2299,3 +2299,18 @@ def test_every_commit_the_students_to_kd_gan_sections_cite_is_in_the_history():
     found = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=REPO,
                            capture_output=True, check=False)
     assert found.returncode == 0, f"README cites {commit}, which is no commit here"
+
+
+def test_the_earlier_teachers_note_gives_the_gap_of_their_votes():
+  """The note of the runs that read ``runs/main_job/teachers`` (Figures 2 and 3, the gap
+  plot) names those teachers by their mean normalised gap: Figure 3's 250-teacher point,
+  that of run pate_mnist_cpu_lnmax's teachers (same votes dir), not pate_mnist_cpu's."""
+  gap = lambda s: re.findall(r'"mean_normalized_gap": ([0-9.]+)', json.dumps(s))
+  figure3, lnmax, cpu = (gap(_run(n)) for n in ("figure3", "pate_mnist_cpu_lnmax",
+                                                 "pate_mnist_cpu"))
+  note = rp._EARLIER_N250  # pylint: disable=protected-access
+  quoted = re.search(r"gap, ([0-9.]+), is", note).group(1)
+  assert lnmax == [figure3[-1]] and float(lnmax[0]) == pytest.approx(float(quoted), abs=5e-8)
+  assert abs(float(cpu[0]) - float(quoted)) > 1e-5
+  lnmax_file = REPO / "results" / "runs" / "pate_mnist_cpu_lnmax" / "results.json"
+  assert '"votes_dir": "runs/main_job/teachers"' in lnmax_file.read_text()
