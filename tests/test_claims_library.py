@@ -86,6 +86,19 @@ def test_the_secret_keys_bits_are_the_rngs():
   assert 2 * half == bits
 
 
+def test_the_attacks_private_as_a_whole_are_the_stages():
+  """*What you may publish*: the attacks "private as a whole" are "`attack.py`'s `adult` and
+  `near_duplicates` settings", its others saying "publishable: synthetic or public data
+  only" (the disclosure the attack stage writes for the settings outside ON_PRIVATE_DATA)."""
+  from pate_jax import experiment  # pylint: disable=import-outside-toplevel
+  from pate_jax.stages import attack  # pylint: disable=import-outside-toplevel
+  m = _readme(r"`attack\.py`'s `(\w+)` and `(\w+)` settings; its others attack published or "
+              r"synthetic histograms and say \"([^\"]+)\"")
+  assert set(m.groups()[:2]) == set(attack.ON_PRIVATE_DATA)
+  assert set(attack.ON_PRIVATE_DATA) < set(attack.SETTINGS)
+  assert m.group(3) == experiment.NO_PRIVATE_DATA
+
+
 def _float32_normal_extremes() -> float:
   """The largest |z| JAX's float32 normal sampler can return: its value at the uniform
   bits all zeros and all ones (a PRNG whose bits are its key)."""
