@@ -99,6 +99,20 @@ def test_the_attacks_private_as_a_whole_are_the_stages():
   assert m.group(3) == experiment.NO_PRIVATE_DATA
 
 
+def test_a_private_runs_report_lines_are_marked_unless_they_begin_with_the_mark():
+  """*What you may publish*: the harness "begins each report line of such a run that does
+  not already begin with the mark" with it: a line that says "private" further on is
+  marked too (``experiment.mark_private``)."""
+  from pate_jax import experiment  # pylint: disable=import-outside-toplevel
+  m = _readme(r"begins each report line of such a run that does not already begin with the "
+              r"mark with \"([^\"]+)\"")
+  assert m.group(1) == experiment.PRIVATE_MARK
+  text = "ε 1.2 (private)\nprivate (data owner only): accuracy 0.9\n"
+  assert experiment.mark_private(text) == (
+      f"{experiment.PRIVATE_MARK}ε 1.2 (private)\n"
+      "private (data owner only): accuracy 0.9\n")
+
+
 def _float32_normal_extremes() -> float:
   """The largest |z| JAX's float32 normal sampler can return: its value at the uniform
   bits all zeros and all ones (a PRNG whose bits are its key)."""
