@@ -113,6 +113,21 @@ def test_a_private_runs_report_lines_are_marked_unless_they_begin_with_the_mark(
       "private (data owner only): accuracy 0.9\n")
 
 
+def test_the_folders_left_as_they_are_are_the_codes():
+  """*What you may publish*: "the folder a hand-over archive, a report or the report's copies
+  of figures are written to" is left as it is: the three writers open their owner-only file
+  without narrowing its directory (``io.open_private``'s ``narrow_directory=False``)."""
+  import inspect  # pylint: disable=import-outside-toplevel
+  from pate_jax import reporting  # pylint: disable=import-outside-toplevel
+  from pate_jax.stages import gpu_acceptance, report  # pylint: disable=import-outside-toplevel
+  _readme(r"and so is the folder a hand-over archive, a report or the report's copies of "
+          r"figures are written to\.")
+  for fn in (gpu_acceptance._archive, report.run,  # pylint: disable=protected-access
+             reporting.stamp_private):
+    assert "io.open_private(" in inspect.getsource(fn), fn.__name__
+    assert "narrow_directory=False" in inspect.getsource(fn), fn.__name__
+
+
 def _float32_normal_extremes() -> float:
   """The largest |z| JAX's float32 normal sampler can return: its value at the uniform
   bits all zeros and all ones (a PRNG whose bits are its key)."""
