@@ -1081,8 +1081,8 @@ def test_the_readmes_moment_grid_paragraph_is_its_run():
   m = _readme(r"our CPU teachers agree more \(mean accuracy ([\d.]+) % vs ([\d.]+) %\)")
   teachers = _run("pate_mnist_cpu_secret")["private"]["teachers"]
   assert m.group(1) == _pct(teachers["teacher_test_accuracy"]["mean"])
-  assert (f"average test accuracy of individual teachers is {m.group(2)}% for MNIST"
-          in " ".join(_paper("pate-2017-iclr.md").split()))
+  paper = " ".join(_paper("pate-2017-iclr.md").split())
+  assert f"average test accuracy of individual teachers is {m.group(2)}% for MNIST" in paper
   strong = {(s["num_queries"], s["delta"]): s for s in _run("published_accounting")[
       "strong_composition"]}
   m = _readme(r"\(`pate-2017-iclr\.md`; ([\d.]+) for T = (\d+), δ = (1e-\d), as printed; for "
@@ -1091,7 +1091,6 @@ def test_the_readmes_moment_grid_paragraph_is_its_run():
                   strong[int(m.group(4)), float(m.group(5))])
   assert m.group(1) == f"{small['epsilon']:.2f}" == f"{small['paper_epsilon']:.2f}"
   assert m.group(7) == f"{large['epsilon']:.2f}" and float(m.group(6)) == large["paper_epsilon"]
-  paper = " ".join(_paper("pate-2017-iclr.md").split())
   for value in (m.group(1), m.group(6)):
     assert f"\\varepsilon\\approx{value}$" in paper, value
 
@@ -2305,12 +2304,12 @@ def test_the_earlier_teachers_note_gives_the_gap_of_their_votes():
   """The note of the runs that read ``runs/main_job/teachers`` (Figures 2 and 3, the gap
   plot) names those teachers by their mean normalised gap: Figure 3's 250-teacher point,
   that of run pate_mnist_cpu_lnmax's teachers (same votes dir), not pate_mnist_cpu's."""
-  gap = lambda s: re.findall(r'"mean_normalized_gap": ([0-9.]+)', json.dumps(s))
-  figure3, lnmax, cpu = (gap(_run(n)) for n in ("figure3", "pate_mnist_cpu_lnmax",
-                                                 "pate_mnist_cpu"))
   note = rp._EARLIER_N250  # pylint: disable=protected-access
-  quoted = re.search(r"gap, ([0-9.]+), is", note).group(1)
-  assert lnmax == [figure3[-1]] and float(lnmax[0]) == pytest.approx(float(quoted), abs=5e-8)
-  assert abs(float(cpu[0]) - float(quoted)) > 1e-5
-  lnmax_file = REPO / "results" / "runs" / "pate_mnist_cpu_lnmax" / "results.json"
-  assert '"votes_dir": "runs/main_job/teachers"' in lnmax_file.read_text()
+  quoted = float(re.search(r"gap, ([0-9.]+), is", note).group(1))
+  point = {c["num_teachers"]: c for c in _run("figure3")["figure3"]}[250]
+  lnmax = _whole("pate_mnist_cpu_lnmax")
+  gap = _run("pate_mnist_cpu_lnmax", "teachers/results.json")["mean_normalized_gap"]
+  assert point["workdir"] == lnmax["config"]["aggregate"]["votes_dir"] == "runs/main_job/teachers"
+  assert point["mean_normalized_gap"] == gap == pytest.approx(quoted, abs=5e-8)
+  assert _run("pate_mnist_cpu")["private"]["teachers"]["mean_normalized_gap"] != pytest.approx(
+      quoted, abs=5e-8)
